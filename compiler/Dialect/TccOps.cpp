@@ -1,0 +1,757 @@
+//===- TccOps.cpp - tcc dialect: registration, shape inference, verifiers -===//
+//
+// Every op infers its result types from operands and attributes; ODS wires
+// the inference into the verifier (`verifyInferredResultTypes`), so the
+// checks here are the verifier for shapes and attribute values. Messages name
+// the op and say which value is wrong.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Dialect/TccOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+#include "compiler/Dialect/TccOpsDialect.cpp.inc"
+
+void TccDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "compiler/Dialect/TccOps.cpp.inc"
+      >();
+}
+
+Operation *TccDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, type, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Shared shape rules
+//===----------------------------------------------------------------------===//
+
+bool mlir::tcc::isComparison(EwKind kind) {
+  switch (kind) {
+  case EwKind::Equal:
+  case EwKind::Less:
+  case EwKind::Greater:
+  case EwKind::And:
+  case EwKind::Or:
+  case EwKind::Not:
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool mlir::tcc::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
+                                SmallVectorImpl<int64_t> &result) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  result.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t l = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
+    int64_t r = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
+    if (l == r || r == 1)
+      result[i] = l;
+    else if (l == 1)
+      result[i] = r;
+    else
+      return false;
+  }
+  return true;
+}
+
+std::optional<int64_t> mlir::tcc::normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Emits "'<op>' op <message>" at `loc` when there is one; always fails.
+static LogicalResult opError(std::optional<Location> loc, StringRef opName,
+                             const Twine &message) {
+  return emitOptionalError(loc, "'", opName, "' op ", message);
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(shape, os, ", ");
+  os << "]";
+  return s;
+}
+
+static RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elementType) {
+  return RankedTensorType::get(shape, elementType);
+}
+
+static StringRef ewOpName(EwKind kind) {
+  switch (kind) {
+  case EwKind::Add: return AddOp::getOperationName();
+  case EwKind::Sub: return SubOp::getOperationName();
+  case EwKind::Mul: return MulOp::getOperationName();
+  case EwKind::Div: return DivOp::getOperationName();
+  case EwKind::Pow: return PowOp::getOperationName();
+  case EwKind::Equal: return EqualOp::getOperationName();
+  case EwKind::Less: return LessOp::getOperationName();
+  case EwKind::Greater: return GreaterOp::getOperationName();
+  case EwKind::And: return AndOp::getOperationName();
+  case EwKind::Or: return OrOp::getOperationName();
+  default: return "tcc.elementwise";
+  }
+}
+
+LogicalResult mlir::tcc::inferBroadcastOp(std::optional<Location> loc,
+                                          EwKind kind, Type lhsType,
+                                          Type rhsType,
+                                          SmallVectorImpl<Type> &types) {
+  StringRef name = ewOpName(kind);
+  auto lhs = cast<RankedTensorType>(lhsType);
+  auto rhs = cast<RankedTensorType>(rhsType);
+  Type lhsElt = lhs.getElementType(), rhsElt = rhs.getElementType();
+  // Pow is the one ONNX op whose exponent may have another type than its base.
+  if (kind != EwKind::Pow && lhsElt != rhsElt)
+    return opError(loc, name,
+                   Twine("operands have different element types (") +
+                       llvm::formatv("{0} and {1})", lhsElt, rhsElt).str());
+  bool logical = kind == EwKind::And || kind == EwKind::Or;
+  if (logical && !lhsElt.isInteger(1))
+    return opError(loc, name, "operands must be i1 tensors");
+  SmallVector<int64_t> shape;
+  if (!broadcastShapes(lhs.getShape(), rhs.getShape(), shape))
+    return opError(loc, name,
+                   "operand shapes " + shapeStr(lhs.getShape()) + " and " +
+                       shapeStr(rhs.getShape()) + " do not broadcast");
+  Type elt = isComparison(kind) ? IntegerType::get(lhs.getContext(), 1) : lhsElt;
+  types.push_back(tensorOf(shape, elt));
+  return success();
+}
+
+LogicalResult mlir::tcc::inferReduceOp(std::optional<Location> loc,
+                                       Type inputType,
+                                       std::optional<ArrayRef<int64_t>> axes,
+                                       int64_t keepdims,
+                                       int64_t noopWithEmptyAxes,
+                                       SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(inputType);
+  int64_t rank = input.getRank();
+  if (keepdims != 0 && keepdims != 1)
+    return emitOptionalError(loc, "reduction: keepdims must be 0 or 1, got ",
+                             keepdims);
+  llvm::SmallVector<bool> reduced(rank, false);
+  if (!axes || axes->empty()) {
+    if (noopWithEmptyAxes) {
+      types.push_back(input);
+      return success();
+    }
+    reduced.assign(rank, true);
+  } else {
+    for (int64_t a : *axes) {
+      std::optional<int64_t> n = normalizeAxis(a, rank);
+      if (!n)
+        return emitOptionalError(loc, "reduction: axis ", a,
+                                 " is out of range for rank ", rank);
+      if (reduced[*n])
+        return emitOptionalError(loc, "reduction: axis ", a,
+                                 " appears more than once");
+      reduced[*n] = true;
+    }
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i])
+      shape.push_back(input.getDimSize(i));
+    else if (keepdims)
+      shape.push_back(1);
+  }
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op inference and verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto c = cast<RankedTensorType>(adaptor.getCondition().getType());
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto y = cast<RankedTensorType>(adaptor.getY().getType());
+  if (x.getElementType() != y.getElementType())
+    return opError(loc, getOperationName(),
+                   "x and y have different element types");
+  SmallVector<int64_t> s1, s2;
+  if (!broadcastShapes(c.getShape(), x.getShape(), s1) ||
+      !broadcastShapes(s1, y.getShape(), s2))
+    return opError(loc, getOperationName(),
+                   "shapes " + shapeStr(c.getShape()) + ", " +
+                       shapeStr(x.getShape()) + " and " +
+                       shapeStr(y.getShape()) + " do not broadcast");
+  types.push_back(tensorOf(s2, x.getElementType()));
+  return success();
+}
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  types.push_back(tensorOf(input.getShape(), adaptor.getTo()));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  Type to = getTo();
+  if (!isa<FloatType, IntegerType>(to))
+    return emitOpError("cannot cast to ") << to
+                                          << ": only float and integer types";
+  return success();
+}
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto lhs = cast<RankedTensorType>(adaptor.getLhs().getType());
+  auto rhs = cast<RankedTensorType>(adaptor.getRhs().getType());
+  StringRef name = getOperationName();
+  if (lhs.getElementType() != rhs.getElementType())
+    return opError(loc, name, "operands have different element types");
+  if (lhs.getRank() < 1 || rhs.getRank() < 1)
+    return opError(loc, name, "operands must have rank >= 1");
+  SmallVector<int64_t> a(lhs.getShape()), b(rhs.getShape());
+  bool lhsVec = a.size() == 1, rhsVec = b.size() == 1;
+  if (lhsVec)
+    a.insert(a.begin(), 1);
+  if (rhsVec)
+    b.push_back(1);
+  int64_t k1 = a.back(), k2 = b[b.size() - 2];
+  if (k1 != k2)
+    return opError(loc, name,
+                   "contraction dimensions differ: " + shapeStr(lhs.getShape()) +
+                       " x " + shapeStr(rhs.getShape()));
+  SmallVector<int64_t> batch;
+  if (!broadcastShapes(ArrayRef(a).drop_back(2), ArrayRef(b).drop_back(2), batch))
+    return opError(loc, name,
+                   "batch dimensions do not broadcast: " +
+                       shapeStr(lhs.getShape()) + " x " +
+                       shapeStr(rhs.getShape()));
+  SmallVector<int64_t> shape(batch);
+  if (!lhsVec)
+    shape.push_back(a[a.size() - 2]);
+  if (!rhsVec)
+    shape.push_back(b.back());
+  types.push_back(tensorOf(shape, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  StringRef name = getOperationName();
+  auto a = cast<RankedTensorType>(adaptor.getA().getType());
+  auto b = cast<RankedTensorType>(adaptor.getB().getType());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return opError(loc, name, "A and B must be matrices");
+  if (a.getElementType() != b.getElementType())
+    return opError(loc, name, "A and B have different element types");
+  int64_t ta = adaptor.getTransA(), tb = adaptor.getTransB();
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    return opError(loc, name, "transA and transB must be 0 or 1");
+  int64_t m = a.getDimSize(ta ? 1 : 0), k = a.getDimSize(ta ? 0 : 1);
+  int64_t kb = b.getDimSize(tb ? 1 : 0), n = b.getDimSize(tb ? 0 : 1);
+  if (k != kb)
+    return opError(loc, name,
+                   "inner dimensions differ: op(A) is " + shapeStr({m, k}) +
+                       ", op(B) is " + shapeStr({kb, n}));
+  if (Value c = adaptor.getC()) {
+    auto ct = cast<RankedTensorType>(c.getType());
+    SmallVector<int64_t> out;
+    if (ct.getElementType() != a.getElementType() ||
+        !broadcastShapes({m, n}, ct.getShape(), out) ||
+        out != SmallVector<int64_t>{m, n})
+      return opError(loc, name,
+                     "C of shape " + shapeStr(ct.getShape()) +
+                         " does not broadcast to " + shapeStr({m, n}));
+  }
+  types.push_back(tensorOf({m, n}, a.getElementType()));
+  return success();
+}
+
+static LogicalResult inferSoftmaxLike(std::optional<Location> loc,
+                                      StringRef name, Value input, int64_t axis,
+                                      SmallVectorImpl<Type> &types) {
+  auto t = cast<RankedTensorType>(input.getType());
+  if (!normalizeAxis(axis, t.getRank()))
+    return opError(loc, name,
+                   "axis " + Twine(axis) + " is out of range for rank " +
+                       Twine(t.getRank()));
+  types.push_back(t);
+  return success();
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferSoftmaxLike(loc, getOperationName(), adaptor.getInput(),
+                          adaptor.getAxis(), types);
+}
+
+LogicalResult LogSoftmaxOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  return inferSoftmaxLike(loc, getOperationName(), adaptor.getInput(),
+                          adaptor.getAxis(), types);
+}
+
+/// The element type ONNX's `stash_type` names (a TensorProto data type).
+static Type stashType(MLIRContext *ctx, int64_t stash) {
+  switch (stash) {
+  case 1: return Float32Type::get(ctx);
+  case 10: return Float16Type::get(ctx);
+  case 11: return Float64Type::get(ctx);
+  case 16: return BFloat16Type::get(ctx);
+  default: return nullptr;
+  }
+}
+
+LogicalResult LayerNormalizationOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  StringRef name = getOperationName();
+  auto x = cast<RankedTensorType>(adaptor.getInput().getType());
+  std::optional<int64_t> axis = normalizeAxis(adaptor.getAxis(), x.getRank());
+  if (!axis)
+    return opError(loc, name,
+                   "axis " + Twine(adaptor.getAxis()) +
+                       " is out of range for rank " + Twine(x.getRank()));
+  Type stash = stashType(ctx, adaptor.getStashType());
+  if (!stash)
+    return opError(loc, name,
+                   "stash_type " + Twine(adaptor.getStashType()) +
+                       " is not a floating-point type");
+  ArrayRef<int64_t> normalized = x.getShape().drop_front(*axis);
+  for (Value v : {adaptor.getScale(), adaptor.getBias()}) {
+    if (!v)
+      continue;
+    auto t = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> out;
+    if (t.getElementType() != x.getElementType() ||
+        !broadcastShapes(normalized, t.getShape(), out) ||
+        ArrayRef<int64_t>(out) != normalized)
+      return opError(loc, name,
+                     "scale/bias of shape " + shapeStr(t.getShape()) +
+                         " does not broadcast to the normalized shape " +
+                         shapeStr(normalized));
+  }
+  SmallVector<int64_t> statShape(x.getShape());
+  for (int64_t i = *axis; i < x.getRank(); ++i)
+    statShape[i] = 1;
+  types.push_back(x);
+  types.push_back(tensorOf(statShape, stash));
+  types.push_back(tensorOf(statShape, stash));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto data = cast<RankedTensorType>(adaptor.getData().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  std::optional<int64_t> axis = normalizeAxis(adaptor.getAxis(), data.getRank());
+  if (!axis)
+    return opError(loc, getOperationName(),
+                   "axis " + Twine(adaptor.getAxis()) +
+                       " is out of range for rank " + Twine(data.getRank()));
+  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  types.push_back(tensorOf(shape, data.getElementType()));
+  return success();
+}
+
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  StringRef name = getOperationName();
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  ArrayRef<int64_t> target = adaptor.getShape();
+  bool allowZero = adaptor.getAllowzero() != 0;
+  SmallVector<int64_t> shape;
+  int64_t inferAt = -1, known = 1;
+  for (auto [i, dim] : llvm::enumerate(target)) {
+    int64_t d = dim;
+    if (d == -1) {
+      if (inferAt >= 0)
+        return opError(loc, name, "shape " + shapeStr(target) +
+                                      " has more than one -1");
+      inferAt = i;
+      shape.push_back(1);
+      continue;
+    }
+    if (d < -1)
+      return opError(loc, name, "shape " + shapeStr(target) +
+                                    " has a negative dimension");
+    if (d == 0 && !allowZero) {
+      if ((int64_t)i >= input.getRank())
+        return opError(loc, name,
+                       "shape " + shapeStr(target) + " copies dimension " +
+                           Twine(i) + " that the input does not have");
+      d = input.getDimSize(i);
+    }
+    shape.push_back(d);
+    known *= d;
+  }
+  int64_t total = input.getNumElements();
+  if (inferAt >= 0) {
+    if (known == 0 || total % known != 0)
+      return opError(loc, name,
+                     "cannot reshape " + shapeStr(input.getShape()) + " to " +
+                         shapeStr(target));
+    shape[inferAt] = total / known;
+    known = total;
+  }
+  if (known != total)
+    return opError(loc, name,
+                   "cannot reshape " + shapeStr(input.getShape()) + " (" +
+                       Twine(total) + " elements) to " + shapeStr(shape) +
+                       " (" + Twine(known) + " elements)");
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t rank = input.getRank();
+  SmallVector<int64_t> perm;
+  if (auto p = adaptor.getPerm())
+    perm.assign(p->begin(), p->end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  SmallVector<bool> seen(rank, false);
+  if ((int64_t)perm.size() != rank)
+    return opError(loc, getOperationName(),
+                   "perm " + shapeStr(perm) + " is not a permutation of rank " +
+                       Twine(rank));
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p])
+      return opError(loc, getOperationName(),
+                     "perm " + shapeStr(perm) +
+                         " is not a permutation of rank " + Twine(rank));
+    seen[p] = true;
+    shape.push_back(input.getDimSize(p));
+  }
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  ArrayRef<int64_t> axes = adaptor.getAxes();
+  int64_t outRank = input.getRank() + axes.size();
+  SmallVector<bool> inserted(outRank, false);
+  for (int64_t a : axes) {
+    std::optional<int64_t> n = normalizeAxis(a, outRank);
+    if (!n || inserted[*n])
+      return opError(loc, getOperationName(),
+                     "axes " + shapeStr(axes) + " are invalid for result rank " +
+                         Twine(outRank));
+    inserted[*n] = true;
+  }
+  SmallVector<int64_t> shape;
+  int64_t next = 0;
+  for (int64_t i = 0; i < outRank; ++i)
+    shape.push_back(inserted[i] ? 1 : input.getDimSize(next++));
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t rank = input.getRank();
+  SmallVector<bool> removed(rank, false);
+  if (auto axes = adaptor.getAxes()) {
+    for (int64_t a : *axes) {
+      std::optional<int64_t> n = normalizeAxis(a, rank);
+      if (!n || removed[*n])
+        return opError(loc, getOperationName(),
+                       "axes " + shapeStr(*axes) + " are invalid for rank " +
+                           Twine(rank));
+      if (input.getDimSize(*n) != 1)
+        return opError(loc, getOperationName(),
+                       "cannot squeeze axis " + Twine(a) + " of size " +
+                           Twine(input.getDimSize(*n)));
+      removed[*n] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      removed[i] = input.getDimSize(i) == 1;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!removed[i])
+      shape.push_back(input.getDimSize(i));
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult mlir::tcc::resolveSlice(std::optional<Location> loc, ArrayRef<int64_t> shape,
+                           ArrayRef<int64_t> starts, ArrayRef<int64_t> ends,
+                           std::optional<ArrayRef<int64_t>> axesAttr,
+                           std::optional<ArrayRef<int64_t>> stepsAttr,
+                           SmallVectorImpl<SliceDim> &dims) {
+  StringRef name = SliceOp::getOperationName();
+  int64_t rank = shape.size();
+  dims.clear();
+  for (int64_t d : shape)
+    dims.push_back({0, 1, d});
+  size_t n = starts.size();
+  if (ends.size() != n || (axesAttr && axesAttr->size() != n) ||
+      (stepsAttr && stepsAttr->size() != n))
+    return opError(loc, name,
+                   "starts, ends, axes and steps must have the same length");
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t a = axesAttr ? (*axesAttr)[i] : (int64_t)i;
+    std::optional<int64_t> axis = normalizeAxis(a, rank);
+    if (!axis || seen[*axis])
+      return opError(loc, name,
+                     "axis " + Twine(a) + " is out of range or repeated");
+    seen[*axis] = true;
+    int64_t step = stepsAttr ? (*stepsAttr)[i] : 1;
+    if (step == 0)
+      return opError(loc, name, "steps must not be 0");
+    int64_t dim = shape[*axis];
+    int64_t start = starts[i], end = ends[i];
+    // Negative bounds count from the end; what is still out of range clamps.
+    if (start < 0)
+      start += dim;
+    if (end < 0)
+      end += dim;
+    int64_t size;
+    if (step > 0) {
+      start = std::clamp<int64_t>(start, 0, dim);
+      end = std::clamp<int64_t>(end, 0, dim);
+      size = end > start ? (end - start + step - 1) / step : 0;
+    } else {
+      start = std::clamp<int64_t>(start, 0, dim - 1);
+      end = std::clamp<int64_t>(end, -1, dim - 1);
+      size = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    }
+    dims[*axis] = {start, step, size};
+  }
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  SmallVector<SliceDim> dims;
+  if (failed(resolveSlice(loc, input.getShape(), adaptor.getStarts(),
+                          adaptor.getEnds(), adaptor.getAxes(),
+                          adaptor.getSteps(), dims)))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (const SliceDim &d : dims)
+    shape.push_back(d.size);
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  std::optional<int64_t> axis = normalizeAxis(adaptor.getAxis(), input.getRank());
+  if (!axis)
+    return opError(loc, getOperationName(),
+                   "axis " + Twine(adaptor.getAxis()) +
+                       " is out of range for rank " + Twine(input.getRank()));
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSplit()) {
+    if (s < 0)
+      return opError(loc, getOperationName(), "split sizes must be >= 0");
+    total += s;
+  }
+  if (total != input.getDimSize(*axis))
+    return opError(loc, getOperationName(),
+                   "split sizes " + shapeStr(adaptor.getSplit()) + " add up to " +
+                       Twine(total) + ", not to the axis size " +
+                       Twine(input.getDimSize(*axis)));
+  for (int64_t s : adaptor.getSplit()) {
+    SmallVector<int64_t> shape(input.getShape());
+    shape[*axis] = s;
+    types.push_back(tensorOf(shape, input.getElementType()));
+  }
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  StringRef name = getOperationName();
+  if (adaptor.getInputs().empty())
+    return opError(loc, name, "needs at least one input");
+  auto first = cast<RankedTensorType>(adaptor.getInputs().front().getType());
+  std::optional<int64_t> axis = normalizeAxis(adaptor.getAxis(), first.getRank());
+  if (!axis)
+    return opError(loc, name,
+                   "axis " + Twine(adaptor.getAxis()) +
+                       " is out of range for rank " + Twine(first.getRank()));
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value v : adaptor.getInputs()) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType() != first.getElementType() ||
+        t.getRank() != first.getRank())
+      return opError(loc, name, "inputs differ in element type or rank");
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      if (i != *axis && t.getDimSize(i) != first.getDimSize(i))
+        return opError(loc, name,
+                       "input shapes " + shapeStr(first.getShape()) + " and " +
+                           shapeStr(t.getShape()) +
+                           " differ outside the concatenation axis");
+    shape[*axis] += t.getDimSize(*axis);
+  }
+  types.push_back(tensorOf(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  SmallVector<int64_t> shape;
+  if (llvm::any_of(adaptor.getShape(), [](int64_t d) { return d < 0; }) ||
+      !broadcastShapes(input.getShape(), adaptor.getShape(), shape))
+    return opError(loc, getOperationName(),
+                   "cannot expand " + shapeStr(input.getShape()) + " to " +
+                       shapeStr(adaptor.getShape()));
+  types.push_back(tensorOf(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
+  if (!type || !type.hasStaticShape())
+    return opError(loc, getOperationName(),
+                   "value must be a statically shaped tensor");
+  types.push_back(type);
+  return success();
+}
+
+LogicalResult ConstantOfShapeOp::inferReturnTypes(MLIRContext *,
+                                                  std::optional<Location> loc,
+                                                  Adaptor adaptor,
+                                                  SmallVectorImpl<Type> &types) {
+  ElementsAttr value = adaptor.getValue();
+  if (value.getNumElements() != 1)
+    return opError(loc, getOperationName(), "value must have one element");
+  if (llvm::any_of(adaptor.getShape(), [](int64_t d) { return d < 0; }))
+    return opError(loc, getOperationName(),
+                   "shape " + shapeStr(adaptor.getShape()) +
+                       " has a negative dimension");
+  types.push_back(tensorOf(adaptor.getShape(), value.getElementType()));
+  return success();
+}
+
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &types) {
+  int64_t rank = cast<RankedTensorType>(adaptor.getInput().getType()).getRank();
+  auto clampIdx = [&](int64_t i) {
+    if (i < 0)
+      i += rank;
+    return std::clamp<int64_t>(i, 0, rank);
+  };
+  int64_t start = clampIdx(adaptor.getStart().value_or(0));
+  int64_t end = clampIdx(adaptor.getEnd().value_or(rank));
+  types.push_back(tensorOf({std::max<int64_t>(end - start, 0)},
+                           IntegerType::get(ctx, 64)));
+  return success();
+}
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  auto input = cast<RankedTensorType>(adaptor.getInput().getType());
+  types.push_back(input);
+  types.push_back(tensorOf(input.getShape(), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return emitOpError("ratio must be in [0, 1), got ") << ratio;
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  StringRef name = getOperationName();
+  auto scores = cast<RankedTensorType>(adaptor.getScores().getType());
+  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
+  if (scores.getRank() < 2)
+    return opError(loc, name, "scores must have rank >= 2 ([N, C, ...])");
+  SmallVector<int64_t> expected{scores.getDimSize(0)};
+  llvm::append_range(expected, scores.getShape().drop_front(2));
+  if (labels.getShape() != ArrayRef<int64_t>(expected))
+    return opError(loc, name,
+                   "labels of shape " + shapeStr(labels.getShape()) +
+                       " do not match scores " + shapeStr(scores.getShape()) +
+                       " (expected " + shapeStr(expected) + ")");
+  if (Value w = adaptor.getWeights()) {
+    auto wt = cast<RankedTensorType>(w.getType());
+    if (wt.getShape() != ArrayRef<int64_t>{scores.getDimSize(1)} ||
+        wt.getElementType() != scores.getElementType())
+      return opError(loc, name,
+                     "weights must be a [C] = " +
+                         shapeStr({scores.getDimSize(1)}) +
+                         " tensor of the scores' element type");
+  }
+  StringRef reduction = adaptor.getReduction();
+  if (reduction == "none")
+    types.push_back(tensorOf(expected, scores.getElementType()));
+  else
+    types.push_back(tensorOf({}, scores.getElementType()));
+  types.push_back(scores);
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::verify() {
+  StringRef r = getReduction();
+  if (r != "none" && r != "sum" && r != "mean")
+    return emitOpError("reduction must be \"none\", \"sum\" or \"mean\", got \"")
+           << r << "\"";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "compiler/Dialect/TccOps.cpp.inc"

@@ -1,0 +1,66 @@
+//===- TccOps.h - tcc dialect operations ------------------------*- C++ -*-===//
+#ifndef TCC_COMPILER_DIALECT_TCCOPS_H
+#define TCC_COMPILER_DIALECT_TCCOPS_H
+
+#include "compiler/Dialect/TccDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::tcc {
+
+/// The elementwise computations that share one shape rule and one constant
+/// evaluator (see ConstantEval.cpp).
+enum class EwKind {
+  Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or,
+  Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not,
+  Identity,
+};
+
+/// Whether `kind` yields i1 whatever its operands are.
+bool isComparison(EwKind kind);
+
+/// NumPy (ONNX multidirectional) broadcasting of two shapes; false when they
+/// do not broadcast.
+bool broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
+                     SmallVectorImpl<int64_t> &result);
+
+/// Maps `axis` in [-rank, rank) to [0, rank); std::nullopt when out of range.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+LogicalResult inferBroadcastOp(std::optional<Location> loc, EwKind kind,
+                               Type lhs, Type rhs,
+                               SmallVectorImpl<Type> &types);
+LogicalResult inferReduceOp(std::optional<Location> loc, Type input,
+                            std::optional<ArrayRef<int64_t>> axes,
+                            int64_t keepdims, int64_t noopWithEmptyAxes,
+                            SmallVectorImpl<Type> &types);
+
+/// One axis of a Slice after ONNX's clamping: the first index, the step and
+/// the number of elements taken.
+struct SliceDim {
+  int64_t start = 0, step = 1, size = 0;
+};
+
+/// Resolves Slice's attributes against `shape` per the ONNX spec (negative
+/// bounds count from the end, out-of-range bounds clamp); fails, with a
+/// diagnostic at `loc` when there is one, on invalid attributes.
+LogicalResult resolveSlice(std::optional<Location> loc, ArrayRef<int64_t> shape,
+                           ArrayRef<int64_t> starts, ArrayRef<int64_t> ends,
+                           std::optional<ArrayRef<int64_t>> axes,
+                           std::optional<ArrayRef<int64_t>> steps,
+                           SmallVectorImpl<SliceDim> &dims);
+
+/// Folds an elementwise op whose operands are all constants; null when it
+/// cannot (a non-constant operand, or a result too large to keep in the IR).
+OpFoldResult foldElementwise(EwKind kind, Type resultType,
+                             ArrayRef<Attribute> operands);
+
+} // namespace mlir::tcc
+
+#define GET_OP_CLASSES
+#include "compiler/Dialect/TccOps.h.inc"
+
+#endif // TCC_COMPILER_DIALECT_TCCOPS_H

@@ -1,0 +1,530 @@
+//===- TccOps.td - tcc dialect operations ------------------*- tablegen -*-===//
+//
+// ONNX-level operators. Each op infers its result types (InferTypeOpAdaptor)
+// and the verifier checks the declared types against the inference, so a
+// malformed op is rejected with a message that says what is wrong.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TCC_DIALECT_TCCOPS_TD
+#define TCC_DIALECT_TCCOPS_TD
+
+include "compiler/Dialect/TccBase.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Tcc_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Tcc_Dialect, mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+// Binary ops with NumPy-style multidirectional broadcasting. `kind` names the
+// C++ `EwKind` used by the shared inference and constant folder.
+class Tcc_BroadcastOp<string mnemonic, string onnx, string kind,
+                      bit boolResult = 0, list<Trait> traits = []>
+    : Tcc_Op<mnemonic, traits> {
+  let summary = "ONNX `" # onnx # "`, with NumPy broadcasting";
+  let description = [{
+    Elementwise `}] # onnx # [{` of two tensors whose shapes broadcast
+    (ONNX multidirectional broadcasting). The result has the broadcast shape.
+
+    ```mlir
+    %r = tcc.}] # mnemonic # [{ %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3x}] # !if(boolResult, "i1", "f32") # [{>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::mlir::tcc::inferBroadcastOp(loc, ::mlir::tcc::EwKind::}] # kind # [{,
+                                           adaptor.getLhs().getType(),
+                                           adaptor.getRhs().getType(), types);
+    }
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
+                                          getType(), adaptor.getOperands());
+    }
+  }];
+}
+
+def Tcc_AddOp : Tcc_BroadcastOp<"add", "Add", "Add">;
+def Tcc_SubOp : Tcc_BroadcastOp<"sub", "Sub", "Sub">;
+def Tcc_MulOp : Tcc_BroadcastOp<"mul", "Mul", "Mul">;
+def Tcc_DivOp : Tcc_BroadcastOp<"div", "Div", "Div">;
+def Tcc_PowOp : Tcc_BroadcastOp<"pow", "Pow", "Pow">;
+def Tcc_EqualOp : Tcc_BroadcastOp<"equal", "Equal", "Equal", 1>;
+def Tcc_LessOp : Tcc_BroadcastOp<"less", "Less", "Less", 1>;
+def Tcc_GreaterOp : Tcc_BroadcastOp<"greater", "Greater", "Greater", 1>;
+def Tcc_AndOp : Tcc_BroadcastOp<"and", "And", "And", 1>;
+def Tcc_OrOp : Tcc_BroadcastOp<"or", "Or", "Or", 1>;
+
+// Unary elementwise ops: the result has the operand's type.
+class Tcc_UnaryOp<string mnemonic, string onnx, string kind,
+                  Type operandType = Tcc_FloatTensor, list<Trait> traits = []>
+    : Tcc_Op<mnemonic, traits> {
+  let summary = "ONNX `" # onnx # "`, elementwise";
+  let description = [{
+    Elementwise `}] # onnx # [{`; the result has the operand's type.
+
+    ```mlir
+    %r = tcc.}] # mnemonic # [{ %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins operandType:$input);
+  let results = (outs operandType:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location>,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      types.push_back(adaptor.getInput().getType());
+      return ::mlir::success();
+    }
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
+                                          getType(), adaptor.getOperands());
+    }
+  }];
+}
+
+def Tcc_SqrtOp : Tcc_UnaryOp<"sqrt", "Sqrt", "Sqrt">;
+def Tcc_NegOp : Tcc_UnaryOp<"neg", "Neg", "Neg", Tcc_Tensor>;
+def Tcc_ExpOp : Tcc_UnaryOp<"exp", "Exp", "Exp">;
+def Tcc_LogOp : Tcc_UnaryOp<"log", "Log", "Log">;
+def Tcc_ErfOp : Tcc_UnaryOp<"erf", "Erf", "Erf">;
+def Tcc_TanhOp : Tcc_UnaryOp<"tanh", "Tanh", "Tanh">;
+def Tcc_SigmoidOp : Tcc_UnaryOp<"sigmoid", "Sigmoid", "Sigmoid">;
+def Tcc_ReluOp : Tcc_UnaryOp<"relu", "Relu", "Relu", Tcc_Tensor>;
+def Tcc_ReciprocalOp : Tcc_UnaryOp<"reciprocal", "Reciprocal", "Reciprocal">;
+def Tcc_AbsOp : Tcc_UnaryOp<"abs", "Abs", "Abs", Tcc_Tensor>;
+def Tcc_NotOp : Tcc_UnaryOp<"not", "Not", "Not", Tcc_BoolTensor>;
+def Tcc_IdentityOp : Tcc_UnaryOp<"identity", "Identity", "Identity", Tcc_Tensor>;
+
+def Tcc_WhereOp : Tcc_Op<"where"> {
+  let summary = "ONNX `Where`: select by a boolean condition, with broadcasting";
+  let description = [{
+    `result[i] = condition[i] ? x[i] : y[i]` over the broadcast of the three
+    shapes; `x` and `y` have the same element type.
+
+    ```mlir
+    %r = tcc.where %mask, %x, %y : (tensor<1x1x4x4xi1>, tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_BoolTensor:$condition, Tcc_Tensor:$x, Tcc_Tensor:$y);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat =
+      "$condition `,` $x `,` $y attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_CastOp : Tcc_Op<"cast"> {
+  let summary = "ONNX `Cast`: convert the element type";
+  let description = [{
+    Converts every element to the element type `to` (ONNX `Cast`; floats to
+    integers truncate toward zero, anything to `i1` tests for non-zero).
+
+    ```mlir
+    %r = tcc.cast %x {to = f32} : (tensor<4xi64>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, TypeAttr:$to);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def Tcc_MatMulOp : Tcc_Op<"matmul"> {
+  let summary = "ONNX `MatMul`: NumPy matmul with batch broadcasting";
+  let description = [{
+    Matrix product over the last two dimensions, broadcasting the leading
+    (batch) dimensions; a 1-D operand is promoted to a matrix and the
+    promoted dimension is removed from the result (`numpy.matmul`).
+
+    ```mlir
+    %r = tcc.matmul %a, %b : (tensor<2x4x8x16xf32>, tensor<16x32xf32>) -> tensor<2x4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$lhs, Tcc_Tensor:$rhs);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_GemmOp : Tcc_Op<"gemm"> {
+  let summary = "ONNX `Gemm`: alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    `A` and `B` are matrices, optionally transposed (`transA`, `transB`);
+    the optional `C` broadcasts to the `[M, N]` result.
+
+    ```mlir
+    %r = tcc.gemm %x, %w, %b {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$a, Tcc_FloatTensor:$b,
+                   Optional<Tcc_FloatTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                   DefaultValuedAttr<I64Attr, "0">:$transA,
+                   DefaultValuedAttr<I64Attr, "0">:$transB);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and activation functions over an axis
+//===----------------------------------------------------------------------===//
+
+class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic> {
+  let summary = "ONNX `" # onnx # "` along one axis (opset 13 semantics)";
+  let description = [{
+    `}] # onnx # [{` along `axis` (negative counts from the back). Only the
+    opset-13 semantics exist here: the reduction is over the one axis, not
+    over the input coerced to 2-D.
+
+    ```mlir
+    %r = tcc.}] # mnemonic # [{ %x {axis = -1 : i64} : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_SoftmaxOp : Tcc_SoftmaxLikeOp<"softmax", "Softmax">;
+def Tcc_LogSoftmaxOp : Tcc_SoftmaxLikeOp<"log_softmax", "LogSoftmax">;
+
+def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization"> {
+  let summary = "ONNX `LayerNormalization` (opset 17)";
+  let description = [{
+    Normalizes over the dimensions from `axis` to the last, then scales and
+    shifts. `mean` and `inv_std_dev` have the input's shape with the
+    normalized dimensions set to 1, in the `stash_type` precision (1 = f32).
+
+    ```mlir
+    %y, %mean, %rstd = tcc.layer_normalization %x, %g, %b {axis = -1 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x1xf32>, tensor<4x16x1xf32>)
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input, Tcc_FloatTensor:$scale,
+                   Optional<Tcc_FloatTensor>:$bias,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1.0e-5">:$epsilon,
+                   DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs Tcc_FloatTensor:$result, Tcc_FloatTensor:$mean,
+                 Tcc_FloatTensor:$inv_std_dev);
+  let assemblyFormat =
+      "$input `,` $scale (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Tcc_ReduceOp<string mnemonic, string onnx> : Tcc_Op<mnemonic> {
+  let summary = "ONNX `" # onnx # "` over `axes`";
+  let description = [{
+    `}] # onnx # [{` over `axes` (all axes when absent, unless
+    `noop_with_empty_axes` is set, which makes it the identity), keeping the
+    reduced dimensions as 1 when `keepdims` is 1.
+
+    ```mlir
+    %r = tcc.}] # mnemonic # [{ %x {axes = array<i64: -1>, keepdims = 1 : i64} : (tensor<4x16x32xf32>) -> tensor<4x16x1xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                   DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location> loc,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::mlir::tcc::inferReduceOp(loc, adaptor.getInput().getType(),
+                                        adaptor.getAxes(), adaptor.getKeepdims(),
+                                        adaptor.getNoopWithEmptyAxes(), types);
+    }
+  }];
+}
+
+def Tcc_ReduceMeanOp : Tcc_ReduceOp<"reduce_mean", "ReduceMean">;
+def Tcc_ReduceSumOp : Tcc_ReduceOp<"reduce_sum", "ReduceSum">;
+
+//===----------------------------------------------------------------------===//
+// Indexing and shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Tcc_GatherOp : Tcc_Op<"gather"> {
+  let summary = "ONNX `Gather`: take slices along an axis by index";
+  let description = [{
+    `result.shape = data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
+    Negative indices count from the end of the axis. An embedding lookup is
+    a gather on axis 0 of the table.
+
+    ```mlir
+    %r = tcc.gather %wte, %idx {axis = 0 : i64} : (tensor<65x32xf32>, tensor<4x16xi64>) -> tensor<4x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$data, Tcc_IndexTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_ReshapeOp : Tcc_Op<"reshape"> {
+  let summary = "ONNX `Reshape` to a compile-time shape";
+  let description = [{
+    Reshapes to `shape` (ONNX semantics: `0` copies the input dimension
+    unless `allowzero`, `-1` is inferred). The importer folds ONNX's shape
+    input into the attribute.
+
+    ```mlir
+    %r = tcc.reshape %x {shape = array<i64: 4, 16, 4, 8>} : (tensor<4x16x32xf32>) -> tensor<4x16x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, DenseI64ArrayAttr:$shape,
+                   DefaultValuedAttr<I64Attr, "0">:$allowzero);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_TransposeOp : Tcc_Op<"transpose"> {
+  let summary = "ONNX `Transpose`: permute dimensions";
+  let description = [{
+    `result.shape[i] = input.shape[perm[i]]`; without `perm` the dimensions
+    are reversed.
+
+    ```mlir
+    %r = tcc.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<4x16x4x8xf32>) -> tensor<4x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze"> {
+  let summary = "ONNX `Unsqueeze`: insert dimensions of size 1";
+  let description = [{
+    Inserts a dimension of size 1 at each of `axes`, which index the
+    result (negative counts from its back).
+
+    ```mlir
+    %r = tcc.unsqueeze %x {axes = array<i64: 0>} : (tensor<16xi64>) -> tensor<1x16xi64>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_SqueezeOp : Tcc_Op<"squeeze"> {
+  let summary = "ONNX `Squeeze`: remove dimensions of size 1";
+  let description = [{
+    Removes the dimensions at `axes`, which must have size 1; without
+    `axes`, removes every dimension of size 1.
+
+    ```mlir
+    %r = tcc.squeeze %x {axes = array<i64: 1>} : (tensor<4x1x8xf32>) -> tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, OptionalAttr<DenseI64ArrayAttr>:$axes);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_SliceOp : Tcc_Op<"slice"> {
+  let summary = "ONNX `Slice` with compile-time bounds";
+  let description = [{
+    For each of `axes` (default: 0..n-1), takes `starts[i]:ends[i]:steps[i]`
+    with ONNX's clamping (out-of-range bounds clamp, negative bounds count
+    from the end; `steps` default 1, never 0).
+
+    ```mlir
+    %r = tcc.slice %x {starts = array<i64: 0>, ends = array<i64: 16>, axes = array<i64: 1>} : (tensor<1x64x32xf32>) -> tensor<1x16x32xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$ends,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   OptionalAttr<DenseI64ArrayAttr>:$steps);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_SplitOp : Tcc_Op<"split"> {
+  let summary = "ONNX `Split` into pieces of compile-time sizes";
+  let description = [{
+    Splits along `axis` into one result per entry of `split`, which must add
+    up to the size of the axis (the importer fills it in for an even split).
+
+    ```mlir
+    %q, %k, %v = tcc.split %qkv {axis = 2 : i64, split = array<i64: 32, 32, 32>}
+        : (tensor<4x16x96xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x32xf32>, tensor<4x16x32xf32>)
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input,
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DenseI64ArrayAttr:$split);
+  let results = (outs Variadic<Tcc_Tensor>:$results);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_ConcatOp : Tcc_Op<"concat"> {
+  let summary = "ONNX `Concat` along an axis";
+  let description = [{
+    Concatenates along `axis`; all other dimensions and the element types
+    must agree.
+
+    ```mlir
+    %r = tcc.concat %a, %b {axis = 0 : i64} : (tensor<1xi64>, tensor<2xi64>) -> tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins Variadic<Tcc_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_ExpandOp : Tcc_Op<"expand"> {
+  let summary = "ONNX `Expand`: broadcast to a compile-time shape";
+  let description = [{
+    Broadcasts the input with `shape` (bidirectional, like NumPy's
+    `x * ones(shape)`): the result may have a larger rank and dimensions of
+    size 1 in `shape` keep the input's size.
+
+    ```mlir
+    %r = tcc.expand %x {shape = array<i64: 4, 1, 1>} : (tensor<3x1xf32>) -> tensor<4x3x1xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and shapes
+//===----------------------------------------------------------------------===//
+
+def Tcc_ConstantOp : Tcc_Op<"constant", [ConstantLike]> {
+  let summary = "ONNX `Constant`: a tensor literal";
+  let description = [{
+    ```mlir
+    %c = tcc.constant {value = dense<[4, 16, 32]> : tensor<3xi64>} : () -> tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_ConstantOfShapeOp : Tcc_Op<"constant_of_shape"> {
+  let summary = "ONNX `ConstantOfShape`: a tensor filled with one value";
+  let description = [{
+    A tensor of `shape` with every element equal to the one element of
+    `value` (whose element type is the result's).
+
+    ```mlir
+    %c = tcc.constant_of_shape {shape = array<i64: 4, 4>, value = dense<1.0> : tensor<1xf32>} : () -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins DenseI64ArrayAttr:$shape, ElementsAttr:$value);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_ShapeOp : Tcc_Op<"shape"> {
+  let summary = "ONNX `Shape`: the input's dimensions as a 1-D i64 tensor";
+  let description = [{
+    The dimensions `start` to `end` (opset 15 slicing; default all) of a
+    statically shaped input; always folds to a constant.
+
+    ```mlir
+    %s = tcc.shape %x : (tensor<4x16x32xf32>) -> tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, OptionalAttr<I64Attr>:$start,
+                   OptionalAttr<I64Attr>:$end);
+  let results = (outs Tcc_IntTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training-specific
+//===----------------------------------------------------------------------===//
+
+def Tcc_DropoutOp : Tcc_Op<"dropout"> {
+  let summary = "ONNX `Dropout` (identity unless training with ratio > 0)";
+  let description = [{
+    With `training` false or `ratio` 0 this is the identity and `mask` is all
+    true; it folds away. Dropout with a non-zero ratio in training mode is
+    not supported yet and is rejected by the importer.
+
+    ```mlir
+    %y, %mask = tcc.dropout %x {ratio = 0.0 : f32, training = true} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input,
+                   DefaultValuedAttr<F32Attr, "0.5">:$ratio,
+                   DefaultValuedAttr<BoolAttr, "false">:$training,
+                   OptionalAttr<I64Attr>:$seed);
+  let results = (outs Tcc_FloatTensor:$output, Tcc_BoolTensor:$mask);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss"> {
+  let summary = "ONNX `SoftmaxCrossEntropyLoss`";
+  let description = [{
+    `scores` is `[N, C]` or `[N, C, d1, ...]`, `labels` is `[N]` or
+    `[N, d1, ...]` of integer class indices, `weights` (optional) is `[C]`.
+    Labels equal to `ignore_index` contribute nothing (and do not count in
+    the mean). `output` is a scalar for `reduction` "mean" or "sum" and the
+    per-element loss for "none"; `log_prob` is the log-softmax of `scores`.
+
+    ```mlir
+    %loss, %logp = tcc.softmax_cross_entropy_loss %logits, %labels {ignore_index = -100 : i64, reduction = "mean"}
+        : (tensor<64x65xf32>, tensor<64xi64>) -> (tensor<f32>, tensor<64x65xf32>)
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$scores, Tcc_IndexTensor:$labels,
+                   Optional<Tcc_FloatTensor>:$weights,
+                   DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Tcc_FloatTensor:$output, Tcc_FloatTensor:$log_prob);
+  let assemblyFormat =
+      "$scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+#endif // TCC_DIALECT_TCCOPS_TD

@@ -1,0 +1,878 @@
+//===- OnnxImporter.cpp - ONNX protobuf to the tcc dialect ----------------===//
+
+#include "compiler/Import/OnnxImporter.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "compiler/Import/OnnxLocation.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstring>
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+//===----------------------------------------------------------------------===//
+// The op table
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// How an ONNX input that must be known at compile time becomes an attribute.
+enum class ConstKind { Ints, Float, Bool };
+
+struct ConstInput {
+  unsigned index;
+  StringRef attr;
+  ConstKind kind;
+};
+
+/// One ONNX op type: the tcc op it becomes, the oldest ONNX version whose
+/// semantics that op implements, its result count (-1: as many as the node
+/// has outputs) and the inputs that become attributes.
+struct OpSpec {
+  StringRef onnx;
+  StringRef tcc;
+  int64_t minOpset;
+  int numResults;
+  std::vector<ConstInput> constInputs;
+};
+
+const std::vector<OpSpec> &opTable() {
+  static const std::vector<OpSpec> table = {
+      {"Add", AddOp::getOperationName(), 7, 1, {}},
+      {"Sub", SubOp::getOperationName(), 7, 1, {}},
+      {"Mul", MulOp::getOperationName(), 7, 1, {}},
+      {"Div", DivOp::getOperationName(), 7, 1, {}},
+      {"Pow", PowOp::getOperationName(), 7, 1, {}},
+      {"Equal", EqualOp::getOperationName(), 7, 1, {}},
+      {"Less", LessOp::getOperationName(), 7, 1, {}},
+      {"Greater", GreaterOp::getOperationName(), 7, 1, {}},
+      {"And", AndOp::getOperationName(), 7, 1, {}},
+      {"Or", OrOp::getOperationName(), 7, 1, {}},
+      {"Sqrt", SqrtOp::getOperationName(), 6, 1, {}},
+      {"Neg", NegOp::getOperationName(), 6, 1, {}},
+      {"Exp", ExpOp::getOperationName(), 6, 1, {}},
+      {"Log", LogOp::getOperationName(), 6, 1, {}},
+      {"Erf", ErfOp::getOperationName(), 9, 1, {}},
+      {"Tanh", TanhOp::getOperationName(), 6, 1, {}},
+      {"Sigmoid", SigmoidOp::getOperationName(), 6, 1, {}},
+      {"Relu", ReluOp::getOperationName(), 6, 1, {}},
+      {"Reciprocal", ReciprocalOp::getOperationName(), 6, 1, {}},
+      {"Abs", AbsOp::getOperationName(), 6, 1, {}},
+      {"Not", NotOp::getOperationName(), 1, 1, {}},
+      {"Identity", IdentityOp::getOperationName(), 1, 1, {}},
+      {"Where", WhereOp::getOperationName(), 9, 1, {}},
+      {"Cast", CastOp::getOperationName(), 6, 1, {}},
+      {"MatMul", MatMulOp::getOperationName(), 1, 1, {}},
+      {"Gemm", GemmOp::getOperationName(), 7, 1, {}},
+      {"Softmax", SoftmaxOp::getOperationName(), 13, 1, {}},
+      {"LogSoftmax", LogSoftmaxOp::getOperationName(), 13, 1, {}},
+      {"LayerNormalization", LayerNormalizationOp::getOperationName(), 17, 3, {}},
+      {"ReduceMean", ReduceMeanOp::getOperationName(), 1, 1, {}},
+      {"ReduceSum", ReduceSumOp::getOperationName(), 1, 1,
+       {{1, "axes", ConstKind::Ints}}},
+      {"Gather", GatherOp::getOperationName(), 1, 1, {}},
+      {"Reshape", ReshapeOp::getOperationName(), 5, 1,
+       {{1, "shape", ConstKind::Ints}}},
+      {"Transpose", TransposeOp::getOperationName(), 1, 1, {}},
+      {"Unsqueeze", UnsqueezeOp::getOperationName(), 1, 1,
+       {{1, "axes", ConstKind::Ints}}},
+      {"Squeeze", SqueezeOp::getOperationName(), 1, 1,
+       {{1, "axes", ConstKind::Ints}}},
+      {"Slice", SliceOp::getOperationName(), 1, 1,
+       {{1, "starts", ConstKind::Ints},
+        {2, "ends", ConstKind::Ints},
+        {3, "axes", ConstKind::Ints},
+        {4, "steps", ConstKind::Ints}}},
+      {"Split", SplitOp::getOperationName(), 2, -1,
+       {{1, "split", ConstKind::Ints}}},
+      {"Concat", ConcatOp::getOperationName(), 4, 1, {}},
+      {"Expand", ExpandOp::getOperationName(), 8, 1,
+       {{1, "shape", ConstKind::Ints}}},
+      {"Constant", ConstantOp::getOperationName(), 1, 1, {}},
+      {"ConstantOfShape", ConstantOfShapeOp::getOperationName(), 9, 1,
+       {{0, "shape", ConstKind::Ints}}},
+      {"Shape", ShapeOp::getOperationName(), 1, 1, {}},
+      {"Dropout", DropoutOp::getOperationName(), 7, 2,
+       {{1, "ratio", ConstKind::Float}, {2, "training", ConstKind::Bool}}},
+      {"SoftmaxCrossEntropyLoss",
+       SoftmaxCrossEntropyLossOp::getOperationName(), 12, 2, {}},
+  };
+  return table;
+}
+
+const OpSpec *lookupOp(StringRef onnxName) {
+  for (const OpSpec &spec : opTable())
+    if (spec.onnx == onnxName)
+      return &spec;
+  return nullptr;
+}
+
+} // namespace
+
+std::vector<StringRef> mlir::tcc::supportedOnnxOps() {
+  std::vector<StringRef> names;
+  for (const OpSpec &spec : opTable())
+    names.push_back(spec.onnx);
+  return names;
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors and types
+//===----------------------------------------------------------------------===//
+
+static StringRef dataTypeName(int32_t t) {
+  if (onnx::TensorProto_DataType_IsValid(t))
+    return onnx::TensorProto_DataType_Name(
+        static_cast<onnx::TensorProto_DataType>(t));
+  return "<invalid>";
+}
+
+/// The MLIR element type of an ONNX data type; null for strings, complex and
+/// other types tcc has no use for.
+static Type elementType(MLIRContext *ctx, int32_t t) {
+  Builder b(ctx);
+  switch (t) {
+  case onnx::TensorProto::FLOAT: return b.getF32Type();
+  case onnx::TensorProto::DOUBLE: return b.getF64Type();
+  case onnx::TensorProto::FLOAT16: return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16: return b.getBF16Type();
+  case onnx::TensorProto::BOOL: return b.getI1Type();
+  case onnx::TensorProto::INT8: return b.getIntegerType(8);
+  case onnx::TensorProto::INT16: return b.getIntegerType(16);
+  case onnx::TensorProto::INT32: return b.getI32Type();
+  case onnx::TensorProto::INT64: return b.getI64Type();
+  case onnx::TensorProto::UINT8: return b.getIntegerType(8, /*isSigned=*/false);
+  case onnx::TensorProto::UINT16: return b.getIntegerType(16, false);
+  case onnx::TensorProto::UINT32: return b.getIntegerType(32, false);
+  case onnx::TensorProto::UINT64: return b.getIntegerType(64, false);
+  default: return nullptr;
+  }
+}
+
+namespace {
+
+/// The part of the importer that knows the model file: where it is (for
+/// external data) and how to report problems in it.
+class Importer {
+public:
+  Importer(MLIRContext *ctx, StringRef path, const ImportOptions &options)
+      : ctx(ctx), builder(ctx), path(path.str()), options(options),
+        fileLoc(fileLocation(ctx, path)) {}
+
+  OwningOpRef<ModuleOp> run(ImportStats *stats);
+
+private:
+  LogicalResult load();
+  LogicalResult checkOpset();
+  LogicalResult importSignature(func::FuncOp &func);
+  LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importOutputs(func::FuncOp func);
+
+  FailureOr<SmallVector<int64_t>> tensorShape(const onnx::TensorProto &t,
+                                              Location loc);
+  FailureOr<DenseElementsAttr> tensorAttr(const onnx::TensorProto &t,
+                                          Location loc);
+  FailureOr<std::string> externalData(const onnx::TensorProto &t,
+                                      Location loc, bool read);
+  FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &attr,
+                                        Location loc, StringRef opType);
+  FailureOr<Attribute> constInputAttr(Value v, const ConstInput &ci,
+                                      StringRef inputName, Location loc,
+                                      StringRef opType);
+  InFlightDiagnostic error(Location loc) { return emitError(loc); }
+
+  MLIRContext *ctx;
+  OpBuilder builder;
+  std::string path;
+  const ImportOptions &options;
+  Location fileLoc;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  llvm::StringMap<Value> values;
+  int64_t numFolded = 0;
+};
+
+} // namespace
+
+LogicalResult Importer::load() {
+  if (llvm::sys::fs::is_directory(path))
+    return error(fileLoc) << "is a directory, not an ONNX model file";
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return error(fileLoc) << "cannot open the model: "
+                          << buffer.getError().message();
+  StringRef bytes = (*buffer)->getBuffer();
+  if (bytes.size() > (size_t)INT32_MAX)
+    return error(fileLoc) << "model file is larger than 2 GiB; save the "
+                             "weights as external data";
+  if (!model.ParseFromArray(bytes.data(), (int)bytes.size()))
+    return error(fileLoc) << "not a valid ONNX model: the protobuf does not "
+                             "parse (a truncated file, or not a .onnx file)";
+  if (model.ir_version() <= 0 || !model.has_graph() ||
+      model.opset_import_size() == 0)
+    return error(fileLoc)
+           << "not a valid ONNX model: it has no "
+           << (model.ir_version() <= 0 ? "ir_version"
+               : !model.has_graph()   ? "graph"
+                                      : "opset_import")
+           << " (a truncated file, or not a .onnx file?)";
+  return success();
+}
+
+LogicalResult Importer::checkOpset() {
+  for (const auto &imp : model.opset_import())
+    if (imp.domain().empty() || imp.domain() == "ai.onnx")
+      opset = imp.version();
+  if (opset == 0)
+    return error(fileLoc) << "the model imports no opset of the default ONNX "
+                             "domain";
+  if (opset > kMaxOpset)
+    return error(fileLoc) << "opset " << opset
+                          << " is newer than tcc supports (up to "
+                          << kMaxOpset
+                          << "); export with opset_version=17 or lower";
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>> Importer::tensorShape(const onnx::TensorProto &t,
+                                                      Location loc) {
+  SmallVector<int64_t> shape;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return error(loc) << "tensor \"" << t.name()
+                        << "\" has a negative dimension";
+    shape.push_back(d);
+  }
+  return shape;
+}
+
+FailureOr<std::string> Importer::externalData(const onnx::TensorProto &t,
+                                              Location loc, bool read) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" || kv.key() == "length") {
+      int64_t v;
+      if (StringRef(kv.value()).getAsInteger(10, v) || v < 0)
+        return error(loc) << "tensor \"" << t.name() << "\": external data "
+                          << kv.key() << " \"" << kv.value()
+                          << "\" is not a non-negative integer";
+      (kv.key() == "offset" ? offset : length) = v;
+    }
+  }
+  if (location.empty())
+    return error(loc) << "tensor \"" << t.name()
+                      << "\" has external data without a location";
+  SmallString<256> full(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(full, location);
+  uint64_t size = 0;
+  if (std::error_code ec = llvm::sys::fs::file_size(full, size))
+    return error(loc) << "tensor \"" << t.name() << "\": external data file \""
+                      << full << "\" cannot be read: " << ec.message()
+                      << " (it must be beside the model)";
+  if (length < 0)
+    length = (int64_t)size - offset;
+  if (offset + length > (int64_t)size)
+    return error(loc) << "tensor \"" << t.name() << "\": external data file \""
+                      << full << "\" has " << size << " bytes, but the tensor "
+                      << "needs bytes " << offset << " to " << offset + length;
+  if (!read)
+    return std::string();
+  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
+  if (!buffer)
+    return error(loc) << "tensor \"" << t.name() << "\": cannot read \"" << full
+                      << "\": " << buffer.getError().message();
+  return (*buffer)->getBuffer().str();
+}
+
+FailureOr<DenseElementsAttr> Importer::tensorAttr(const onnx::TensorProto &t,
+                                                  Location loc) {
+  Type elt = elementType(ctx, t.data_type());
+  if (!elt)
+    return error(loc) << "tensor \"" << t.name() << "\" has data type "
+                      << dataTypeName(t.data_type())
+                      << ", which tcc does not support";
+  FailureOr<SmallVector<int64_t>> shape = tensorShape(t, loc);
+  if (failed(shape))
+    return failure();
+  auto type = RankedTensorType::get(*shape, elt);
+  int64_t count = type.getNumElements();
+  unsigned width = elt.getIntOrFloatBitWidth();
+  // Element bit patterns, from raw_data or from the typed field ONNX uses for
+  // this data type.
+  std::vector<uint64_t> bits;
+  bits.reserve(count);
+  std::string external;
+  const std::string *raw = nullptr;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    FailureOr<std::string> data = externalData(t, loc, /*read=*/true);
+    if (failed(data))
+      return failure();
+    external = std::move(*data);
+    raw = &external;
+  } else if (t.has_raw_data()) {
+    raw = &t.raw_data();
+  }
+  if (raw) {
+    unsigned bytes = width == 1 ? 1 : width / 8;
+    if ((int64_t)raw->size() != count * (int64_t)bytes)
+      return error(loc) << "tensor \"" << t.name() << "\" has "
+                        << raw->size() << " bytes of data; its shape and type "
+                        << "need " << count * bytes;
+    for (int64_t i = 0; i < count; ++i) {
+      uint64_t v = 0;
+      std::memcpy(&v, raw->data() + i * bytes, bytes); // little-endian host
+      bits.push_back(width == 1 ? (v != 0) : v);
+    }
+  } else {
+    auto take = [&](auto &field) { for (auto v : field) bits.push_back((uint64_t)v); };
+    switch (t.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      for (float f : t.float_data()) {
+        uint32_t u;
+        std::memcpy(&u, &f, 4);
+        bits.push_back(u);
+      }
+      break;
+    case onnx::TensorProto::DOUBLE:
+      for (double d : t.double_data()) {
+        uint64_t u;
+        std::memcpy(&u, &d, 8);
+        bits.push_back(u);
+      }
+      break;
+    case onnx::TensorProto::INT64: take(t.int64_data()); break;
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT64: take(t.uint64_data()); break;
+    default: take(t.int32_data()); break;
+    }
+    if ((int64_t)bits.size() != count)
+      return error(loc) << "tensor \"" << t.name() << "\" has " << bits.size()
+                        << " values; its shape " << "needs " << count;
+  }
+  if (auto ft = dyn_cast<FloatType>(elt)) {
+    SmallVector<APFloat> values;
+    values.reserve(count);
+    for (uint64_t b : bits)
+      values.emplace_back(ft.getFloatSemantics(), APInt(width, b));
+    return DenseElementsAttr::get(type, values);
+  }
+  SmallVector<APInt> values;
+  values.reserve(count);
+  for (uint64_t b : bits)
+    values.emplace_back(width, width == 1 ? (b != 0) : b);
+  return DenseElementsAttr::get(type, values);
+}
+
+LogicalResult Importer::importSignature(func::FuncOp &func) {
+  const onnx::GraphProto &graph = model.graph();
+  Location loc = fileLoc;
+  if (graph.sparse_initializer_size() > 0)
+    return error(loc) << "sparse initializers are not supported";
+
+  SmallVector<Type> argTypes;
+  SmallVector<NamedAttribute> argAttrs;
+  SmallVector<std::pair<std::string, DenseElementsAttr>> constants;
+  llvm::StringSet<> initNames, frozenSeen;
+
+  // Floating-point initializers are trainable parameters; the rest
+  // (integer and boolean tables) are constants.
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    initNames.insert(t.name());
+    Type elt = elementType(ctx, t.data_type());
+    if (elt && isa<FloatType>(elt)) {
+      FailureOr<SmallVector<int64_t>> shape = tensorShape(t, loc);
+      if (failed(shape))
+        return failure();
+      if (t.data_location() == onnx::TensorProto::EXTERNAL &&
+          failed(externalData(t, loc, /*read=*/false)))
+        return failure();
+      argTypes.push_back(RankedTensorType::get(*shape, elt));
+      bool frozen = options.frozen.contains(t.name());
+      if (frozen)
+        frozenSeen.insert(t.name());
+      SmallVector<NamedAttribute> attrs{
+          builder.getNamedAttr(kParamAttr, builder.getStringAttr(t.name()))};
+      if (frozen)
+        attrs.push_back(builder.getNamedAttr(kFrozenAttr, builder.getUnitAttr()));
+      argAttrs.push_back(builder.getNamedAttr("", builder.getDictionaryAttr(attrs)));
+      continue;
+    }
+    FailureOr<DenseElementsAttr> value = tensorAttr(t, loc);
+    if (failed(value))
+      return failure();
+    constants.emplace_back(t.name(), *value);
+  }
+  for (const auto &f : options.frozen)
+    if (!frozenSeen.contains(f.getKey()))
+      return error(loc) << "--frozen: the model has no floating-point "
+                           "initializer named \""
+                        << f.getKey() << "\"";
+
+  // Graph inputs that are not initializers are the step's data inputs.
+  llvm::StringSet<> inputNames;
+  for (const onnx::ValueInfoProto &in : graph.input()) {
+    if (initNames.contains(in.name()))
+      continue;
+    inputNames.insert(in.name());
+    if (!in.type().has_tensor_type())
+      return error(loc) << "graph input \"" << in.name()
+                        << "\" is not a tensor; tcc supports tensor inputs only";
+    const auto &tt = in.type().tensor_type();
+    Type elt = elementType(ctx, tt.elem_type());
+    if (!elt)
+      return error(loc) << "graph input \"" << in.name() << "\" has data type "
+                        << dataTypeName(tt.elem_type())
+                        << ", which tcc does not support";
+    if (!tt.has_shape())
+      return error(loc) << "graph input \"" << in.name()
+                        << "\" has no shape; pass --shape " << in.name()
+                        << "=DxDx... (e.g. --shape " << in.name() << "=8x1024)";
+    SmallVector<int64_t> shape;
+    bool dynamic = false;
+    for (const auto &d : tt.shape().dim()) {
+      if (d.has_dim_value() && d.dim_value() >= 0)
+        shape.push_back(d.dim_value());
+      else {
+        shape.push_back(ShapedType::kDynamic);
+        dynamic = true;
+      }
+    }
+    auto given = options.inputShapes.find(in.name());
+    if (given != options.inputShapes.end()) {
+      const std::vector<int64_t> &g = given->second;
+      if (g.size() != shape.size())
+        return error(loc) << "--shape " << in.name() << ": the input has rank "
+                          << shape.size() << ", the flag gives " << g.size()
+                          << " dimensions";
+      for (size_t i = 0; i < g.size(); ++i)
+        if (shape[i] != ShapedType::kDynamic && shape[i] != g[i])
+          return error(loc) << "--shape " << in.name() << ": dimension " << i
+                            << " is " << shape[i] << " in the model, not "
+                            << g[i];
+      shape.assign(g.begin(), g.end());
+    } else if (dynamic) {
+      std::string dims;
+      for (const auto &d : tt.shape().dim()) {
+        if (!dims.empty())
+          dims += "x";
+        dims += d.has_dim_value() ? std::to_string(d.dim_value())
+                : d.has_dim_param() ? "<" + d.dim_param() + ">"
+                                    : std::string("?");
+      }
+      return error(loc) << "graph input \"" << in.name()
+                        << "\" has dynamic shape " << dims
+                        << "; tcc compiles static shapes: pass --shape "
+                        << in.name() << "=DxDx... (e.g. --shape " << in.name()
+                        << "=8x1024)";
+    }
+    argTypes.push_back(RankedTensorType::get(shape, elt));
+    argAttrs.push_back(builder.getNamedAttr(
+        "", builder.getDictionaryAttr({builder.getNamedAttr(
+                kInputAttr, builder.getStringAttr(in.name()))})));
+  }
+  for (const auto &s : options.inputShapes)
+    if (!inputNames.contains(s.getKey()))
+      return error(loc) << "--shape: the model has no graph input named \""
+                        << s.getKey() << "\"";
+
+  func = builder.create<func::FuncOp>(loc, "main",
+                                      builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, a] : llvm::enumerate(argAttrs)) {
+    func.setArgAttrs(i, cast<DictionaryAttr>(a.getValue()));
+    StringRef name = cast<DictionaryAttr>(a.getValue()).contains(kParamAttr)
+                         ? func.getArgAttrOfType<StringAttr>(i, kParamAttr)
+                         : func.getArgAttrOfType<StringAttr>(i, kInputAttr);
+    values[name] = entry->getArgument(i);
+  }
+  builder.setInsertionPointToStart(entry);
+  for (auto &[name, value] : constants)
+    values[name] = builder.create<ConstantOp>(
+        NameLoc::get(builder.getStringAttr(name), loc), value.getType(), value);
+  return success();
+}
+
+FailureOr<Attribute> Importer::convertAttribute(const onnx::AttributeProto &a,
+                                                Location loc,
+                                                StringRef opType) {
+  switch (a.type()) {
+  case onnx::AttributeProto::INT:
+    return Attribute(builder.getI64IntegerAttr(a.i()));
+  case onnx::AttributeProto::FLOAT:
+    return Attribute(builder.getF32FloatAttr(a.f()));
+  case onnx::AttributeProto::STRING:
+    return Attribute(builder.getStringAttr(a.s()));
+  case onnx::AttributeProto::INTS:
+    return Attribute(builder.getDenseI64ArrayAttr(
+        SmallVector<int64_t>(a.ints().begin(), a.ints().end())));
+  case onnx::AttributeProto::FLOATS:
+    return Attribute(builder.getDenseF32ArrayAttr(
+        SmallVector<float>(a.floats().begin(), a.floats().end())));
+  case onnx::AttributeProto::TENSOR: {
+    FailureOr<DenseElementsAttr> t = tensorAttr(a.t(), loc);
+    if (failed(t))
+      return failure();
+    return Attribute(*t);
+  }
+  default:
+    return error(loc) << "attribute \"" << a.name() << "\" of " << opType
+                      << " has type "
+                      << onnx::AttributeProto_AttributeType_Name(a.type())
+                      << ", which tcc does not support";
+  }
+}
+
+FailureOr<Attribute> Importer::constInputAttr(Value v, const ConstInput &ci,
+                                              StringRef inputName, Location loc,
+                                              StringRef opType) {
+  DenseElementsAttr value;
+  if (!matchPattern(v, m_Constant(&value))) {
+    std::string what = "a value computed at run time";
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      what = "a graph input";
+    return error(loc) << "input " << ci.index << " (\"" << inputName
+                      << "\", the " << ci.attr << ") of " << opType
+                      << " must be a compile-time constant, but it is " << what
+                      << "; tcc compiles static shapes";
+  }
+  Type elt = value.getElementType();
+  switch (ci.kind) {
+  case ConstKind::Ints: {
+    if (!isa<IntegerType>(elt) || value.getType().getRank() > 1)
+      return error(loc) << "input " << ci.index << " (the " << ci.attr
+                        << ") of " << opType
+                        << " must be a 1-D integer tensor";
+    SmallVector<int64_t> ints;
+    for (const APInt &i : value.getValues<APInt>())
+      ints.push_back(i.getSExtValue());
+    return Attribute(builder.getDenseI64ArrayAttr(ints));
+  }
+  case ConstKind::Float: {
+    if (!isa<FloatType>(elt) || value.getNumElements() != 1)
+      return error(loc) << "input " << ci.index << " (the " << ci.attr
+                        << ") of " << opType << " must be a float scalar";
+    return Attribute(builder.getF32FloatAttr(
+        (float)(*value.getValues<APFloat>().begin()).convertToDouble()));
+  }
+  case ConstKind::Bool: {
+    if (!elt.isInteger(1) || value.getNumElements() != 1)
+      return error(loc) << "input " << ci.index << " (the " << ci.attr
+                        << ") of " << opType << " must be a bool scalar";
+    return Attribute(builder.getBoolAttr(*value.getValues<bool>().begin()));
+  }
+  }
+  return failure();
+}
+
+LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
+  std::string name = node.name().empty() ? "#" + std::to_string(index)
+                                         : node.name();
+  Location loc = nodeLocation(ctx, path, name, node.op_type(), opset);
+  StringRef opType = node.op_type();
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return error(loc) << "op " << node.domain() << "." << opType
+                      << " is from a domain tcc does not support";
+  const OpSpec *spec = lookupOp(opType);
+  if (!spec)
+    return error(loc) << "unsupported op " << opType << " (tcc supports: "
+                      << llvm::join(supportedOnnxOps(), ", ") << ")";
+  if (opset < spec->minOpset)
+    return error(loc) << opType << " at opset " << opset
+                      << " is not supported: tcc implements its semantics "
+                         "from opset "
+                      << spec->minOpset;
+
+  // Operands, with the compile-time inputs turned into attributes.
+  SmallVector<Value> operands;
+  SmallVector<NamedAttribute> attrs;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &in = node.input(i);
+    const ConstInput *ci = nullptr;
+    for (const ConstInput &c : spec->constInputs)
+      if (c.index == (unsigned)i)
+        ci = &c;
+    if (in.empty()) {
+      if (!ci && i + 1 < node.input_size())
+        return error(loc) << "an omitted optional input before input " << i + 1
+                          << " is not supported";
+      continue;
+    }
+    auto it = values.find(in);
+    if (it == values.end())
+      return error(loc) << "input \"" << in << "\" is not defined before this "
+                        << "node (the graph must be topologically sorted)";
+    if (!ci) {
+      operands.push_back(it->second);
+      continue;
+    }
+    FailureOr<Attribute> attr = constInputAttr(it->second, *ci, in, loc, opType);
+    if (failed(attr))
+      return failure();
+    attrs.push_back(builder.getNamedAttr(ci->attr, *attr));
+  }
+
+  // Attributes: each must be one the op knows; a few need translating.
+  OperationName opName(spec->tcc, ctx);
+  ArrayRef<StringAttr> known = opName.getAttributeNames();
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    StringRef attrName = a.name();
+    if (opType == "Cast" && attrName == "to") {
+      Type to = elementType(ctx, (int32_t)a.i());
+      if (!to)
+        return error(loc) << "Cast to " << dataTypeName((int32_t)a.i())
+                          << " is not supported";
+      attrs.push_back(builder.getNamedAttr("to", TypeAttr::get(to)));
+      continue;
+    }
+    if (opType == "Constant") {
+      FailureOr<Attribute> v = convertAttribute(a, loc, opType);
+      if (failed(v))
+        return failure();
+      Attribute value;
+      if (attrName == "value")
+        value = *v;
+      else if (attrName == "value_float")
+        value = DenseElementsAttr::get(
+            RankedTensorType::get({}, builder.getF32Type()), a.f());
+      else if (attrName == "value_int")
+        value = DenseElementsAttr::get(
+            RankedTensorType::get({}, builder.getI64Type()), (int64_t)a.i());
+      else if (attrName == "value_floats")
+        value = DenseElementsAttr::get(
+            RankedTensorType::get({a.floats_size()}, builder.getF32Type()),
+            ArrayRef<float>(SmallVector<float>(a.floats().begin(), a.floats().end())));
+      else if (attrName == "value_ints")
+        value = DenseElementsAttr::get(
+            RankedTensorType::get({a.ints_size()}, builder.getI64Type()),
+            ArrayRef<int64_t>(SmallVector<int64_t>(a.ints().begin(), a.ints().end())));
+      else
+        return error(loc) << "Constant with attribute \"" << attrName
+                          << "\" is not supported";
+      attrs.push_back(builder.getNamedAttr("value", value));
+      continue;
+    }
+    if (!llvm::is_contained(known, builder.getStringAttr(attrName)))
+      return error(loc) << "attribute \"" << attrName << "\" of " << opType
+                        << " is not supported";
+    FailureOr<Attribute> v = convertAttribute(a, loc, opType);
+    if (failed(v))
+      return failure();
+    attrs.push_back(builder.getNamedAttr(attrName, *v));
+  }
+  NamedAttrList attrList(attrs);
+  if (opType == "Constant" && !attrList.get("value"))
+    return error(loc) << "Constant has no value";
+  if (opType == "ConstantOfShape" && !attrList.get("value"))
+    attrList.set("value", DenseElementsAttr::get(
+                              RankedTensorType::get({1}, builder.getF32Type()),
+                              0.0f));
+  if (opType == "Dropout") {
+    auto ratio = dyn_cast_or_null<FloatAttr>(attrList.get("ratio"));
+    auto training = dyn_cast_or_null<BoolAttr>(attrList.get("training"));
+    if (training && training.getValue() && ratio && !ratio.getValue().isZero())
+      return error(loc) << "Dropout with ratio " << ratio.getValueAsDouble()
+                        << " in training mode is not supported yet; export "
+                           "the model with dropout 0";
+    if (!ratio)
+      attrList.set("ratio", builder.getF32FloatAttr(0.5f));
+  }
+  if (opType == "Split" && !attrList.get("split")) {
+    // An even split into as many pieces as the node has outputs.
+    if (operands.empty())
+      return error(loc) << "Split has no input";
+    auto t = cast<RankedTensorType>(operands[0].getType());
+    int64_t axis = 0;
+    if (auto a = dyn_cast_or_null<IntegerAttr>(attrList.get("axis")))
+      axis = a.getInt();
+    std::optional<int64_t> ax = normalizeAxis(axis, t.getRank());
+    int64_t parts = node.output_size();
+    if (!ax || parts == 0 || t.getDimSize(*ax) % parts != 0)
+      return error(loc) << "Split cannot split axis " << axis << " of "
+                        << t << " evenly into " << parts << " outputs";
+    attrList.set("split", builder.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                              parts, t.getDimSize(*ax) / parts)));
+  }
+
+  int numResults = spec->numResults < 0 ? node.output_size() : spec->numResults;
+  if (node.output_size() > numResults)
+    return error(loc) << opType << " with " << node.output_size()
+                      << " outputs is not supported (tcc implements "
+                      << numResults << ")";
+
+  // Create the op with placeholder result types, check that every attribute
+  // landed (a wrongly typed one would silently become the default), then let
+  // the op infer its result types and verify itself.
+  OperationState state(loc, opName);
+  state.addOperands(operands);
+  state.addAttributes(attrList);
+  state.addTypes(SmallVector<Type>(numResults, builder.getNoneType()));
+  Operation *op = builder.create(state);
+  auto eraseAndFail = [&]() {
+    op->erase();
+    return failure();
+  };
+  for (const NamedAttribute &a : attrList)
+    if (op->getInherentAttr(a.getName()) != std::optional<Attribute>(a.getValue())) {
+      error(loc) << "attribute \"" << a.getName().getValue() << "\" of "
+                 << opType << " has an unsupported type or value";
+      return eraseAndFail();
+    }
+  SmallVector<Type> types;
+  auto infer = cast<InferTypeOpInterface>(op);
+  if (failed(infer.inferReturnTypes(ctx, loc, op->getOperands(),
+                                    op->getRawDictionaryAttrs(),
+                                    op->getPropertiesStorage(),
+                                    op->getRegions(), types)))
+    return eraseAndFail();
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  if (failed(verify(op)))
+    return eraseAndFail();
+
+  // Fold when every operand is a constant (or the op is the identity).
+  SmallVector<Value> results(op->getResults());
+  SmallVector<Attribute> constOperands;
+  for (Value v : op->getOperands()) {
+    Attribute a;
+    matchPattern(v, m_Constant(&a));
+    constOperands.push_back(a);
+  }
+  SmallVector<OpFoldResult> folded;
+  if (!isa<ConstantOp>(op) && succeeded(op->fold(constOperands, folded)) &&
+      !folded.empty()) {
+    auto *dialect = ctx->getLoadedDialect<TccDialect>();
+    SmallVector<Value> replacement;
+    for (auto [res, fr] : llvm::zip(op->getResults(), folded)) {
+      if (auto v = dyn_cast<Value>(fr)) {
+        replacement.push_back(v);
+        continue;
+      }
+      Operation *c = dialect->materializeConstant(
+          builder, cast<Attribute>(fr), res.getType(), loc);
+      if (!c)
+        break;
+      replacement.push_back(c->getResult(0));
+    }
+    if (replacement.size() == results.size()) {
+      results = replacement;
+      op->erase();
+      ++numFolded;
+    }
+  }
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      values[node.output(i)] = results[i];
+  return success();
+}
+
+LogicalResult Importer::importOutputs(func::FuncOp func) {
+  SmallVector<Value> results;
+  SmallVector<Type> types;
+  for (const onnx::ValueInfoProto &out : model.graph().output()) {
+    auto it = values.find(out.name());
+    if (it == values.end())
+      return error(fileLoc) << "graph output \"" << out.name()
+                            << "\" is not produced by any node";
+    Value v = it->second;
+    auto type = cast<RankedTensorType>(v.getType());
+    // Where the model declares the output's type, tcc's inference must agree.
+    if (out.type().has_tensor_type()) {
+      const auto &tt = out.type().tensor_type();
+      Type elt = elementType(ctx, tt.elem_type());
+      bool mismatch = elt && elt != type.getElementType();
+      if (tt.has_shape()) {
+        if (tt.shape().dim_size() != type.getRank())
+          mismatch = true;
+        else
+          for (int i = 0; i < type.getRank(); ++i)
+            if (tt.shape().dim(i).has_dim_value() &&
+                tt.shape().dim(i).dim_value() != type.getDimSize(i))
+              mismatch = true;
+      }
+      if (mismatch)
+        return error(fileLoc) << "graph output \"" << out.name()
+                              << "\": the model declares a type that differs "
+                                 "from what tcc infers ("
+                              << type << ")";
+    }
+    results.push_back(v);
+    types.push_back(type);
+  }
+  builder.create<func::ReturnOp>(fileLoc, results);
+  func.setFunctionType(
+      builder.getFunctionType(func.getArgumentTypes(), types));
+  for (auto [i, out] : llvm::enumerate(model.graph().output()))
+    func.setResultAttr(i, kOutputAttr, builder.getStringAttr(out.name()));
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
+  ctx->loadDialect<TccDialect, func::FuncDialect>();
+  if (failed(load()) || failed(checkOpset()))
+    return nullptr;
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  builder.setInsertionPointToEnd(module->getBody());
+  func::FuncOp func;
+  if (failed(importSignature(func)))
+    return nullptr;
+  for (int i = 0; i < model.graph().node_size(); ++i)
+    if (failed(importNode(model.graph().node(i), i)))
+      return nullptr;
+  if (failed(importOutputs(func)))
+    return nullptr;
+
+  // Constants that only fed attributes, and folded-away subgraphs, are dead.
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops))
+    if (isOpTriviallyDead(op))
+      op->erase();
+
+  Builder b(ctx);
+  (*module)->setAttr("tcc.opset", b.getI64IntegerAttr(opset));
+  (*module)->setAttr("tcc.source",
+                     b.getStringAttr(llvm::sys::path::filename(path)));
+  std::string producer = model.producer_name();
+  if (!model.producer_version().empty())
+    producer += " " + model.producer_version();
+  if (!producer.empty())
+    (*module)->setAttr("tcc.producer", b.getStringAttr(producer));
+  if (failed(verify(*module)))
+    return nullptr;
+  if (stats) {
+    stats->opset = opset;
+    stats->producer = producer;
+    stats->numNodes = model.graph().node_size();
+    stats->numFolded = numFolded;
+  }
+  return module;
+}
+
+OwningOpRef<ModuleOp> mlir::tcc::importOnnxFile(MLIRContext *context,
+                                                StringRef path,
+                                                const ImportOptions &options,
+                                                ImportStats *stats) {
+  Importer importer(context, path, options);
+  return importer.run(stats);
+}

@@ -1,0 +1,59 @@
+//===- OnnxImporter.h - ONNX protobuf to the tcc dialect --------*- C++ -*-===//
+//
+// The importer is thin and 1:1: each ONNX node becomes one tcc op with its
+// attributes. What it adds is what static shapes need: inputs that must be
+// compile-time constants (Reshape's shape, Slice's bounds, ...) become
+// attributes, and ops whose operands are all constants fold as they are
+// created, so the shape subgraphs of exported models disappear.
+//
+// Problems are diagnostics at a location that names the file and, for a
+// node, its name, ONNX op type and opset (see OnnxLocation.h); the importer
+// never crashes on bad input.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TCC_COMPILER_IMPORT_ONNXIMPORTER_H
+#define TCC_COMPILER_IMPORT_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::tcc {
+
+/// The oldest and newest default-domain opsets the importer accepts; within
+/// that range each op also has its own oldest supported version.
+inline constexpr int64_t kMaxOpset = 17;
+
+struct ImportOptions {
+  /// Shapes for graph inputs with dynamic dimensions (`--shape NAME=8x1024`).
+  llvm::StringMap<std::vector<int64_t>> inputShapes;
+  /// Floating-point initializers that stay fixed (`--frozen=NAME,...`).
+  llvm::StringSet<> frozen;
+};
+
+struct ImportStats {
+  int64_t opset = 0;
+  std::string producer;
+  int64_t numNodes = 0;
+  /// Nodes that folded into constants or into their operand at import.
+  int64_t numFolded = 0;
+};
+
+/// Reads the ONNX model at `path` and returns it as a module holding one
+/// `func.func @main`. On failure, diagnostics have been emitted and the
+/// result is null.
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context, llvm::StringRef path,
+                                     const ImportOptions &options,
+                                     ImportStats *stats = nullptr);
+
+/// The ONNX op types the importer knows, in the order of its table.
+std::vector<llvm::StringRef> supportedOnnxOps();
+
+} // namespace mlir::tcc
+
+#endif // TCC_COMPILER_IMPORT_ONNXIMPORTER_H

@@ -1,0 +1,253 @@
+//===- tcc.cpp - the tcc compiler driver ------------------------------------===//
+//
+//   tcc MODEL.onnx [-o OUT] [--emit=summary|imported] [--shape NAME=8x1024]
+//       [--frozen=NAME,...]
+//
+// Imports an ONNX model into the tcc dialect. Later pipeline stages (backward
+// graph, fusion, memory planning, codegen) add --emit values as they land.
+// Every error is a diagnostic that names the file (and the node, op and
+// opset where there is one) and exits with 1; no output file is written
+// unless the whole compilation succeeded.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Dialect/TccOps.h"
+#include "compiler/Import/OnnxImporter.h"
+#include "compiler/Import/OnnxLocation.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+#ifndef TCC_VERSION
+#define TCC_VERSION "0.0.0"
+#endif
+
+static cl::OptionCategory tccCategory("tcc options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
+                                      cl::Required, cl::cat(tccCategory));
+static cl::opt<std::string>
+    outputFile("o", cl::desc("Output file ('-' for stdout, the default)"),
+               cl::value_desc("file"), cl::init("-"), cl::cat(tccCategory));
+
+enum class EmitKind { Summary, Imported };
+static cl::opt<EmitKind> emit(
+    "emit", cl::desc("What to produce"), cl::init(EmitKind::Summary),
+    cl::values(clEnumValN(EmitKind::Summary, "summary",
+                          "what tcc understood: inputs, outputs, parameters "
+                          "and ops (default)"),
+               clEnumValN(EmitKind::Imported, "imported",
+                          "the imported model as tcc-dialect MLIR")),
+    cl::cat(tccCategory));
+static cl::list<std::string> shapes(
+    "shape",
+    cl::desc("Static shape for a graph input with dynamic dimensions, e.g. "
+             "--shape idx=8x1024 (repeat or separate with commas)"),
+    cl::value_desc("name=DxD..."), cl::CommaSeparated, cl::cat(tccCategory));
+static cl::list<std::string> frozen(
+    "frozen",
+    cl::desc("Floating-point initializers to keep fixed instead of training"),
+    cl::value_desc("name,..."), cl::CommaSeparated, cl::cat(tccCategory));
+
+/// Parses `--shape` values into `options`; reports and fails on bad syntax.
+static LogicalResult parseShapes(tcc::ImportOptions &options) {
+  for (const std::string &s : shapes) {
+    auto [name, dims] = StringRef(s).rsplit('=');
+    std::vector<int64_t> shape;
+    bool ok = !name.empty() && !dims.empty() && StringRef(s).contains('=');
+    SmallVector<StringRef> parts;
+    dims.split(parts, 'x');
+    for (StringRef p : parts) {
+      int64_t d;
+      if (p.getAsInteger(10, d) || d < 0) {
+        ok = false;
+        break;
+      }
+      shape.push_back(d);
+    }
+    if (!ok) {
+      llvm::errs() << "tcc: error: --shape " << s
+                   << ": expected NAME=DxDx... with non-negative integers "
+                      "(e.g. --shape idx=8x1024)\n";
+      return failure();
+    }
+    options.inputShapes[name] = shape;
+  }
+  for (const std::string &f : frozen)
+    options.frozen.insert(f);
+  return success();
+}
+
+static std::string typeStr(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << rt.getElementType() << " [";
+  llvm::interleave(rt.getShape(), os, ", ");
+  os << "]";
+  return s;
+}
+
+static std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+/// Prints what tcc understood of the model.
+static void printSummary(ModuleOp module, const tcc::ImportStats &stats,
+                         llvm::raw_ostream &os) {
+  auto func = *module.getOps<func::FuncOp>().begin();
+  int64_t numOps = 0;
+  std::map<std::string, int64_t> histogram;
+  func.walk([&](Operation *op) {
+    if (isa<tcc::TccDialect>(op->getDialect())) {
+      ++numOps;
+      ++histogram[op->getName().getStringRef().str()];
+    }
+  });
+  os << "model     " << inputFile << "\n";
+  os << "          opset " << stats.opset;
+  if (!stats.producer.empty())
+    os << ", producer " << stats.producer;
+  os << "; " << stats.numNodes << " ONNX nodes -> " << numOps
+     << " tcc ops (" << stats.numFolded
+     << " nodes folded at compile time)\n";
+
+  size_t width = 8;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    for (StringRef attr : {tcc::kParamAttr, tcc::kInputAttr})
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, attr))
+        width = std::max(width, n.size());
+  auto row = [&](StringRef label, StringRef name, const std::string &rest) {
+    os << llvm::formatv("{0,-10}{1}", label, name);
+    os.indent(width + 2 - name.size()) << rest << "\n";
+  };
+
+  bool first = true;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto n = func.getArgAttrOfType<StringAttr>(i, tcc::kInputAttr)) {
+      row(first ? "inputs" : "", n.getValue(), typeStr(func.getArgument(i).getType()));
+      first = false;
+    }
+  first = true;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto n = func.getResultAttrOfType<StringAttr>(i, tcc::kOutputAttr);
+    row(first ? "outputs" : "", n ? n.getValue() : "?",
+        typeStr(func.getResultTypes()[i]));
+    first = false;
+  }
+  int64_t numParams = 0, numValues = 0, numFrozen = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttrOfType<StringAttr>(i, tcc::kParamAttr)) {
+      ++numParams;
+      numValues += cast<RankedTensorType>(func.getArgument(i).getType())
+                       .getNumElements();
+      numFrozen += func.getArgAttr(i, tcc::kFrozenAttr) ? 1 : 0;
+    }
+  os << "params    " << numParams << " tensors, " << withCommas(numValues)
+     << " values (" << llvm::formatv("{0:F1}", numValues * 4 / 1024.0)
+     << " KiB as fp32); " << numParams - numFrozen << " trainable, "
+     << numFrozen << " frozen\n";
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto n = func.getArgAttrOfType<StringAttr>(i, tcc::kParamAttr))
+      row("", n.getValue(),
+          typeStr(func.getArgument(i).getType()) +
+              (func.getArgAttr(i, tcc::kFrozenAttr) ? "  (frozen)" : ""));
+  os << "ops       ";
+  std::vector<std::pair<int64_t, std::string>> sorted;
+  for (auto &[name, count] : histogram)
+    sorted.emplace_back(-count, name);
+  llvm::sort(sorted);
+  int column = 10;
+  for (auto &[count, name] : sorted) {
+    std::string item = name.substr(4) + " " + std::to_string(-count);
+    if (column + item.size() > 78) {
+      os << "\n          ";
+      column = 10;
+    }
+    os << item << "  ";
+    column += item.size() + 2;
+  }
+  os << "\n";
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "tcc " TCC_VERSION " (MLIR/LLVM " LLVM_VERSION_STRING
+          "; ONNX opsets up to "
+       << tcc::kMaxOpset << ")\n";
+  });
+  cl::HideUnrelatedOptions(tccCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "tcc: compiles an ONNX model into a training step\n\n"
+      "  tcc model.onnx                      print what tcc understood\n"
+      "  tcc model.onnx --emit=imported -o model.mlir\n");
+
+  tcc::ImportOptions options;
+  if (failed(parseShapes(options)))
+    return 1;
+
+  MLIRContext context;
+  context.loadDialect<tcc::TccDialect, func::FuncDialect>();
+  tcc::OnnxDiagnosticHandler diagnostics(&context);
+
+  tcc::ImportStats stats;
+  OwningOpRef<ModuleOp> module =
+      tcc::importOnnxFile(&context, inputFile, options, &stats);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  pm.addPass(tcc::createCheckImportContract());
+  if (failed(pm.run(*module)))
+    return 1;
+
+  // The output is opened only now, so a failed compilation leaves no file;
+  // ToolOutputFile removes a partial one if writing fails.
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
+  if (!out) {
+    llvm::errs() << "tcc: error: cannot write " << outputFile << ": " << error
+                 << "\n";
+    return 1;
+  }
+  switch (emit) {
+  case EmitKind::Summary:
+    printSummary(*module, stats, out->os());
+    break;
+  case EmitKind::Imported: {
+    module->print(out->os());
+    break;
+  }
+  }
+  out->os().flush();
+  if (out->os().has_error()) {
+    llvm::errs() << "tcc: error: writing " << outputFile << " failed\n";
+    out->os().clear_error();
+    return 1;
+  }
+  out->keep();
+  return 0;
+}

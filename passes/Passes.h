@@ -1,0 +1,27 @@
+//===- Passes.h - tcc passes ------------------------------------*- C++ -*-===//
+#ifndef TCC_PASSES_PASSES_H
+#define TCC_PASSES_PASSES_H
+
+#include "compiler/Dialect/TccDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::tcc {
+
+/// Argument and result attribute names that tie the model function to the
+/// ONNX graph's names.
+inline constexpr llvm::StringLiteral kParamAttr = "tcc.param";
+inline constexpr llvm::StringLiteral kFrozenAttr = "tcc.frozen";
+inline constexpr llvm::StringLiteral kInputAttr = "tcc.input";
+inline constexpr llvm::StringLiteral kOutputAttr = "tcc.output";
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace mlir::tcc
+
+#endif // TCC_PASSES_PASSES_H

@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""Export small PyTorch test models to ONNX for tcc tests.
+
+Usage:
+    /usr/bin/python3 test/models/export_models.py OUTDIR [--only NAME ...]
+
+For each model this writes
+    OUTDIR/<name>.onnx
+    OUTDIR/<name>.feed/<input_name>.npy   (one micro-batch sample input)
+and prints one line: name, opset, node count, sorted op-type histogram.
+
+All exports use training mode with constant folding disabled so that the ONNX
+initializer names equal the PyTorch parameter names (e.g. `wte.weight`).
+Requires torch (1.13) and onnx (1.12); run with /usr/bin/python3.
+"""
+
+import argparse
+import collections
+import math
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+# ---------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head, block_size):
+        super().__init__()
+        assert n_embd % n_head == 0
+        self.n_head = n_head
+        self.head_size = n_embd // n_head
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.register_buffer(
+            "mask",
+            torch.tril(torch.ones(block_size, block_size, dtype=torch.bool)),
+            persistent=False,
+        )
+
+    def forward(self, x):
+        B, T, C = x.shape  # traced: view shapes export as Unsqueeze/Concat
+        hs = self.head_size  # python int, keeps the scale a plain constant
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = torch.matmul(att, v)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GPTMLP(nn.Module):
+    def __init__(self, n_embd, gelu_approx):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+        self.gelu_approx = gelu_approx
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate=self.gelu_approx))
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, n_embd, n_head, block_size, gelu_approx):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.mlp = GPTMLP(n_embd, gelu_approx)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return x
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=65, block_size=16, n_embd=32, n_layer=2, n_head=4,
+                 gelu_approx="none", with_loss=True):
+        super().__init__()
+        self.vocab = vocab
+        self.with_loss = with_loss
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.h = nn.ModuleList(
+            [GPTBlock(n_embd, n_head, block_size, gelu_approx) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # weight tying
+        self.register_buffer("pos", torch.arange(block_size, dtype=torch.long),
+                             persistent=False)
+        # GPT-2 style init (std 0.02) so the initial loss is ~ln(vocab) rather
+        # than the ~20 that N(0,1) tied embeddings would give.
+        for mod in self.modules():
+            if isinstance(mod, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(mod.weight, mean=0.0, std=0.02)
+                if getattr(mod, "bias", None) is not None:
+                    nn.init.zeros_(mod.bias)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(self.pos[:T])
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if not self.with_loss:
+            return logits
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+
+class BertLayer(nn.Module):
+    def __init__(self, hidden, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.head_size = hidden // n_head
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.attn_out = nn.Linear(hidden, hidden)
+        self.attn_ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.intermediate = nn.Linear(hidden, 4 * hidden)
+        self.output = nn.Linear(4 * hidden, hidden)
+        self.out_ln = nn.LayerNorm(hidden, eps=1e-12)
+
+    def forward(self, x, ext_mask):
+        B, T, C = x.shape
+        hs = self.head_size
+
+        def heads(t):
+            return t.view(B, T, self.n_head, hs).transpose(1, 2)
+
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(hs) + ext_mask
+        probs = F.softmax(scores, dim=-1)
+        ctx = torch.matmul(probs, v).transpose(1, 2).contiguous().view(B, T, C)
+        x = self.attn_ln(x + self.attn_out(ctx))  # post-LN
+        x = self.out_ln(x + self.output(F.gelu(self.intermediate(x))))
+        return x
+
+
+class BertMLM(nn.Module):
+    def __init__(self, vocab=50, seq=12, hidden=32, n_layer=2, n_head=4):
+        super().__init__()
+        self.vocab = vocab
+        self.word_embeddings = nn.Embedding(vocab, hidden)
+        self.position_embeddings = nn.Embedding(seq, hidden)
+        self.emb_ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.layers = nn.ModuleList([BertLayer(hidden, n_head) for _ in range(n_layer)])
+        self.mlm_dense = nn.Linear(hidden, hidden)
+        self.mlm_ln = nn.LayerNorm(hidden, eps=1e-12)
+        self.mlm_decoder = nn.Linear(hidden, vocab)
+        self.register_buffer("pos", torch.arange(seq, dtype=torch.long), persistent=False)
+
+    def forward(self, input_ids, attention_mask, labels):
+        B, T = input_ids.shape
+        x = self.word_embeddings(input_ids) + self.position_embeddings(self.pos[:T])
+        x = self.emb_ln(x)
+        ext_mask = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+        for layer in self.layers:
+            x = layer(x, ext_mask)
+        h = self.mlm_ln(F.gelu(self.mlm_dense(x)))
+        logits = self.mlm_decoder(h)
+        return F.cross_entropy(logits.view(-1, self.vocab), labels.view(-1),
+                               ignore_index=-100)
+
+
+class MLPGemm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 4)
+
+    def forward(self, x, target):
+        pred = self.fc3(torch.tanh(self.fc2(F.relu(self.fc1(x)))))
+        # F.mse_loss has no ONNX symbolic in torch 1.13; spell it out.
+        return torch.mean((pred - target) * (pred - target))
+
+
+class MHADecoder(nn.Module):
+    def __init__(self, vocab=40, seq=10, d=32, n_head=4):
+        super().__init__()
+        self.vocab = vocab
+        self.tok = nn.Embedding(vocab, d)
+        self.pos_emb = nn.Embedding(seq, d)
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(embed_dim=d, num_heads=n_head, batch_first=True)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab)
+        causal = torch.triu(torch.full((seq, seq), float("-inf")), diagonal=1)
+        self.register_buffer("causal_mask", causal, persistent=False)
+        self.register_buffer("pos", torch.arange(seq, dtype=torch.long), persistent=False)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.tok(idx) + self.pos_emb(self.pos[:T])
+        h = self.ln1(x)
+        a, _ = self.attn(h, h, h, attn_mask=self.causal_mask[:T, :T], need_weights=False)
+        x = x + a
+        x = x + self.fc2(F.relu(self.fc1(self.ln2(x))))
+        logits = self.head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+
+# ---------------------------------------------------------------------------
+# Model registry: name -> (builder, opset, {input_name: tensor}, [output names])
+# ---------------------------------------------------------------------------
+
+
+def _tokens(gen, shape, vocab):
+    return torch.randint(0, vocab, shape, generator=gen, dtype=torch.long)
+
+
+def spec_tiny_gpt_opset14(gen):
+    model = TinyGPT(gelu_approx="none", with_loss=True)
+    feed = {"idx": _tokens(gen, (4, 16), 65), "targets": _tokens(gen, (4, 16), 65)}
+    return model, 14, feed, ["loss"]
+
+
+def spec_tiny_gpt_opset17(gen):
+    model = TinyGPT(gelu_approx="tanh", with_loss=True)
+    feed = {"idx": _tokens(gen, (4, 16), 65), "targets": _tokens(gen, (4, 16), 65)}
+    return model, 17, feed, ["loss"]
+
+
+def spec_bert_mlm(gen):
+    model = BertMLM()
+    B, T, V = 3, 12, 50
+    input_ids = _tokens(gen, (B, T), V)
+    attention_mask = torch.ones(B, T, dtype=torch.long)
+    attention_mask[1, 9:] = 0   # padding at the end of sequence 1
+    attention_mask[2, 6:] = 0   # more padding in sequence 2
+    labels = torch.full((B, T), -100, dtype=torch.long)
+    pick = torch.rand((B, T), generator=gen) < 0.3
+    pick[:, 0] = True            # at least one predicted token per row
+    pick &= attention_mask.bool()
+    labels[pick] = _tokens(gen, (B, T), V)[pick]
+    feed = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    return model, 14, feed, ["loss"]
+
+
+def spec_mlp_gemm(gen):
+    model = MLPGemm()
+    feed = {"x": torch.randn((8, 16), generator=gen),
+            "target": torch.randn((8, 4), generator=gen)}
+    return model, 13, feed, ["loss"]
+
+
+def spec_mha_decoder(gen):
+    model = MHADecoder()
+    feed = {"idx": _tokens(gen, (2, 10), 40), "targets": _tokens(gen, (2, 10), 40)}
+    return model, 17, feed, ["loss"]
+
+
+def spec_tiny_gpt_logits(gen):
+    model = TinyGPT(gelu_approx="tanh", with_loss=False)
+    feed = {"idx": _tokens(gen, (4, 16), 65)}
+    return model, 17, feed, ["logits"]
+
+
+MODELS = collections.OrderedDict([
+    ("tiny_gpt_opset14", spec_tiny_gpt_opset14),
+    ("tiny_gpt_opset17", spec_tiny_gpt_opset17),
+    ("bert_mlm", spec_bert_mlm),
+    ("mlp_gemm", spec_mlp_gemm),
+    ("mha_decoder", spec_mha_decoder),
+    ("tiny_gpt_logits", spec_tiny_gpt_logits),
+])
+
+
+# ---------------------------------------------------------------------------
+# Export + checks
+# ---------------------------------------------------------------------------
+
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+               onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+
+
+def export_one(name, outdir):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1234)
+    model, opset, feed, output_names = MODELS[name](gen)
+    model.train()
+    input_names = list(feed.keys())
+    args = tuple(feed[k] for k in input_names)
+
+    # Sanity: the eager model runs on the sample feed.
+    with torch.no_grad():
+        ref = model(*args)
+    if not torch.isfinite(ref).all():
+        raise RuntimeError("%s: non-finite eager output" % name)
+
+    path = os.path.join(outdir, name + ".onnx")
+    torch.onnx.export(
+        model, args, path,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+        opset_version=opset,
+        input_names=input_names,
+        output_names=output_names,
+    )
+
+    feed_dir = os.path.join(outdir, name + ".feed")
+    os.makedirs(feed_dir, exist_ok=True)
+    for k, v in feed.items():
+        np.save(os.path.join(feed_dir, k + ".npy"), v.numpy())
+
+    m = onnx.load(path)
+    onnx.checker.check_model(m)
+
+    ok = True
+    param_names = {n for n, _ in model.named_parameters()}
+    float_inits = {i.name for i in m.graph.initializer if i.data_type in FLOAT_TYPES}
+    if float_inits != param_names:
+        ok = False
+        print("%s: initializer/parameter name mismatch" % name, file=sys.stderr)
+        print("  only in ONNX initializers: %s" % sorted(float_inits - param_names),
+              file=sys.stderr)
+        print("  only in named_parameters:  %s" % sorted(param_names - float_inits),
+              file=sys.stderr)
+
+    hist = collections.Counter(n.op_type for n in m.graph.node)
+    hist_s = " ".join("%s:%d" % (k, hist[k]) for k in sorted(hist))
+    print("%s opset=%d nodes=%d %s" % (name, opset, len(m.graph.node), hist_s))
+    sys.stdout.flush()
+    return ok
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("outdir")
+    ap.add_argument("--only", nargs="+", metavar="NAME", choices=list(MODELS),
+                    help="export only these models (default: all)")
+    a = ap.parse_args(argv)
+    os.makedirs(a.outdir, exist_ok=True)
+    names = a.only if a.only else list(MODELS)
+    ok = True
+    for name in names:
+        ok = export_one(name, a.outdir) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+"""Run the ONNX backend node tests through `tcc --emit=imported`.
+
+Usage:
+  /usr/bin/python3 run_node_tests.py --tcc PATH_TO_TCC [--data DIR] [--xfail FILE] [-v]
+  /usr/bin/python3 run_node_tests.py --list [--data DIR] [--xfail FILE]
+
+A test directory DIR/<test_name>/model.onnx is selected when every node of its
+graph (including nodes of any subgraphs) is in the default ONNX domain and has
+an op type in SUPPORTED_OPS below.  For each selected test the script runs
+
+  TCC --emit=imported -o /dev/null DIR/<test_name>/model.onnx
+
+(exit 0 = imported and verified; exit 1 with a diagnostic on stderr = rejected).
+Nothing else is passed: tests whose "compile-time" operands (Reshape shape,
+Slice starts/ends/..., Unsqueeze axes, ...) are graph inputs are expected to be
+rejected and must be listed in the xfail file.
+
+xfail file: one test per line, `test_name  # reason`; blank lines and lines
+starting with '#' are ignored.
+
+Outcomes:
+  PASS   exit 0, not listed
+  XFAIL  exit non-zero (1), listed
+  FAIL   exit 1, not listed (its stderr is printed)
+  XPASS  exit 0 but listed (a failure: keeps the list honest)
+  CRASH  exit code other than 0/1, killed by a signal, or timeout (always a
+         failure, even if listed)
+
+The last line printed is `N passed, M failed` with N = PASS + XFAIL and
+M = FAIL + XPASS + CRASH; the exit status is 1 if M > 0, 2 on usage errors.
+"""
+
+import argparse
+import concurrent.futures
+import os
+import re
+import signal
+import subprocess
+import sys
+
+SUPPORTED_OPS = (
+    "Add Sub Mul Div Pow Sqrt Neg Exp Log Erf Tanh Sigmoid Relu MatMul Gemm "
+    "Softmax LogSoftmax LayerNormalization ReduceMean ReduceSum Gather Reshape "
+    "Transpose Unsqueeze Squeeze Slice Split Concat Expand Where Equal Not Cast "
+    "Constant ConstantOfShape Shape Identity Dropout SoftmaxCrossEntropyLoss"
+).split()
+SUPPORTED_SET = frozenset(SUPPORTED_OPS)
+DEFAULT_DOMAINS = ("", "ai.onnx")
+DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
+DEFAULT_TIMEOUT = 30.0
+MAX_STDERR_LINES = 200
+
+try:
+    import onnx
+except ImportError:  # pragma: no cover
+    sys.stderr.write(
+        "error: the 'onnx' Python package is required; run this script with "
+        "/usr/bin/python3 (Debian's python3-onnx)\n")
+    sys.exit(2)
+
+
+def iter_nodes(graph):
+    """All nodes of a graph, recursing into subgraph attributes (If/Loop/...)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from iter_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from iter_nodes(g)
+
+
+class NodeTest:
+    def __init__(self, name, model_path, ops, opset):
+        self.name = name
+        self.model_path = model_path
+        self.ops = ops            # sorted list of distinct op types
+        self.opset = opset        # default-domain opset version (or None)
+
+
+def discover(data_dir):
+    """Return (selected tests, list of (name, error) for unreadable models)."""
+    selected, errors = [], []
+    for name in sorted(os.listdir(data_dir)):
+        model_path = os.path.join(data_dir, name, "model.onnx")
+        if not os.path.isfile(model_path):
+            continue
+        try:
+            # Only the graph structure is needed; skip external data.
+            model = onnx.load(model_path, load_external_data=False)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            errors.append((name, "cannot load model: %s" % e))
+            continue
+        nodes = list(iter_nodes(model.graph))
+        if not nodes:
+            continue
+        if not all(n.domain in DEFAULT_DOMAINS and n.op_type in SUPPORTED_SET
+                   for n in nodes):
+            continue
+        opset = None
+        for imp in model.opset_import:
+            if imp.domain in DEFAULT_DOMAINS:
+                opset = imp.version
+        ops = sorted({n.op_type for n in nodes})
+        selected.append(NodeTest(name, model_path, ops, opset))
+    return selected, errors
+
+
+def read_xfail(path):
+    """Parse `test_name  # reason` lines.  Returns ({name: reason}, warnings)."""
+    xfail, warnings = {}, []
+    with open(path, encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            name, sep, reason = line.partition("#")
+            name, reason = name.strip(), reason.strip()
+            if not re.fullmatch(r"\S+", name):
+                warnings.append("%s:%d: malformed line: %r" % (path, lineno, line))
+                continue
+            if not reason:
+                warnings.append("%s:%d: %s has no reason" % (path, lineno, name))
+            if name in xfail:
+                warnings.append("%s:%d: %s listed twice" % (path, lineno, name))
+            xfail[name] = reason
+    return xfail, warnings
+
+
+def run_one(tcc, test, timeout):
+    """Run tcc on one test; returns (returncode or None on timeout, stderr)."""
+    cmd = [tcc, "--emit=imported", "-o", os.devnull, test.model_path]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode("utf-8", "replace") if e.stderr else ""
+        return None, err
+    except OSError as e:
+        return -255, "failed to execute %s: %s" % (tcc, e)
+    err = proc.stderr.decode("utf-8", "replace")
+    return proc.returncode, err
+
+
+def classify(rc, listed):
+    if rc is None or rc not in (0, 1):
+        return "CRASH"
+    if rc == 0:
+        return "XPASS" if listed else "PASS"
+    return "XFAIL" if listed else "FAIL"
+
+
+def describe_rc(rc, timeout):
+    if rc is None:
+        return "timed out after %gs" % timeout
+    if rc < 0:
+        return "killed by signal %d" % -rc
+    return "exit %d" % rc
+
+
+def indent(text):
+    lines = text.rstrip("\n").splitlines()
+    if len(lines) > MAX_STDERR_LINES:
+        extra = len(lines) - MAX_STDERR_LINES
+        lines = lines[:MAX_STDERR_LINES] + ["... (%d more lines)" % extra]
+    return "\n".join("    | " + l for l in lines) if lines else "    | (no stderr)"
+
+
+def main(argv=None):
+    # Behave like a normal CLI tool when piped into `head` etc.
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    ap = argparse.ArgumentParser(
+        description="Run ONNX backend node tests through tcc --emit=imported.")
+    ap.add_argument("--tcc", help="path to the tcc binary (required unless --list)")
+    ap.add_argument("--data", default=DEFAULT_DATA,
+                    help="node test directory (default: %(default)s)")
+    ap.add_argument("--xfail", help="file of expected failures: `test_name  # reason`")
+    ap.add_argument("--list", action="store_true",
+                    help="only print the selected tests with their op types and opset")
+    ap.add_argument("-k", dest="pattern",
+                    help="only tests whose name matches this regular expression")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="print every test's outcome (and stderr of XFAILs)")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
+                    help="parallel tcc invocations (default: %(default)s)")
+    ap.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                    help="seconds per test before it counts as CRASH (default: %(default)s)")
+    args = ap.parse_args(argv)
+
+    if not args.list and not args.tcc:
+        ap.error("--tcc is required (unless --list)")
+    if not os.path.isdir(args.data):
+        ap.error("data directory not found: %s" % args.data)
+    if args.jobs < 1:
+        ap.error("--jobs must be >= 1")
+    if args.tcc and not args.list:
+        if not (os.path.isfile(args.tcc) and os.access(args.tcc, os.X_OK)):
+            ap.error("tcc binary not found or not executable: %s" % args.tcc)
+    pattern = None
+    if args.pattern:
+        try:
+            pattern = re.compile(args.pattern)
+        except re.error as e:
+            ap.error("bad -k pattern: %s" % e)
+
+    xfail, warnings = {}, []
+    if args.xfail:
+        try:
+            xfail, warnings = read_xfail(args.xfail)
+        except OSError as e:
+            ap.error("cannot read xfail file: %s" % e)
+
+    tests, load_errors = discover(args.data)
+    for name, msg in load_errors:
+        warnings.append("%s: %s (skipped)" % (name, msg))
+    selected_names = {t.name for t in tests}
+    for name in sorted(xfail):
+        if name not in selected_names:
+            warnings.append("xfail entry %s is not a selected test" % name)
+    if pattern:
+        tests = [t for t in tests if pattern.search(t.name)]
+    for w in warnings:
+        print("warning: " + w, file=sys.stderr)
+
+    if args.list:
+        width = max((len(t.name) for t in tests), default=0)
+        for t in tests:
+            mark = "  [xfail: %s]" % xfail[t.name] if t.name in xfail else ""
+            print("%-*s  opset=%-3s ops=%s%s" % (width, t.name, t.opset,
+                                                 ",".join(t.ops), mark))
+        print("%d tests selected" % len(tests))
+        return 0
+
+    tcc = os.path.abspath(args.tcc)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_one, tcc, t, args.timeout) for t in tests]
+        results = [f.result() for f in futures]
+
+    counts = {k: 0 for k in ("PASS", "XFAIL", "FAIL", "XPASS", "CRASH")}
+    per_op = {op: {"tests": 0, "PASS": 0, "XFAIL": 0, "bad": 0} for op in SUPPORTED_OPS}
+    silent_rejects = []
+    for t, (rc, err) in zip(tests, results):
+        listed = t.name in xfail
+        outcome = classify(rc, listed)
+        counts[outcome] += 1
+        for op in t.ops:
+            per_op[op]["tests"] += 1
+            if outcome in ("PASS", "XFAIL"):
+                per_op[op][outcome] += 1
+            else:
+                per_op[op]["bad"] += 1
+        if rc == 1 and not err.strip():
+            silent_rejects.append(t.name)
+        header = "%-5s %s  (opset %s; %s)" % (outcome, t.name, t.opset, ",".join(t.ops))
+        if outcome == "FAIL":
+            print(header)
+            print(indent(err))
+        elif outcome == "XPASS":
+            print(header)
+            print("    | exit 0 but listed in the xfail file (%s); remove it from the list"
+                  % (xfail[t.name] or "no reason given"))
+        elif outcome == "CRASH":
+            print(header + "  -- " + describe_rc(rc, args.timeout)
+                  + ("  [listed as xfail]" if listed else ""))
+            print(indent(err))
+        elif args.verbose:
+            print(header)
+            if outcome == "XFAIL":
+                first = err.strip().splitlines()[0] if err.strip() else "(no stderr)"
+                print("    | expected: %s" % (xfail[t.name] or "no reason given"))
+                print("    | got:      %s" % first)
+
+    print()
+    print("Per-op results (tests containing the op):")
+    print("  %-24s %5s %5s %5s %5s" % ("op", "tests", "pass", "xfail", "fail"))
+    for op in SUPPORTED_OPS:
+        c = per_op[op]
+        if pattern and not c["tests"]:
+            continue  # -k narrowed the run; hide ops it did not touch
+        print("  %-24s %5d %5d %5d %5d" % (op, c["tests"], c["PASS"], c["XFAIL"], c["bad"]))
+    print()
+    print("PASS %(PASS)d  XFAIL %(XFAIL)d  FAIL %(FAIL)d  XPASS %(XPASS)d  CRASH %(CRASH)d"
+          % counts)
+    if silent_rejects:
+        print("note: %d test(s) rejected with exit 1 but no diagnostic on stderr"
+              % len(silent_rejects))
+    passed = counts["PASS"] + counts["XFAIL"]
+    failed = counts["FAIL"] + counts["XPASS"] + counts["CRASH"]
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
