@@ -11,9 +11,11 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.tcc_obj_root, "test")
 # Inputs for tests (ONNX files, helper scripts) are not tests themselves.
-config.excludes = ["Inputs", "models", "onnx_node", "lit.cfg.py", "CMakeLists.txt"]
+config.excludes = ["Inputs", "models", "onnx_node", "utils", "lit.cfg.py", "CMakeLists.txt"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(
+    ("%expect_exit", config.tcc_python + " " + os.path.join(config.tcc_src_root, "test", "utils", "expect_exit.py")))
 config.substitutions.append(("%python", config.tcc_python))
 config.substitutions.append(("%tcc_src", config.tcc_src_root))
 config.substitutions.append(

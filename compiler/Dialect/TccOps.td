@@ -91,6 +91,9 @@ class Tcc_UnaryOp<string mnemonic, string onnx, string kind,
       return ::mlir::success();
     }
     ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      // Identity folds to its operand whether or not it is a constant.
+      if (::mlir::tcc::EwKind::}] # kind # [{ == ::mlir::tcc::EwKind::Identity)
+        return getInput();
       return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
                                           getType(), adaptor.getOperands());
     }

@@ -430,10 +430,16 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
 
   // Graph inputs that are not initializers are the step's data inputs.
   llvm::StringSet<> inputNames;
+  for (const onnx::ValueInfoProto &in : graph.input())
+    if (!initNames.contains(in.name()))
+      inputNames.insert(in.name());
+  for (const auto &s : options.inputShapes)
+    if (!inputNames.contains(s.getKey()))
+      return error(loc) << "--shape: the model has no graph input named \""
+                        << s.getKey() << "\"";
   for (const onnx::ValueInfoProto &in : graph.input()) {
     if (initNames.contains(in.name()))
       continue;
-    inputNames.insert(in.name());
     if (!in.type().has_tensor_type())
       return error(loc) << "graph input \"" << in.name()
                         << "\" is not a tensor; tcc supports tensor inputs only";
@@ -471,29 +477,31 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
                             << g[i];
       shape.assign(g.begin(), g.end());
     } else if (dynamic) {
-      std::string dims;
+      // Show the shape with its named dimensions, and an example flag with
+      // the dynamic ones filled in.
+      std::string dims, example;
       for (const auto &d : tt.shape().dim()) {
-        if (!dims.empty())
+        if (!dims.empty()) {
           dims += "x";
-        dims += d.has_dim_value() ? std::to_string(d.dim_value())
+          example += "x";
+        }
+        bool known = d.has_dim_value() && d.dim_value() >= 0;
+        dims += known ? std::to_string(d.dim_value())
                 : d.has_dim_param() ? "<" + d.dim_param() + ">"
                                     : std::string("?");
+        example += known ? std::to_string(d.dim_value()) : std::string("8");
       }
       return error(loc) << "graph input \"" << in.name()
                         << "\" has dynamic shape " << dims
                         << "; tcc compiles static shapes: pass --shape "
-                        << in.name() << "=DxDx... (e.g. --shape " << in.name()
-                        << "=8x1024)";
+                        << in.name() << "=DIMS, e.g. --shape " << in.name()
+                        << "=" << example;
     }
     argTypes.push_back(RankedTensorType::get(shape, elt));
     argAttrs.push_back(builder.getNamedAttr(
         "", builder.getDictionaryAttr({builder.getNamedAttr(
                 kInputAttr, builder.getStringAttr(in.name()))})));
   }
-  for (const auto &s : options.inputShapes)
-    if (!inputNames.contains(s.getKey()))
-      return error(loc) << "--shape: the model has no graph input named \""
-                        << s.getKey() << "\"";
 
   func = builder.create<func::FuncOp>(loc, "main",
                                       builder.getFunctionType(argTypes, {}));

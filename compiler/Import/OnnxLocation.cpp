@@ -33,7 +33,7 @@ std::string mlir::tcc::describeLocation(Location loc) {
       StringRef file, name;
       for (Location l : fused.getLocations()) {
         if (auto f = dyn_cast<FileLineColLoc>(l))
-          file = f.getFilename();
+          file = f.getFilename().getValue();
         else if (auto n = dyn_cast<NameLoc>(l))
           name = n.getName();
       }
@@ -44,7 +44,7 @@ std::string mlir::tcc::describeLocation(Location loc) {
     }
   }
   if (auto f = dyn_cast<FileLineColLoc>(loc)) {
-    os << f.getFilename();
+    os << f.getFilename().getValue();
     if (f.getLine() != 0)
       os << ":" << f.getLine() << ":" << f.getColumn();
     return out;

@@ -211,6 +211,9 @@ int main(int argc, char **argv) {
 
   MLIRContext context;
   context.loadDialect<tcc::TccDialect, func::FuncDialect>();
+  // Diagnostics name the ONNX node; the generic form of the op adds nothing
+  // a user can act on.
+  context.printOpOnDiagnostic(false);
   tcc::OnnxDiagnosticHandler diagnostics(&context);
 
   tcc::ImportStats stats;

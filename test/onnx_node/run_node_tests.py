@@ -12,9 +12,17 @@ an op type in SUPPORTED_OPS below.  For each selected test the script runs
   TCC --emit=imported -o /dev/null DIR/<test_name>/model.onnx
 
 (exit 0 = imported and verified; exit 1 with a diagnostic on stderr = rejected).
-Nothing else is passed: tests whose "compile-time" operands (Reshape shape,
-Slice starts/ends/..., Unsqueeze axes, ...) are graph inputs are expected to be
-rejected and must be listed in the xfail file.
+
+tcc needs compile-time constants for some operands (COMPILE_TIME_INPUTS below:
+Reshape shape, Slice starts/ends/axes/steps, Unsqueeze/Squeeze axes, ...).  In
+the node tests those are graph inputs whose values are in
+test_data_set_0/input_<k>.pb (k = index among graph.input).  Before running
+tcc, each such graph input is removed from the graph and a `Constant` node
+(value = that TensorProto, renamed to the input's name) producing it is
+inserted at the front of the graph -- the form torch exports have.  The
+rewritten model goes to a temporary directory that is removed afterwards;
+other inputs are left untouched, and a test without any such operand is run
+on its original model.
 
 xfail file: one test per line, `test_name  # reason`; blank lines and lines
 starting with '#' are ignored.
@@ -38,18 +46,33 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 
 SUPPORTED_OPS = (
     "Add Sub Mul Div Pow Sqrt Neg Exp Log Erf Tanh Sigmoid Relu MatMul Gemm "
     "Softmax LogSoftmax LayerNormalization ReduceMean ReduceSum Gather Reshape "
     "Transpose Unsqueeze Squeeze Slice Split Concat Expand Where Equal Not Cast "
-    "Constant ConstantOfShape Shape Identity Dropout SoftmaxCrossEntropyLoss"
+    "Constant ConstantOfShape Shape Identity Dropout SoftmaxCrossEntropyLoss "
+    "Less Greater And Or Reciprocal Abs"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
 DEFAULT_DATA = "/usr/share/libonnx-testdata/data/node"
 DEFAULT_TIMEOUT = 30.0
 MAX_STDERR_LINES = 200
+
+# op type -> indices of node inputs that tcc needs as compile-time constants.
+COMPILE_TIME_INPUTS = {
+    "Reshape": (1,),
+    "Unsqueeze": (1,),
+    "Squeeze": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Split": (1,),
+    "Expand": (1,),
+    "ReduceSum": (1,),
+    "ConstantOfShape": (0,),
+    "Dropout": (1, 2),
+}
 
 try:
     import onnx
@@ -73,11 +96,47 @@ def iter_nodes(graph):
 
 
 class NodeTest:
-    def __init__(self, name, model_path, ops, opset):
+    def __init__(self, name, model_path, ops, opset, constants=()):
         self.name = name
         self.model_path = model_path
         self.ops = ops            # sorted list of distinct op types
         self.opset = opset        # default-domain opset version (or None)
+        # [(graph input name, index k in graph.input)] to turn into Constants
+        self.constants = list(constants)
+
+
+def find_constant_inputs(model):
+    """Graph inputs feeding a compile-time operand: [(name, index in graph.input)]."""
+    index = {vi.name: k for k, vi in enumerate(model.graph.input)}
+    found = {}
+    for node in iter_nodes(model.graph):
+        for i in COMPILE_TIME_INPUTS.get(node.op_type, ()):
+            if i < len(node.input) and node.input[i] in index:
+                found[node.input[i]] = index[node.input[i]]
+    return sorted(found.items(), key=lambda item: item[1])
+
+
+def rewrite_model(test, out_path):
+    """Write test's model with its compile-time graph inputs made Constants."""
+    model = onnx.load(test.model_path)
+    data_dir = os.path.join(os.path.dirname(test.model_path), "test_data_set_0")
+    names = set()
+    const_nodes = []
+    for name, k in test.constants:
+        tensor = onnx.TensorProto()
+        with open(os.path.join(data_dir, "input_%d.pb" % k), "rb") as f:
+            tensor.ParseFromString(f.read())
+        tensor.name = name
+        const_nodes.append(onnx.helper.make_node(
+            "Constant", [], [name], name="const_input_%d" % k, value=tensor))
+        names.add(name)
+    kept = [vi for vi in model.graph.input if vi.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    old_nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(const_nodes + old_nodes)
+    onnx.save(model, out_path)
 
 
 def discover(data_dir):
@@ -104,7 +163,8 @@ def discover(data_dir):
             if imp.domain in DEFAULT_DOMAINS:
                 opset = imp.version
         ops = sorted({n.op_type for n in nodes})
-        selected.append(NodeTest(name, model_path, ops, opset))
+        selected.append(NodeTest(name, model_path, ops, opset,
+                                 find_constant_inputs(model)))
     return selected, errors
 
 
@@ -131,7 +191,20 @@ def read_xfail(path):
 
 def run_one(tcc, test, timeout):
     """Run tcc on one test; returns (returncode or None on timeout, stderr)."""
-    cmd = [tcc, "--emit=imported", "-o", os.devnull, test.model_path]
+    if not test.constants:
+        return run_tcc(tcc, test.model_path, timeout)
+    with tempfile.TemporaryDirectory(prefix="tcc_node_") as tmp:
+        # Named after the test so that tcc's diagnostics say which one.
+        model_path = os.path.join(tmp, test.name + ".onnx")
+        try:
+            rewrite_model(test, model_path)
+        except Exception as e:  # noqa: BLE001 - report as a harness failure
+            return -255, "cannot rewrite %s: %s" % (test.model_path, e)
+        return run_tcc(tcc, model_path, timeout)
+
+
+def run_tcc(tcc, model_path, timeout):
+    cmd = [tcc, "--emit=imported", "-o", os.devnull, model_path]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -230,6 +303,9 @@ def main(argv=None):
         width = max((len(t.name) for t in tests), default=0)
         for t in tests:
             mark = "  [xfail: %s]" % xfail[t.name] if t.name in xfail else ""
+            if t.constants:
+                mark = "  [constants: %s]%s" % (
+                    ", ".join("%s=input_%d" % (n, k) for n, k in t.constants), mark)
             print("%-*s  opset=%-3s ops=%s%s" % (width, t.name, t.opset,
                                                  ",".join(t.ops), mark))
         print("%d tests selected" % len(tests))
@@ -256,6 +332,9 @@ def main(argv=None):
         if rc == 1 and not err.strip():
             silent_rejects.append(t.name)
         header = "%-5s %s  (opset %s; %s)" % (outcome, t.name, t.opset, ",".join(t.ops))
+        if args.verbose and t.constants:
+            header += "  [constants: %s]" % ", ".join(
+                "%s=input_%d" % (n, k) for n, k in t.constants)
         if outcome == "FAIL":
             print(header)
             print(indent(err))

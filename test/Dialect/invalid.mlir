@@ -1,0 +1,294 @@
+// RUN: tcc-opt %s --split-input-file --verify-diagnostics
+// Malformed ops are rejected by the verifier with a message that says what
+// is wrong. Shape errors come from result-type inference, which the verifier
+// runs, so they are followed by "failed to infer returned types".
+
+func.func @broadcast_mismatch(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{'tcc.add' op operand shapes [2, 3] and [4] do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @element_type_mismatch(%a: tensor<3xf32>, %b: tensor<3xf16>) {
+  // expected-error @+2 {{'tcc.mul' op operands have different element types (f32 and f16)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.mul %a, %b : (tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @wrong_result_type(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'tcc.relu' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<3x2xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.relu %a : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
+func.func @dynamic_shape(%a: tensor<?x3xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor}}
+  %0 = tcc.relu %a : (tensor<?x3xf32>) -> tensor<?x3xf32>
+  return
+}
+
+// -----
+
+func.func @float_only(%a: tensor<3xi64>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of floating-point values}}
+  %0 = tcc.exp %a : (tensor<3xi64>) -> tensor<3xi64>
+  return
+}
+
+// -----
+
+func.func @matmul_contraction(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{'tcc.matmul' op contraction dimensions differ: [2, 3] x [4, 5]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<3x3x4xf32>) {
+  // expected-error @+2 {{'tcc.matmul' op batch dimensions do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.matmul %a, %b : (tensor<2x2x3xf32>, tensor<3x3x4xf32>) -> tensor<2x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @gemm_inner(%a: tensor<8x16xf32>, %b: tensor<32x16xf32>) {
+  // expected-error @+2 {{'tcc.gemm' op inner dimensions differ: op(A) is [8, 16], op(B) is [32, 16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.gemm %a, %b : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @gemm_bias(%a: tensor<8x16xf32>, %b: tensor<32x16xf32>, %c: tensor<16xf32>) {
+  // expected-error @+2 {{'tcc.gemm' op C of shape [16] does not broadcast to [8, 32]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.gemm %a, %b, %c {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<16xf32>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @gemm_trans(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) {
+  // expected-error @+2 {{'tcc.gemm' op transA and transB must be 0 or 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.gemm %a, %b {transA = 2 : i64} : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'tcc.softmax' op axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.softmax %a {axis = 2 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @layernorm_scale(%x: tensor<4x16x32xf32>, %g: tensor<16xf32>) {
+  // expected-error @+2 {{'tcc.layer_normalization' op scale/bias of shape [16] does not broadcast to the normalized shape [32]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y, %m, %r = tcc.layer_normalization %x, %g : (tensor<4x16x32xf32>, tensor<16xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x1xf32>, tensor<4x16x1xf32>)
+  return
+}
+
+// -----
+
+func.func @layernorm_stash(%x: tensor<4x32xf32>, %g: tensor<32xf32>) {
+  // expected-error @+2 {{'tcc.layer_normalization' op stash_type 7 is not a floating-point type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y, %m, %r = tcc.layer_normalization %x, %g {stash_type = 7 : i64} : (tensor<4x32xf32>, tensor<32xf32>) -> (tensor<4x32xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+  return
+}
+
+// -----
+
+func.func @reduce_repeated_axis(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{reduction: axis -1 appears more than once}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.reduce_sum %x {axes = array<i64: 1, -1>} : (tensor<4x16xf32>) -> tensor<4x1xf32>
+  return
+}
+
+// -----
+
+func.func @gather_axis(%x: tensor<4x16xf32>, %i: tensor<3xi64>) {
+  // expected-error @+2 {{'tcc.gather' op axis 2 is out of range for rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.gather %x, %i {axis = 2 : i64} : (tensor<4x16xf32>, tensor<3xi64>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_float_indices(%x: tensor<4x16xf32>, %i: tensor<3xf32>) {
+  // expected-error @+1 {{operand #1 must be statically shaped tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = tcc.gather %x, %i : (tensor<4x16xf32>, tensor<3xf32>) -> tensor<3x16xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.reshape' op cannot reshape [4, 16] (64 elements) to [5, 16] (80 elements)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.reshape %x {shape = array<i64: 5, 16>} : (tensor<4x16xf32>) -> tensor<5x16xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_two_minus_one(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.reshape' op shape [-1, -1] has more than one -1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.reshape %x {shape = array<i64: -1, -1>} : (tensor<4x16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.transpose' op perm [0, 0] is not a permutation of rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.transpose %x {perm = array<i64: 0, 0>} : (tensor<4x16xf32>) -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @unsqueeze_axes(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.unsqueeze' op axes [0, 4] are invalid for result rank 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.unsqueeze %x {axes = array<i64: 0, 4>} : (tensor<4x16xf32>) -> tensor<1x4x16x1xf32>
+  return
+}
+
+// -----
+
+func.func @squeeze_not_one(%x: tensor<4x1xf32>) {
+  // expected-error @+2 {{'tcc.squeeze' op cannot squeeze axis 0 of size 4}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.squeeze %x {axes = array<i64: 0>} : (tensor<4x1xf32>) -> tensor<1xf32>
+  return
+}
+
+// -----
+
+func.func @slice_step_zero(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.slice' op steps must not be 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.slice %x {starts = array<i64: 0>, ends = array<i64: 2>, steps = array<i64: 0>} : (tensor<4x16xf32>) -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @slice_lengths(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.slice' op starts, ends, axes and steps must have the same length}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.slice %x {starts = array<i64: 0, 0>, ends = array<i64: 2>} : (tensor<4x16xf32>) -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%x: tensor<4x16xf32>) {
+  // expected-error @+2 {{'tcc.split' op split sizes [8, 4] add up to 12, not to the axis size 16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = tcc.split %x {axis = 1 : i64, split = array<i64: 8, 4>} : (tensor<4x16xf32>) -> (tensor<4x8xf32>, tensor<4x4xf32>)
+  return
+}
+
+// -----
+
+func.func @concat_shapes(%a: tensor<4x16xf32>, %b: tensor<3x8xf32>) {
+  // expected-error @+2 {{'tcc.concat' op input shapes [4, 16] and [3, 8] differ outside the concatenation axis}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.concat %a, %b {axis = 1 : i64} : (tensor<4x16xf32>, tensor<3x8xf32>) -> tensor<4x24xf32>
+  return
+}
+
+// -----
+
+func.func @expand_shape(%x: tensor<3x2xf32>) {
+  // expected-error @+2 {{'tcc.expand' op cannot expand [3, 2] to [4, 3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.expand %x {shape = array<i64: 4, 3>} : (tensor<3x2xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @constant_of_shape_value() {
+  // expected-error @+2 {{'tcc.constant_of_shape' op value must have one element}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.constant_of_shape {shape = array<i64: 2>, value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @where_types(%c: tensor<3xi1>, %x: tensor<3xf32>, %y: tensor<3xf16>) {
+  // expected-error @+2 {{'tcc.where' op x and y have different element types}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.where %c, %x, %y : (tensor<3xi1>, tensor<3xf32>, tensor<3xf16>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_ratio(%x: tensor<3xf32>) {
+  // expected-error @+1 {{'tcc.dropout' op ratio must be in [0, 1), got 1.5}}
+  %y, %m = tcc.dropout %x {ratio = 1.5 : f32} : (tensor<3xf32>) -> (tensor<3xf32>, tensor<3xi1>)
+  return
+}
+
+// -----
+
+func.func @sce_reduction(%s: tensor<8x5xf32>, %l: tensor<8xi64>) {
+  // expected-error @+1 {{'tcc.softmax_cross_entropy_loss' op reduction must be "none", "sum" or "mean", got "average"}}
+  %o, %lp = tcc.softmax_cross_entropy_loss %s, %l {reduction = "average"} : (tensor<8x5xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x5xf32>)
+  return
+}
+
+// -----
+
+func.func @sce_labels(%s: tensor<8x5x3xf32>, %l: tensor<8xi64>) {
+  // expected-error @+2 {{'tcc.softmax_cross_entropy_loss' op labels of shape [8] do not match scores [8, 5, 3] (expected [8, 3])}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %lp = tcc.softmax_cross_entropy_loss %s, %l : (tensor<8x5x3xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x5x3xf32>)
+  return
+}
+
+// -----
+
+func.func @sce_weights(%s: tensor<8x5xf32>, %l: tensor<8xi64>, %w: tensor<4xf32>) {
+  // expected-error @+2 {{'tcc.softmax_cross_entropy_loss' op weights must be a [C] = [5] tensor of the scores' element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %lp = tcc.softmax_cross_entropy_loss %s, %l, %w : (tensor<8x5xf32>, tensor<8xi64>, tensor<4xf32>) -> (tensor<f32>, tensor<8x5xf32>)
+  return
+}
+
+// -----
+
+func.func @logical_needs_bool(%a: tensor<3xi64>) {
+  // expected-error @+2 {{'tcc.and' op operands must be i1 tensors}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = tcc.and %a, %a : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+  return
+}

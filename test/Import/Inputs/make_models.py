@@ -1,0 +1,151 @@
+"""Writes small hand-made ONNX models for the importer's lit tests.
+
+Usage: /usr/bin/python3 make_models.py OUTDIR
+
+Each model exercises one path of the importer: a good one that must import,
+or a bad one that must be rejected with one diagnostic. Built with
+onnx.helper (not torch), so each file holds exactly the nodes the test names.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def save(model, outdir, name):
+    onnx.save(model, os.path.join(outdir, name + ".onnx"))
+
+
+def model_of(nodes, inputs, outputs, initializers=(), opset=17, name="g"):
+    graph = helper.make_graph(nodes, name, inputs, outputs, list(initializers))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="make_models.py")
+    m.ir_version = 8
+    return m
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def i64(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.INT64, shape)
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name], name=name + "_const",
+                            value=numpy_helper.from_array(np.asarray(array), name))
+
+
+def main(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    rng = np.random.default_rng(0)
+
+    # A small good model: Gemm + Relu + ReduceMean with an int64 initializer
+    # (becomes a constant) and float initializers (become parameters).
+    w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(np.zeros(3, np.float32), "b")
+    shape = numpy_helper.from_array(np.array([2, 3], np.int64), "shape")
+    good = model_of(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="gemm"),
+         helper.make_node("Relu", ["y"], ["r"], name="relu"),
+         helper.make_node("Reshape", ["r", "shape"], ["rs"], name="reshape"),
+         helper.make_node("ReduceMean", ["rs"], ["loss"], name="mean", keepdims=0)],
+        [f32("x", [2, 4])], [f32("loss", [])], [w, b, shape])
+    save(good, outdir, "good")
+
+    # Dynamic batch dimension: needs --shape.
+    dyn = model_of([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                   [f32("x", ["batch", 4])], [f32("y", ["batch", 4])])
+    save(dyn, outdir, "dynamic")
+
+    # Not ONNX at all, and a truncated copy of a good model.
+    with open(os.path.join(outdir, "not_onnx.onnx"), "w") as f:
+        f.write("this is a text file, not a protobuf\n" * 4)
+    data = good.SerializeToString()
+    with open(os.path.join(outdir, "truncated.onnx"), "wb") as f:
+        f.write(data[: len(data) // 2])
+    open(os.path.join(outdir, "empty.onnx"), "wb").close()
+
+    # An op tcc does not know.
+    save(model_of([helper.make_node("Celu", ["x"], ["y"], name="celu0")],
+                  [f32("x", [2])], [f32("y", [2])]), outdir, "unknown_op")
+    # An op from another domain.
+    m = model_of([helper.make_node("FusedGemm", ["x"], ["y"], name="fg", domain="com.microsoft")],
+                 [f32("x", [2])], [f32("y", [2])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    save(m, outdir, "other_domain")
+
+    # Unsupported attribute values / names.
+    save(model_of([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=3)],
+                  [f32("x", [2, 5])], [f32("y", [2, 5])]), outdir, "bad_axis")
+    save(model_of([helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"],
+                                    name="sce", reduction="average")],
+                  [f32("x", [2, 5]), i64("t", [2])], [f32("y", [])]), outdir, "bad_reduction")
+    save(model_of([helper.make_node("Gemm", ["x", "x"], ["y"], name="gemm", transB=1,
+                                    activation="relu")],
+                  [f32("x", [2, 5])], [f32("y", [2, 2])]), outdir, "unknown_attr")
+    save(model_of([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1.5)],
+                  [f32("x", [2, 5])], [f32("y", [2, 5])]), outdir, "attr_wrong_type")
+
+    # Opsets out of range: Softmax at opset 11 (other semantics), opset 18.
+    save(model_of([helper.make_node("Softmax", ["x"], ["y"], name="sm")],
+                  [f32("x", [2, 5])], [f32("y", [2, 5])], opset=11), outdir, "opset_old")
+    save(model_of([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                  [f32("x", [2, 5])], [f32("y", [2, 5])], opset=18), outdir, "opset_new")
+
+    # Shapes that do not fit.
+    save(model_of([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+                  [f32("a", [2, 3]), f32("b", [4, 5])], [f32("y", [2, 5])]), outdir, "matmul_mismatch")
+    # Reshape whose shape is a graph input (not a compile-time constant).
+    save(model_of([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
+                  [f32("x", [2, 6]), i64("s", [2])], [f32("y", [3, 4])]), outdir, "runtime_shape")
+    # Dropout that would need random numbers.
+    save(model_of([const("ratio", np.array(0.1, np.float32)),
+                   const("train", np.array(True)),
+                   helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")],
+                  [f32("x", [2, 6])], [f32("y", [2, 6])]), outdir, "dropout_training")
+    # Dropout with ratio 0 in training: the identity.
+    save(model_of([const("ratio", np.array(0.0, np.float32)),
+                   const("train", np.array(True)),
+                   helper.make_node("Dropout", ["x", "ratio", "train"], ["y", "mask"], name="drop")],
+                  [f32("x", [2, 6])], [f32("y", [2, 6])]), outdir, "dropout_zero")
+    # A node that uses a value before it is defined.
+    save(model_of([helper.make_node("Relu", ["t"], ["y"], name="second"),
+                   helper.make_node("Relu", ["x"], ["t"], name="first")],
+                  [f32("x", [2])], [f32("y", [2])]), outdir, "unsorted")
+    # An output declared with a shape that the op does not produce.
+    save(model_of([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                  [f32("x", [2, 3])], [f32("y", [3, 2])]), outdir, "wrong_output_shape")
+
+    # External data: one model with its data file beside it, and one whose
+    # data file is missing.
+    ext = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "ext_w")
+    m = model_of([helper.make_node("MatMul", ["x", "ext_w"], ["y"], name="mm")],
+                 [f32("x", [2, 3])], [f32("y", [2, 4])], [ext])
+    onnx.save_model(m, os.path.join(outdir, "external.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="external.onnx.data",
+                    size_threshold=0)
+    m = onnx.load(os.path.join(outdir, "external.onnx"), load_external_data=False)
+    for kv in m.graph.initializer[0].external_data:
+        if kv.key == "location":
+            kv.value = "missing.data"
+    onnx.save(m, os.path.join(outdir, "external_missing.onnx"))
+
+    # Shape subgraph: Shape -> Gather -> Unsqueeze -> Concat -> Reshape, the
+    # way torch exports x.view(x.size(0), -1); all of it folds.
+    save(model_of([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                   const("zero", np.array(0, np.int64)),
+                   helper.make_node("Gather", ["s", "zero"], ["d0"], name="gather", axis=0),
+                   const("axes", np.array([0], np.int64)),
+                   helper.make_node("Unsqueeze", ["d0", "axes"], ["d0u"], name="unsq"),
+                   const("minus1", np.array([-1], np.int64)),
+                   helper.make_node("Concat", ["d0u", "minus1"], ["newshape"], name="concat", axis=0),
+                   helper.make_node("Reshape", ["x", "newshape"], ["y"], name="reshape")],
+                  [f32("x", [2, 3, 4])], [f32("y", [2, 12])]), outdir, "shape_subgraph")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
