@@ -47,7 +47,7 @@ def main(outdir):
     # (becomes a constant) and float initializers (become parameters).
     w = numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(np.zeros(3, np.float32), "b")
-    shape = numpy_helper.from_array(np.array([2, 3], np.int64), "shape")
+    shape = numpy_helper.from_array(np.array([3, 2], np.int64), "shape")
     good = model_of(
         [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="gemm"),
          helper.make_node("Relu", ["y"], ["r"], name="relu"),
