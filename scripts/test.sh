@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The README's second command: set up, build, and run every test (the lit
+# suite and the ONNX backend node tests, through ctest).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$repo/scripts/setup.sh"
+build="${TCC_BUILD_DIR:-$repo/build}"
+cd "$build"
+ctest --output-on-failure
