@@ -15,6 +15,9 @@ inline constexpr llvm::StringLiteral kParamAttr = "tcc.param";
 inline constexpr llvm::StringLiteral kFrozenAttr = "tcc.frozen";
 inline constexpr llvm::StringLiteral kInputAttr = "tcc.input";
 inline constexpr llvm::StringLiteral kOutputAttr = "tcc.output";
+inline constexpr llvm::StringLiteral kGradAttr = "tcc.grad";
+/// The name of the training step function that tcc-build-backward makes.
+inline constexpr llvm::StringLiteral kMicroStepName = "micro_step";
 
 #define GEN_PASS_DECL
 #include "passes/Passes.h.inc"

@@ -30,4 +30,89 @@ def CheckImportContract : Pass<"tcc-check-import-contract", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
 }
 
+def AppendLoss : Pass<"tcc-append-loss", "ModuleOp"> {
+  let summary = "Appends a loss to a model that outputs predictions";
+  let description = [{
+    For a model whose output is logits or predictions, appends the loss the
+    way ONNX Runtime's training artifacts do, adding the labels (or targets)
+    as a new graph input:
+
+    - `cross-entropy`: `output` is `[..., C]` logits; the new input `target`
+      is `[...]` int64 class indices; the loss is the mean softmax cross
+      entropy over all positions, ignoring label -100 (PyTorch's default).
+    - `mse`: the new input `target` has `output`'s shape and type; the loss
+      is `mean((output - target)^2)`.
+
+    The loss becomes the first output, named "loss"; the original outputs
+    stay. Before:
+
+    ```mlir
+    func.func @main(%w: ..., %x: ...) -> (tensor<8x4xf32> {tcc.output = "pred"})
+    ```
+
+    after `--tcc-append-loss="kind=mse output=pred target=y"`:
+
+    ```mlir
+    func.func @main(%w: ..., %x: ..., %y: tensor<8x4xf32> {tcc.input = "y"})
+        -> (tensor<f32> {tcc.output = "loss"}, tensor<8x4xf32> {tcc.output = "pred"})
+    ```
+
+    Must run on a module that satisfies the import contract.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"\"",
+           "cross-entropy or mse">,
+    Option<"output", "output", "std::string", /*default=*/"\"\"",
+           "the model output the loss is computed from">,
+    Option<"target", "target", "std::string", /*default=*/"\"\"",
+           "the name of the new input holding labels or targets">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
+}
+
+def BuildBackward : Pass<"tcc-build-backward", "ModuleOp"> {
+  let summary = "Builds the training micro-step: forward plus reverse-mode gradients";
+  let description = [{
+    Turns the model function into `@micro_step`: the forward pass, then the
+    gradient of the loss with respect to every trainable parameter, built
+    in reverse from the loss (seeded with 1) by each op's gradient rule
+    (`GradientOpInterface`). Contributions to a value used several times
+    (a tied embedding) are summed.
+
+    The loss is the model's one scalar floating-point output; it becomes
+    result 0, the other outputs follow, then one result per trainable
+    parameter carrying `tcc.grad = "<parameter>"`. A parameter that does not
+    reach the loss gets a zero gradient and a warning. An op on a path from
+    a parameter to the loss without a gradient rule is an error that names
+    it. Before:
+
+    ```mlir
+    func.func @main(%w: tensor<4xf32> {tcc.param = "w"}, %x: tensor<4xf32> {tcc.input = "x"})
+        -> (tensor<f32> {tcc.output = "loss"}) {
+      %0 = tcc.mul %w, %x : ...
+      %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : ...
+      return %1 : tensor<f32>
+    }
+    ```
+
+    after (before canonicalization):
+
+    ```mlir
+    func.func @micro_step(...) -> (tensor<f32> {tcc.output = "loss"}, tensor<4xf32> {tcc.grad = "w"}) {
+      %0 = tcc.mul %w, %x
+      %1 = tcc.reduce_sum %0 {keepdims = 0 : i64}
+      %seed = tcc.constant {value = dense<1.0> : tensor<f32>}
+      %g0 = tcc.reshape %seed {shape = array<i64: 1>}
+      %g1 = tcc.expand %g0 {shape = array<i64: 4>}
+      %gw = tcc.mul %g1, %x
+      return %1, %gw
+    }
+    ```
+
+    Must run on a module that satisfies the import contract (after
+    `tcc-append-loss` where the model has no loss of its own).
+  }];
+  let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // TCC_PASSES_PASSES_TD

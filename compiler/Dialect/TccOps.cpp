@@ -21,6 +21,7 @@ using namespace mlir;
 using namespace mlir::tcc;
 
 #include "compiler/Dialect/TccOpsDialect.cpp.inc"
+#include "compiler/Dialect/TccInterfaces.cpp.inc"
 
 void TccDialect::initialize() {
   addOperations<
@@ -750,6 +751,70 @@ LogicalResult SoftmaxCrossEntropyLossOp::verify() {
   if (r != "none" && r != "sum" && r != "mean")
     return emitOpError("reduction must be \"none\", \"sum\" or \"mean\", got \"")
            << r << "\"";
+  return success();
+}
+
+LogicalResult GatherGradOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &types) {
+  auto grad = cast<RankedTensorType>(adaptor.getGrad().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  ArrayRef<int64_t> shape = adaptor.getShape();
+  std::optional<int64_t> axis = normalizeAxis(adaptor.getAxis(), shape.size());
+  if (!axis)
+    return opError(loc, getOperationName(), "axis is out of range");
+  SmallVector<int64_t> expected(shape.take_front(*axis));
+  llvm::append_range(expected, indices.getShape());
+  llvm::append_range(expected, shape.drop_front(*axis + 1));
+  if (grad.getShape() != ArrayRef<int64_t>(expected))
+    return opError(loc, getOperationName(),
+                   "grad of shape " + shapeStr(grad.getShape()) +
+                       " is not what gathering from " + shapeStr(shape) +
+                       " gives (" + shapeStr(expected) + ")");
+  types.push_back(tensorOf(shape, grad.getElementType()));
+  return success();
+}
+
+LogicalResult SliceGradOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  auto grad = cast<RankedTensorType>(adaptor.getGrad().getType());
+  SmallVector<SliceDim> dims;
+  if (failed(resolveSlice(loc, adaptor.getShape(), adaptor.getStarts(),
+                          adaptor.getEnds(), adaptor.getAxes(),
+                          adaptor.getSteps(), dims)))
+    return failure();
+  SmallVector<int64_t> sliced;
+  for (const SliceDim &d : dims)
+    sliced.push_back(d.size);
+  if (grad.getShape() != ArrayRef<int64_t>(sliced))
+    return opError(loc, getOperationName(),
+                   "grad of shape " + shapeStr(grad.getShape()) +
+                       " is not the slice's shape " + shapeStr(sliced));
+  types.push_back(tensorOf(adaptor.getShape(), grad.getElementType()));
+  return success();
+}
+
+LogicalResult SoftmaxCrossEntropyLossGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  auto logp = cast<RankedTensorType>(adaptor.getLogProb().getType());
+  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
+  auto grad = cast<RankedTensorType>(adaptor.getGrad().getType());
+  if (logp.getRank() < 2)
+    return opError(loc, getOperationName(), "log_prob must have rank >= 2");
+  SmallVector<int64_t> expected{logp.getDimSize(0)};
+  llvm::append_range(expected, logp.getShape().drop_front(2));
+  if (labels.getShape() != ArrayRef<int64_t>(expected))
+    return opError(loc, getOperationName(), "labels do not match log_prob");
+  bool none = adaptor.getReduction() == "none";
+  if (none ? grad.getShape() != ArrayRef<int64_t>(expected) : grad.getRank() != 0)
+    return opError(loc, getOperationName(),
+                   "grad must be a scalar, or have the labels' shape for "
+                   "reduction \"none\"");
+  types.push_back(logp);
   return success();
 }
 

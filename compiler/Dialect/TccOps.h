@@ -4,6 +4,7 @@
 
 #include "compiler/Dialect/TccDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
@@ -59,6 +60,8 @@ OpFoldResult foldElementwise(EwKind kind, Type resultType,
                              ArrayRef<Attribute> operands);
 
 } // namespace mlir::tcc
+
+#include "compiler/Dialect/TccInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "compiler/Dialect/TccOps.h.inc"

@@ -10,6 +10,7 @@
 #define TCC_DIALECT_TCCOPS_TD
 
 include "compiler/Dialect/TccBase.td"
+include "compiler/Dialect/TccInterfaces.td"
 include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -17,6 +18,9 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class Tcc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tcc_Dialect, mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
+
+// An op with a reverse-mode gradient rule (TccGradients.cpp).
+defvar Differentiable = DeclareOpInterfaceMethods<Tcc_GradientOpInterface>;
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -56,11 +60,11 @@ class Tcc_BroadcastOp<string mnemonic, string onnx, string kind,
   }];
 }
 
-def Tcc_AddOp : Tcc_BroadcastOp<"add", "Add", "Add">;
-def Tcc_SubOp : Tcc_BroadcastOp<"sub", "Sub", "Sub">;
-def Tcc_MulOp : Tcc_BroadcastOp<"mul", "Mul", "Mul">;
-def Tcc_DivOp : Tcc_BroadcastOp<"div", "Div", "Div">;
-def Tcc_PowOp : Tcc_BroadcastOp<"pow", "Pow", "Pow">;
+def Tcc_AddOp : Tcc_BroadcastOp<"add", "Add", "Add", 0, [Differentiable]>;
+def Tcc_SubOp : Tcc_BroadcastOp<"sub", "Sub", "Sub", 0, [Differentiable]>;
+def Tcc_MulOp : Tcc_BroadcastOp<"mul", "Mul", "Mul", 0, [Differentiable]>;
+def Tcc_DivOp : Tcc_BroadcastOp<"div", "Div", "Div", 0, [Differentiable]>;
+def Tcc_PowOp : Tcc_BroadcastOp<"pow", "Pow", "Pow", 0, [Differentiable]>;
 def Tcc_EqualOp : Tcc_BroadcastOp<"equal", "Equal", "Equal", 1>;
 def Tcc_LessOp : Tcc_BroadcastOp<"less", "Less", "Less", 1>;
 def Tcc_GreaterOp : Tcc_BroadcastOp<"greater", "Greater", "Greater", 1>;
@@ -100,20 +104,20 @@ class Tcc_UnaryOp<string mnemonic, string onnx, string kind,
   }];
 }
 
-def Tcc_SqrtOp : Tcc_UnaryOp<"sqrt", "Sqrt", "Sqrt">;
-def Tcc_NegOp : Tcc_UnaryOp<"neg", "Neg", "Neg", Tcc_Tensor>;
-def Tcc_ExpOp : Tcc_UnaryOp<"exp", "Exp", "Exp">;
-def Tcc_LogOp : Tcc_UnaryOp<"log", "Log", "Log">;
-def Tcc_ErfOp : Tcc_UnaryOp<"erf", "Erf", "Erf">;
-def Tcc_TanhOp : Tcc_UnaryOp<"tanh", "Tanh", "Tanh">;
-def Tcc_SigmoidOp : Tcc_UnaryOp<"sigmoid", "Sigmoid", "Sigmoid">;
-def Tcc_ReluOp : Tcc_UnaryOp<"relu", "Relu", "Relu", Tcc_Tensor>;
-def Tcc_ReciprocalOp : Tcc_UnaryOp<"reciprocal", "Reciprocal", "Reciprocal">;
-def Tcc_AbsOp : Tcc_UnaryOp<"abs", "Abs", "Abs", Tcc_Tensor>;
+def Tcc_SqrtOp : Tcc_UnaryOp<"sqrt", "Sqrt", "Sqrt", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_NegOp : Tcc_UnaryOp<"neg", "Neg", "Neg", Tcc_Tensor, [Differentiable]>;
+def Tcc_ExpOp : Tcc_UnaryOp<"exp", "Exp", "Exp", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_LogOp : Tcc_UnaryOp<"log", "Log", "Log", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_ErfOp : Tcc_UnaryOp<"erf", "Erf", "Erf", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_TanhOp : Tcc_UnaryOp<"tanh", "Tanh", "Tanh", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_SigmoidOp : Tcc_UnaryOp<"sigmoid", "Sigmoid", "Sigmoid", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_ReluOp : Tcc_UnaryOp<"relu", "Relu", "Relu", Tcc_Tensor, [Differentiable]>;
+def Tcc_ReciprocalOp : Tcc_UnaryOp<"reciprocal", "Reciprocal", "Reciprocal", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_AbsOp : Tcc_UnaryOp<"abs", "Abs", "Abs", Tcc_Tensor, [Differentiable]>;
 def Tcc_NotOp : Tcc_UnaryOp<"not", "Not", "Not", Tcc_BoolTensor>;
-def Tcc_IdentityOp : Tcc_UnaryOp<"identity", "Identity", "Identity", Tcc_Tensor>;
+def Tcc_IdentityOp : Tcc_UnaryOp<"identity", "Identity", "Identity", Tcc_Tensor, [Differentiable]>;
 
-def Tcc_WhereOp : Tcc_Op<"where"> {
+def Tcc_WhereOp : Tcc_Op<"where", [Differentiable]> {
   let summary = "ONNX `Where`: select by a boolean condition, with broadcasting";
   let description = [{
     `result[i] = condition[i] ? x[i] : y[i]` over the broadcast of the three
@@ -130,7 +134,7 @@ def Tcc_WhereOp : Tcc_Op<"where"> {
   let hasFolder = 1;
 }
 
-def Tcc_CastOp : Tcc_Op<"cast"> {
+def Tcc_CastOp : Tcc_Op<"cast", [Differentiable]> {
   let summary = "ONNX `Cast`: convert the element type";
   let description = [{
     Converts every element to the element type `to` (ONNX `Cast`; floats to
@@ -151,7 +155,7 @@ def Tcc_CastOp : Tcc_Op<"cast"> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def Tcc_MatMulOp : Tcc_Op<"matmul"> {
+def Tcc_MatMulOp : Tcc_Op<"matmul", [Differentiable]> {
   let summary = "ONNX `MatMul`: NumPy matmul with batch broadcasting";
   let description = [{
     Matrix product over the last two dimensions, broadcasting the leading
@@ -168,7 +172,7 @@ def Tcc_MatMulOp : Tcc_Op<"matmul"> {
       "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_GemmOp : Tcc_Op<"gemm"> {
+def Tcc_GemmOp : Tcc_Op<"gemm", [Differentiable]> {
   let summary = "ONNX `Gemm`: alpha * op(A) * op(B) + beta * C";
   let description = [{
     `A` and `B` are matrices, optionally transposed (`transA`, `transB`);
@@ -193,7 +197,7 @@ def Tcc_GemmOp : Tcc_Op<"gemm"> {
 // Normalization and activation functions over an axis
 //===----------------------------------------------------------------------===//
 
-class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic> {
+class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differentiable]> {
   let summary = "ONNX `" # onnx # "` along one axis (opset 13 semantics)";
   let description = [{
     `}] # onnx # [{` along `axis` (negative counts from the back). Only the
@@ -213,7 +217,7 @@ class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic> {
 def Tcc_SoftmaxOp : Tcc_SoftmaxLikeOp<"softmax", "Softmax">;
 def Tcc_LogSoftmaxOp : Tcc_SoftmaxLikeOp<"log_softmax", "LogSoftmax">;
 
-def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization"> {
+def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization", [Differentiable]> {
   let summary = "ONNX `LayerNormalization` (opset 17)";
   let description = [{
     Normalizes over the dimensions from `axis` to the last, then scales and
@@ -240,7 +244,7 @@ def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization"> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Tcc_ReduceOp<string mnemonic, string onnx> : Tcc_Op<mnemonic> {
+class Tcc_ReduceOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differentiable]> {
   let summary = "ONNX `" # onnx # "` over `axes`";
   let description = [{
     `}] # onnx # [{` over `axes` (all axes when absent, unless
@@ -275,7 +279,7 @@ def Tcc_ReduceSumOp : Tcc_ReduceOp<"reduce_sum", "ReduceSum">;
 // Indexing and shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Tcc_GatherOp : Tcc_Op<"gather"> {
+def Tcc_GatherOp : Tcc_Op<"gather", [Differentiable]> {
   let summary = "ONNX `Gather`: take slices along an axis by index";
   let description = [{
     `result.shape = data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
@@ -294,7 +298,7 @@ def Tcc_GatherOp : Tcc_Op<"gather"> {
   let hasFolder = 1;
 }
 
-def Tcc_ReshapeOp : Tcc_Op<"reshape"> {
+def Tcc_ReshapeOp : Tcc_Op<"reshape", [Differentiable]> {
   let summary = "ONNX `Reshape` to a compile-time shape";
   let description = [{
     Reshapes to `shape` (ONNX semantics: `0` copies the input dimension
@@ -312,7 +316,7 @@ def Tcc_ReshapeOp : Tcc_Op<"reshape"> {
   let hasFolder = 1;
 }
 
-def Tcc_TransposeOp : Tcc_Op<"transpose"> {
+def Tcc_TransposeOp : Tcc_Op<"transpose", [Differentiable]> {
   let summary = "ONNX `Transpose`: permute dimensions";
   let description = [{
     `result.shape[i] = input.shape[perm[i]]`; without `perm` the dimensions
@@ -328,7 +332,7 @@ def Tcc_TransposeOp : Tcc_Op<"transpose"> {
   let hasFolder = 1;
 }
 
-def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze"> {
+def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze", [Differentiable]> {
   let summary = "ONNX `Unsqueeze`: insert dimensions of size 1";
   let description = [{
     Inserts a dimension of size 1 at each of `axes`, which index the
@@ -344,7 +348,7 @@ def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze"> {
   let hasFolder = 1;
 }
 
-def Tcc_SqueezeOp : Tcc_Op<"squeeze"> {
+def Tcc_SqueezeOp : Tcc_Op<"squeeze", [Differentiable]> {
   let summary = "ONNX `Squeeze`: remove dimensions of size 1";
   let description = [{
     Removes the dimensions at `axes`, which must have size 1; without
@@ -360,7 +364,7 @@ def Tcc_SqueezeOp : Tcc_Op<"squeeze"> {
   let hasFolder = 1;
 }
 
-def Tcc_SliceOp : Tcc_Op<"slice"> {
+def Tcc_SliceOp : Tcc_Op<"slice", [Differentiable]> {
   let summary = "ONNX `Slice` with compile-time bounds";
   let description = [{
     For each of `axes` (default: 0..n-1), takes `starts[i]:ends[i]:steps[i]`
@@ -380,7 +384,7 @@ def Tcc_SliceOp : Tcc_Op<"slice"> {
   let hasFolder = 1;
 }
 
-def Tcc_SplitOp : Tcc_Op<"split"> {
+def Tcc_SplitOp : Tcc_Op<"split", [Differentiable]> {
   let summary = "ONNX `Split` into pieces of compile-time sizes";
   let description = [{
     Splits along `axis` into one result per entry of `split`, which must add
@@ -398,7 +402,7 @@ def Tcc_SplitOp : Tcc_Op<"split"> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_ConcatOp : Tcc_Op<"concat"> {
+def Tcc_ConcatOp : Tcc_Op<"concat", [Differentiable]> {
   let summary = "ONNX `Concat` along an axis";
   let description = [{
     Concatenates along `axis`; all other dimensions and the element types
@@ -414,7 +418,7 @@ def Tcc_ConcatOp : Tcc_Op<"concat"> {
   let hasFolder = 1;
 }
 
-def Tcc_ExpandOp : Tcc_Op<"expand"> {
+def Tcc_ExpandOp : Tcc_Op<"expand", [Differentiable]> {
   let summary = "ONNX `Expand`: broadcast to a compile-time shape";
   let description = [{
     Broadcasts the input with `shape` (bidirectional, like NumPy's
@@ -485,7 +489,7 @@ def Tcc_ShapeOp : Tcc_Op<"shape"> {
 // Training-specific
 //===----------------------------------------------------------------------===//
 
-def Tcc_DropoutOp : Tcc_Op<"dropout"> {
+def Tcc_DropoutOp : Tcc_Op<"dropout", [Differentiable]> {
   let summary = "ONNX `Dropout` (identity unless training with ratio > 0)";
   let description = [{
     With `training` false or `ratio` 0 this is the identity and `mask` is all
@@ -506,7 +510,7 @@ def Tcc_DropoutOp : Tcc_Op<"dropout"> {
   let hasFolder = 1;
 }
 
-def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss"> {
+def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss", [Differentiable]> {
   let summary = "ONNX `SoftmaxCrossEntropyLoss`";
   let description = [{
     `scores` is `[N, C]` or `[N, C, d1, ...]`, `labels` is `[N]` or
@@ -528,6 +532,69 @@ def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss"> {
   let assemblyFormat =
       "$scores `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Backward-pass ops (built by gradient rules)
+//===----------------------------------------------------------------------===//
+
+def Tcc_GatherGradOp : Tcc_Op<"gather_grad"> {
+  let summary = "Gradient of `tcc.gather` with respect to its data";
+  let description = [{
+    A zero tensor of `shape` into which the slices of `grad` are added at
+    `indices` along `axis`; repeated indices (a token that occurs twice)
+    add up.
+
+    ```mlir
+    %d = tcc.gather_grad %g, %idx {axis = 0 : i64, shape = array<i64: 65, 32>} : (tensor<4x16x32xf32>, tensor<4x16xi64>) -> tensor<65x32xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$grad, Tcc_IndexTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis,
+                   DenseI64ArrayAttr:$shape);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_SliceGradOp : Tcc_Op<"slice_grad"> {
+  let summary = "Gradient of `tcc.slice` with respect to its input";
+  let description = [{
+    A zero tensor of `shape` (the sliced input's) with `grad` written at the
+    positions the slice with these `starts`/`ends`/`axes`/`steps` takes.
+
+    ```mlir
+    %d = tcc.slice_grad %g {shape = array<i64: 10, 96>, starts = array<i64: 32>, ends = array<i64: 64>, axes = array<i64: 1>} : (tensor<10x32xf32>) -> tensor<10x96xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$grad, DenseI64ArrayAttr:$shape,
+                   DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$ends,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   OptionalAttr<DenseI64ArrayAttr>:$steps);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_SoftmaxCrossEntropyLossGradOp : Tcc_Op<"softmax_cross_entropy_loss_grad"> {
+  let summary = "Gradient of `tcc.softmax_cross_entropy_loss` with respect to the scores";
+  let description = [{
+    `(exp(log_prob) - onehot(labels)) * w * s` where `w` is the label's
+    weight (0 for ignored labels) and `s` comes from `grad` (the gradient of
+    the loss output): per element for "none", the scalar for "sum", the
+    scalar divided by the total weight for "mean".
+
+    ```mlir
+    %d = tcc.softmax_cross_entropy_loss_grad %g, %logp, %labels {ignore_index = -100 : i64, reduction = "mean"}
+        : (tensor<f32>, tensor<64x65xf32>, tensor<64xi64>) -> tensor<64x65xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$grad, Tcc_FloatTensor:$log_prob,
+                   Tcc_IndexTensor:$labels, Optional<Tcc_FloatTensor>:$weights,
+                   DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $log_prob `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
 }
 
 #endif // TCC_DIALECT_TCCOPS_TD
