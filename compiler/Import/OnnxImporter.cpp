@@ -176,6 +176,8 @@ public:
         fileLoc(fileLocation(ctx, path)) {}
 
   OwningOpRef<ModuleOp> run(ImportStats *stats);
+  LogicalResult readParameters(ArrayRef<std::string> names, bool asDouble,
+                               std::string &blob);
 
 private:
   LogicalResult load();
@@ -875,6 +877,45 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
     stats->numFolded = numFolded;
   }
   return module;
+}
+
+LogicalResult Importer::readParameters(ArrayRef<std::string> names,
+                                       bool asDouble, std::string &blob) {
+  if (failed(load()))
+    return failure();
+  llvm::StringMap<const onnx::TensorProto *> byName;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    byName[t.name()] = &t;
+  for (const std::string &name : names) {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return error(fileLoc) << "initializer \"" << name << "\" is missing";
+    FailureOr<DenseElementsAttr> value = tensorAttr(*it->second, fileLoc);
+    if (failed(value))
+      return failure();
+    for (const APFloat &v : value->getValues<APFloat>()) {
+      bool lost;
+      APFloat d = v;
+      d.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+      if (asDouble) {
+        double x = d.convertToDouble();
+        blob.append(reinterpret_cast<const char *>(&x), sizeof(x));
+      } else {
+        float x = (float)d.convertToDouble();
+        blob.append(reinterpret_cast<const char *>(&x), sizeof(x));
+      }
+    }
+  }
+  return success();
+}
+
+LogicalResult mlir::tcc::readParameterValues(MLIRContext *context,
+                                             StringRef path,
+                                             ArrayRef<std::string> names,
+                                             bool asDouble, std::string &blob) {
+  ImportOptions options;
+  Importer importer(context, path, options);
+  return importer.readParameters(names, asDouble, blob);
 }
 
 OwningOpRef<ModuleOp> mlir::tcc::importOnnxFile(MLIRContext *context,

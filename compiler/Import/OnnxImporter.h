@@ -51,6 +51,13 @@ OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context, llvm::StringRef path,
                                      const ImportOptions &options,
                                      ImportStats *stats = nullptr);
 
+/// Reads the named floating-point initializers of the model at `path`, in
+/// the given order, as one blob of little-endian float (or double) values:
+/// the initial weights of a step. Failures are diagnostics.
+LogicalResult readParameterValues(MLIRContext *context, llvm::StringRef path,
+                                  llvm::ArrayRef<std::string> names,
+                                  bool asDouble, std::string &blob);
+
 /// The ONNX op types the importer knows, in the order of its table.
 std::vector<llvm::StringRef> supportedOnnxOps();
 

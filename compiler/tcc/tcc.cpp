@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/CpuEmitter.h"
+#include "codegen/StepBuilder.h"
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "compiler/Import/OnnxLocation.h"
@@ -21,10 +23,12 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -45,15 +49,50 @@ static cl::opt<std::string>
     outputFile("o", cl::desc("Output file ('-' for stdout, the default)"),
                cl::value_desc("file"), cl::init("-"), cl::cat(tccCategory));
 
-enum class EmitKind { Summary, Imported };
+enum class EmitKind { Default, Summary, Imported, Training, Source, Step };
 static cl::opt<EmitKind> emit(
-    "emit", cl::desc("What to produce"), cl::init(EmitKind::Summary),
+    "emit",
+    cl::desc("What to produce (default: the step library when -o names a "
+             "file, else the summary)"),
+    cl::init(EmitKind::Default),
     cl::values(clEnumValN(EmitKind::Summary, "summary",
                           "what tcc understood: inputs, outputs, parameters "
-                          "and ops (default)"),
+                          "and ops"),
                clEnumValN(EmitKind::Imported, "imported",
-                          "the imported model as tcc-dialect MLIR")),
+                          "the imported model as tcc-dialect MLIR"),
+               clEnumValN(EmitKind::Training, "training",
+                          "the training step (forward + backward) as MLIR"),
+               clEnumValN(EmitKind::Source, "source",
+                          "the step's C++ source (-o DIR writes a folder "
+                          "that builds on its own)"),
+               clEnumValN(EmitKind::Step, "step",
+                          "the compiled step library (step.so)")),
     cl::cat(tccCategory));
+enum class Target { Cpu, Cuda };
+static cl::opt<Target> target(
+    "target", cl::desc("Code generation target"), cl::init(Target::Cpu),
+    cl::values(clEnumValN(Target::Cpu, "cpu",
+                          "fp32 C++ built by the system compiler (default "
+                          "until the CUDA target lands)"),
+               clEnumValN(Target::Cuda, "cuda", "fp16 CUDA (not built yet)")),
+    cl::cat(tccCategory));
+static cl::opt<std::string> lossSpec(
+    "loss",
+    cl::desc("Append a loss to a model that outputs logits or predictions: "
+             "cross-entropy:OUTPUT:LABELS or mse:OUTPUT:TARGET (LABELS/TARGET "
+             "name the new input)"),
+    cl::value_desc("kind:output:input"), cl::cat(tccCategory));
+enum class Precision { F32, F64 };
+static cl::opt<Precision> cpuPrecision(
+    "cpu-precision", cl::desc("Floating-point type of the CPU target"),
+    cl::init(Precision::F32),
+    cl::values(clEnumValN(Precision::F32, "f32", "float (default)"),
+               clEnumValN(Precision::F64, "f64",
+                          "double, for gradient checks")),
+    cl::cat(tccCategory));
+static cl::opt<bool> keepTemps("keep-temps",
+                               cl::desc("Keep the step's build folder"),
+                               cl::init(false), cl::cat(tccCategory));
 static cl::list<std::string> shapes(
     "shape",
     cl::desc("Static shape for a graph input with dynamic dimensions, e.g. "
@@ -191,6 +230,27 @@ static void printSummary(ModuleOp module, const tcc::ImportStats &stats,
   os << "\n";
 }
 
+/// Writes text output to -o (stdout for '-'); the file exists only if the
+/// whole write succeeded.
+static int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
+  if (!out) {
+    llvm::errs() << "tcc: error: cannot write " << outputFile << ": " << error
+                 << "\n";
+    return 1;
+  }
+  write(out->os());
+  out->os().flush();
+  if (out->os().has_error()) {
+    llvm::errs() << "tcc: error: writing " << outputFile << " failed\n";
+    out->os().clear_error();
+    return 1;
+  }
+  out->keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
@@ -223,34 +283,96 @@ int main(int argc, char **argv) {
     return 1;
 
   PassManager pm(&context);
+  if (!lossSpec.empty()) {
+    SmallVector<StringRef> parts;
+    StringRef(lossSpec).split(parts, ':');
+    if (parts.size() != 3 || parts[1].empty() || parts[2].empty() ||
+        (parts[0] != "cross-entropy" && parts[0] != "mse")) {
+      llvm::errs() << "tcc: error: --loss=" << lossSpec
+                   << ": expected cross-entropy:OUTPUT:LABELS or "
+                      "mse:OUTPUT:TARGET\n";
+      return 1;
+    }
+    tcc::AppendLossOptions lossOptions;
+    lossOptions.kind = parts[0].str();
+    lossOptions.output = parts[1].str();
+    lossOptions.target = parts[2].str();
+    pm.addPass(tcc::createAppendLoss(lossOptions));
+  }
   pm.addPass(tcc::createCheckImportContract());
   if (failed(pm.run(*module)))
     return 1;
 
-  // The output is opened only now, so a failed compilation leaves no file;
-  // ToolOutputFile removes a partial one if writing fails.
-  std::string error;
-  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(outputFile, &error);
-  if (!out) {
-    llvm::errs() << "tcc: error: cannot write " << outputFile << ": " << error
-                 << "\n";
+  if (emit == EmitKind::Default)
+    emit = outputFile == "-" ? EmitKind::Summary : EmitKind::Step;
+  if (emit == EmitKind::Summary || emit == EmitKind::Imported)
+    return writeOutput([&](llvm::raw_ostream &os) {
+      if (emit == EmitKind::Summary)
+        printSummary(*module, stats, os);
+      else
+        module->print(os);
+    });
+
+  // The training step: forward + backward when the model has trainable
+  // parameters, the forward pass alone otherwise.
+  auto model = *module->getOps<func::FuncOp>().begin();
+  bool trainable = false;
+  for (unsigned i = 0; i < model.getNumArguments(); ++i)
+    trainable |= model.getArgAttr(i, tcc::kParamAttr) &&
+                 !model.getArgAttr(i, tcc::kFrozenAttr);
+  PassManager train(&context);
+  if (trainable)
+    train.addPass(tcc::createBuildBackward());
+  train.addPass(createCanonicalizerPass());
+  train.addPass(createCSEPass());
+  if (failed(train.run(*module)))
+    return 1;
+  if (emit == EmitKind::Training)
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+
+  Location fileLoc = tcc::fileLocation(&context, inputFile);
+  if (target == Target::Cuda) {
+    emitError(fileLoc) << "the CUDA target is not implemented yet; use "
+                          "--target=cpu";
     return 1;
   }
-  switch (emit) {
-  case EmitKind::Summary:
-    printSummary(*module, stats, out->os());
-    break;
-  case EmitKind::Imported: {
-    module->print(out->os());
-    break;
+  tcc::CpuEmitOptions emitOptions;
+  emitOptions.useDouble = cpuPrecision == Precision::F64;
+  emitOptions.modelName = llvm::sys::path::filename(inputFile).str();
+  FailureOr<tcc::CpuStep> step = tcc::emitCpuStep(*module, emitOptions);
+  if (failed(step))
+    return 1;
+  if (emit == EmitKind::Source && outputFile == "-")
+    return writeOutput([&](llvm::raw_ostream &os) { os << step->source; });
+
+  std::string weights;
+  if (failed(tcc::readParameterValues(&context, inputFile, step->params,
+                                      emitOptions.useDouble, weights)))
+    return 1;
+  if (emit == EmitKind::Source) {
+    if (failed(tcc::writeCpuStepSources(*step, outputFile, fileLoc)))
+      return 1;
+    SmallString<256> w(outputFile);
+    llvm::sys::path::append(w, "weights.bin");
+    std::error_code ec;
+    llvm::raw_fd_ostream wos(w, ec);
+    if (ec) {
+      emitError(fileLoc) << "cannot write " << w << ": " << ec.message();
+      return 1;
+    }
+    wos << weights;
+    return 0;
   }
-  }
-  out->os().flush();
-  if (out->os().has_error()) {
-    llvm::errs() << "tcc: error: writing " << outputFile << " failed\n";
-    out->os().clear_error();
+  if (outputFile == "-") {
+    llvm::errs() << "tcc: error: the step library cannot go to stdout; pass "
+                    "-o step.so (or --emit=summary)\n";
     return 1;
   }
-  out->keep();
+  tcc::StepBuildOptions buildOptions;
+  buildOptions.keepTemps = keepTemps;
+  if (failed(tcc::buildCpuStepLibrary(*step, weights, outputFile, fileLoc,
+                                      buildOptions)))
+    return 1;
   return 0;
 }
+

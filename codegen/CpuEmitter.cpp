@@ -1,0 +1,641 @@
+//===- CpuEmitter.cpp - C++ source for the CPU target ---------------------===//
+
+#include "codegen/CpuEmitter.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+namespace {
+
+constexpr uint64_t kAlign = 64;
+
+/// An arena slot or a constant array that holds a value.
+struct Buffer {
+  std::string name;  // the C++ expression of its pointer
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  bool inArena = true;
+};
+
+class Emitter {
+public:
+  Emitter(func::FuncOp func, const CpuEmitOptions &options)
+      : func(func), options(options) {}
+
+  FailureOr<CpuStep> run();
+
+private:
+  // Types.
+  std::string ctype(Type elt) const;
+  int dtypeCode(Type elt) const;
+  uint64_t elementBytes(Type elt) const;
+  static RankedTensorType tensor(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+  static std::string shape(Value v);
+  static std::string numel(Value v) {
+    return std::to_string(tensor(v).getNumElements());
+  }
+  static std::string i64List(ArrayRef<int64_t> values);
+
+  // Buffers.
+  uint64_t allocate(uint64_t bytes);
+  const Buffer &define(Value v);
+  std::string ref(Value v) { return buffers.lookup(v).name; }
+  LogicalResult emitConstant(Value v, DenseElementsAttr value);
+
+  // Ops.
+  LogicalResult emitOp(Operation *op);
+  LogicalResult emitReturn(func::ReturnOp ret);
+  std::string descriptor(StringRef name, Value v, uint64_t offset,
+                         uint64_t bytes);
+
+  func::FuncOp func;
+  const CpuEmitOptions &options;
+  llvm::DenseMap<Value, Buffer> buffers;
+  uint64_t arena = 0;
+  unsigned nextId = 0;
+  std::string globals;  // constant arrays and dims tables
+  std::string body;     // the micro_step body
+  llvm::raw_string_ostream g{globals}, os{body};
+  CpuStep step;
+};
+
+} // namespace
+
+std::string Emitter::ctype(Type elt) const {
+  if (isa<FloatType>(elt))
+    return "F";
+  if (elt.isInteger(1))
+    return "uint8_t";
+  auto it = cast<IntegerType>(elt);
+  return (it.isUnsigned() ? "uint" : "int") + std::to_string(it.getWidth()) +
+         "_t";
+}
+
+int Emitter::dtypeCode(Type elt) const {
+  if (isa<FloatType>(elt))
+    return options.useDouble ? 11 : 1;
+  if (elt.isInteger(1))
+    return 9;
+  auto it = cast<IntegerType>(elt);
+  bool u = it.isUnsigned();
+  switch (it.getWidth()) {
+  case 8: return u ? 2 : 3;
+  case 16: return u ? 4 : 5;
+  case 32: return u ? 12 : 6;
+  default: return u ? 13 : 7;
+  }
+}
+
+uint64_t Emitter::elementBytes(Type elt) const {
+  if (isa<FloatType>(elt))
+    return options.useDouble ? 8 : 4;
+  if (elt.isInteger(1))
+    return 1;
+  return cast<IntegerType>(elt).getWidth() / 8;
+}
+
+std::string Emitter::i64List(ArrayRef<int64_t> values) {
+  std::string s;
+  llvm::raw_string_ostream o(s);
+  o << "{";
+  llvm::interleave(values, o, [&](int64_t v) {
+    if (v == INT64_MIN)
+      o << "INT64_MIN";
+    else
+      o << v << "LL";
+  }, ", ");
+  if (values.empty())
+    o << "0";
+  o << "}";
+  return s;
+}
+
+std::string Emitter::shape(Value v) {
+  auto t = tensor(v);
+  std::string s = "Shape{" + std::to_string(t.getRank()) + ", {";
+  llvm::raw_string_ostream o(s);
+  llvm::interleave(t.getShape(), o, ", ");
+  o << "}}";
+  return s;
+}
+
+uint64_t Emitter::allocate(uint64_t bytes) {
+  uint64_t offset = arena;
+  arena += (bytes + kAlign - 1) / kAlign * kAlign;
+  if (bytes == 0)
+    arena += kAlign; // distinct addresses for empty tensors
+  return offset;
+}
+
+const Buffer &Emitter::define(Value v) {
+  auto t = tensor(v);
+  Buffer b;
+  b.bytes = t.getNumElements() * elementBytes(t.getElementType());
+  b.offset = allocate(b.bytes);
+  b.name = "v" + std::to_string(nextId++);
+  os << "  " << ctype(t.getElementType()) << " *" << b.name << " = ("
+     << ctype(t.getElementType()) << " *)(arena + " << b.offset << "ULL);\n";
+  buffers[v] = b;
+  return buffers[v];
+}
+
+/// A C++ literal for one element.
+static std::string literal(Attribute a, Type elt) {
+  std::string s;
+  llvm::raw_string_ostream o(s);
+  if (auto f = dyn_cast<FloatAttr>(a)) {
+    double d = f.getValueAsDouble();
+    if (std::isnan(d))
+      o << "F(NAN)";
+    else if (std::isinf(d))
+      o << (d < 0 ? "F(-INFINITY)" : "F(INFINITY)");
+    else
+      o << "F(" << llvm::formatv("{0:e17}", d) << ")";
+  } else if (auto i = dyn_cast<IntegerAttr>(a)) {
+    if (elt.isInteger(1))
+      o << (i.getValue().isZero() ? "0" : "1");
+    else if (cast<IntegerType>(elt).isUnsigned())
+      o << i.getValue().getZExtValue() << "ULL";
+    else if (i.getValue().getSExtValue() == INT64_MIN)
+      o << "INT64_MIN";
+    else
+      o << i.getValue().getSExtValue() << "LL";
+  }
+  return s;
+}
+
+LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
+  auto t = tensor(v);
+  Type elt = t.getElementType();
+  std::string name = "c" + std::to_string(nextId++);
+  // Large uniform constants are filled into an arena slot; the rest are
+  // static arrays.
+  if (value.isSplat() && t.getNumElements() > 64) {
+    const Buffer &b = define(v);
+    os << "  fill(" << b.name << ", " << t.getNumElements() << "LL, ("
+       << ctype(elt) << ")" << literal(value.getSplatValue<Attribute>(), elt)
+       << ");\n";
+    return success();
+  }
+  g << "static const " << ctype(elt) << " " << name << "[] = {";
+  int64_t n = t.getNumElements();
+  if (n == 0)
+    g << "0";
+  auto values = value.getValues<Attribute>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (i)
+      g << (i % 16 ? ", " : ",\n    ");
+    g << literal(values[value.isSplat() ? 0 : i], elt);
+  }
+  g << "};\n";
+  Buffer b;
+  b.name = name;
+  b.inArena = false;
+  buffers[v] = b;
+  return success();
+}
+
+LogicalResult Emitter::emitOp(Operation *op) {
+  auto bin = [&](StringRef kind) -> LogicalResult {
+    Value r = op->getResult(0), a = op->getOperand(0), b = op->getOperand(1);
+    const Buffer &out = define(r);
+    os << "  binary(BinaryOp::" << kind << ", " << out.name << ", " << shape(r)
+       << ", " << ref(a) << ", " << shape(a) << ", " << ref(b) << ", "
+       << shape(b) << ");\n";
+    return success();
+  };
+  auto un = [&](StringRef kind) -> LogicalResult {
+    Value r = op->getResult(0), a = op->getOperand(0);
+    const Buffer &out = define(r);
+    os << "  unary(UnaryOp::" << kind << ", " << out.name << ", " << ref(a)
+       << ", " << numel(r) << "LL);\n";
+    return success();
+  };
+  auto copy = [&](Value r, Value a) -> LogicalResult {
+    const Buffer &out = define(r);
+    os << "  copy(" << out.name << ", " << ref(a) << ", " << numel(r)
+       << "LL);\n";
+    return success();
+  };
+  auto check = [&](const std::string &call) {
+    os << "  if (int rc = " << call << ") return rc;\n";
+  };
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
+        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense)
+          return c.emitOpError("the CPU target needs a dense constant");
+        return emitConstant(c.getResult(), dense);
+      })
+      .Case<AddOp>([&](auto) { return bin("Add"); })
+      .Case<SubOp>([&](auto) { return bin("Sub"); })
+      .Case<MulOp>([&](auto) { return bin("Mul"); })
+      .Case<DivOp>([&](auto) { return bin("Div"); })
+      .Case<PowOp>([&](auto) { return bin("Pow"); })
+      .Case<EqualOp>([&](auto) { return bin("Equal"); })
+      .Case<LessOp>([&](auto) { return bin("Less"); })
+      .Case<GreaterOp>([&](auto) { return bin("Greater"); })
+      .Case<AndOp>([&](auto) { return bin("And"); })
+      .Case<OrOp>([&](auto) { return bin("Or"); })
+      .Case<SqrtOp>([&](auto) { return un("Sqrt"); })
+      .Case<NegOp>([&](auto) { return un("Neg"); })
+      .Case<ExpOp>([&](auto) { return un("Exp"); })
+      .Case<LogOp>([&](auto) { return un("Log"); })
+      .Case<ErfOp>([&](auto) { return un("Erf"); })
+      .Case<TanhOp>([&](auto) { return un("Tanh"); })
+      .Case<SigmoidOp>([&](auto) { return un("Sigmoid"); })
+      .Case<ReluOp>([&](auto) { return un("Relu"); })
+      .Case<ReciprocalOp>([&](auto) { return un("Reciprocal"); })
+      .Case<AbsOp>([&](auto) { return un("Abs"); })
+      .Case<NotOp>([&](auto) { return un("Not"); })
+      .Case<IdentityOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(
+          [&](Operation *o) -> LogicalResult { return copy(o->getResult(0), o->getOperand(0)); })
+      .Case<CastOp>([&](CastOp c) -> LogicalResult {
+        const Buffer &out = define(c.getResult());
+        bool toBool = c.getTo().isInteger(1);
+        os << "  " << (toBool ? "cast_to_bool" : "cast") << "(" << out.name
+           << ", " << ref(c.getInput()) << ", " << numel(c.getResult())
+           << "LL);\n";
+        return success();
+      })
+      .Case<WhereOp>([&](WhereOp w) -> LogicalResult {
+        const Buffer &out = define(w.getResult());
+        os << "  where(" << out.name << ", " << shape(w.getResult()) << ", "
+           << ref(w.getCondition()) << ", " << shape(w.getCondition()) << ", "
+           << ref(w.getX()) << ", " << shape(w.getX()) << ", " << ref(w.getY())
+           << ", " << shape(w.getY()) << ");\n";
+        return success();
+      })
+      .Case<MatMulOp>([&](MatMulOp m) -> LogicalResult {
+        const Buffer &out = define(m.getResult());
+        os << "  matmul(" << out.name << ", " << ref(m.getLhs()) << ", "
+           << shape(m.getLhs()) << ", " << ref(m.getRhs()) << ", "
+           << shape(m.getRhs()) << ");\n";
+        return success();
+      })
+      .Case<GemmOp>([&](GemmOp m) -> LogicalResult {
+        auto rt = tensor(m.getResult());
+        auto at = tensor(m.getA());
+        int64_t k = at.getDimSize(m.getTransA() ? 0 : 1);
+        const Buffer &out = define(m.getResult());
+        os << "  gemm(" << out.name << ", " << ref(m.getA()) << ", "
+           << ref(m.getB()) << ", " << rt.getDimSize(0) << "LL, "
+           << rt.getDimSize(1) << "LL, " << k << "LL, "
+           << (m.getTransA() ? "true" : "false") << ", "
+           << (m.getTransB() ? "true" : "false") << ", "
+           << llvm::formatv("{0:e17}", m.getAlpha().convertToDouble()) << ", "
+           << llvm::formatv("{0:e17}", m.getBeta().convertToDouble()) << ", "
+           << (m.getC() ? ref(m.getC()) : std::string("(const F *)nullptr"))
+           << ", " << (m.getC() ? shape(m.getC()) : std::string("Shape{0, {}}"))
+           << ");\n";
+        return success();
+      })
+      .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *o) -> LogicalResult {
+        Value in = o->getOperand(0), r = o->getResult(0);
+        int64_t axis = *normalizeAxis(
+            cast<IntegerAttr>(o->getAttr("axis")).getInt(), tensor(in).getRank());
+        const Buffer &out = define(r);
+        os << "  softmax(" << out.name << ", " << ref(in) << ", " << shape(in)
+           << ", " << axis << ", " << (isa<LogSoftmaxOp>(o) ? "true" : "false")
+           << ");\n";
+        return success();
+      })
+      .Case<LayerNormalizationOp>([&](LayerNormalizationOp ln) -> LogicalResult {
+        int64_t axis = *normalizeAxis(ln.getAxis(), tensor(ln.getInput()).getRank());
+        std::string y = define(ln.getResult()).name;
+        std::string mean = define(ln.getMean()).name;
+        std::string rstd = define(ln.getInvStdDev()).name;
+        os << "  layer_norm(" << y << ", " << mean << ", " << rstd << ", "
+           << ref(ln.getInput()) << ", " << shape(ln.getInput()) << ", " << axis
+           << ", " << ref(ln.getScale()) << ", " << shape(ln.getScale()) << ", "
+           << (ln.getBias() ? ref(ln.getBias()) : std::string("(const F *)nullptr"))
+           << ", " << (ln.getBias() ? shape(ln.getBias()) : std::string("Shape{0, {}}"))
+           << ", " << llvm::formatv("{0:e17}", ln.getEpsilon().convertToDouble())
+           << ");\n";
+        return success();
+      })
+      .Case<ReduceMeanOp, ReduceSumOp>([&](Operation *o) -> LogicalResult {
+        Value in = o->getOperand(0), r = o->getResult(0);
+        int64_t rank = tensor(in).getRank();
+        auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes");
+        bool noop = cast<IntegerAttr>(o->getAttr("noop_with_empty_axes")).getInt();
+        uint32_t mask = 0;
+        if (!axes || axes.empty())
+          mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
+        else
+          for (int64_t a : axes.asArrayRef())
+            mask |= 1u << *normalizeAxis(a, rank);
+        const Buffer &out = define(r);
+        os << "  reduce(" << out.name << ", " << ref(in) << ", " << shape(in)
+           << ", " << mask << "u, " << (isa<ReduceMeanOp>(o) ? "true" : "false")
+           << ");\n";
+        return success();
+      })
+      .Case<GatherOp>([&](GatherOp gth) -> LogicalResult {
+        int64_t axis = *normalizeAxis(gth.getAxis(), tensor(gth.getData()).getRank());
+        const Buffer &out = define(gth.getResult());
+        check("gather(" + out.name + ", " + ref(gth.getData()) + ", " +
+              shape(gth.getData()) + ", " + ref(gth.getIndices()) + ", " +
+              numel(gth.getIndices()) + "LL, " + std::to_string(axis) + ")");
+        return success();
+      })
+      .Case<GatherGradOp>([&](GatherGradOp gg) -> LogicalResult {
+        int64_t axis = *normalizeAxis(gg.getAxis(), tensor(gg.getResult()).getRank());
+        const Buffer &out = define(gg.getResult());
+        check("gather_grad(" + out.name + ", " + shape(gg.getResult()) + ", " +
+              ref(gg.getGrad()) + ", " + ref(gg.getIndices()) + ", " +
+              numel(gg.getIndices()) + "LL, " + std::to_string(axis) + ")");
+        return success();
+      })
+      .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
+        int64_t rank = tensor(t.getInput()).getRank();
+        SmallVector<int64_t> perm;
+        if (auto p = t.getPerm())
+          perm.assign(p->begin(), p->end());
+        else
+          for (int64_t i = rank - 1; i >= 0; --i)
+            perm.push_back(i);
+        const Buffer &out = define(t.getResult());
+        os << "  { static const int64_t perm[] = " << i64List(perm)
+           << "; transpose(" << out.name << ", " << ref(t.getInput()) << ", "
+           << shape(t.getInput()) << ", perm); }\n";
+        return success();
+      })
+      .Case<SliceOp, SliceGradOp>([&](Operation *o) -> LogicalResult {
+        bool grad = isa<SliceGradOp>(o);
+        Value in = o->getOperand(0), r = o->getResult(0);
+        ArrayRef<int64_t> full = grad ? tensor(r).getShape() : tensor(in).getShape();
+        auto opt = [&](StringRef n) -> std::optional<ArrayRef<int64_t>> {
+          if (auto a = o->getAttrOfType<DenseI64ArrayAttr>(n))
+            return a.asArrayRef();
+          return std::nullopt;
+        };
+        SmallVector<SliceDim> dims;
+        if (failed(resolveSlice(o->getLoc(), full,
+                                o->getAttrOfType<DenseI64ArrayAttr>("starts"),
+                                o->getAttrOfType<DenseI64ArrayAttr>("ends"),
+                                opt("axes"), opt("steps"), dims)))
+          return failure();
+        SmallVector<int64_t> starts, steps;
+        for (const SliceDim &d : dims) {
+          starts.push_back(d.start);
+          steps.push_back(d.step);
+        }
+        const Buffer &out = define(r);
+        os << "  { static const int64_t st[] = " << i64List(starts)
+           << ", sp[] = " << i64List(steps) << "; "
+           << (grad ? "slice_grad(" : "slice(") << out.name << ", "
+           << shape(grad ? r : r) << ", " << ref(in) << ", " << shape(in)
+           << ", st, sp); }\n";
+        return success();
+      })
+      .Case<SplitOp>([&](SplitOp s) -> LogicalResult {
+        Value in = s.getInput();
+        int64_t rank = tensor(in).getRank();
+        int64_t axis = *normalizeAxis(s.getAxis(), rank);
+        int64_t offset = 0;
+        for (Value r : s.getResults()) {
+          SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+          starts[axis] = offset;
+          offset += tensor(r).getDimSize(axis);
+          const Buffer &out = define(r);
+          os << "  { static const int64_t st[] = " << i64List(starts)
+             << ", sp[] = " << i64List(steps) << "; slice(" << out.name << ", "
+             << shape(r) << ", " << ref(in) << ", " << shape(in)
+             << ", st, sp); }\n";
+        }
+        return success();
+      })
+      .Case<ConcatOp>([&](ConcatOp c) -> LogicalResult {
+        Value r = c.getResult();
+        int64_t axis = *normalizeAxis(c.getAxis(), tensor(r).getRank());
+        SmallVector<int64_t> sizes;
+        std::string ins;
+        for (Value in : c.getInputs()) {
+          sizes.push_back(tensor(in).getDimSize(axis));
+          ins += (ins.empty() ? "" : ", ") + ref(in);
+        }
+        const Buffer &out = define(r);
+        os << "  { const " << ctype(tensor(r).getElementType())
+           << " *ins[] = {" << ins << "}; static const int64_t sz[] = "
+           << i64List(sizes) << "; concat(" << out.name << ", " << shape(r)
+           << ", " << axis << ", " << sizes.size() << ", ins, sz); }\n";
+        return success();
+      })
+      .Case<ExpandOp>([&](ExpandOp e) -> LogicalResult {
+        const Buffer &out = define(e.getResult());
+        os << "  broadcast_to(" << out.name << ", " << shape(e.getResult())
+           << ", " << ref(e.getInput()) << ", " << shape(e.getInput()) << ");\n";
+        return success();
+      })
+      .Case<ConstantOfShapeOp>([&](ConstantOfShapeOp c) -> LogicalResult {
+        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!dense)
+          return c.emitOpError("the CPU target needs a dense value");
+        return emitConstant(c.getResult(),
+                            DenseElementsAttr::get(c.getType(),
+                                                   dense.getValues<Attribute>()[0]));
+      })
+      .Case<ShapeOp>([&](ShapeOp s) -> LogicalResult {
+        OpFoldResult folded = s.fold(ShapeOp::FoldAdaptor({}, s));
+        return emitConstant(s.getResult(),
+                            cast<DenseElementsAttr>(cast<Attribute>(folded)));
+      })
+      .Case<DropoutOp>([&](DropoutOp d) -> LogicalResult {
+        if (d.getTraining() && !d.getRatio().isZero())
+          return d.emitOpError("dropout with a non-zero ratio in training mode "
+                               "is not supported by the CPU target yet");
+        if (failed(copy(d.getOutput(), d.getInput())))
+          return failure();
+        const Buffer &mask = define(d.getMask());
+        os << "  fill(" << mask.name << ", " << numel(d.getMask())
+           << "LL, (uint8_t)1);\n";
+        return success();
+      })
+      .Case<SoftmaxCrossEntropyLossOp>([&](SoftmaxCrossEntropyLossOp l) -> LogicalResult {
+        std::string out = define(l.getOutput()).name;
+        std::string logp = define(l.getLogProb()).name;
+        StringRef red = l.getReduction();
+        auto ignore = l.getIgnoreIndex();
+        check("sce_loss(" + out + ", " + logp + ", " + ref(l.getScores()) +
+              ", " + shape(l.getScores()) + ", " + ref(l.getLabels()) + ", " +
+              (l.getWeights() ? ref(l.getWeights()) : "(const F *)nullptr") +
+              ", " + (red == "none" ? "0" : red == "sum" ? "1" : "2") + ", " +
+              (ignore ? "true" : "false") + ", " +
+              std::to_string(ignore.value_or(0)) + "LL)");
+        return success();
+      })
+      .Case<SoftmaxCrossEntropyLossGradOp>([&](SoftmaxCrossEntropyLossGradOp l) -> LogicalResult {
+        std::string out = define(l.getResult()).name;
+        StringRef red = l.getReduction();
+        auto ignore = l.getIgnoreIndex();
+        check("sce_loss_grad(" + out + ", " + ref(l.getGrad()) + ", " +
+              ref(l.getLogProb()) + ", " + shape(l.getLogProb()) + ", " +
+              ref(l.getLabels()) + ", " +
+              (l.getWeights() ? ref(l.getWeights()) : "(const F *)nullptr") +
+              ", " + (red == "none" ? "0" : red == "sum" ? "1" : "2") + ", " +
+              (ignore ? "true" : "false") + ", " +
+              std::to_string(ignore.value_or(0)) + "LL)");
+        return success();
+      })
+      .Default([&](Operation *o) -> LogicalResult {
+        return o->emitOpError("the CPU target cannot lower this op yet");
+      });
+}
+
+std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
+                                uint64_t bytes) {
+  auto t = tensor(v);
+  std::string dims = "d" + std::to_string(nextId++);
+  g << "static const int64_t " << dims << "[] = " << i64List(t.getShape())
+    << ";\n";
+  std::string escaped;
+  for (char c : name) {
+    if (c == '"' || c == '\\')
+      escaped += '\\';
+    escaped += c;
+  }
+  return llvm::formatv("{{\"{0}\", {1}, {2}, {3}, {4}ULL, {5}ULL}", escaped,
+                       dtypeCode(t.getElementType()), t.getRank(), dims, offset,
+                       bytes)
+      .str();
+}
+
+FailureOr<CpuStep> Emitter::run() {
+  Block &block = func.getBody().front();
+  bool training = func.getSymName() == kMicroStepName;
+  std::vector<std::string> params, grads, inputs, outputs;
+  SmallVector<std::pair<Value, uint64_t>> paramBytes;
+
+  // Arguments: parameters, then inputs, each in its arena slot.
+  os << "  char *arena = static_cast<char *>(arena_);\n";
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    Value arg = func.getArgument(i);
+    const Buffer &b = define(arg);
+    if (auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
+      params.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
+      step.params.push_back(n.getValue().str());
+      paramBytes.push_back({arg, b.bytes});
+    } else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
+      inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
+    } else {
+      return func.emitError("argument ") << i << " is neither a parameter nor an input";
+    }
+  }
+  for (Operation &op : block.without_terminator())
+    if (failed(emitOp(&op)))
+      return failure();
+
+  // Results: outputs are copied into their own slots; gradients are added,
+  // scaled, into the accumulators.
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  llvm::StringMap<uint64_t> gradOffsets;
+  std::string zero;
+  llvm::raw_string_ostream zo(zero);
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    Value v = ret.getOperand(i);
+    auto t = tensor(v);
+    uint64_t bytes = t.getNumElements() * elementBytes(t.getElementType());
+    uint64_t offset = allocate(bytes);
+    std::string slot = "(arena + " + std::to_string(offset) + "ULL)";
+    if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
+      gradOffsets[n.getValue()] = offset;
+      os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
+         << "; for (int64_t i = 0; i < " << t.getNumElements()
+         << "LL; ++i) acc[i] += (F)grad_scale * g[i]; }\n";
+      zo << "  std::memset(arena + " << offset << "ULL, 0, " << bytes
+         << "ULL);\n";
+      continue;
+    }
+    auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);
+    outputs.push_back(descriptor(n ? n.getValue() : "output", v, offset, bytes));
+    if (bytes)
+      os << "  std::memcpy(" << slot << ", " << ref(v) << ", " << bytes
+         << "ULL);\n";
+  }
+  for (auto &[arg, bytes] : paramBytes) {
+    unsigned idx = cast<BlockArgument>(arg).getArgNumber();
+    StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
+    auto it = gradOffsets.find(name);
+    if (it == gradOffsets.end())
+      grads.push_back(descriptor(name, arg, 0, 0)); // frozen: no accumulator
+    else
+      grads.push_back(descriptor(name, arg, it->second, bytes));
+  }
+
+  // Assemble the source.
+  std::string src;
+  llvm::raw_string_ostream s(src);
+  s << "// Generated by tcc for " << options.modelName
+    << " (CPU target). Do not edit.\n"
+    << "#include \"tcc_step.h\"\n#include \"kernels.h\"\n"
+    << "#include <cmath>\n#include <cstdint>\n#include <cstring>\n\n"
+    << "#define TCC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
+    << "namespace {\nusing namespace tcc::cpu;\nusing F = "
+    << (options.useDouble ? "double" : "float") << ";\n\n"
+    << globals << "\n";
+  auto table = [&](StringRef name, const std::vector<std::string> &rows) {
+    s << "static const tcc_tensor_desc " << name << "[] = {\n";
+    for (const std::string &r : rows)
+      s << "    " << r << ",\n";
+    if (rows.empty())
+      s << "    {\"\", 0, 0, nullptr, 0, 0},\n";
+    s << "};\n";
+  };
+  table("kParams", params);
+  table("kGrads", grads);
+  table("kInputs", inputs);
+  table("kOutputs", outputs);
+  std::string model;
+  for (char c : options.modelName)
+    if (c != '"' && c != '\\')
+      model += c;
+  s << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, \"" << model
+    << "\", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
+    << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
+    << outputs.size() << ", kOutputs};\n\n"
+    << "// The initial parameter values, in kParams order.\n"
+    << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
+    << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
+    << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
+    << "} // namespace\n\n"
+    << "TCC_EXPORT const tcc_step_info *tcc_step_get_info(void) { return &kInfo; }\n\n"
+    << "TCC_EXPORT int tcc_step_zero_grads(void *arena_) {\n"
+    << "  char *arena = static_cast<char *>(arena_);\n  (void)arena;\n" << zero
+    << "  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_init(void *arena_) {\n"
+    << "  char *arena = static_cast<char *>(arena_);\n  uint64_t at = 0;\n"
+    << "  for (int i = 0; i < kInfo.num_params; ++i) {\n"
+    << "    std::memcpy(arena + kParams[i].offset, tcc_initial_weights + at, "
+       "kParams[i].bytes);\n"
+    << "    at += kParams[i].bytes;\n  }\n"
+    << "  return tcc_step_zero_grads(arena_);\n}\n\n"
+    << "TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {\n"
+    << "  (void)grad_scale;\n"
+    << body << "  return 0;\n}\n";
+  step.source = std::move(src);
+  step.arenaBytes = arena;
+  return std::move(step);
+}
+
+FailureOr<CpuStep> mlir::tcc::emitCpuStep(ModuleOp module,
+                                          const CpuEmitOptions &options) {
+  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  if (funcs.size() != 1)
+    return module.emitError("the CPU target expects one step function");
+  Emitter emitter(funcs.front(), options);
+  return emitter.run();
+}

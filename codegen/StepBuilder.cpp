@@ -1,0 +1,137 @@
+//===- StepBuilder.cpp - compile an emitted step into step.so -------------===//
+
+#include "codegen/StepBuilder.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+namespace {
+struct EmbeddedFile {
+  const char *name;
+  const char *text;
+};
+const EmbeddedFile kRuntimeFiles[] = {
+#include "codegen/EmbeddedRuntime.inc"
+};
+} // namespace
+
+static LogicalResult writeFile(StringRef path, StringRef data, Location loc) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return emitError(loc) << "cannot write " << path << ": " << ec.message();
+  os << data;
+  os.close();
+  if (os.has_error()) {
+    os.clear_error();
+    return emitError(loc) << "writing " << path << " failed";
+  }
+  return success();
+}
+
+LogicalResult mlir::tcc::writeCpuStepSources(const CpuStep &step, StringRef dir,
+                                             Location loc) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return emitError(loc) << "cannot create " << dir << ": " << ec.message();
+  SmallString<256> path(dir);
+  llvm::sys::path::append(path, "step.cpp");
+  if (failed(writeFile(path, step.source, loc)))
+    return failure();
+  for (const EmbeddedFile &f : kRuntimeFiles) {
+    SmallString<256> p(dir);
+    llvm::sys::path::append(p, f.name);
+    if (failed(writeFile(p, f.text, loc)))
+      return failure();
+  }
+  return success();
+}
+
+static std::string findCompiler(const tcc::StepBuildOptions &options) {
+  if (!options.compiler.empty())
+    return options.compiler;
+  if (const char *cxx = std::getenv("CXX"))
+    if (*cxx)
+      if (auto p = llvm::sys::findProgramByName(cxx))
+        return *p;
+  for (const char *name : {"c++", "g++", "clang++"})
+    if (auto p = llvm::sys::findProgramByName(name))
+      return *p;
+  return "";
+}
+
+LogicalResult mlir::tcc::buildCpuStepLibrary(const CpuStep &step,
+                                             StringRef weights,
+                                             StringRef outPath, Location loc,
+                                             const StepBuildOptions &options) {
+  std::string cxx = findCompiler(options);
+  if (cxx.empty())
+    return emitError(loc) << "no C++ compiler found (looked for $CXX, c++, "
+                             "g++, clang++); the CPU target needs one to build "
+                          << outPath;
+  SmallString<256> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("tcc-step", dir))
+    return emitError(loc) << "cannot create a build folder: " << ec.message();
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (!options.keepTemps)
+      llvm::sys::fs::remove_directories(dir);
+  });
+  if (failed(writeCpuStepSources(step, dir, loc)))
+    return failure();
+  SmallString<256> weightsPath(dir), source(dir), library(dir), log(dir);
+  llvm::sys::path::append(weightsPath, "weights.bin");
+  llvm::sys::path::append(source, "step.cpp");
+  llvm::sys::path::append(library, "step.so");
+  llvm::sys::path::append(log, "compile.log");
+  if (failed(writeFile(weightsPath, weights, loc)))
+    return failure();
+
+  std::vector<std::string> args = {cxx,        "-std=c++17", "-O2",
+                                   "-shared",  "-fPIC",      "-fvisibility=hidden",
+                                   "-I",       dir.str().str(), "-o",
+                                   library.str().str(), source.str().str()};
+  SmallVector<StringRef> argRefs(args.begin(), args.end());
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
+                                          StringRef(log)};
+  std::string message;
+  // The assembler's .incbin finds weights.bin relative to the working
+  // folder of the compiler, so run it inside the build folder.
+  SmallString<256> cwd;
+  llvm::sys::fs::current_path(cwd);
+  llvm::sys::fs::set_current_path(dir);
+  int rc = llvm::sys::ExecuteAndWait(cxx, argRefs, std::nullopt, redirects, 0,
+                                     0, &message);
+  llvm::sys::fs::set_current_path(cwd);
+  if (rc != 0) {
+    auto text = llvm::MemoryBuffer::getFile(log);
+    InFlightDiagnostic diag = emitError(loc)
+                              << "compiling the CPU step with " << cxx
+                              << " failed (exit code " << rc << ")"
+                              << (message.empty() ? "" : ": " + message);
+    if (text)
+      diag.attachNote() << (*text)->getBuffer().take_back(4000);
+    return diag;
+  }
+
+  // Copy beside the destination, then rename over it: never a partial file.
+  SmallString<256> partial(outPath);
+  partial += ".partial";
+  if (std::error_code ec = llvm::sys::fs::copy_file(library, partial))
+    return emitError(loc) << "cannot write " << partial << ": " << ec.message();
+  if (std::error_code ec = llvm::sys::fs::rename(partial, outPath)) {
+    llvm::sys::fs::remove(partial);
+    return emitError(loc) << "cannot write " << outPath << ": " << ec.message();
+  }
+  if (options.keepTemps)
+    llvm::errs() << "tcc: kept the build folder " << dir << "\n";
+  return success();
+}

@@ -1,0 +1,907 @@
+//===- kernels.h - reference CPU kernels for tcc's generated code -*- C++ -*-===//
+//
+// Header-only C++17 kernels that the C++ emitted for the CPU target calls, one
+// call per tensor op. No dependencies beyond the standard library; builds with
+// -fno-exceptions. All tensors are dense row-major, rank <= 8 (a rank-0 tensor
+// has one element); zero-size dimensions are no-ops.
+//
+// Floating accumulations (matmul, gemm, reductions, softmax / layer_norm
+// statistics, losses) are carried in double and stored to T.
+//
+// Element loops go through detail::nd_loop, which drops size-1 dimensions,
+// merges dimensions that are contiguous for every operand, and hands the
+// innermost dimension to a callback as (offsets, count, strides), so inner
+// loops are plain strided (usually unit-stride) loops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_RUNTIME_CPU_KERNELS_H
+#define TCC_RUNTIME_CPU_KERNELS_H
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace tcc::cpu {
+
+struct Shape {
+  int32_t rank;
+  int64_t dims[8];
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int32_t i = 0; i < rank; ++i)
+      n *= dims[i];
+    return n;
+  }
+};
+
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or };
+enum class UnaryOp { Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not };
+
+namespace detail {
+
+// ---- shapes and strided iteration ------------------------------------------
+
+inline void contig_strides(const Shape &s, int64_t *st) {
+  int64_t acc = 1;
+  for (int32_t i = s.rank - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= s.dims[i];
+  }
+}
+
+// Strides of `s` read as the (right-aligned, NumPy-broadcast) shape `os`:
+// 0 for dims that `s` lacks or has as 1.
+inline void bcast_strides(const Shape &os, const Shape &s, int64_t *st) {
+  int64_t cs[8];
+  contig_strides(s, cs);
+  for (int32_t i = 0; i < os.rank; ++i) {
+    int32_t j = i + (s.rank - os.rank);
+    st[i] = (j < 0 || s.dims[j] == 1) ? 0 : cs[j];
+  }
+}
+
+inline int64_t prod(const int64_t *d, int32_t from, int32_t to) {
+  int64_t n = 1;
+  for (int32_t i = from; i < to; ++i)
+    n *= d[i];
+  return n;
+}
+
+// Visits every index of the shape `dims[0:rank]`. For K operands with strides
+// st[k][*] (in elements) and base offsets base[k], calls
+//   f(const int64_t *off, int64_t n, const int64_t *s)
+// once per innermost run: operand k's elements of that run are at
+// off[k] + i * s[k] for i in [0, n). Does nothing if any dim is 0.
+template <int K, class F>
+inline void nd_loop(int32_t rank, const int64_t *dims_in, const int64_t (&st_in)[K][8],
+                    const int64_t (&base)[K], F &&f) {
+  int64_t dims[8];
+  int64_t st[K][8];
+  int r = 0;
+  for (int32_t d = 0; d < rank; ++d) {
+    int64_t n = dims_in[d];
+    if (n == 0)
+      return;
+    if (n == 1)
+      continue;
+    if (r > 0) {
+      bool merge = true;
+      for (int k = 0; k < K; ++k)
+        merge = merge && st[k][r - 1] == st_in[k][d] * n;
+      if (merge) {
+        dims[r - 1] *= n;
+        for (int k = 0; k < K; ++k)
+          st[k][r - 1] = st_in[k][d];
+        continue;
+      }
+    }
+    dims[r] = n;
+    for (int k = 0; k < K; ++k)
+      st[k][r] = st_in[k][d];
+    ++r;
+  }
+  int64_t off[K];
+  for (int k = 0; k < K; ++k)
+    off[k] = base[k];
+  if (r == 0) {
+    int64_t z[K] = {};
+    f(static_cast<const int64_t *>(off), int64_t(1), static_cast<const int64_t *>(z));
+    return;
+  }
+  const int64_t inner = dims[r - 1];
+  int64_t inner_st[K];
+  for (int k = 0; k < K; ++k)
+    inner_st[k] = st[k][r - 1];
+  int64_t idx[8] = {};
+  for (;;) {
+    f(static_cast<const int64_t *>(off), inner, static_cast<const int64_t *>(inner_st));
+    int d = r - 2;
+    for (; d >= 0; --d) {
+      for (int k = 0; k < K; ++k)
+        off[k] += st[k][d];
+      if (++idx[d] < dims[d])
+        break;
+      for (int k = 0; k < K; ++k)
+        off[k] -= st[k][d] * dims[d];
+      idx[d] = 0;
+    }
+    if (d < 0)
+      break;
+  }
+}
+
+// ---- scalar helpers ----------------------------------------------------------
+
+// Conversion without UB: floating -> integer truncates toward zero, NaN gives 0,
+// values beyond int64 saturate, then wrap modulo 2^bits like an integer cast.
+template <class TO, class TI> inline TO conv(TI x) {
+  if constexpr (std::is_floating_point_v<TI> && std::is_integral_v<TO>) {
+    double d = static_cast<double>(x);
+    if (!(d == d))
+      return TO(0);
+    if constexpr (std::is_unsigned_v<TO> && sizeof(TO) == 8) {
+      if (d >= 18446744073709551616.0)
+        return std::numeric_limits<TO>::max();
+      if (d >= 9223372036854775808.0)
+        return static_cast<TO>(d);
+    }
+    int64_t v;
+    if (d >= 9223372036854775808.0)
+      v = std::numeric_limits<int64_t>::max();
+    else if (d < -9223372036854775808.0)
+      v = std::numeric_limits<int64_t>::min();
+    else
+      v = static_cast<int64_t>(d);
+    return static_cast<TO>(v);
+  } else {
+    return static_cast<TO>(x);
+  }
+}
+
+template <class C> inline constexpr bool kWideInt = std::is_integral_v<C> && sizeof(C) >= sizeof(int);
+
+// Integer arithmetic wraps (no signed-overflow UB).
+template <class C> inline C add_(C x, C y) {
+  if constexpr (kWideInt<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(x) + static_cast<U>(y));
+  } else {
+    return static_cast<C>(x + y);
+  }
+}
+template <class C> inline C sub_(C x, C y) {
+  if constexpr (kWideInt<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(x) - static_cast<U>(y));
+  } else {
+    return static_cast<C>(x - y);
+  }
+}
+template <class C> inline C mul_(C x, C y) {
+  if constexpr (kWideInt<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(x) * static_cast<U>(y));
+  } else {
+    return static_cast<C>(x * y);
+  }
+}
+template <class C> inline C neg_(C x) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(0) - static_cast<U>(x));
+  } else {
+    return -x;
+  }
+}
+// Integer division truncates toward zero; x / 0 == 0; INT_MIN / -1 wraps.
+template <class C> inline C div_(C x, C y) {
+  if constexpr (std::is_integral_v<C>) {
+    if (y == 0)
+      return C(0);
+    if constexpr (std::is_signed_v<C>) {
+      if (y == C(-1))
+        return neg_(x);
+    }
+    return static_cast<C>(x / y);
+  } else {
+    return x / y;
+  }
+}
+
+template <class T> inline bool nonzero(T x) { return x != T(0); }
+
+template <class TO, class TA, class TB, class F>
+inline void binary_apply(F f, TO *out, const Shape &os, const TA *a, const Shape &as, const TB *b,
+                         const Shape &bs) {
+  int64_t st[3][8];
+  contig_strides(os, st[0]);
+  bcast_strides(os, as, st[1]);
+  bcast_strides(os, bs, st[2]);
+  const int64_t base[3] = {0, 0, 0};
+  nd_loop<3>(os.rank, os.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    TO *po = out + o[0]; // the output's inner stride is always 1
+    const TA *pa = a + o[1];
+    const TB *pb = b + o[2];
+    if (s[1] == 1 && s[2] == 1) {
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = f(pa[i], pb[i]);
+    } else if (s[1] == 1 && s[2] == 0) {
+      const TB y = *pb;
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = f(pa[i], y);
+    } else if (s[1] == 0 && s[2] == 1) {
+      const TA x = *pa;
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = f(x, pb[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = f(pa[i * s[1]], pb[i * s[2]]);
+    }
+  });
+}
+
+template <class T, class F> inline void unary_apply(F f, T *out, const T *in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = f(in[i]);
+}
+
+// op(A)[m,k] = a[m*a_rs + k*a_cs]; op(B)[k,n] = b[k*b_rs + n*b_cs].
+// For each row m, computes acc[n] = sum_k op(A)[m,k] * op(B)[k,n] in double and
+// calls store(m, acc).
+template <class T, class Store>
+inline void mm_core(int64_t M, int64_t N, int64_t K, const T *a, int64_t a_rs, int64_t a_cs, const T *b,
+                    int64_t b_rs, int64_t b_cs, double *acc, Store &&store) {
+  for (int64_t m = 0; m < M; ++m) {
+    const T *ar = a + m * a_rs;
+    if (b_cs == 1) { // rows of B contiguous: m-k-n order, unit-stride inner loop
+      for (int64_t n = 0; n < N; ++n)
+        acc[n] = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double av = static_cast<double>(ar[k * a_cs]);
+        const T *br = b + k * b_rs;
+        for (int64_t n = 0; n < N; ++n)
+          acc[n] += av * static_cast<double>(br[n]);
+      }
+    } else { // columns of B contiguous (transB): dot products
+      for (int64_t n = 0; n < N; ++n) {
+        const T *bc = b + n * b_cs;
+        double s = 0.0;
+        for (int64_t k = 0; k < K; ++k)
+          s += static_cast<double>(ar[k * a_cs]) * static_cast<double>(bc[k * b_rs]);
+        acc[n] = s;
+      }
+    }
+    store(m, static_cast<const double *>(acc));
+  }
+}
+
+} // namespace detail
+
+// ---- elementwise -------------------------------------------------------------
+
+template <class TO, class TA, class TB>
+void binary(BinaryOp op, TO *out, const Shape &os, const TA *a, const Shape &as, const TB *b, const Shape &bs) {
+  using C = std::common_type_t<TA, TB>;
+  using namespace detail;
+  switch (op) {
+  case BinaryOp::Add:
+    binary_apply([](TA x, TB y) { return conv<TO>(add_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Sub:
+    binary_apply([](TA x, TB y) { return conv<TO>(sub_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Mul:
+    binary_apply([](TA x, TB y) { return conv<TO>(mul_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Div:
+    binary_apply([](TA x, TB y) { return conv<TO>(div_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Pow:
+    binary_apply([](TA x, TB y) { return conv<TO>(std::pow(static_cast<double>(x), static_cast<double>(y))); },
+                 out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Equal:
+    binary_apply([](TA x, TB y) { return TO(C(x) == C(y) ? 1 : 0); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Less:
+    binary_apply([](TA x, TB y) { return TO(C(x) < C(y) ? 1 : 0); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Greater:
+    binary_apply([](TA x, TB y) { return TO(C(x) > C(y) ? 1 : 0); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::And:
+    binary_apply([](TA x, TB y) { return TO(nonzero(x) && nonzero(y) ? 1 : 0); }, out, os, a, as, b, bs);
+    break;
+  case BinaryOp::Or:
+    binary_apply([](TA x, TB y) { return TO(nonzero(x) || nonzero(y) ? 1 : 0); }, out, os, a, as, b, bs);
+    break;
+  }
+}
+
+// Floating T uses T's own <cmath> overloads; integer T computes transcendental
+// functions in double and converts back.
+template <class T> void unary(UnaryOp op, T *out, const T *in, int64_t n) {
+  using namespace detail;
+  constexpr bool kFloat = std::is_floating_point_v<T>;
+  using F = std::conditional_t<kFloat, T, double>;
+  switch (op) {
+  case UnaryOp::Sqrt:
+    unary_apply([](T x) { return conv<T>(std::sqrt(F(x))); }, out, in, n);
+    break;
+  case UnaryOp::Neg:
+    unary_apply([](T x) { return neg_<T>(x); }, out, in, n);
+    break;
+  case UnaryOp::Exp:
+    unary_apply([](T x) { return conv<T>(std::exp(F(x))); }, out, in, n);
+    break;
+  case UnaryOp::Log:
+    unary_apply([](T x) { return conv<T>(std::log(F(x))); }, out, in, n);
+    break;
+  case UnaryOp::Erf:
+    unary_apply([](T x) { return conv<T>(std::erf(F(x))); }, out, in, n);
+    break;
+  case UnaryOp::Tanh:
+    unary_apply([](T x) { return conv<T>(std::tanh(F(x))); }, out, in, n);
+    break;
+  case UnaryOp::Sigmoid: // stable for large |x|
+    unary_apply(
+        [](T x) {
+          F v = F(x);
+          if (v >= F(0))
+            return conv<T>(F(1) / (F(1) + std::exp(-v)));
+          F e = std::exp(v);
+          return conv<T>(e / (F(1) + e));
+        },
+        out, in, n);
+    break;
+  case UnaryOp::Relu: // NaN propagates
+    unary_apply([](T x) { return x < T(0) ? T(0) : x; }, out, in, n);
+    break;
+  case UnaryOp::Reciprocal:
+    unary_apply([](T x) { return div_<T>(T(1), x); }, out, in, n);
+    break;
+  case UnaryOp::Abs:
+    unary_apply(
+        [](T x) {
+          if constexpr (kFloat)
+            return std::fabs(x);
+          else if constexpr (std::is_signed_v<T>)
+            return x < T(0) ? neg_<T>(x) : x;
+          else
+            return x;
+        },
+        out, in, n);
+    break;
+  case UnaryOp::Not:
+    unary_apply([](T x) { return T(x == T(0) ? 1 : 0); }, out, in, n);
+    break;
+  }
+}
+
+template <class TO, class TI> void cast(TO *out, const TI *in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = detail::conv<TO>(in[i]);
+}
+
+template <class TI> void cast_to_bool(uint8_t *out, const TI *in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = in[i] != TI(0) ? 1 : 0; // NaN -> 1, as NumPy
+}
+
+template <class T>
+void where(T *out, const Shape &os, const uint8_t *c, const Shape &cs, const T *x, const Shape &xs, const T *y,
+           const Shape &ys) {
+  int64_t st[4][8];
+  detail::contig_strides(os, st[0]);
+  detail::bcast_strides(os, cs, st[1]);
+  detail::bcast_strides(os, xs, st[2]);
+  detail::bcast_strides(os, ys, st[3]);
+  const int64_t base[4] = {0, 0, 0, 0};
+  detail::nd_loop<4>(os.rank, os.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    T *po = out + o[0];
+    const uint8_t *pc = c + o[1];
+    const T *px = x + o[2];
+    const T *py = y + o[3];
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = pc[i * s[1]] ? px[i * s[2]] : py[i * s[3]];
+  });
+}
+
+template <class T> void broadcast_to(T *out, const Shape &os, const T *in, const Shape &is) {
+  int64_t st[2][8];
+  detail::contig_strides(os, st[0]);
+  detail::bcast_strides(os, is, st[1]);
+  const int64_t base[2] = {0, 0};
+  detail::nd_loop<2>(os.rank, os.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    T *po = out + o[0];
+    const T *pi = in + o[1];
+    if (s[1] == 0) {
+      std::fill_n(po, n, *pi);
+    } else if (s[1] == 1) {
+      std::copy_n(pi, n, po);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = pi[i * s[1]];
+    }
+  });
+}
+
+template <class T> void copy(T *out, const T *in, int64_t n) {
+  if (out == in || n <= 0)
+    return;
+  std::memmove(static_cast<void *>(out), static_cast<const void *>(in), static_cast<size_t>(n) * sizeof(T));
+}
+
+template <class T> void fill(T *out, int64_t n, T value) {
+  if (n > 0)
+    std::fill_n(out, n, value);
+}
+
+// ---- linear algebra ----------------------------------------------------------
+
+template <class T> void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs) {
+  const bool a1 = as.rank == 1, b1 = bs.rank == 1;
+  const int64_t M = a1 ? 1 : as.dims[as.rank - 2];
+  const int64_t K = as.dims[as.rank - 1];
+  const int64_t N = b1 ? 1 : bs.dims[bs.rank - 1];
+  // Batch shapes (dims before the matrix dims), broadcast against each other.
+  Shape ab{a1 ? 0 : as.rank - 2, {}}, bb{b1 ? 0 : bs.rank - 2, {}};
+  for (int32_t i = 0; i < ab.rank; ++i)
+    ab.dims[i] = as.dims[i];
+  for (int32_t i = 0; i < bb.rank; ++i)
+    bb.dims[i] = bs.dims[i];
+  Shape ob{std::max(ab.rank, bb.rank), {}};
+  for (int32_t i = 0; i < ob.rank; ++i) {
+    int32_t ia = i - (ob.rank - ab.rank), ib = i - (ob.rank - bb.rank);
+    int64_t da = ia >= 0 ? ab.dims[ia] : 1, db = ib >= 0 ? bb.dims[ib] : 1;
+    ob.dims[i] = da == 1 ? db : da;
+  }
+  if (ob.numel() == 0 || M == 0 || N == 0)
+    return;
+  int64_t st[3][8];
+  detail::contig_strides(ob, st[0]);
+  detail::bcast_strides(ob, ab, st[1]);
+  detail::bcast_strides(ob, bb, st[2]);
+  for (int32_t i = 0; i < ob.rank; ++i) {
+    st[0][i] *= M * N;
+    st[1][i] *= M * K;
+    st[2][i] *= K * N;
+  }
+  std::vector<double> acc(static_cast<size_t>(N));
+  const int64_t base[3] = {0, 0, 0};
+  detail::nd_loop<3>(ob.rank, ob.dims, st, base, [&](const int64_t *o, int64_t nb, const int64_t *s) {
+    for (int64_t i = 0; i < nb; ++i) {
+      T *po = out + o[0] + i * s[0];
+      detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], K, 1, b + o[2] + i * s[2], N, 1, acc.data(),
+                         [&](int64_t m, const double *r) {
+                           for (int64_t n = 0; n < N; ++n)
+                             po[m * N + n] = static_cast<T>(r[n]);
+                         });
+    }
+  });
+}
+
+template <class T>
+void gemm(T *out, const T *a, const T *b, int64_t M, int64_t N, int64_t K, bool transA, bool transB, double alpha,
+          double beta, const T *c, const Shape &cs) {
+  if (M <= 0 || N <= 0)
+    return;
+  int64_t crs = 0, ccs = 0;
+  const bool use_c = c != nullptr && beta != 0.0;
+  if (use_c) {
+    const Shape mn{2, {M, N}};
+    int64_t st[8];
+    detail::bcast_strides(mn, cs, st);
+    crs = st[0];
+    ccs = st[1];
+  }
+  std::vector<double> acc(static_cast<size_t>(N));
+  const int64_t a_rs = transA ? 1 : K, a_cs = transA ? M : 1;
+  const int64_t b_rs = transB ? 1 : N, b_cs = transB ? K : 1;
+  detail::mm_core<T>(M, N, K, a, a_rs, a_cs, b, b_rs, b_cs, acc.data(), [&](int64_t m, const double *r) {
+    T *po = out + m * N;
+    if (use_c) {
+      const T *pc = c + m * crs;
+      for (int64_t n = 0; n < N; ++n)
+        po[n] = static_cast<T>(alpha * r[n] + beta * static_cast<double>(pc[n * ccs]));
+    } else {
+      for (int64_t n = 0; n < N; ++n)
+        po[n] = static_cast<T>(alpha * r[n]);
+    }
+  });
+}
+
+// ---- normalization -----------------------------------------------------------
+
+template <class T> void softmax(T *out, const T *in, const Shape &s, int axis, bool log) {
+  const int64_t outer = detail::prod(s.dims, 0, axis);
+  const int64_t L = s.dims[axis];
+  const int64_t inner = detail::prod(s.dims, axis + 1, s.rank);
+  if (outer == 0 || L == 0 || inner == 0)
+    return;
+  if (inner == 1) {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T *x = in + o * L;
+      T *y = out + o * L;
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t l = 0; l < L; ++l)
+        m = std::max(m, static_cast<double>(x[l]));
+      double sum = 0.0;
+      for (int64_t l = 0; l < L; ++l)
+        sum += std::exp(static_cast<double>(x[l]) - m);
+      if (log) {
+        const double ls = std::log(sum);
+        for (int64_t l = 0; l < L; ++l)
+          y[l] = static_cast<T>(static_cast<double>(x[l]) - m - ls);
+      } else {
+        const double inv = 1.0 / sum;
+        for (int64_t l = 0; l < L; ++l)
+          y[l] = static_cast<T>(std::exp(static_cast<double>(x[l]) - m) * inv);
+      }
+    }
+    return;
+  }
+  // Middle axis: statistics for a row of `inner` positions at once, so every
+  // loop runs over contiguous memory.
+  std::vector<double> mx(static_cast<size_t>(inner)), sm(static_cast<size_t>(inner));
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *x = in + o * L * inner;
+    T *y = out + o * L * inner;
+    std::fill(mx.begin(), mx.end(), -std::numeric_limits<double>::infinity());
+    std::fill(sm.begin(), sm.end(), 0.0);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t i = 0; i < inner; ++i)
+        mx[i] = std::max(mx[i], static_cast<double>(x[l * inner + i]));
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t i = 0; i < inner; ++i)
+        sm[i] += std::exp(static_cast<double>(x[l * inner + i]) - mx[i]);
+    if (log) {
+      for (int64_t i = 0; i < inner; ++i)
+        sm[i] = mx[i] + std::log(sm[i]);
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t i = 0; i < inner; ++i)
+          y[l * inner + i] = static_cast<T>(static_cast<double>(x[l * inner + i]) - sm[i]);
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        sm[i] = 1.0 / sm[i];
+      for (int64_t l = 0; l < L; ++l)
+        for (int64_t i = 0; i < inner; ++i)
+          y[l * inner + i] = static_cast<T>(std::exp(static_cast<double>(x[l * inner + i]) - mx[i]) * sm[i]);
+    }
+  }
+}
+
+// mean / inv_std_dev may be nullptr (optional ONNX outputs). scale nullptr = 1.
+// With an empty normalized shape, mean and inv_std_dev are NaN.
+template <class T>
+void layer_norm(T *y, T *mean, T *inv_std_dev, const T *x, const Shape &xs, int axis, const T *scale,
+                const Shape &ss, const T *bias, const Shape &bs, double eps) {
+  const int64_t outer = detail::prod(xs.dims, 0, axis);
+  const int64_t inner = detail::prod(xs.dims, axis, xs.rank);
+  if (outer == 0)
+    return;
+  // Offsets of scale / bias per normalized element (identity when same size).
+  Shape ns{xs.rank - axis, {}};
+  for (int32_t i = 0; i < ns.rank; ++i)
+    ns.dims[i] = xs.dims[axis + i];
+  std::vector<int64_t> soff, boff;
+  auto build = [&](const Shape &ps, std::vector<int64_t> &offs) {
+    offs.resize(static_cast<size_t>(inner));
+    int64_t st[2][8];
+    detail::contig_strides(ns, st[0]);
+    detail::bcast_strides(ns, ps, st[1]);
+    const int64_t base[2] = {0, 0};
+    detail::nd_loop<2>(ns.rank, ns.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+      for (int64_t i = 0; i < n; ++i)
+        offs[static_cast<size_t>(o[0] + i)] = o[1] + i * s[1];
+    });
+  };
+  const bool scale_direct = scale == nullptr || ss.numel() == inner;
+  const bool bias_direct = bias == nullptr || bs.numel() == inner;
+  if (!scale_direct)
+    build(ss, soff);
+  if (!bias_direct)
+    build(bs, boff);
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *xr = x + o * inner;
+    T *yr = y + o * inner;
+    double sum = 0.0;
+    for (int64_t i = 0; i < inner; ++i)
+      sum += static_cast<double>(xr[i]);
+    const double mu = sum / static_cast<double>(inner);
+    double sq = 0.0;
+    for (int64_t i = 0; i < inner; ++i) {
+      const double d = static_cast<double>(xr[i]) - mu;
+      sq += d * d;
+    }
+    const double var = sq / static_cast<double>(inner);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    if (mean)
+      mean[o] = static_cast<T>(mu);
+    if (inv_std_dev)
+      inv_std_dev[o] = static_cast<T>(inv);
+    for (int64_t i = 0; i < inner; ++i) {
+      double v = (static_cast<double>(xr[i]) - mu) * inv;
+      if (scale)
+        v *= static_cast<double>(scale_direct ? scale[i] : scale[soff[static_cast<size_t>(i)]]);
+      if (bias)
+        v += static_cast<double>(bias_direct ? bias[i] : bias[boff[static_cast<size_t>(i)]]);
+      yr[i] = static_cast<T>(v);
+    }
+  }
+}
+
+// ---- reductions and data movement -------------------------------------------
+
+// Mean over an empty set of elements is NaN (as NumPy); a sum is 0.
+template <class T> void reduce(T *out, const T *in, const Shape &is, uint32_t axes_mask, bool mean) {
+  uint32_t mask = 0;
+  for (int32_t d = 0; d < is.rank; ++d)
+    mask |= axes_mask & (1u << d);
+  if (mask == 0) {
+    copy(out, in, is.numel());
+    return;
+  }
+  // Output strides as seen from the input's index space (0 on reduced axes).
+  int64_t st[2][8];
+  detail::contig_strides(is, st[0]);
+  int64_t on = 1, count = 1;
+  for (int32_t d = is.rank - 1; d >= 0; --d) {
+    if (mask & (1u << d)) {
+      st[1][d] = 0;
+      count *= is.dims[d];
+    } else {
+      st[1][d] = on;
+      on *= is.dims[d];
+    }
+  }
+  if (on == 0)
+    return;
+  std::vector<double> acc(static_cast<size_t>(on), 0.0);
+  double *pa = acc.data();
+  const int64_t base[2] = {0, 0};
+  detail::nd_loop<2>(is.rank, is.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    const T *pi = in + o[0];
+    double *po = pa + o[1];
+    if (s[1] == 0) {
+      double t = 0.0;
+      for (int64_t i = 0; i < n; ++i)
+        t += static_cast<double>(pi[i]);
+      *po += t;
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        po[i * s[1]] += static_cast<double>(pi[i]);
+    }
+  });
+  const double f = mean ? 1.0 / static_cast<double>(count) : 1.0;
+  for (int64_t i = 0; i < on; ++i)
+    out[i] = detail::conv<T>(mean ? (count == 0 ? std::numeric_limits<double>::quiet_NaN() : pa[i] * f) : pa[i]);
+}
+
+namespace detail {
+template <class I> inline bool norm_index(I raw, int64_t n, int64_t &v) {
+  v = static_cast<int64_t>(raw);
+  if (v < 0)
+    v += n;
+  return v >= 0 && v < n;
+}
+} // namespace detail
+
+template <class T, class I> int gather(T *out, const T *data, const Shape &ds, const I *idx, int64_t num_idx, int axis) {
+  const int64_t outer = detail::prod(ds.dims, 0, axis);
+  const int64_t A = ds.dims[axis];
+  const int64_t inner = detail::prod(ds.dims, axis + 1, ds.rank);
+  int64_t v;
+  for (int64_t j = 0; j < num_idx; ++j)
+    if (!detail::norm_index(idx[j], A, v))
+      return 1;
+  if (inner == 0)
+    return 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    const T *src = data + o * A * inner;
+    T *dst = out + o * num_idx * inner;
+    for (int64_t j = 0; j < num_idx; ++j) {
+      detail::norm_index(idx[j], A, v);
+      std::copy_n(src + v * inner, inner, dst + j * inner);
+    }
+  }
+  return 0;
+}
+
+template <class T, class I>
+int gather_grad(T *out, const Shape &ds, const T *grad, const I *idx, int64_t num_idx, int axis) {
+  fill(out, ds.numel(), T(0));
+  const int64_t outer = detail::prod(ds.dims, 0, axis);
+  const int64_t A = ds.dims[axis];
+  const int64_t inner = detail::prod(ds.dims, axis + 1, ds.rank);
+  int64_t v;
+  for (int64_t j = 0; j < num_idx; ++j)
+    if (!detail::norm_index(idx[j], A, v))
+      return 1;
+  for (int64_t o = 0; o < outer; ++o) {
+    T *dst = out + o * A * inner;
+    const T *src = grad + o * num_idx * inner;
+    for (int64_t j = 0; j < num_idx; ++j) {
+      detail::norm_index(idx[j], A, v);
+      T *d = dst + v * inner;
+      const T *g = src + j * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        d[i] += g[i];
+    }
+  }
+  return 0;
+}
+
+template <class T> void transpose(T *out, const T *in, const Shape &is, const int64_t *perm) {
+  Shape os{is.rank, {}};
+  int64_t ist[8], st[2][8];
+  detail::contig_strides(is, ist);
+  for (int32_t i = 0; i < is.rank; ++i) {
+    os.dims[i] = is.dims[perm[i]];
+    st[1][i] = ist[perm[i]];
+  }
+  detail::contig_strides(os, st[0]);
+  const int64_t base[2] = {0, 0};
+  detail::nd_loop<2>(os.rank, os.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    T *po = out + o[0];
+    const T *pi = in + o[1];
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = pi[i * s[1]];
+  });
+}
+
+template <class T>
+void slice(T *out, const Shape &os, const T *in, const Shape &is, const int64_t *starts, const int64_t *steps) {
+  int64_t ist[8], st[2][8];
+  detail::contig_strides(is, ist);
+  detail::contig_strides(os, st[0]);
+  int64_t b = 0;
+  for (int32_t d = 0; d < os.rank; ++d) {
+    b += starts[d] * ist[d];
+    st[1][d] = steps[d] * ist[d];
+  }
+  const int64_t base[2] = {0, b};
+  detail::nd_loop<2>(os.rank, os.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    T *po = out + o[0];
+    const T *pi = in + o[1];
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = pi[i * s[1]];
+  });
+}
+
+template <class T>
+void slice_grad(T *out, const Shape &is, const T *g, const Shape &gs, const int64_t *starts, const int64_t *steps) {
+  fill(out, is.numel(), T(0));
+  int64_t ist[8], st[2][8];
+  detail::contig_strides(is, ist);
+  detail::contig_strides(gs, st[0]);
+  int64_t b = 0;
+  for (int32_t d = 0; d < gs.rank; ++d) {
+    b += starts[d] * ist[d];
+    st[1][d] = steps[d] * ist[d];
+  }
+  const int64_t base[2] = {0, b};
+  detail::nd_loop<2>(gs.rank, gs.dims, st, base, [&](const int64_t *o, int64_t n, const int64_t *s) {
+    const T *pg = g + o[0];
+    T *po = out + o[1];
+    for (int64_t i = 0; i < n; ++i)
+      po[i * s[1]] += pg[i];
+  });
+}
+
+template <class T> void concat(T *out, const Shape &os, int axis, int n, const T *const *ins, const int64_t *axis_sizes) {
+  const int64_t outer = detail::prod(os.dims, 0, axis);
+  const int64_t inner = detail::prod(os.dims, axis + 1, os.rank);
+  if (inner == 0)
+    return;
+  T *dst = out;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t blk = axis_sizes[i] * inner;
+      std::copy_n(ins[i] + o * blk, blk, dst);
+      dst += blk;
+    }
+  }
+}
+
+// ---- losses --------------------------------------------------------------------
+
+namespace detail {
+// Label of position (n, d): class in [0, C), -1 if ignored, -2 if out of range.
+template <class I> inline int64_t sce_label(I raw, int64_t C, bool has_ignore, int64_t ignore_index) {
+  const int64_t l = static_cast<int64_t>(raw);
+  if (has_ignore && l == ignore_index)
+    return -1;
+  return (l >= 0 && l < C) ? l : -2;
+}
+} // namespace detail
+
+template <class T, class I>
+int sce_loss(T *out, T *log_prob, const T *scores, const Shape &ss, const I *labels, const T *weights, int reduction,
+             bool has_ignore, int64_t ignore_index) {
+  const int64_t N = ss.dims[0], C = ss.dims[1];
+  const int64_t D = detail::prod(ss.dims, 2, ss.rank);
+  softmax(log_prob, scores, ss, 1, true);
+  double total = 0.0, wsum = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t l = detail::sce_label(labels[n * D + d], C, has_ignore, ignore_index);
+      if (l == -2)
+        return 1;
+      double loss = 0.0;
+      if (l >= 0) {
+        const double w = weights ? static_cast<double>(weights[l]) : 1.0;
+        loss = -w * static_cast<double>(log_prob[(n * C + l) * D + d]);
+        wsum += w;
+        total += loss;
+      }
+      if (reduction == 0)
+        out[n * D + d] = static_cast<T>(loss);
+    }
+  }
+  if (reduction == 1)
+    out[0] = static_cast<T>(total);
+  else if (reduction == 2)
+    out[0] = static_cast<T>(wsum == 0.0 ? std::numeric_limits<double>::quiet_NaN() : total / wsum);
+  return 0;
+}
+
+// Ignored positions get an exact 0 gradient.
+template <class T, class I>
+int sce_loss_grad(T *dscores, const T *dout, const T *log_prob, const Shape &ss, const I *labels, const T *weights,
+                  int reduction, bool has_ignore, int64_t ignore_index) {
+  const int64_t N = ss.dims[0], C = ss.dims[1];
+  const int64_t D = detail::prod(ss.dims, 2, ss.rank);
+  double wsum = 0.0;
+  for (int64_t p = 0; p < N * D; ++p) {
+    const int64_t l = detail::sce_label(labels[p], C, has_ignore, ignore_index);
+    if (l == -2)
+      return 1;
+    if (l >= 0)
+      wsum += weights ? static_cast<double>(weights[l]) : 1.0;
+  }
+  if (N == 0 || C == 0 || D == 0)
+    return 0;
+  double s_all = 0.0;
+  if (reduction == 1)
+    s_all = static_cast<double>(dout[0]);
+  else if (reduction == 2)
+    s_all = static_cast<double>(dout[0]) / wsum;
+  std::vector<double> ws(static_cast<size_t>(D));
+  std::vector<int64_t> lab(static_cast<size_t>(D));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t l = detail::sce_label(labels[n * D + d], C, has_ignore, ignore_index);
+      lab[static_cast<size_t>(d)] = l;
+      if (l >= 0) {
+        const double w = weights ? static_cast<double>(weights[l]) : 1.0;
+        const double s = reduction == 0 ? static_cast<double>(dout[n * D + d]) : s_all;
+        ws[static_cast<size_t>(d)] = w * s;
+      } else {
+        ws[static_cast<size_t>(d)] = 0.0;
+      }
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      const T *lp = log_prob + (n * C + c) * D;
+      T *g = dscores + (n * C + c) * D;
+      for (int64_t d = 0; d < D; ++d) {
+        const int64_t l = lab[static_cast<size_t>(d)];
+        if (l < 0) {
+          g[d] = T(0);
+          continue;
+        }
+        const double p = std::exp(static_cast<double>(lp[d])) - (c == l ? 1.0 : 0.0);
+        g[d] = static_cast<T>(p * ws[static_cast<size_t>(d)]);
+      }
+    }
+  }
+  return 0;
+}
+
+} // namespace tcc::cpu
+
+#endif // TCC_RUNTIME_CPU_KERNELS_H

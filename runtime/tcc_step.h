@@ -1,0 +1,82 @@
+/*===- tcc_step.h - the C ABI of a compiled training step -------*- C -*-===*
+ *
+ * `tcc model.onnx -o step.so` produces a shared library that exports the
+ * functions below. Everything the step touches lives in one arena that the
+ * caller allocates (`arena_bytes`, aligned to 64 bytes): parameters, gradient
+ * accumulators, inputs, outputs and temporaries, each at a fixed byte offset
+ * given by its descriptor. The runtime writes inputs at their offsets, calls
+ * `micro_step`, and reads outputs and gradients at theirs.
+ *
+ * Versioned: a runtime refuses a step whose `abi_version` differs from the
+ * TCC_STEP_ABI_VERSION it was built with. Functions return 0 on success.
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef TCC_RUNTIME_TCC_STEP_H
+#define TCC_RUNTIME_TCC_STEP_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TCC_STEP_ABI_VERSION 1
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+enum tcc_dtype {
+  TCC_DTYPE_F32 = 1,
+  TCC_DTYPE_U8 = 2,
+  TCC_DTYPE_I8 = 3,
+  TCC_DTYPE_I32 = 6,
+  TCC_DTYPE_I64 = 7,
+  TCC_DTYPE_BOOL = 9, /* one byte per element, 0 or 1 */
+  TCC_DTYPE_F16 = 10,
+  TCC_DTYPE_F64 = 11,
+};
+
+typedef struct tcc_tensor_desc {
+  const char *name;     /* the ONNX name (initializer, graph input or output) */
+  int32_t dtype;        /* enum tcc_dtype */
+  int32_t rank;
+  const int64_t *dims;  /* `rank` dimensions, row-major layout */
+  uint64_t offset;      /* byte offset in the arena */
+  uint64_t bytes;       /* size in bytes */
+} tcc_tensor_desc;
+
+typedef struct tcc_step_info {
+  uint32_t abi_version;          /* TCC_STEP_ABI_VERSION */
+  const char *model;             /* the model file's name */
+  const char *target;            /* "cpu" or "cuda" */
+  uint64_t arena_bytes;
+  int32_t has_backward;          /* 1: micro_step computes gradients */
+  int32_t num_params;
+  const tcc_tensor_desc *params; /* trainable and frozen parameters */
+  const tcc_tensor_desc *grads;  /* one accumulator per parameter, same order;
+                                    `bytes` is 0 for frozen parameters */
+  int32_t num_inputs;
+  const tcc_tensor_desc *inputs;
+  int32_t num_outputs;
+  const tcc_tensor_desc *outputs; /* with a backward pass, outputs[0] is the loss */
+} tcc_step_info;
+
+/* The step's tables; valid for the lifetime of the library. */
+const tcc_step_info *tcc_step_get_info(void);
+
+/* Writes the initial parameter values (the model's initializers) into the
+ * arena and zeroes the gradient accumulators. */
+int tcc_step_init(void *arena);
+
+/* Zeroes the gradient accumulators. */
+int tcc_step_zero_grads(void *arena);
+
+/* One micro-step: the forward pass from the parameters and inputs in the
+ * arena, writing the outputs; with a backward pass, also adds the gradient of
+ * (loss * grad_scale) with respect to each trainable parameter into its
+ * accumulator (grad_scale = 1/accum gives PyTorch's `(loss / accum).backward()`). */
+int tcc_step_micro_step(void *arena, double grad_scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TCC_RUNTIME_TCC_STEP_H */

@@ -1,0 +1,162 @@
+"""End-to-end gradient check of the CPU target against PyTorch float64 autograd.
+
+Usage: /usr/bin/python3 check_gradients.py --tcc TCC --tcc-run TCC_RUN --workdir DIR [MODEL ...]
+
+For each test model (test/models/export_models.py), in this one run:
+  1. export it to ONNX (float32, as a user would) and compile it with
+     `tcc --target=cpu -o step.so`;
+  2. run one micro-step with `tcc-run --grads-only --dump`;
+  3. rebuild the same PyTorch model (same seed), convert it to float64, run
+     the same batch forward and backward;
+  4. compare: the loss within rtol 1e-5, every parameter's gradient within
+     rtol 1e-4 / atol 1e-6 (elementwise |tcc - torch| <= atol + rtol*|torch|).
+Prints a table and ends with `N passed, M failed`; exits 1 on any failure.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+import export_models  # noqa: E402
+
+LOSS_RTOL = 1e-5
+GRAD_RTOL = 1e-4
+GRAD_ATOL = 1e-6
+
+# Models whose ONNX output is not a loss: the tcc flag that appends one, and
+# the PyTorch loss applied to the model's output.
+APPENDED_LOSS = {
+    "tiny_gpt_logits": ("cross-entropy:logits:targets",
+                        lambda out, t: F.cross_entropy(out.reshape(-1, out.shape[-1]),
+                                                       t.reshape(-1))),
+}
+
+DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
+                  "mha_decoder", "tiny_gpt_logits"]
+
+
+def build_model(name):
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1234)
+    return export_models.MODELS[name](gen)
+
+
+def torch_reference(name, feed_dir):
+    model, _, feed, _ = build_model(name)
+    model = model.double()
+    model.train()
+    args = []
+    for k in feed:
+        v = torch.from_numpy(np.load(os.path.join(feed_dir, k + ".npy")))
+        args.append(v.double() if v.is_floating_point() else v)
+    out = model(*args)
+    if name in APPENDED_LOSS:
+        targets = torch.from_numpy(np.load(os.path.join(feed_dir, "targets.npy")))
+        out = APPENDED_LOSS[name][1](out, targets)
+    out.backward()
+    grads = {n: p.grad.detach().numpy() if p.grad is not None else np.zeros(p.shape)
+             for n, p in model.named_parameters()}
+    return float(out.detach()), grads
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stdout))
+    return r.stdout
+
+
+def check(name, args):
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    export_models.export_one(name, work)
+    onnx_path = os.path.join(work, name + ".onnx")
+    feed_dir = os.path.join(work, name + ".feed")
+    cmd = [args.tcc, onnx_path, "-o", os.path.join(work, "step.so")]
+    if name in APPENDED_LOSS:
+        cmd.append("--loss=" + APPENDED_LOSS[name][0])
+        gen = torch.Generator().manual_seed(99)
+        idx = np.load(os.path.join(feed_dir, "idx.npy"))
+        np.save(os.path.join(feed_dir, "targets.npy"),
+                torch.randint(0, 65, idx.shape, generator=gen).numpy())
+    run(cmd)
+    dump = os.path.join(work, "dump")
+    run([args.tcc_run, os.path.join(work, "step.so"), "--feed", feed_dir,
+         "--grads-only", "--dump", dump])
+
+    ref_loss, ref_grads = torch_reference(name, feed_dir)
+    loss = float(np.load(os.path.join(dump, "loss.npy")))
+    problems = []
+    loss_rel = abs(loss - ref_loss) / abs(ref_loss)
+    if loss_rel > LOSS_RTOL:
+        problems.append("loss %.9g vs torch %.9g (rel %.2e)" % (loss, ref_loss, loss_rel))
+    max_rel, max_abs, worst = 0.0, 0.0, ""
+    for pname, ref in ref_grads.items():
+        path = os.path.join(dump, "grads", pname.replace("/", "_") + ".npy")
+        if not os.path.exists(path):
+            problems.append("no gradient for %s" % pname)
+            continue
+        got = np.load(path).astype(np.float64)
+        if got.shape != ref.shape:
+            problems.append("%s: shape %s vs %s" % (pname, got.shape, ref.shape))
+            continue
+        err = np.abs(got - ref)
+        bad = err > GRAD_ATOL + GRAD_RTOL * np.abs(ref)
+        # Relative to the gradient's own scale, floored at atol: a gradient
+        # that is zero in exact arithmetic (a key bias under softmax) has no
+        # meaningful relative error.
+        scale = max(float(np.max(np.abs(ref), initial=0.0)), GRAD_ATOL)
+        rel = float(np.max(err, initial=0.0)) / scale
+        if rel > max_rel:
+            max_rel, worst = rel, pname
+        max_abs = max(max_abs, float(np.max(err, initial=0.0)))
+        if bad.any():
+            i = np.unravel_index(np.argmax(err - GRAD_RTOL * np.abs(ref)), ref.shape)
+            problems.append("%s: %d elements out of tolerance, e.g. %s: %.9g vs torch %.9g"
+                            % (pname, int(bad.sum()), i, got[i], ref[i]))
+    return {"loss": loss, "ref_loss": ref_loss, "loss_rel": loss_rel,
+            "max_rel": max_rel, "max_abs": max_abs, "worst": worst,
+            "params": len(ref_grads), "problems": problems}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--tcc-run", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    passed = failed = 0
+    print("%-18s %14s %14s %10s %6s %14s %12s  %s" % (
+        "model", "loss (tcc)", "loss (torch)", "loss rel", "params",
+        "max grad rel", "max grad abs", "worst parameter"))
+    for name in args.models:
+        try:
+            r = check(name, args)
+        except Exception as e:  # a failed compile or run is a failed check
+            print("%-18s FAILED: %s" % (name, e))
+            failed += 1
+            continue
+        print("%-18s %14.9g %14.9g %10.2e %6d %14.2e %12.2e  %s" % (
+            name, r["loss"], r["ref_loss"], r["loss_rel"], r["params"], r["max_rel"],
+            r["max_abs"], r["worst"]))
+        for prob in r["problems"]:
+            print("    " + prob)
+        if r["problems"]:
+            failed += 1
+        else:
+            passed += 1
+    print("max grad rel = max |tcc - torch| / max(max |torch|, 1e-6) per parameter, worst over parameters")
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
