@@ -3,6 +3,8 @@
 
 Usage:
   /usr/bin/python3 run_node_tests.py --tcc PATH_TO_TCC [--data DIR] [--xfail FILE] [-v]
+  /usr/bin/python3 run_node_tests.py --tcc PATH_TO_TCC --numeric --tcc-run PATH_TO_TCC_RUN
+                                     [--xfail xfail-numeric.txt] [...]
   /usr/bin/python3 run_node_tests.py --list [--data DIR] [--xfail FILE]
 
 A test directory DIR/<test_name>/model.onnx is selected when every node of its
@@ -24,16 +26,34 @@ rewritten model goes to a temporary directory that is removed afterwards;
 other inputs are left untouched, and a test without any such operand is run
 on its original model.
 
+Numeric mode (--numeric --tcc-run PATH): after the same Constant rewriting,
+each selected test is compiled for the CPU target and run on its data:
+
+  TCC model.onnx -o TMP/step.so
+  TCC_RUN TMP/step.so --feed TMP/feed --grads-only --dump TMP/out
+
+Every remaining graph input k is written from test_data_set_0/input_<k>.pb to
+TMP/feed/<name>.npy ('/' in a name becomes '_'); floating-point arrays of any
+width are converted to float32 (the CPU target computes every float type as
+float32), other arrays keep their dtype.  Each graph output k is then read from
+TMP/out/outputs/<name>.npy and compared with test_data_set_0/output_<k>.pb:
+the shape must match; floats must satisfy |got - expected| <= ATOL +
+RTOL*|expected| element-wise (NaN only matches NaN); ints and bools must be
+equal, with the same dtype.  Numeric expected failures belong in their own
+file (xfail-numeric.txt); --timeout applies to each of the two commands.
+
 xfail file: one test per line, `test_name  # reason`; blank lines and lines
 starting with '#' are ignored.
 
-Outcomes:
+Outcomes (numeric mode: "exit 0" means both commands exit 0 and every output
+matches; "exit 1" means tcc or tcc-run exits 1, an output file is missing, or
+an output differs -- the worst element is printed):
   PASS   exit 0, not listed
   XFAIL  exit non-zero (1), listed
   FAIL   exit 1, not listed (its stderr is printed)
   XPASS  exit 0 but listed (a failure: keeps the list honest)
   CRASH  exit code other than 0/1, killed by a signal, or timeout (always a
-         failure, even if listed)
+         failure, even if listed); in numeric mode also a harness error
 
 The last line printed is `N passed, M failed` with N = PASS + XFAIL and
 M = FAIL + XPASS + CRASH; the exit status is 1 if M > 0, 2 on usage errors.
@@ -74,11 +94,20 @@ COMPILE_TIME_INPUTS = {
     "Dropout": (1, 2),
 }
 
+# Numeric tolerances.  ONNX's backend tests use rtol 1e-3, atol 1e-7; the atol
+# here is 1e-5 because the CPU target computes every floating-point type
+# (including the double tests) in float32, so results near zero of float64
+# tests carry float32 rounding error well above 1e-7.
+NUMERIC_RTOL = 1e-3
+NUMERIC_ATOL = 1e-5
+
 try:
+    import numpy
     import onnx
+    import onnx.numpy_helper
 except ImportError:  # pragma: no cover
     sys.stderr.write(
-        "error: the 'onnx' Python package is required; run this script with "
+        "error: the 'onnx' and 'numpy' Python packages are required; run this script with "
         "/usr/bin/python3 (Debian's python3-onnx)\n")
     sys.exit(2)
 
@@ -218,6 +247,147 @@ def run_tcc(tcc, model_path, timeout):
     return proc.returncode, err
 
 
+def load_tensor(path):
+    tensor = onnx.TensorProto()
+    with open(path, "rb") as f:
+        tensor.ParseFromString(f.read())
+    return onnx.numpy_helper.to_array(tensor)
+
+
+def as_declared(arr, value_info):
+    """arr as the graph declares it.  The bfloat16 node tests store their data
+    as UINT16 tensors holding the bfloat16 bit patterns (numpy has no
+    bfloat16); such arrays are widened to the float32 values they denote."""
+    elem = value_info.type.tensor_type.elem_type
+    if elem == onnx.TensorProto.BFLOAT16 and arr.dtype == numpy.uint16:
+        return (arr.astype(numpy.uint32) << 16).view(numpy.float32)
+    return arr
+
+
+def npy_name(name):
+    return name.replace("/", "_") + ".npy"
+
+
+def run_cmd(cmd, timeout):
+    """(returncode or None on timeout, stderr) of one command."""
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode("utf-8", "replace") if e.stderr else ""
+        return None, err
+    except OSError as e:
+        return -255, "failed to execute %s: %s" % (cmd[0], e)
+    return proc.returncode, proc.stderr.decode("utf-8", "replace")
+
+
+def format_index(shape, flat):
+    if not shape:
+        return "[]"
+    return "[%s]" % ",".join(str(i) for i in numpy.unravel_index(flat, shape))
+
+
+def compare_output(name, got, expected):
+    """None if got matches expected, else a one-line description."""
+    if got.shape != expected.shape:
+        return "output %s: shape %s, expected %s" % (
+            name, list(got.shape), list(expected.shape))
+    if expected.dtype.kind == "f":
+        if got.dtype.kind != "f":
+            return "output %s: dtype %s, expected a float type (%s)" % (
+                name, got.dtype, expected.dtype)
+        g = got.astype(numpy.float64)
+        e = expected.astype(numpy.float64)
+        ok = numpy.isclose(g, e, rtol=NUMERIC_RTOL, atol=NUMERIC_ATOL, equal_nan=True)
+        if ok.all():
+            return None
+        with numpy.errstate(invalid="ignore", over="ignore"):
+            diff = numpy.abs(g - e)
+            excess = diff - (NUMERIC_ATOL + NUMERIC_RTOL * numpy.abs(e))
+        excess = numpy.where(numpy.isnan(excess), numpy.inf, excess)
+        excess = numpy.where(ok, -numpy.inf, excess)
+        worst = int(numpy.argmax(excess))
+        gw, ew = g.flat[worst], e.flat[worst]
+        with numpy.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            dw = abs(gw - ew)
+            rel = dw / abs(ew) if ew != 0 else float("inf")
+        return ("output %s (%s): %d of %d elements differ (rtol %g, atol %g); "
+                "worst at %s: got %.9g, expected %.9g (abs diff %.3g, rel diff %.3g)"
+                % (name, expected.dtype, int((~ok).sum()), ok.size, NUMERIC_RTOL,
+                   NUMERIC_ATOL, format_index(e.shape, worst), gw, ew, dw, rel))
+    if got.dtype != expected.dtype:
+        return "output %s: dtype %s, expected %s" % (name, got.dtype, expected.dtype)
+    bad = got != expected
+    if not bad.any():
+        return None
+    worst = int(numpy.argmax(bad.reshape(-1)))
+    return ("output %s (%s): %d of %d elements differ; first at %s: got %s, "
+            "expected %s" % (name, expected.dtype, int(bad.sum()), bad.size,
+                             format_index(expected.shape, worst),
+                             got.flat[worst], expected.flat[worst]))
+
+
+def run_numeric(tcc, tcc_run, test, timeout):
+    """Compile, run and compare one test; returns (rc, stderr-like text).
+
+    rc 0: every output matches; 1: tcc/tcc-run exited 1 or an output is
+    missing or differs; None (timeout) or any other value: a crash."""
+    data_dir = os.path.join(os.path.dirname(test.model_path), "test_data_set_0")
+    with tempfile.TemporaryDirectory(prefix="tcc_node_") as tmp:
+        try:
+            model = onnx.load(test.model_path)
+            if test.constants:
+                model_path = os.path.join(tmp, test.name + ".onnx")
+                rewrite_model(test, model_path)
+            else:
+                model_path = test.model_path
+            const_names = {n for n, _ in test.constants}
+            init_names = {t.name for t in model.graph.initializer}
+            feed_dir = os.path.join(tmp, "feed")
+            os.mkdir(feed_dir)
+            for k, vi in enumerate(model.graph.input):
+                if vi.name in const_names or vi.name in init_names:
+                    continue
+                arr = as_declared(
+                    load_tensor(os.path.join(data_dir, "input_%d.pb" % k)), vi)
+                if arr.dtype.kind == "f":
+                    arr = arr.astype(numpy.float32)
+                numpy.save(os.path.join(feed_dir, npy_name(vi.name)), arr)
+        except Exception as e:  # noqa: BLE001 - report as a harness failure
+            return -255, "harness: cannot prepare %s: %s" % (test.name, e)
+
+        step = os.path.join(tmp, "step.so")
+        rc, err = run_cmd([tcc, model_path, "-o", step], timeout)
+        if rc != 0:
+            return rc, "tcc (compiling the step): %s\n%s" % (
+                describe_rc(rc, timeout), err)
+        out_dir = os.path.join(tmp, "out")
+        rc, err = run_cmd([tcc_run, step, "--feed", feed_dir, "--grads-only",
+                           "--dump", out_dir], timeout)
+        if rc != 0:
+            return rc, "tcc-run: %s\n%s" % (describe_rc(rc, timeout), err)
+
+        problems = []
+        try:
+            for k, vi in enumerate(model.graph.output):
+                expected = as_declared(
+                    load_tensor(os.path.join(data_dir, "output_%d.pb" % k)), vi)
+                path = os.path.join(out_dir, "outputs", npy_name(vi.name))
+                if not os.path.isfile(path):
+                    problems.append("output %s: tcc-run wrote no %s" % (
+                        vi.name, os.path.relpath(path, out_dir)))
+                    continue
+                msg = compare_output(vi.name, numpy.load(path), expected)
+                if msg:
+                    problems.append(msg)
+        except Exception as e:  # noqa: BLE001 - report as a harness failure
+            return -255, "harness: cannot compare outputs of %s: %s" % (test.name, e)
+        if problems:
+            return 1, "\n".join(problems)
+        return 0, ""
+
+
 def classify(rc, listed):
     if rc is None or rc not in (0, 1):
         return "CRASH"
@@ -247,11 +417,17 @@ def main(argv=None):
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     ap = argparse.ArgumentParser(
-        description="Run ONNX backend node tests through tcc --emit=imported.")
+        description="Run ONNX backend node tests through tcc --emit=imported "
+                    "(or, with --numeric, compile and run them on the CPU target).")
     ap.add_argument("--tcc", help="path to the tcc binary (required unless --list)")
     ap.add_argument("--data", default=DEFAULT_DATA,
                     help="node test directory (default: %(default)s)")
     ap.add_argument("--xfail", help="file of expected failures: `test_name  # reason`")
+    ap.add_argument("--numeric", action="store_true",
+                    help="compile each test to a CPU step, run it with --tcc-run on "
+                         "test_data_set_0 and compare the outputs")
+    ap.add_argument("--tcc-run", dest="tcc_run",
+                    help="path to the tcc-run binary (required with --numeric)")
     ap.add_argument("--list", action="store_true",
                     help="only print the selected tests with their op types and opset")
     ap.add_argument("-k", dest="pattern",
@@ -273,6 +449,11 @@ def main(argv=None):
     if args.tcc and not args.list:
         if not (os.path.isfile(args.tcc) and os.access(args.tcc, os.X_OK)):
             ap.error("tcc binary not found or not executable: %s" % args.tcc)
+    if args.numeric and not args.list:
+        if not args.tcc_run:
+            ap.error("--tcc-run is required with --numeric")
+        if not (os.path.isfile(args.tcc_run) and os.access(args.tcc_run, os.X_OK)):
+            ap.error("tcc-run binary not found or not executable: %s" % args.tcc_run)
     pattern = None
     if args.pattern:
         try:
@@ -313,7 +494,12 @@ def main(argv=None):
 
     tcc = os.path.abspath(args.tcc)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, tcc, t, args.timeout) for t in tests]
+        if args.numeric:
+            tcc_run = os.path.abspath(args.tcc_run)
+            futures = [pool.submit(run_numeric, tcc, tcc_run, t, args.timeout)
+                       for t in tests]
+        else:
+            futures = [pool.submit(run_one, tcc, t, args.timeout) for t in tests]
         results = [f.result() for f in futures]
 
     counts = {k: 0 for k in ("PASS", "XFAIL", "FAIL", "XPASS", "CRASH")}
@@ -329,7 +515,8 @@ def main(argv=None):
                 per_op[op][outcome] += 1
             else:
                 per_op[op]["bad"] += 1
-        if rc == 1 and not err.strip():
+        if rc == 1 and (not err.strip() or (args.numeric and err.startswith(
+                "tcc (compiling the step)") and len(err.strip().splitlines()) == 1)):
             silent_rejects.append(t.name)
         header = "%-5s %s  (opset %s; %s)" % (outcome, t.name, t.opset, ",".join(t.ops))
         if args.verbose and t.constants:
