@@ -576,6 +576,31 @@ FailureOr<CpuStep> Emitter::run() {
       grads.push_back(descriptor(name, arg, it->second, bytes));
   }
 
+  // Optimizer state: two tensors per trainable parameter for AdamW, one for
+  // SGD's momentum; `apply` walks a table of slots.
+  std::vector<std::string> state;
+  std::string applyRows;
+  llvm::raw_string_ostream ar(applyRows);
+  bool adam = options.optimizer == "adamw";
+  int paramIndex = 0, numTrainable = 0;
+  for (auto &[arg, bytes] : paramBytes) {
+    unsigned idx = cast<BlockArgument>(arg).getArgNumber();
+    StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
+    auto it = gradOffsets.find(name);
+    if (it != gradOffsets.end()) {
+      uint64_t s0 = allocate(bytes), s1 = adam ? allocate(bytes) : 0;
+      state.push_back(descriptor((adam ? "exp_avg/" : "momentum_buffer/") + name.str(),
+                                 arg, s0, bytes));
+      if (adam)
+        state.push_back(descriptor("exp_avg_sq/" + name.str(), arg, s1, bytes));
+      ar << "    {" << paramIndex << ", " << buffers.lookup(arg).offset << "ULL, "
+         << it->second << "ULL, " << s0 << "ULL, " << s1 << "ULL, "
+         << tensor(arg).getNumElements() << "LL},\n";
+      ++numTrainable;
+    }
+    ++paramIndex;
+  }
+
   // Assemble the source.
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -599,14 +624,27 @@ FailureOr<CpuStep> Emitter::run() {
   table("kGrads", grads);
   table("kInputs", inputs);
   table("kOutputs", outputs);
-  std::string model;
-  for (char c : options.modelName)
-    if (c != '"' && c != '\\')
-      model += c;
-  s << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, \"" << model
-    << "\", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
+  table("kState", state);
+  s << "struct ApplyRow { int param; uint64_t p, g, s0, s1; int64_t n; };\n"
+    << "static const ApplyRow kApply[] = {\n" << applyRows
+    << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0},\n") << "};\n"
+    << "static const int kNumApply = " << numTrainable << ";\n";
+  auto cstring = [](StringRef text) {
+    std::string out = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string optimizer = training ? options.optimizer : "";
+  s << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
+    << cstring(options.modelName) << ", " << cstring(options.modelPath)
+    << ", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
-    << outputs.size() << ", kOutputs};\n\n"
+    << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
+    << state.size() << ", kState};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
@@ -622,6 +660,29 @@ FailureOr<CpuStep> Emitter::run() {
     << "    std::memcpy(arena + kParams[i].offset, tcc_initial_weights + at, "
        "kParams[i].bytes);\n"
     << "    at += kParams[i].bytes;\n  }\n"
+    << "  return tcc_step_zero_grads(arena_);\n}\n\n"
+    << "TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {\n"
+    << "  char *arena = static_cast<char *>(arena_);\n"
+    << "  if (!kInfo.has_backward) return 3;\n"
+    << "  double sq = 0.0;\n"
+    << "  for (int i = 0; i < kNumApply; ++i)\n"
+    << "    sq += sum_squares((const F *)(arena + kApply[i].g), kApply[i].n);\n"
+    << "  const double norm = std::sqrt(sq);\n"
+    << "  a->grad_norm = norm;\n"
+    << "  if (!std::isfinite(norm)) { tcc_step_zero_grads(arena_); return 2; }\n"
+    << "  // clip_grad_norm_: scale by max_norm / (norm + 1e-6), clamped to 1.\n"
+    << "  double clip = 1.0;\n"
+    << "  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)\n"
+    << "    clip = a->clip_norm / (norm + 1e-6);\n"
+    << "  for (int i = 0; i < kNumApply; ++i) {\n"
+    << "    const ApplyRow &r = kApply[i];\n"
+    << "    double wd = (a->decay && !a->decay[r.param]) ? 0.0 : a->weight_decay;\n"
+    << "    F *p = (F *)(arena + r.p), *g = (F *)(arena + r.g);\n"
+    << (adam ? "    adamw_update(p, g, (F *)(arena + r.s0), (F *)(arena + r.s1), r.n, "
+               "a->lr, a->beta1, a->beta2, a->eps, wd, a->step, clip);\n"
+             : "    sgd_update(p, g, (F *)(arena + r.s0), r.n, a->lr, a->momentum, "
+               "wd, a->nesterov != 0, a->step, clip);\n")
+    << "  }\n"
     << "  return tcc_step_zero_grads(arena_);\n}\n\n"
     << "TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {\n"
     << "  (void)grad_scale;\n"

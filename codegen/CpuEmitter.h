@@ -26,8 +26,12 @@ struct CpuEmitOptions {
   /// Compute and store floating-point values in double instead of float
   /// (for gradient checks against finite differences).
   bool useDouble = false;
-  /// The model file's name, recorded in the step's info table.
+  /// The model file's name and absolute path, recorded in the step's info
+  /// table (the runtime's --save reads the model from there).
   std::string modelName;
+  std::string modelPath;
+  /// The optimizer `tcc_step_apply` implements: "adamw" or "sgd".
+  std::string optimizer = "adamw";
 };
 
 struct CpuStep {

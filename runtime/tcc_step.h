@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 1
+#define TCC_STEP_ABI_VERSION 2
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 enum tcc_dtype {
@@ -46,6 +46,7 @@ typedef struct tcc_tensor_desc {
 typedef struct tcc_step_info {
   uint32_t abi_version;          /* TCC_STEP_ABI_VERSION */
   const char *model;             /* the model file's name */
+  const char *model_path;        /* the model file tcc compiled (absolute) */
   const char *target;            /* "cpu" or "cuda" */
   uint64_t arena_bytes;
   int32_t has_backward;          /* 1: micro_step computes gradients */
@@ -57,7 +58,26 @@ typedef struct tcc_step_info {
   const tcc_tensor_desc *inputs;
   int32_t num_outputs;
   const tcc_tensor_desc *outputs; /* with a backward pass, outputs[0] is the loss */
+  const char *optimizer;          /* "adamw", "sgd", or "" without a backward pass */
+  int32_t num_state;              /* optimizer state tensors (checkpointed) */
+  const tcc_tensor_desc *state;   /* named "<kind>/<parameter>", e.g. "exp_avg/wte.weight" */
 } tcc_step_info;
+
+/* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and
+ * semantics: torch.optim.AdamW, torch.optim.SGD,
+ * torch.nn.utils.clip_grad_norm_). */
+typedef struct tcc_optim_args {
+  double lr;
+  double beta1, beta2, eps;  /* AdamW */
+  double weight_decay;       /* AdamW: decoupled; SGD: added to the gradient */
+  double momentum;           /* SGD */
+  int32_t nesterov;          /* SGD */
+  double clip_norm;          /* > 0: clip the global gradient norm to this */
+  int64_t step;              /* 1-based count of optimizer steps, this one included */
+  const uint8_t *decay;      /* per parameter: 1 to apply weight decay, 0 not;
+                                NULL applies it to all */
+  double grad_norm;          /* out: the global gradient norm before clipping */
+} tcc_optim_args;
 
 /* The step's tables; valid for the lifetime of the library. */
 const tcc_step_info *tcc_step_get_info(void);
@@ -74,6 +94,13 @@ int tcc_step_zero_grads(void *arena);
  * (loss * grad_scale) with respect to each trainable parameter into its
  * accumulator (grad_scale = 1/accum gives PyTorch's `(loss / accum).backward()`). */
 int tcc_step_micro_step(void *arena, double grad_scale);
+
+/* One optimizer step from the accumulated gradients of the trainable
+ * parameters (frozen ones are left alone): clip, update the parameters and
+ * the optimizer state, then zero the accumulators. Returns 2 when the
+ * gradient norm is not finite (nothing is updated; the accumulators are
+ * zeroed). */
+int tcc_step_apply(void *arena, tcc_optim_args *args);
 
 #ifdef __cplusplus
 }

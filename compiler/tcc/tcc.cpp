@@ -28,6 +28,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -90,6 +91,11 @@ static cl::opt<Precision> cpuPrecision(
                clEnumValN(Precision::F64, "f64",
                           "double, for gradient checks")),
     cl::cat(tccCategory));
+static cl::opt<std::string> optimizer(
+    "optimizer",
+    cl::desc("The optimizer the step's apply implements: adamw (default) or "
+             "sgd; hyperparameters are tcc-run flags"),
+    cl::value_desc("adamw|sgd"), cl::init("adamw"), cl::cat(tccCategory));
 static cl::opt<bool> keepTemps("keep-temps",
                                cl::desc("Keep the step's build folder"),
                                cl::init(false), cl::cat(tccCategory));
@@ -339,6 +345,15 @@ int main(int argc, char **argv) {
   tcc::CpuEmitOptions emitOptions;
   emitOptions.useDouble = cpuPrecision == Precision::F64;
   emitOptions.modelName = llvm::sys::path::filename(inputFile).str();
+  SmallString<256> absolute(inputFile);
+  llvm::sys::fs::make_absolute(absolute);
+  emitOptions.modelPath = absolute.str().str();
+  if (optimizer != "adamw" && optimizer != "sgd") {
+    llvm::errs() << "tcc: error: --optimizer=" << optimizer
+                 << ": expected adamw or sgd\n";
+    return 1;
+  }
+  emitOptions.optimizer = optimizer;
   FailureOr<tcc::CpuStep> step = tcc::emitCpuStep(*module, emitOptions);
   if (failed(step))
     return 1;

@@ -902,6 +902,62 @@ int sce_loss_grad(T *dscores, const T *dout, const T *log_prob, const Shape &ss,
   return 0;
 }
 
+//===----------------------------------------------------------------------===//
+// Optimizers (the `apply` entry point), with PyTorch's order of operations
+//===----------------------------------------------------------------------===//
+
+/// Sum of squares of `g`, in double (for the global gradient norm).
+template <class T> double sum_squares(const T *g, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i)
+    s += double(g[i]) * double(g[i]);
+  return s;
+}
+
+/// torch.optim.AdamW (amsgrad off) on one tensor, after the gradient was
+/// scaled by `clip_scale` (clip_grad_norm_'s clamped coefficient).
+template <class T>
+void adamw_update(T *p, T *g, T *m, T *v, int64_t n, double lr, double beta1,
+                  double beta2, double eps, double weight_decay, int64_t step,
+                  double clip_scale) {
+  const T decay = T(1.0 - lr * weight_decay);
+  const double bc1 = 1.0 - std::pow(beta1, double(step));
+  const double bc2 = 1.0 - std::pow(beta2, double(step));
+  const T step_size = T(lr / bc1);
+  const T bc2_sqrt = T(std::sqrt(bc2));
+  const T b1 = T(beta1), b2 = T(beta2), one_b1 = T(1.0 - beta1),
+          one_b2 = T(1.0 - beta2), e = T(eps), cs = T(clip_scale);
+  for (int64_t i = 0; i < n; ++i) {
+    T gi = clip_scale == 1.0 ? g[i] : g[i] * cs;
+    p[i] = p[i] * decay;
+    m[i] = m[i] * b1 + gi * one_b1;
+    v[i] = v[i] * b2 + gi * gi * one_b2;
+    T denom = std::sqrt(v[i]) / bc2_sqrt + e;
+    p[i] = p[i] - step_size * (m[i] / denom);
+  }
+}
+
+/// torch.optim.SGD (dampening 0) on one tensor: L2 weight decay added to the
+/// gradient, momentum buffer initialised to the first gradient, Nesterov
+/// optional.
+template <class T>
+void sgd_update(T *p, T *g, T *buf, int64_t n, double lr, double momentum,
+                double weight_decay, bool nesterov, int64_t step,
+                double clip_scale) {
+  const T wd = T(weight_decay), mom = T(momentum), neg_lr = T(-lr),
+          cs = T(clip_scale);
+  for (int64_t i = 0; i < n; ++i) {
+    T d = clip_scale == 1.0 ? g[i] : g[i] * cs;
+    if (weight_decay != 0.0)
+      d = d + p[i] * wd;
+    if (momentum != 0.0) {
+      buf[i] = step == 1 ? d : buf[i] * mom + d;
+      d = nesterov ? d + buf[i] * mom : buf[i];
+    }
+    p[i] = p[i] + d * neg_lr;
+  }
+}
+
 } // namespace tcc::cpu
 
 #endif // TCC_RUNTIME_CPU_KERNELS_H

@@ -342,9 +342,21 @@ def run_numeric(tcc, tcc_run, test, timeout):
                 rewrite_model(test, model_path)
             else:
                 model_path = test.model_path
+        except Exception as e:  # noqa: BLE001 - report as a harness failure
+            return -255, "harness: cannot rewrite %s: %s" % (test.model_path, e)
+
+        # Compile first: a model tcc rejects (string or sequence inputs, ...)
+        # may have test data that numpy_helper cannot read.
+        step = os.path.join(tmp, "step.so")
+        rc, err = run_cmd([tcc, model_path, "-o", step], timeout)
+        if rc != 0:
+            return rc, "tcc (compiling the step): %s\n%s" % (
+                describe_rc(rc, timeout), err)
+
+        feed_dir = os.path.join(tmp, "feed")
+        try:
             const_names = {n for n, _ in test.constants}
             init_names = {t.name for t in model.graph.initializer}
-            feed_dir = os.path.join(tmp, "feed")
             os.mkdir(feed_dir)
             for k, vi in enumerate(model.graph.input):
                 if vi.name in const_names or vi.name in init_names:
@@ -355,13 +367,8 @@ def run_numeric(tcc, tcc_run, test, timeout):
                     arr = arr.astype(numpy.float32)
                 numpy.save(os.path.join(feed_dir, npy_name(vi.name)), arr)
         except Exception as e:  # noqa: BLE001 - report as a harness failure
-            return -255, "harness: cannot prepare %s: %s" % (test.name, e)
+            return -255, "harness: cannot write the inputs of %s: %s" % (test.name, e)
 
-        step = os.path.join(tmp, "step.so")
-        rc, err = run_cmd([tcc, model_path, "-o", step], timeout)
-        if rc != 0:
-            return rc, "tcc (compiling the step): %s\n%s" % (
-                describe_rc(rc, timeout), err)
         out_dir = os.path.join(tmp, "out")
         rc, err = run_cmd([tcc_run, step, "--feed", feed_dir, "--grads-only",
                            "--dump", out_dir], timeout)
@@ -399,6 +406,8 @@ def classify(rc, listed):
 def describe_rc(rc, timeout):
     if rc is None:
         return "timed out after %gs" % timeout
+    if rc == -255:
+        return "harness error"
     if rc < 0:
         return "killed by signal %d" % -rc
     return "exit %d" % rc
@@ -536,7 +545,9 @@ def main(argv=None):
         elif args.verbose:
             print(header)
             if outcome == "XFAIL":
-                first = err.strip().splitlines()[0] if err.strip() else "(no stderr)"
+                lines = err.strip().splitlines()
+                # numeric mode: the first line names the stage, the next says why
+                first = " / ".join(lines[:2 if args.numeric else 1]) or "(no stderr)"
                 print("    | expected: %s" % (xfail[t.name] or "no reason given"))
                 print("    | got:      %s" % first)
 

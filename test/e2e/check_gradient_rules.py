@@ -1,0 +1,714 @@
+"""Unit tests of tcc's gradient rules against central finite differences (float64).
+
+Usage: /usr/bin/python3 check_gradient_rules.py --tcc TCC --workdir DIR [-k REGEX] [-j N]
+
+Each case is a small ONNX model: one op under test whose differentiable
+inputs are FLOAT (or DOUBLE) initializers (tcc's trainable parameters) with
+seeded random values, its other inputs Constant nodes, int64 initializers or
+fed graph inputs, and the loss ReduceSum(Mul(y, R)) over the op's output(s)
+with R a fixed random Constant (for SoftmaxCrossEntropyLoss with a reduction,
+the op's own output). The case is compiled with
+`tcc --cpu-precision=f64 -o case.so model.onnx`, one micro_step (scale 1)
+gives the analytic gradients, and each parameter element (at most
+MAX_ELEMS random ones per parameter) is compared with the central difference
+(L(p+h) - L(p-h)) / 2h, h = 1e-6:  |analytic - fd| <= ATOL + RTOL*|fd|.
+
+Prints one line per case (elements checked, max abs error, max rel error over
+elements with |fd| >= REL_FLOOR, PASS/FAIL) and ends with `N passed, M failed`;
+exits 1 on any failure.
+"""
+import argparse
+import concurrent.futures
+import os
+import re
+import subprocess
+import sys
+import traceback
+import zlib
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from step_abi import Step  # noqa: E402
+
+H = 1e-6
+ATOL = 1e-7
+RTOL = 1e-5
+REL_FLOOR = 1e-6
+MAX_ELEMS = 64
+OPSET = 17
+
+ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT,
+             np.dtype(np.float64): TensorProto.DOUBLE,
+             np.dtype(np.int64): TensorProto.INT64,
+             np.dtype(np.int32): TensorProto.INT32,
+             np.dtype(np.bool_): TensorProto.BOOL}
+
+
+# ---------------------------------------------------------------------------
+# Model builder
+# ---------------------------------------------------------------------------
+
+class G:
+    """Builds one case's graph."""
+
+    def __init__(self, name):
+        self.name = name
+        self.rng = np.random.default_rng(zlib.crc32(name.encode()))
+        self.nodes, self.inits, self.inputs, self.feeds = [], [], [], {}
+        self.opset = OPSET
+        self.n = 0
+
+    def fresh(self, prefix):
+        self.n += 1
+        return "%s%d" % (prefix, self.n)
+
+    # -- values --------------------------------------------------------------
+    def rand(self, shape, lo=-1.0, hi=1.0, away=None):
+        """Uniform in [lo, hi]; with `away`, magnitudes in [away, hi] with a random sign."""
+        if away is not None:
+            mag = self.rng.uniform(away, hi, size=shape)
+            sign = np.where(self.rng.random(size=shape) < 0.5, -1.0, 1.0)
+            return mag * sign
+        return self.rng.uniform(lo, hi, size=shape)
+
+    def param(self, shape, dtype=np.float32, **kw):
+        """A trainable parameter (floating-point initializer)."""
+        arr = np.asarray(self.rand(shape, **kw), dtype=dtype)
+        return self.param_value(arr)
+
+    def param_value(self, arr):
+        name = self.fresh("p")
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def const(self, arr, dtype=None):
+        """A Constant node."""
+        arr = np.asarray(arr, dtype=dtype)
+        name = self.fresh("c")
+        self.nodes.append(helper.make_node(
+            "Constant", [], [name], value=numpy_helper.from_array(arr, name + "_value")))
+        return name
+
+    def int_init(self, arr):
+        """A non-float (int64) initializer: not a parameter."""
+        arr = np.asarray(arr, dtype=np.int64)
+        name = self.fresh("i")
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def input(self, arr):
+        """A graph input, fed with `arr`."""
+        arr = np.asarray(arr)
+        name = self.fresh("x")
+        self.inputs.append(helper.make_tensor_value_info(name, ONNX_TYPE[arr.dtype], arr.shape))
+        self.feeds[name] = arr
+        return name
+
+    def op(self, op_type, inputs, n_out=1, **attrs):
+        outs = [self.fresh(op_type.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    # -- loss ----------------------------------------------------------------
+    def _infer(self):
+        g = helper.make_graph(self.nodes, "infer", self.inputs, [], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)])
+        m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+        types = {}
+        for vi in m.graph.value_info:
+            t = vi.type.tensor_type
+            types[vi.name] = (t.elem_type, tuple(d.dim_value for d in t.shape.dim))
+        return types
+
+    def weighted_sum(self, values):
+        """ReduceSum(Mul(v, R)) summed over `values`, each R a random Constant."""
+        types = self._infer()
+        terms = []
+        for v in values:
+            elem, shape = types[v]
+            dtype = np.float64 if elem == TensorProto.DOUBLE else np.float32
+            r = self.const(self.rng.uniform(-1.0, 1.0, size=shape).astype(dtype))
+            terms.append(self.op("ReduceSum", [self.op("Mul", [v, r])], keepdims=0))
+        loss = terms[0]
+        for t in terms[1:]:
+            loss = self.op("Add", [loss, t])
+        return loss
+
+    def model(self, loss):
+        types = self._infer()
+        elem, shape = types[loss]
+        assert shape == (), "loss %s has shape %s" % (loss, shape)
+        g = helper.make_graph(self.nodes, self.name, self.inputs,
+                              [helper.make_tensor_value_info(loss, elem, [])], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)],
+                              producer_name="check_gradient_rules")
+        onnx.checker.check_model(m, full_check=True)
+        return m
+
+
+# ---------------------------------------------------------------------------
+# Cases: name -> function(G) returning the loss value's name
+# ---------------------------------------------------------------------------
+
+CASES = {}
+
+
+def case(name, fn):
+    assert name not in CASES, name
+    CASES[name] = fn
+
+
+def unary(op_type, shape=(2, 3), **kw):
+    def build(g):
+        return g.weighted_sum([g.op(op_type, [g.param(shape, **kw)])])
+    return build
+
+
+def binary(op_type, sa, sb, kwa=None, kwb=None):
+    def build(g):
+        a = g.param(sa, **(kwa or {}))
+        b = g.param(sb, **(kwb or {}))
+        return g.weighted_sum([g.op(op_type, [a, b])])
+    return build
+
+
+# Elementwise binary, with broadcasting.
+BCAST = [("2x3_3", (2, 3), (3,)), ("2x1_1x3", (2, 1), (1, 3)), ("2x3_2x3", (2, 3), (2, 3)),
+         ("3_2x3", (3,), (2, 3))]
+for op in ["Add", "Sub", "Mul", "Div"]:
+    for tag, sa, sb in BCAST:
+        kwb = {"lo": 0.5, "hi": 2.0} if op == "Div" else {"away": 0.5, "hi": 2.0}
+        case("%s_%s" % (op.lower(), tag), binary(op, sa, sb, kwb=kwb))
+
+
+def mul_same_operand(g):
+    # x * x: both operands' gradients accumulate into one parameter.
+    x = g.param((2, 3))
+    return g.weighted_sum([g.op("Mul", [x, x])])
+
+
+def fanout(g):
+    # One parameter used by two ops whose results are added.
+    x = g.param((2, 3), lo=0.5, hi=2.0)
+    return g.weighted_sum([g.op("Add", [g.op("Exp", [x]), g.op("Log", [x])])])
+
+
+case("mul_same_operand", mul_same_operand)
+case("fanout_exp_log", fanout)
+
+
+# Pow.
+def pow_const2(g):
+    return g.weighted_sum([g.op("Pow", [g.param((2, 3), lo=0.5, hi=2.0),
+                                        g.const(np.float32(2.0))])])
+
+
+def pow_const_int(g):
+    return g.weighted_sum([g.op("Pow", [g.param((2, 3), lo=0.5, hi=2.0),
+                                        g.const(np.int64(3))])])
+
+
+def pow_param_exp(g):
+    a = g.param((2, 3), lo=0.5, hi=2.0)
+    e = g.param((3,), lo=-1.5, hi=2.5)
+    return g.weighted_sum([g.op("Pow", [a, e])])
+
+
+def pow_param_exp_same(g):
+    a = g.param((2, 3), lo=0.5, hi=2.0)
+    e = g.param((2, 3), lo=-1.5, hi=2.5)
+    return g.weighted_sum([g.op("Pow", [a, e])])
+
+
+def pow_param_exp_scalar(g):
+    a = g.param((2, 3), lo=0.5, hi=2.0)
+    e = g.param((), lo=0.5, hi=2.5)
+    return g.weighted_sum([g.op("Pow", [a, e])])
+
+
+case("pow_const_exp_2", pow_const2)
+case("pow_const_int_exp_3", pow_const_int)
+case("pow_param_exp_bcast", pow_param_exp)
+case("pow_param_exp", pow_param_exp_same)
+case("pow_param_exp_scalar", pow_param_exp_scalar)
+
+# Unary.
+case("sqrt", unary("Sqrt", lo=0.3, hi=2.0))
+case("neg", unary("Neg"))
+case("exp", unary("Exp"))
+case("log", unary("Log", lo=0.3, hi=2.0))
+case("erf", unary("Erf", lo=-1.5, hi=1.5))
+case("tanh", unary("Tanh", lo=-2.0, hi=2.0))
+case("sigmoid", unary("Sigmoid", lo=-3.0, hi=3.0))
+case("relu", unary("Relu", shape=(3, 4), away=0.1))
+case("reciprocal", unary("Reciprocal", away=0.5, hi=2.0))
+case("abs", unary("Abs", shape=(3, 4), away=0.1))
+case("identity", unary("Identity"))
+
+
+# Where.
+def where_case(sc, sx, sy):
+    def build(g):
+        cond = g.const(g.rng.random(size=sc) < 0.5)
+        return g.weighted_sum([g.op("Where", [cond, g.param(sx), g.param(sy)])])
+    return build
+
+
+case("where", where_case((2, 3), (2, 3), (2, 3)))
+case("where_bcast_xy", where_case((2, 3), (3,), (2, 1)))
+case("where_bcast_all", where_case((2, 1, 4), (3, 4), (2, 3, 1)))
+
+
+# Cast.
+def cast_case(to, src=np.float32):
+    def build(g):
+        return g.weighted_sum([g.op("Cast", [g.param((2, 3), dtype=src)], to=to)])
+    return build
+
+
+case("cast_float_to_float", cast_case(TensorProto.FLOAT))
+case("cast_float_to_double", cast_case(TensorProto.DOUBLE))
+
+
+# MatMul.
+def matmul_case(sa, sb):
+    return binary("MatMul", sa, sb)
+
+
+case("matmul_2d", matmul_case((3, 4), (4, 5)))
+case("matmul_batched_3d_2d", matmul_case((2, 3, 4), (4, 5)))
+case("matmul_batched_3d_3d", matmul_case((2, 3, 4), (2, 4, 5)))
+case("matmul_bcast_batch", matmul_case((2, 1, 3, 4), (3, 4, 2)))
+case("matmul_1d_2d", matmul_case((4,), (4, 5)))
+case("matmul_2d_1d", matmul_case((3, 4), (4,)))
+case("matmul_1d_1d", matmul_case((4,), (4,)))
+case("matmul_1d_3d", matmul_case((4,), (2, 4, 5)))
+case("matmul_3d_1d", matmul_case((2, 3, 4), (4,)))
+
+
+# Gemm: M=3, K=4, N=5.
+def gemm_case(ta, tb, c_shape, alpha=0.7, beta=1.3):
+    def build(g):
+        a = g.param((4, 3) if ta else (3, 4))
+        b = g.param((5, 4) if tb else (4, 5))
+        ins = [a, b] + ([g.param(c_shape)] if c_shape is not None else [])
+        return g.weighted_sum([g.op("Gemm", ins, alpha=alpha, beta=beta,
+                                    transA=ta, transB=tb)])
+    return build
+
+
+for ta in (0, 1):
+    for tb in (0, 1):
+        for ctag, cs in [("cN", (5,)), ("cMN", (3, 5)), ("c11", (1, 1)), ("noC", None)]:
+            case("gemm_tA%d_tB%d_%s" % (ta, tb, ctag), gemm_case(ta, tb, cs))
+case("gemm_cM1_alpha1_beta1", gemm_case(0, 0, (3, 1), alpha=1.0, beta=1.0))
+
+
+# Softmax / LogSoftmax.
+for op in ["Softmax", "LogSoftmax"]:
+    for axis in (1, -1, 0):
+        case("%s_axis%s" % (op.lower(), axis if axis >= 0 else "m1"),
+             (lambda op, axis: lambda g: g.weighted_sum(
+                 [g.op(op, [g.param((2, 3, 4), lo=-2, hi=2)], axis=axis)]))(op, axis))
+
+
+# LayerNormalization.
+def layernorm_case(axis, bias):
+    def build(g):
+        x = g.param((2, 3, 4), lo=-2, hi=2)
+        nshape = (2, 3, 4)[axis:] if axis >= 0 else (2, 3, 4)[axis:]
+        ins = [x, g.param(nshape, lo=0.5, hi=1.5)]
+        if bias:
+            ins.append(g.param(nshape))
+        return g.weighted_sum([g.op("LayerNormalization", ins, axis=axis, epsilon=1e-5)])
+    return build
+
+
+for axis in (-1, 1):
+    for bias in (True, False):
+        case("layernorm_axis%s_%s" % (axis if axis >= 0 else "m1",
+                                      "bias" if bias else "nobias"),
+             layernorm_case(axis, bias))
+
+
+# Reductions on [2,3,4].
+def reduce_mean_case(axes, keepdims):
+    def build(g):
+        x = g.param((2, 3, 4))
+        kw = {"keepdims": keepdims}
+        if axes is not None:
+            kw["axes"] = axes
+        return g.weighted_sum([g.op("ReduceMean", [x], **kw)])
+    return build
+
+
+def reduce_sum_case(axes, keepdims, axes_as="const", noop=None):
+    def build(g):
+        x = g.param((2, 3, 4))
+        ins = [x]
+        if axes is not None:
+            ins.append(g.const(np.array(axes, np.int64)) if axes_as == "const"
+                       else g.int_init(axes))
+        kw = {"keepdims": keepdims}
+        if noop is not None:
+            kw["noop_with_empty_axes"] = noop
+        return g.weighted_sum([g.op("ReduceSum", ins, **kw)])
+    return build
+
+
+for atag, axes in [("axes1", [1]), ("axes0_2", [0, 2]), ("noaxes", None), ("axesm1", [-1])]:
+    for kd in (0, 1):
+        case("reducemean_%s_keepdims%d" % (atag, kd), reduce_mean_case(axes, kd))
+        case("reducesum_%s_keepdims%d" % (atag, kd), reduce_sum_case(axes, kd))
+case("reducesum_axes1_int64_initializer", reduce_sum_case([1], 0, axes_as="init"))
+case("reducesum_noaxes_noop", reduce_sum_case(None, 1, noop=1))
+
+
+# Gather.
+def gather_case(shape, indices, axis, via="const"):
+    def build(g):
+        data = g.param(shape)
+        idx = np.array(indices, np.int64)
+        idx_v = {"const": g.const, "input": g.input, "init": g.int_init}[via](idx)
+        return g.weighted_sum([g.op("Gather", [data, idx_v], axis=axis)])
+    return build
+
+
+case("gather_axis0_embedding", gather_case((4, 3), [[0, 2, 0], [1, 2, 2]], 0))
+case("gather_axis0_fed_indices", gather_case((4, 3), [[0, 2, 0], [1, 2, 2]], 0, via="input"))
+case("gather_axis0_negative_indices", gather_case((4, 3), [[0, -1, 0], [1, -2, 3]], 0))
+case("gather_axis1", gather_case((3, 4), [[0, 3, 3], [1, 0, 0]], 1))
+case("gather_axis1_3d", gather_case((2, 4, 3), [3, 1, 3], 1, via="init"))
+case("gather_scalar_index", gather_case((4, 3), 2, 0))
+
+
+# Shapes.
+def reshape_case(shape_in, target):
+    def build(g):
+        return g.weighted_sum([g.op("Reshape", [g.param(shape_in),
+                                                g.const(np.array(target, np.int64))])])
+    return build
+
+
+case("reshape_minus1", reshape_case((2, 3, 4), [4, -1]))
+case("reshape_zero", reshape_case((2, 3, 4), [0, -1, 2]))
+
+
+def transpose_case(perm):
+    def build(g):
+        kw = {"perm": perm} if perm is not None else {}
+        return g.weighted_sum([g.op("Transpose", [g.param((2, 3, 4))], **kw)])
+    return build
+
+
+case("transpose_120", transpose_case([1, 2, 0]))
+case("transpose_default", transpose_case(None))
+
+
+def unsqueeze(g):
+    return g.weighted_sum([g.op("Unsqueeze", [g.param((3, 4)),
+                                              g.const(np.array([0, 2], np.int64))])])
+
+
+def squeeze(g):
+    return g.weighted_sum([g.op("Squeeze", [g.param((3, 1, 4)),
+                                            g.const(np.array([1], np.int64))])])
+
+
+def squeeze_all(g):
+    return g.weighted_sum([g.op("Squeeze", [g.param((1, 3, 1, 4))])])
+
+
+case("unsqueeze", unsqueeze)
+case("squeeze", squeeze)
+case("squeeze_noaxes", squeeze_all)
+
+
+def slice_case(shape, starts, ends, axes, steps):
+    def build(g):
+        ins = [g.param(shape), g.const(np.array(starts, np.int64)),
+               g.const(np.array(ends, np.int64))]
+        if axes is not None:
+            ins.append(g.const(np.array(axes, np.int64)))
+        if steps is not None:
+            ins.append(g.const(np.array(steps, np.int64)))
+        return g.weighted_sum([g.op("Slice", ins)])
+    return build
+
+
+INT64_MIN = -(2 ** 63)
+case("slice_pos_steps", slice_case((4, 6), [1, 0], [3, 6], [0, 1], [1, 2]))
+case("slice_neg_step", slice_case((5, 6), [5], [0], [1], [-2]))
+case("slice_neg_steps_to_start", slice_case((5, 6), [-1, 4], [INT64_MIN, -100], [0, 1], [-2, -1]))
+case("slice_neg_axes", slice_case((3, 4, 5), [1, -4], [3, -1], [-1, 0], [1, 1]))
+case("slice_no_axes_steps", slice_case((4, 6), [1, 2], [3, 5], None, None))
+
+
+def split_case(split, axis, use, shape=(2, 3), num_outputs=None):
+    def build(g):
+        ins = [g.param(shape)]
+        if split is not None:
+            ins.append(g.const(np.array(split, np.int64)))
+        n = len(split) if split is not None else num_outputs
+        outs = g.op("Split", ins, n_out=n, axis=axis)
+        return g.weighted_sum([outs[i] for i in use])
+    return build
+
+
+case("split_1_2_axis1", split_case([1, 2], 1, [0, 1]))
+case("split_equal_axis0", split_case(None, 0, [0, 1], shape=(4, 3), num_outputs=2))
+case("split_unused_output", split_case([1, 2], 1, [1]))
+
+
+def concat_case(shapes, axis):
+    def build(g):
+        return g.weighted_sum([g.op("Concat", [g.param(s) for s in shapes], axis=axis)])
+    return build
+
+
+case("concat_axis1", concat_case([(2, 3), (2, 2)], 1))
+case("concat_axism1_three", concat_case([(2, 1, 2), (2, 1, 3), (2, 1, 1)], -1))
+
+
+def expand_case(shape_in, target):
+    def build(g):
+        return g.weighted_sum([g.op("Expand", [g.param(shape_in),
+                                               g.const(np.array(target, np.int64))])])
+    return build
+
+
+case("expand_3x1_to_2x3x4", expand_case((3, 1), [2, 3, 4]))
+case("expand_same_rank", expand_case((1, 3, 1), [2, 3, 4]))
+
+
+def dropout_case(training):
+    def build(g):
+        ins = [g.param((2, 3))]
+        if training:
+            ins += [g.const(np.float32(0.0)), g.const(np.bool_(True))]
+        return g.weighted_sum([g.op("Dropout", ins)])
+    return build
+
+
+case("dropout_ratio0_training", dropout_case(True))
+case("dropout_inference", dropout_case(False))
+
+
+# SoftmaxCrossEntropyLoss.
+def sce_case(scores_shape, reduction, ignore, weights, log_prob=False):
+    def build(g):
+        n_cls = scores_shape[1]
+        label_shape = (scores_shape[0],) + tuple(scores_shape[2:])
+        labels = g.rng.integers(0, n_cls, size=label_shape).astype(np.int64)
+        kw = {"reduction": reduction}
+        if ignore is not None:
+            kw["ignore_index"] = ignore
+            flat = labels.reshape(-1)
+            flat[::3] = ignore  # some labels ignored
+        scores = g.param(scores_shape, lo=-2, hi=2)
+        ins = [scores, g.const(labels)]
+        if weights:
+            ins.append(g.const(g.rng.uniform(0.5, 2.0, size=(n_cls,)).astype(np.float32)))
+        if log_prob:
+            loss, lp = g.op("SoftmaxCrossEntropyLoss", ins, n_out=2, **kw)
+            return g.op("Add", [loss if reduction != "none" else g.weighted_sum([loss]),
+                                g.weighted_sum([lp])])
+        loss = g.op("SoftmaxCrossEntropyLoss", ins, **kw)
+        return loss if reduction != "none" else g.weighted_sum([loss])
+    return build
+
+
+for stag, ss, ign in [("4x5", (4, 5), -100), ("2x5x3", (2, 5, 3), 2)]:
+    for red in ("mean", "sum", "none"):
+        for ignore in (None, ign):
+            for w in (False, True):
+                case("sce_%s_%s%s%s" % (stag, red, "_ignore" if ignore is not None else "",
+                                        "_weights" if w else ""),
+                     sce_case(ss, red, ignore, w))
+case("sce_4x5_mean_logprob", sce_case((4, 5), "mean", None, False, log_prob=True))
+case("sce_2x5x3_none_ignore_weights_logprob",
+     sce_case((2, 5, 3), "none", 2, True, log_prob=True))
+
+
+
+# More broadcasting shapes.
+case("pow_base_bcast_to_exp", binary("Pow", (3,), (2, 3), kwa={"lo": 0.5, "hi": 2.0},
+                                     kwb={"lo": -1.5, "hi": 2.5}))
+case("where_bcast_scalar_y", where_case((2, 3), (3,), ()))
+case("matmul_bcast_both_batch", matmul_case((2, 1, 3, 4), (1, 3, 4, 2)))
+case("gemm_tA1_tB1_cM1", gemm_case(1, 1, (3, 1)))
+case("gemm_tA0_tB1_c1", gemm_case(0, 1, (1,)))
+case("expand_to_smaller_rank", expand_case((2, 1, 4), [3, 1]))
+case("gather_axism1", gather_case((3, 4), [[0, 3], [2, 2]], -1))
+case("split_axism1", split_case([2, 1, 1], -1, [0, 1, 2], shape=(2, 4)))
+
+
+def layernorm_scale_bcast(g):
+    # axis 1 of [2,3,4], scale [4] and bias [1,4] broadcast over the normalized [3,4].
+    x = g.param((2, 3, 4), lo=-2, hi=2)
+    ins = [x, g.param((4,), lo=0.5, hi=1.5), g.param((1, 4))]
+    return g.weighted_sum([g.op("LayerNormalization", ins, axis=1, epsilon=1e-5)])
+
+
+case("layernorm_axis1_scale_bias_bcast", layernorm_scale_bcast)
+
+
+# Older opsets, where these ops' semantics or signatures differ.
+def at_opset(opset, build):
+    def wrapped(g):
+        g.opset = opset
+        return build(g)
+    return wrapped
+
+
+# (Softmax/LogSoftmax below opset 13 are rejected by tcc's importer.)
+case("reducesum_opset11_axes_attr", at_opset(11, lambda g: g.weighted_sum(
+    [g.op("ReduceSum", [g.param((2, 3, 4))], axes=[0, 2], keepdims=1)])))
+case("split_opset11_attr", at_opset(11, lambda g: g.weighted_sum(
+    g.op("Split", [g.param((2, 3))], n_out=2, axis=1, split=[1, 2]))))
+case("unsqueeze_opset11_attr", at_opset(11, lambda g: g.weighted_sum(
+    [g.op("Unsqueeze", [g.param((3, 4))], axes=[0, 2])])))
+case("squeeze_opset11_attr", at_opset(11, lambda g: g.weighted_sum(
+    [g.op("Squeeze", [g.param((3, 1, 4))], axes=[1])])))
+case("sce_opset12_2x5x3_mean_ignore_weights",
+     at_opset(12, sce_case((2, 5, 3), "mean", 2, True)))
+
+# ---------------------------------------------------------------------------
+# Runner
+# ---------------------------------------------------------------------------
+
+def build_and_compile(name, args):
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    g = G(name)
+    model = g.model(CASES[name](g))
+    path = os.path.join(work, "model.onnx")
+    onnx.save(model, path)
+    so = os.path.join(work, "case.so")
+    if os.path.exists(so):
+        os.remove(so)
+    r = subprocess.run([args.tcc, "--cpu-precision=f64", "-o", so, path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("tcc failed (%d): %s" % (r.returncode, r.stdout.strip()))
+    return g, model, so
+
+
+def check(name, g, model, so):
+    step = Step(so)
+    info = step.info
+    if not info.has_backward:
+        raise RuntimeError("step has no backward pass")
+    step.init()
+    for k, v in g.feeds.items():
+        step.set_input(k, v)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    params = [d for d in info.params]
+    expected = sorted(n for n, a in inits.items() if a.dtype.kind == "f")
+    if sorted(d.name for d in params) != expected:
+        raise RuntimeError("params %s, expected %s" % ([d.name for d in params], expected))
+    for d in params:
+        if not np.allclose(step.param(d.name), inits[d.name]):
+            raise RuntimeError("param %s: initial value differs from the initializer" % d.name)
+
+    step.micro_step(1.0)
+    loss0 = step.loss()
+    analytic = {}
+    for i, d in enumerate(params):
+        gv = step.grad(i)
+        if gv is None:
+            raise RuntimeError("param %s has no gradient accumulator" % d.name)
+        analytic[d.name] = gv.astype(np.float64).copy()
+
+    rng = np.random.default_rng(zlib.crc32(("fd" + name).encode()))
+    rows = []  # (param, index, analytic, fd)
+    for d in params:
+        p = step.param(d.name)
+        flat = p.reshape(-1)
+        n = flat.size
+        idxs = np.arange(n) if n <= MAX_ELEMS else np.sort(rng.choice(n, MAX_ELEMS, replace=False))
+        an = analytic[d.name].reshape(-1)
+        for i in idxs:
+            orig = flat[i]
+            flat[i] = orig + H
+            step.micro_step(1.0)
+            lp = step.loss()
+            flat[i] = orig - H
+            step.micro_step(1.0)
+            lm = step.loss()
+            flat[i] = orig
+            rows.append((d.name, np.unravel_index(i, p.shape), float(an[i]),
+                         (lp - lm) / (2 * H)))
+    step.micro_step(1.0)
+    if step.loss() != loss0:
+        raise RuntimeError("loss not reproducible: %r vs %r" % (step.loss(), loss0))
+    return loss0, rows
+
+
+def summarize(rows):
+    an = np.array([r[2] for r in rows])
+    fd = np.array([r[3] for r in rows])
+    err = np.abs(an - fd)
+    bad = err > ATOL + RTOL * np.abs(fd)
+    big = np.abs(fd) >= REL_FLOOR
+    max_rel = float(np.max(err[big] / np.abs(fd[big]), initial=0.0))
+    return err, bad, float(np.max(err, initial=0.0)), max_rel
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("-k", dest="pattern", default=None, help="run the cases whose name matches REGEX")
+    p.add_argument("-j", dest="jobs", type=int, default=os.cpu_count() or 1,
+                   help="parallel compiles")
+    p.add_argument("-v", dest="verbose", action="store_true", help="print every failing element")
+    args = p.parse_args()
+    args.tcc = os.path.abspath(args.tcc)
+    names = [n for n in CASES if args.pattern is None or re.search(args.pattern, n)]
+    if not names:
+        print("no case matches %r" % args.pattern)
+        return 1
+    os.makedirs(args.workdir, exist_ok=True)
+
+    passed = failed = 0
+    print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err", "result"))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {n: pool.submit(build_and_compile, n, args) for n in names}
+        for name in names:
+            try:
+                g, model, so = futures[name].result()
+                _, rows = check(name, g, model, so)
+            except Exception as e:  # a failed build, compile or run is a failure
+                msg = str(e) if isinstance(e, RuntimeError) else (
+                    traceback.format_exc() if args.verbose else "%s: %s" % (type(e).__name__, e))
+                print("%-42s %6s %12s %12s  FAIL  %s" % (name, "-", "-", "-",
+                                                         msg.strip().replace("\n", "\n    ")))
+                failed += 1
+                continue
+            err, bad, max_abs, max_rel = summarize(rows)
+            ok = not bad.any()
+            print("%-42s %6d %12.3e %12.3e  %s" % (name, len(rows), max_abs, max_rel,
+                                                   "PASS" if ok else "FAIL"))
+            if ok:
+                passed += 1
+                continue
+            failed += 1
+            order = np.argsort(-err)
+            shown = [i for i in order if bad[i]]
+            for i in shown if args.verbose else shown[:4]:
+                pn, idx, a, f = rows[i]
+                print("    %s%s: analytic %.10g  fd %.10g  (diff %.3e)"
+                      % (pn, list(map(int, idx)), a, f, a - f))
+            if not args.verbose and len(shown) > 4:
+                print("    ... %d more elements out of tolerance" % (len(shown) - 4))
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
