@@ -27,11 +27,15 @@ enum tcc_dtype {
   TCC_DTYPE_F32 = 1,
   TCC_DTYPE_U8 = 2,
   TCC_DTYPE_I8 = 3,
+  TCC_DTYPE_U16 = 4,
+  TCC_DTYPE_I16 = 5,
   TCC_DTYPE_I32 = 6,
   TCC_DTYPE_I64 = 7,
   TCC_DTYPE_BOOL = 9, /* one byte per element, 0 or 1 */
   TCC_DTYPE_F16 = 10,
   TCC_DTYPE_F64 = 11,
+  TCC_DTYPE_U32 = 12,
+  TCC_DTYPE_U64 = 13,
 };
 
 typedef struct tcc_tensor_desc {

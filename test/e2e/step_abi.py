@@ -6,8 +6,10 @@
     step.micro_step(1.0)              # forward + backward, grads += scale*grad
     step.output(0), step.grad("w")    # numpy views into the arena
 
-`step.info` describes the step: `params`, `grads`, `inputs`, `outputs` are
-lists of TensorDesc(name, dtype, shape, offset, bytes). The views returned by
+`step.info` describes the step: `params`, `grads`, `inputs`, `outputs` (and,
+from ABI v2, the optimizer's `state`) are lists of
+TensorDesc(name, dtype, shape, offset, bytes). ABI v1 and v2 steps load; with
+v2, `step.apply(OptimArgs(...))` runs tcc_step_apply. The views returned by
 `param`, `grad`, `input`, `output` alias the arena: writing a param view
 changes the parameter the next micro_step uses.
 """
@@ -16,7 +18,7 @@ import collections
 
 import numpy as np
 
-ABI_VERSION = 1
+ABI_VERSIONS = (1, 2)  # layouts of tcc_step_info this module reads
 
 # enum tcc_dtype (ONNX TensorProto.DataType numbering) -> numpy dtype
 DTYPES = {
@@ -34,8 +36,8 @@ ALIGN = 64
 
 TensorDesc = collections.namedtuple("TensorDesc", "name dtype shape offset bytes")
 StepInfo = collections.namedtuple(
-    "StepInfo", "abi_version model target arena_bytes has_backward "
-                "params grads inputs outputs")
+    "StepInfo", "abi_version model model_path target arena_bytes has_backward "
+                "params grads inputs outputs optimizer state")
 
 
 class _CDesc(ctypes.Structure):
@@ -47,19 +49,45 @@ class _CDesc(ctypes.Structure):
                 ("bytes", ctypes.c_uint64)]
 
 
-class _CInfo(ctypes.Structure):
-    _fields_ = [("abi_version", ctypes.c_uint32),
-                ("model", ctypes.c_char_p),
-                ("target", ctypes.c_char_p),
-                ("arena_bytes", ctypes.c_uint64),
-                ("has_backward", ctypes.c_int32),
-                ("num_params", ctypes.c_int32),
-                ("params", ctypes.POINTER(_CDesc)),
-                ("grads", ctypes.POINTER(_CDesc)),
-                ("num_inputs", ctypes.c_int32),
-                ("inputs", ctypes.POINTER(_CDesc)),
-                ("num_outputs", ctypes.c_int32),
-                ("outputs", ctypes.POINTER(_CDesc))]
+_INFO_V1 = [("abi_version", ctypes.c_uint32),
+            ("model", ctypes.c_char_p),
+            ("target", ctypes.c_char_p),
+            ("arena_bytes", ctypes.c_uint64),
+            ("has_backward", ctypes.c_int32),
+            ("num_params", ctypes.c_int32),
+            ("params", ctypes.POINTER(_CDesc)),
+            ("grads", ctypes.POINTER(_CDesc)),
+            ("num_inputs", ctypes.c_int32),
+            ("inputs", ctypes.POINTER(_CDesc)),
+            ("num_outputs", ctypes.c_int32),
+            ("outputs", ctypes.POINTER(_CDesc))]
+
+
+class _CInfoV1(ctypes.Structure):
+    _fields_ = _INFO_V1
+
+
+class _CInfoV2(ctypes.Structure):
+    # v2 adds model_path after model, and the optimizer and its state at the end.
+    _fields_ = (_INFO_V1[:2] + [("model_path", ctypes.c_char_p)] + _INFO_V1[2:] +
+                [("optimizer", ctypes.c_char_p),
+                 ("num_state", ctypes.c_int32),
+                 ("state", ctypes.POINTER(_CDesc))])
+
+
+class OptimArgs(ctypes.Structure):
+    """tcc_optim_args (ABI v2): the run-time hyperparameters of tcc_step_apply."""
+    _fields_ = [("lr", ctypes.c_double),
+                ("beta1", ctypes.c_double),
+                ("beta2", ctypes.c_double),
+                ("eps", ctypes.c_double),
+                ("weight_decay", ctypes.c_double),
+                ("momentum", ctypes.c_double),
+                ("nesterov", ctypes.c_int32),
+                ("clip_norm", ctypes.c_double),
+                ("step", ctypes.c_int64),
+                ("decay", ctypes.POINTER(ctypes.c_uint8)),
+                ("grad_norm", ctypes.c_double)]
 
 
 def _descs(ptr, n):
@@ -80,7 +108,7 @@ class Step:
     def __init__(self, path):
         self.path = path
         self.lib = ctypes.CDLL(path)
-        self.lib.tcc_step_get_info.restype = ctypes.POINTER(_CInfo)
+        self.lib.tcc_step_get_info.restype = ctypes.POINTER(ctypes.c_uint32)
         self.lib.tcc_step_get_info.argtypes = []
         for fn in ("tcc_step_init", "tcc_step_zero_grads"):
             getattr(self.lib, fn).restype = ctypes.c_int
@@ -88,20 +116,31 @@ class Step:
         self.lib.tcc_step_micro_step.restype = ctypes.c_int
         self.lib.tcc_step_micro_step.argtypes = [ctypes.c_void_p, ctypes.c_double]
 
-        ci = self.lib.tcc_step_get_info().contents
-        if ci.abi_version != ABI_VERSION:
-            raise StepError("%s: abi_version %d, expected %d"
-                            % (path, ci.abi_version, ABI_VERSION))
+        raw = self.lib.tcc_step_get_info()
+        version = int(raw[0])  # abi_version is the first field in every layout
+        if version not in ABI_VERSIONS:
+            raise StepError("%s: abi_version %d, this module reads %s"
+                            % (path, version, ABI_VERSIONS))
+        layout = _CInfoV1 if version == 1 else _CInfoV2
+        ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
+        dec = lambda s: s.decode() if s else ""  # noqa: E731
+        v2 = version >= 2
         self.info = StepInfo(
-            abi_version=int(ci.abi_version),
-            model=ci.model.decode() if ci.model else "",
-            target=ci.target.decode() if ci.target else "",
+            abi_version=version,
+            model=dec(ci.model),
+            model_path=dec(ci.model_path) if v2 else "",
+            target=dec(ci.target),
             arena_bytes=int(ci.arena_bytes),
             has_backward=int(ci.has_backward),
             params=_descs(ci.params, ci.num_params),
             grads=_descs(ci.grads, ci.num_params),
             inputs=_descs(ci.inputs, ci.num_inputs),
-            outputs=_descs(ci.outputs, ci.num_outputs))
+            outputs=_descs(ci.outputs, ci.num_outputs),
+            optimizer=dec(ci.optimizer) if v2 else "",
+            state=_descs(ci.state, ci.num_state) if v2 else [])
+        if v2 and hasattr(self.lib, "tcc_step_apply"):
+            self.lib.tcc_step_apply.restype = ctypes.c_int
+            self.lib.tcc_step_apply.argtypes = [ctypes.c_void_p, ctypes.POINTER(OptimArgs)]
         self.arena = self._alloc(self.info.arena_bytes)
         self._ptr = ctypes.c_void_p(self.arena.ctypes.data)
 
@@ -127,6 +166,16 @@ class Step:
     def micro_step(self, scale=1.0):
         self._check("tcc_step_micro_step",
                     self.lib.tcc_step_micro_step(self._ptr, float(scale)))
+
+    def apply(self, args):
+        """tcc_step_apply (ABI v2) with an OptimArgs; returns its status (0, or 2
+        for a non-finite gradient norm); args.grad_norm is set on return."""
+        if self.info.abi_version < 2:
+            raise StepError("tcc_step_apply needs ABI v2")
+        rc = self.lib.tcc_step_apply(self._ptr, ctypes.byref(args))
+        if rc not in (0, 2):
+            raise StepError("tcc_step_apply returned %d" % rc)
+        return rc
 
     # -- views ---------------------------------------------------------------
     def view(self, desc):
@@ -169,6 +218,9 @@ class Step:
         if value.shape != v.shape:
             raise StepError("input %s: shape %s, expected %s" % (key, value.shape, v.shape))
         v[...] = value.astype(v.dtype)
+
+    def state(self, key):
+        return self.view(self._find(self.info.state, key, "state tensor"))
 
     def loss(self):
         return float(self.output(0).reshape(-1)[0])
