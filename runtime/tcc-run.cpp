@@ -1,34 +1,56 @@
 //===- tcc-run.cpp - the thin runtime CLI for a compiled step -------------===//
 //
+//   tcc-run STEP.so (--feed DIR | --data FILE) [--steps N] [--accum K] ...
 //   tcc-run STEP.so --feed DIR --grads-only [--dump OUT]
 //
-// Loads a training step compiled by tcc (see runtime/tcc_step.h), feeds its
-// inputs from DIR/<name>.npy, runs one micro-step and prints (and with --dump
-// writes) the loss, the outputs and the gradients. Optimizer steps come later;
-// for now --grads-only is required.
+// Loads a training step compiled by tcc (see runtime/tcc_step.h) and trains
+// it: each optimizer step runs K micro-steps (forward and backward, each on
+// its own micro-batch, gradients scaled by 1/K and accumulated) and then the
+// step's optimizer (tcc_step_apply) with the learning rate of the schedule,
+// exactly like PyTorch's
 //
-// Deliberately thin: the C++ standard library, POSIX and libdl only, built
-// with -fno-exceptions. Every error is a message on stderr that starts with
-// "tcc-run: error: " and exit code 1; no partial file is ever left behind.
+//   for step: for micro in range(K): (loss / K).backward()
+//             clip_grad_norm_; opt.step(); opt.zero_grad()
+//
+// Micro-batches come from .npy feeds or a token stream and are prepared by a
+// background thread (runtime/train_data.h); checkpoints (runtime/checkpoint.h)
+// let a killed run resume bit for bit. With --grads-only it runs one
+// micro-step and dumps the loss, outputs and gradients instead.
+//
+// Deliberately thin: the C++ standard library, POSIX, libdl and pthreads
+// only, built with -fno-exceptions. Every error is a message on stderr that
+// starts with "tcc-run: error: " and exit code 1; no partial file is ever
+// left behind.
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/checkpoint.h"
 #include "runtime/npy.h"
+#include "runtime/onnx_save.h"
 #include "runtime/tcc_step.h"
+#include "runtime/train_data.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TCC_RUN_VERSION "0.1.0"
+#define TCC_RUN_VERSION "0.2.0"
 #define TCC_STR2(x) #x
 #define TCC_STR(x) TCC_STR2(x)
 
@@ -36,29 +58,151 @@ namespace {
 
 using tcc::npy::shapeToString;
 
+/// Whether a progress line is open on a terminal (to be ended before any
+/// other message).
+bool gProgressOpen = false;
+
+void endProgressLine() {
+  if (gProgressOpen) {
+    std::fputs("\r\x1b[K", stderr);
+    gProgressOpen = false;
+  }
+}
+
 int error(const std::string &msg) {
   std::fflush(stdout);
+  endProgressLine();
   std::fprintf(stderr, "tcc-run: error: %s\n", msg.c_str());
   return 1;
 }
 
+void warning(const std::string &msg) {
+  std::fflush(stdout);
+  endProgressLine();
+  std::fprintf(stderr, "tcc-run: warning: %s\n", msg.c_str());
+}
+
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char *fmt, ...) {
+  char buf[256];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
 const char *const kUsage =
-    "usage: tcc-run STEP.so --feed DIR --grads-only [--dump OUT]\n"
+    "usage: tcc-run STEP.so (--feed DIR | --data FILE) [training options]\n"
+    "       tcc-run STEP.so --feed DIR --grads-only [--dump OUT]\n"
     "\n"
-    "Runs a training step compiled by tcc (`tcc model.onnx -o step.so`).\n"
+    "Trains a step compiled by tcc (`tcc model.onnx -o step.so`). Each\n"
+    "optimizer step runs --accum micro-steps, each on its own micro-batch\n"
+    "(forward, and backward with gradients scaled by 1/accum and added up),\n"
+    "then the step's optimizer (AdamW or SGD, chosen at compile time), like\n"
+    "PyTorch's `for micro in range(K): (loss / K).backward()`, then\n"
+    "`clip_grad_norm_`, `opt.step()`, `opt.zero_grad()`.\n"
     "\n"
-    "options:\n"
-    "  --feed DIR     read each step input from DIR/<name>.npy ('/' in a name\n"
-    "                 becomes '_'); dtype and shape must match the step's\n"
+    "data (one of):\n"
+    "  --feed DIR     .npy batches: DIR/<input>.npy for each step input ('/'\n"
+    "                 in a name becomes '_'; dtype and shape must match the\n"
+    "                 step's) is one batch that every micro-step uses; or DIR's\n"
+    "                 subfolders, each holding one micro-batch of <input>.npy\n"
+    "                 files, taken in name order, cycling\n"
+    "  --data FILE    a token stream: .bin (little-endian uint16, as nanoGPT\n"
+    "                 writes) or a 1-D integer .npy. The step must have exactly\n"
+    "                 two integer inputs of one shape [B, T], tokens then\n"
+    "                 targets (e.g. idx/targets); a micro-batch is B windows,\n"
+    "                 tokens = data[i:i+T], targets = data[i+1:i+T+1]\n"
+    "  --data-order random|sequential\n"
+    "                 (--data) random (default): each i uniform in\n"
+    "                 [0, len-T), from a seeded PRNG (SplitMix64);\n"
+    "                 sequential: consecutive windows i = 0, T, 2T, ...,\n"
+    "                 wrapping around\n"
+    "  --seed N       (--data random) the PRNG seed (default 0)\n"
+    "  --no-prefetch  prepare each micro-batch when it is needed instead of on\n"
+    "                 a background thread (the batches are the same)\n"
+    "\n"
+    "training:\n"
+    "  --steps N      optimizer steps in all (default 1); with --resume, the\n"
+    "                 total including the steps already done\n"
+    "  --accum K      micro-steps (gradient accumulation) per optimizer step\n"
+    "                 (default 1)\n"
+    "  --lr X         peak learning rate (default 1e-3)\n"
+    "  --warmup N     linear warmup steps (default 0)\n"
+    "  --lr-schedule constant|cosine\n"
+    "                 with it the 0-based optimizer step (default constant):\n"
+    "                   it < warmup:  lr * (it + 1) / warmup\n"
+    "                   constant:     lr\n"
+    "                   cosine:       min_lr + 0.5 * (1 + cos(pi * r)) *\n"
+    "                                 (lr - min_lr), r = (it - warmup) /\n"
+    "                                 (steps - warmup) (0 if steps == warmup);\n"
+    "                                 min_lr if it > steps (nanoGPT's get_lr)\n"
+    "  --min-lr X     the cosine schedule's final learning rate (default 0;\n"
+    "                 the constant schedule ignores it)\n"
+    "  --beta1 X      AdamW's beta1 (default 0.9)\n"
+    "  --beta2 X      AdamW's beta2 (default 0.999)\n"
+    "  --eps X        AdamW's eps (default 1e-8)\n"
+    "  --weight-decay X\n"
+    "                 AdamW: decoupled weight decay (default 0.01); SGD: L2\n"
+    "                 added to the gradient (default 0) - PyTorch's defaults\n"
+    "  --no-decay GLOB[,GLOB...]\n"
+    "                 no weight decay for parameters whose name matches one of\n"
+    "                 the globs (fnmatch: *, ?, [...]); repeatable\n"
+    "  --momentum X   SGD's momentum (default 0)\n"
+    "  --nesterov     SGD's Nesterov momentum (needs --momentum > 0)\n"
+    "  --clip-norm X  clip the global gradient norm to X (default 0: off);\n"
+    "                 a step whose gradient norm is not finite is skipped\n"
+    "                 (no update) with a warning\n"
+    "\n"
+    "output:\n"
+    "  --print-every N\n"
+    "                 a progress line on stderr every N steps (default 1):\n"
+    "                 step, mean micro-step loss, lr, tokens/s, elapsed, eta\n"
+    "  --quiet        no progress lines\n"
+    "  --metrics FILE.jsonl\n"
+    "                 one JSON object per optimizer step: {\"step\", \"loss\"\n"
+    "                 (mean over its micro-steps), \"lr\", \"grad_norm\" (before\n"
+    "                 clipping; null if not finite), \"tokens\" (since the start\n"
+    "                 of training, resumed steps included), \"elapsed_s\" (in\n"
+    "                 this process), \"skipped\"}; appended to when resuming\n"
+    "                 (steps redone after a kill then appear twice)\n"
+    "  --dump OUT     after training, write OUT/losses.npy (float32, every\n"
+    "                 micro-step's loss in this process, in order) and\n"
+    "                 OUT/params/<name>.npy (the final parameters); each file\n"
+    "                 written atomically\n"
+    "  --save OUT.onnx\n"
+    "                 after training, write the model with its parameters'\n"
+    "                 initializers replaced by the trained values\n"
+    "  --model PATH   the ONNX model --save starts from (default: the one the\n"
+    "                 step was compiled from)\n"
+    "  --checkpoint DIR\n"
+    "                 write DIR/checkpoint.bin (parameters, optimizer state,\n"
+    "                 step count, data position and PRNG state) at the end,\n"
+    "                 and every --checkpoint-every N steps; written atomically,\n"
+    "                 so a kill at any moment leaves the previous one whole\n"
+    "  --checkpoint-every N\n"
+    "                 checkpoint after every N-th optimizer step\n"
+    "  --resume DIR   continue from DIR/checkpoint.bin up to --steps in all;\n"
+    "                 the run continues exactly as if never interrupted\n"
+    "\n"
+    "gradients only:\n"
     "  --grads-only   run one micro-step (forward, and backward with grad\n"
-    "                 scale 1) without an optimizer step; required for now\n"
-    "  --dump OUT     write OUT/loss.npy, OUT/outputs/<name>.npy and\n"
-    "                 OUT/grads/<param>.npy (each file written atomically)\n"
+    "                 scale 1) without an optimizer step; needs --feed DIR\n"
+    "                 with DIR/<input>.npy; takes no training options\n"
+    "  --dump OUT     (with --grads-only) write OUT/loss.npy,\n"
+    "                 OUT/outputs/<name>.npy and OUT/grads/<param>.npy (each\n"
+    "                 file written atomically)\n"
+    "\n"
     "  --help         show this help and exit\n"
     "  --version      show the version and exit\n"
     "\n"
-    "Prints `loss <value>` (with a backward pass) and one\n"
-    "`output <name> <dtype> [dims]` line per output.\n";
+    "Flags take their value as `--flag VALUE` or `--flag=VALUE`. Training\n"
+    "prints `trained N steps: loss first X -> last Y, T s, Z tok/s` on stdout\n"
+    "at the end. With --grads-only it prints `loss <value>` (with a backward\n"
+    "pass) and one `output <name> <dtype> [dims]` line per output.\n"
+    "Errors exit with code 1 and a `tcc-run: error: ` message, before\n"
+    "training where the problem can be known then.\n";
 
 //===----------------------------------------------------------------------===//
 // Element types
@@ -76,6 +220,8 @@ const DTypeInfo kDTypes[] = {
     {TCC_DTYPE_F16, "float16", "<f2", 2}, {TCC_DTYPE_I64, "int64", "<i8", 8},
     {TCC_DTYPE_I32, "int32", "<i4", 4},   {TCC_DTYPE_U8, "uint8", "|u1", 1},
     {TCC_DTYPE_I8, "int8", "|i1", 1},     {TCC_DTYPE_BOOL, "bool", "|b1", 1},
+    {TCC_DTYPE_U16, "uint16", "<u2", 2},  {TCC_DTYPE_I16, "int16", "<i2", 2},
+    {TCC_DTYPE_U32, "uint32", "<u4", 4},  {TCC_DTYPE_U64, "uint64", "<u8", 8},
 };
 
 const DTypeInfo *lookupDType(int32_t code) {
@@ -156,6 +302,7 @@ using GetInfoFn = const tcc_step_info *(*)();
 using InitFn = int (*)(void *);
 using ZeroGradsFn = int (*)(void *);
 using MicroStepFn = int (*)(void *, double);
+using ApplyFn = int (*)(void *, tcc_optim_args *);
 
 struct Step {
   std::string path;
@@ -163,6 +310,7 @@ struct Step {
   InitFn init = nullptr;
   ZeroGradsFn zeroGrads = nullptr;
   MicroStepFn microStep = nullptr;
+  ApplyFn apply = nullptr; // absent in a step without a backward pass
 };
 
 /// '/' in a tensor name becomes '_' in its file name.
@@ -247,6 +395,9 @@ std::string checkInfo(const Step &step) {
     return err;
   if (!(err = table(info.outputs, info.num_outputs, "output", false)).empty())
     return err;
+  if (!(err = table(info.state, info.num_state, "optimizer state", false))
+           .empty())
+    return err;
   if (info.has_backward) {
     if (info.num_outputs < 1)
       return "the step has a backward pass but no loss output";
@@ -289,6 +440,8 @@ std::string loadStep(const std::string &arg, Step &step) {
   step.init = reinterpret_cast<InitFn>(init);
   step.zeroGrads = reinterpret_cast<ZeroGradsFn>(zeroGrads);
   step.microStep = reinterpret_cast<MicroStepFn>(microStep);
+  ::dlerror();
+  step.apply = reinterpret_cast<ApplyFn>(::dlsym(lib, "tcc_step_apply"));
   step.info = reinterpret_cast<GetInfoFn>(getInfo)();
   if (!step.info)
     return arg + ": tcc_step_get_info returned no table";
@@ -310,12 +463,11 @@ std::string joinPath(const std::string &dir, const std::string &name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
-std::string feedInput(const std::string &dir, const tcc_tensor_desc &d,
-                      char *arena) {
-  std::string path = joinPath(dir, fileNameFor(d.name));
+/// Opens the feed file `path` for input `d` and checks its header.
+std::string openFeed(const std::string &path, const tcc_tensor_desc &d,
+                     tcc::npy::Reader &reader) {
   std::string input = "the step's input " + quoted(d.name);
   const DTypeInfo &dt = *lookupDType(d.dtype);
-  tcc::npy::Reader reader;
   std::string err = reader.open(path);
   if (!err.empty()) {
     if (err == "is missing")
@@ -347,10 +499,26 @@ std::string feedInput(const std::string &dir, const tcc_tensor_desc &d,
     return path + " has " + std::to_string(h.dataBytes - d.bytes) +
            " bytes after the data for shape " + shapeToString(h.shape) +
            " (corrupt file?)";
-  err = reader.readData(arena + d.offset, d.bytes);
+  return "";
+}
+
+/// Reads input `d` from DIR/<name>.npy into `dst` (d.bytes bytes).
+std::string feedInputTo(const std::string &dir, const tcc_tensor_desc &d,
+                        char *dst) {
+  std::string path = joinPath(dir, fileNameFor(d.name));
+  tcc::npy::Reader reader;
+  std::string err = openFeed(path, d, reader);
+  if (!err.empty())
+    return err;
+  err = reader.readData(dst, d.bytes);
   if (!err.empty())
     return path + " " + err;
   return "";
+}
+
+std::string feedInput(const std::string &dir, const tcc_tensor_desc &d,
+                      char *arena) {
+  return feedInputTo(dir, d, arena + d.offset);
 }
 
 std::string dumpTensor(const std::string &path, const tcc_tensor_desc &d,
@@ -375,14 +543,95 @@ std::string checkUniqueFiles(const tcc_tensor_desc *t, int32_t n,
   return "";
 }
 
+//===----------------------------------------------------------------------===//
+// Options
+//===----------------------------------------------------------------------===//
+
 struct Options {
   std::string step, feed, dump;
   bool gradsOnly = false, haveFeed = false, haveDump = false;
+
+  // Training.
+  std::string data, metrics, checkpoint, resume, save, model;
+  bool haveData = false;
+  int64_t steps = 1, accum = 1, warmup = 0, printEvery = 1,
+          checkpointEvery = 0;
+  uint64_t seed = 0;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0,
+         clipNorm = 0, minLr = 0;
+  double weightDecay = 0;
+  bool haveWeightDecay = false;
+  bool nesterov = false, quiet = false, noPrefetch = false;
+  bool cosine = false;
+  bool sequential = false;
+  std::vector<std::string> noDecay;
+  /// The flags given, in order (for conflicts and "given twice").
+  std::vector<std::string> given;
+  bool wasGiven(const char *flag) const {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  }
 };
+
+/// The flags that take a value, with the metavariable the usage shows.
+struct ValueFlag {
+  const char *flag, *meta;
+};
+const ValueFlag kValueFlags[] = {
+    {"--data", "FILE"},          {"--steps", "N"},
+    {"--accum", "K"},            {"--lr", "X"},
+    {"--beta1", "X"},            {"--beta2", "X"},
+    {"--eps", "X"},              {"--weight-decay", "X"},
+    {"--momentum", "X"},         {"--clip-norm", "X"},
+    {"--no-decay", "GLOB[,GLOB...]"},
+    {"--warmup", "N"},           {"--lr-schedule", "constant|cosine"},
+    {"--min-lr", "X"},           {"--seed", "N"},
+    {"--data-order", "random|sequential"},
+    {"--metrics", "FILE.jsonl"}, {"--checkpoint", "DIR"},
+    {"--checkpoint-every", "N"}, {"--resume", "DIR"},
+    {"--save", "OUT.onnx"},      {"--model", "PATH"},
+    {"--print-every", "N"},
+};
+
+std::string parseInt(const std::string &flag, const std::string &v,
+                     int64_t min, int64_t &out) {
+  const char *s = v.c_str();
+  char *end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(s, &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE ||
+      std::strchr(" \t\n", v[0]))
+    return flag + " takes an integer, not '" + v + "'";
+  if (x < min)
+    return flag + " must be at least " + std::to_string(min) + " (got " + v +
+           ")";
+  out = x;
+  return "";
+}
+
+std::string parseReal(const std::string &flag, const std::string &v,
+                      double min, bool minOpen, double maxOpen,
+                      double &out) {
+  const char *s = v.c_str();
+  char *end = nullptr;
+  errno = 0;
+  double x = std::strtod(s, &end);
+  if (v.empty() || *end != '\0' || std::strchr(" \t\n", v[0]) ||
+      !std::isfinite(x))
+    return flag + " takes a finite number, not '" + v + "'";
+  if (minOpen ? !(x > min) : !(x >= min))
+    return flag + " must be " + (minOpen ? "greater than " : "at least ") +
+           format("%g", min) + " (got " + v + ")";
+  if (!(x < maxOpen))
+    return flag + " must be less than " + format("%g", maxOpen) + " (got " +
+           v + ")";
+  out = x;
+  return "";
+}
 
 /// Returns -1 to go on, otherwise the exit code.
 int parseArgs(int argc, char **argv, Options &opts) {
   bool haveStep = false, endOfFlags = false;
+  const double inf = INFINITY;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (endOfFlags || a.empty() || a[0] != '-') {
@@ -410,6 +659,15 @@ int parseArgs(int argc, char **argv, Options &opts) {
       opts.gradsOnly = true;
       continue;
     }
+    if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch") {
+      if (opts.wasGiven(a.c_str()))
+        return error(a + " is given twice");
+      opts.given.push_back(a);
+      (a == "--nesterov" ? opts.nesterov
+                         : a == "--quiet" ? opts.quiet : opts.noPrefetch) =
+          true;
+      continue;
+    }
     std::string flag = a, value;
     bool haveValue = false;
     size_t eq = a.find('=');
@@ -433,17 +691,122 @@ int parseArgs(int argc, char **argv, Options &opts) {
       (flag == "--feed" ? opts.feed : opts.dump) = value;
       continue;
     }
-    return error("unknown option '" + a + "' (see tcc-run --help)");
+    const ValueFlag *vf = nullptr;
+    for (const ValueFlag &f : kValueFlags)
+      if (flag == f.flag)
+        vf = &f;
+    if (!vf)
+      return error("unknown option '" + a + "' (see tcc-run --help)");
+    if (!haveValue) {
+      if (i + 1 >= argc)
+        return error(flag + " needs a value (" + flag + " " + vf->meta + ")");
+      value = argv[++i];
+    }
+    if (flag != "--no-decay" && opts.wasGiven(vf->flag))
+      return error(flag + " is given twice");
+    opts.given.push_back(vf->flag);
+    std::string err;
+    if (flag == "--data" || flag == "--metrics" || flag == "--checkpoint" ||
+        flag == "--resume" || flag == "--save" || flag == "--model") {
+      if (value.empty())
+        return error(flag + " needs a non-empty " + vf->meta);
+      (flag == "--data"         ? opts.data
+       : flag == "--metrics"    ? opts.metrics
+       : flag == "--checkpoint" ? opts.checkpoint
+       : flag == "--resume"     ? opts.resume
+       : flag == "--save"       ? opts.save
+                                : opts.model) = value;
+      opts.haveData |= flag == "--data";
+    } else if (flag == "--steps") {
+      err = parseInt(flag, value, 1, opts.steps);
+    } else if (flag == "--accum") {
+      err = parseInt(flag, value, 1, opts.accum);
+    } else if (flag == "--warmup") {
+      err = parseInt(flag, value, 0, opts.warmup);
+    } else if (flag == "--print-every") {
+      err = parseInt(flag, value, 1, opts.printEvery);
+    } else if (flag == "--checkpoint-every") {
+      err = parseInt(flag, value, 1, opts.checkpointEvery);
+    } else if (flag == "--seed") {
+      int64_t s = 0;
+      err = parseInt(flag, value, 0, s);
+      opts.seed = static_cast<uint64_t>(s);
+    } else if (flag == "--lr") {
+      err = parseReal(flag, value, 0, false, inf, opts.lr);
+    } else if (flag == "--min-lr") {
+      err = parseReal(flag, value, 0, false, inf, opts.minLr);
+    } else if (flag == "--beta1") {
+      err = parseReal(flag, value, 0, false, 1, opts.beta1);
+    } else if (flag == "--beta2") {
+      err = parseReal(flag, value, 0, false, 1, opts.beta2);
+    } else if (flag == "--eps") {
+      err = parseReal(flag, value, 0, false, inf, opts.eps);
+    } else if (flag == "--weight-decay") {
+      err = parseReal(flag, value, 0, false, inf, opts.weightDecay);
+      opts.haveWeightDecay = true;
+    } else if (flag == "--momentum") {
+      err = parseReal(flag, value, 0, false, inf, opts.momentum);
+    } else if (flag == "--clip-norm") {
+      err = parseReal(flag, value, 0, false, inf, opts.clipNorm);
+    } else if (flag == "--lr-schedule") {
+      if (value != "constant" && value != "cosine")
+        err = "--lr-schedule is constant or cosine, not '" + value + "'";
+      opts.cosine = value == "cosine";
+    } else if (flag == "--data-order") {
+      if (value != "random" && value != "sequential")
+        err = "--data-order is random or sequential, not '" + value + "'";
+      opts.sequential = value == "sequential";
+    } else if (flag == "--no-decay") {
+      size_t begin = 0;
+      for (;;) {
+        size_t comma = value.find(',', begin);
+        std::string glob = value.substr(
+            begin, comma == std::string::npos ? std::string::npos
+                                              : comma - begin);
+        if (glob.empty()) {
+          err = "--no-decay takes comma-separated globs; '" + value +
+                "' has an empty one";
+          break;
+        }
+        opts.noDecay.push_back(glob);
+        if (comma == std::string::npos)
+          break;
+        begin = comma + 1;
+      }
+    }
+    if (!err.empty())
+      return error(err);
   }
   if (!haveStep)
     return error("no step library given (usage: tcc-run STEP.so --feed DIR "
-                 "--grads-only [--dump OUT])");
-  if (!opts.haveFeed)
-    return error("--feed DIR is required: the directory with one "
-                 "<input>.npy per step input");
-  if (!opts.gradsOnly)
-    return error("training (optimizer steps) is not implemented yet; pass "
-                 "--grads-only to run one micro-step and dump gradients");
+                 "--grads-only [--dump OUT], or tcc-run STEP.so (--feed DIR | "
+                 "--data FILE) [training options]; see tcc-run --help)");
+  if (opts.gradsOnly) {
+    for (const std::string &f : opts.given)
+      if (f != "--quiet")
+        return error("--grads-only runs one micro-step without training; it "
+                     "cannot be combined with " +
+                     f);
+    if (!opts.haveFeed)
+      return error("--feed DIR is required: the directory with one "
+                   "<input>.npy per step input");
+    return -1;
+  }
+  if (opts.haveFeed && opts.haveData)
+    return error("--feed and --data cannot be combined: give one source of "
+                 "training data");
+  if (!opts.haveFeed && !opts.haveData)
+    return error("no training data: pass --feed DIR (.npy batches) or --data "
+                 "FILE (a token stream), or --grads-only with --feed DIR");
+  if (opts.wasGiven("--checkpoint-every") && opts.checkpoint.empty())
+    return error("--checkpoint-every needs --checkpoint DIR (where to write "
+                 "the checkpoints)");
+  if (opts.nesterov && opts.momentum <= 0)
+    return error("--nesterov needs a --momentum greater than 0 (as "
+                 "torch.optim.SGD)");
+  if (!opts.model.empty() && opts.save.empty())
+    return error("--model only says which ONNX model --save starts from; it "
+                 "needs --save OUT.onnx");
   return -1;
 }
 
@@ -456,17 +819,34 @@ const char *stepErrorMeaning(int code) {
   return nullptr;
 }
 
-int run(int argc, char **argv) {
-  Options opts;
-  int rc = parseArgs(argc, argv, opts);
-  if (rc >= 0)
-    return rc;
+/// The step's arena: 64-byte aligned and zeroed.
+struct Arena {
+  char *p = nullptr;
+  ~Arena() { std::free(p); }
+  std::string allocate(uint64_t bytes) {
+    uint64_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0)
+      rounded = 64;
+    void *mem = nullptr;
+    if (rounded < bytes ||
+        static_cast<uint64_t>(static_cast<size_t>(rounded)) != rounded ||
+        ::posix_memalign(&mem, 64, static_cast<size_t>(rounded)) != 0)
+      return "cannot allocate the step's arena of " + std::to_string(bytes) +
+             " bytes";
+    p = static_cast<char *>(mem);
+    std::memset(p, 0, static_cast<size_t>(rounded));
+    return "";
+  }
+};
 
-  Step step;
-  std::string err = loadStep(opts.step, step);
-  if (!err.empty())
-    return error(err);
+//===----------------------------------------------------------------------===//
+// --grads-only
+//===----------------------------------------------------------------------===//
+
+int runGradsOnly(const Options &opts, const Step &step) {
   const tcc_step_info &info = *step.info;
+  std::string err;
+  int rc;
 
   struct stat st;
   if (::stat(opts.feed.c_str(), &st) != 0)
@@ -503,22 +883,10 @@ int run(int argc, char **argv) {
     }
   }
 
-  // The arena: 64-byte aligned and zeroed.
-  uint64_t arenaBytes = (info.arena_bytes + 63) / 64 * 64;
-  if (arenaBytes == 0)
-    arenaBytes = 64;
-  void *mem = nullptr;
-  if (arenaBytes < info.arena_bytes ||
-      static_cast<uint64_t>(static_cast<size_t>(arenaBytes)) != arenaBytes ||
-      ::posix_memalign(&mem, 64, static_cast<size_t>(arenaBytes)) != 0)
-    return error("cannot allocate the step's arena of " +
-                 std::to_string(info.arena_bytes) + " bytes");
-  struct FreeOnExit {
-    void *p;
-    ~FreeOnExit() { std::free(p); }
-  } freeArena{mem};
-  char *arena = static_cast<char *>(mem);
-  std::memset(arena, 0, static_cast<size_t>(arenaBytes));
+  Arena mem;
+  if (!(err = mem.allocate(info.arena_bytes)).empty())
+    return error(err);
+  char *arena = mem.p;
 
   if ((rc = step.init(arena)) != 0)
     return error("the step's initialization failed (code " +
@@ -571,6 +939,651 @@ int run(int argc, char **argv) {
       }
   }
   return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Training data
+//===----------------------------------------------------------------------===//
+
+bool isIntegerDType(int32_t dtype) {
+  return dtype == TCC_DTYPE_I64 || dtype == TCC_DTYPE_I32 ||
+         dtype == TCC_DTYPE_I8 || dtype == TCC_DTYPE_U8;
+}
+
+/// The step's inputs, one per line, for error messages.
+std::string listInputs(const tcc_step_info &info) {
+  if (info.num_inputs == 0)
+    return "this step has no inputs";
+  std::string s = "this step's inputs are";
+  for (int32_t i = 0; i < info.num_inputs; ++i)
+    s += std::string(i ? "," : ":") + " " + quoted(info.inputs[i].name) +
+         " " + describe(info.inputs[i]);
+  return s;
+}
+
+/// Micro-batches from .npy feeds: one batch (every micro-batch the same), or
+/// one subfolder per micro-batch, cycling. The batch holds the inputs' bytes
+/// one after the other, in input order.
+class FeedBatchMaker : public tcc::data::BatchMaker {
+public:
+  FeedBatchMaker(const tcc_step_info &info, std::vector<std::string> dirs,
+                 bool cycle)
+      : info(info), dirs(std::move(dirs)), cycle(cycle) {
+    for (int32_t i = 0; i < info.num_inputs; ++i)
+      bytes += info.inputs[i].bytes;
+  }
+  uint64_t batchBytes() const override { return bytes; }
+  std::string make(uint64_t index, uint64_t &, char *buf) override {
+    if (!cycle) {
+      std::memcpy(buf, once.data(), static_cast<size_t>(bytes));
+      return "";
+    }
+    return read(dirs[static_cast<size_t>(index % dirs.size())], buf);
+  }
+  /// Reads the single batch (without subfolders) now.
+  std::string preload() {
+    once.resize(static_cast<size_t>(bytes));
+    return read(dirs[0], once.data());
+  }
+
+private:
+  std::string read(const std::string &dir, char *buf) {
+    for (int32_t i = 0; i < info.num_inputs; ++i) {
+      std::string err = feedInputTo(dir, info.inputs[i], buf);
+      if (!err.empty())
+        return err;
+      buf += info.inputs[i].bytes;
+    }
+    return "";
+  }
+
+  const tcc_step_info &info;
+  std::vector<std::string> dirs;
+  bool cycle;
+  uint64_t bytes = 0;
+  std::vector<char> once;
+};
+
+/// The subfolders of `dir` (not starting with '.'), sorted by name.
+std::string listSubdirs(const std::string &dir,
+                        std::vector<std::string> &out) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return "cannot list the feed directory " + dir + ": " +
+           std::strerror(errno);
+  std::vector<std::string> names;
+  while (struct dirent *e = ::readdir(d)) {
+    if (e->d_name[0] == '.')
+      continue;
+    std::string path = joinPath(dir, e->d_name);
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      names.push_back(e->d_name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const std::string &n : names)
+    out.push_back(joinPath(dir, n));
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Output locations
+//===----------------------------------------------------------------------===//
+
+/// Creates `dir` if needed and checks that a file can be created in it (by
+/// creating one: access() says yes to root even on a read-only file system).
+std::string probeDir(const std::string &dir, const char *what) {
+  std::string err = tcc::npy::makeDirs(dir);
+  if (!err.empty())
+    return err + " (for the " + what + ")";
+  std::string tmpl = joinPath(dir, ".tcc-run-probe.XXXXXX");
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    return "the " + std::string(what) + " " + dir + " is not writable: " +
+           std::strerror(errno);
+  ::close(fd);
+  ::unlink(name.data());
+  return "";
+}
+
+std::string parentDir(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Checks that `path` can be written as a file: its directory (created if
+/// needed) is writable and `path` is not a directory.
+std::string probeFile(const std::string &path, const char *what) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return "the " + std::string(what) + " " + path + " is a directory";
+  std::string dir = parentDir(path);
+  std::string err = probeDir(dir, "directory");
+  if (!err.empty())
+    return "cannot write the " + std::string(what) + " " + path + ": " + err;
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Progress
+//===----------------------------------------------------------------------===//
+
+std::string formatCount(double x) {
+  if (x < 1e3)
+    return format("%.0f", x);
+  if (x < 1e6)
+    return format("%.1fk", x / 1e3);
+  if (x < 1e9)
+    return format("%.1fM", x / 1e6);
+  return format("%.1fG", x / 1e9);
+}
+
+std::string formatDuration(double s) {
+  if (!std::isfinite(s) || s < 0)
+    return "?";
+  if (s < 60)
+    return format("%.1fs", s);
+  long long t = static_cast<long long>(s + 0.5);
+  if (t < 3600)
+    return format("%lldm%02llds", t / 60, t % 60);
+  return format("%lldh%02lldm", t / 3600, (t % 3600) / 60);
+}
+
+/// A number for JSON (which has no NaN or infinity).
+std::string jsonNumber(double v, const char *fmt = "%.17g") {
+  if (!std::isfinite(v))
+    return "null";
+  return format(fmt, v);
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+constexpr double kPi = 3.14159265358979323846; // Python's math.pi
+
+/// nanoGPT's get_lr, with `it` the 0-based optimizer step.
+double learningRate(const Options &o, int64_t it) {
+  if (it < o.warmup)
+    return o.lr * static_cast<double>(it + 1) / static_cast<double>(o.warmup);
+  if (!o.cosine)
+    return o.lr;
+  if (it > o.steps)
+    return o.minLr;
+  double ratio = o.steps == o.warmup
+                     ? 0.0
+                     : static_cast<double>(it - o.warmup) /
+                           static_cast<double>(o.steps - o.warmup);
+  double coeff = 0.5 * (1.0 + std::cos(kPi * ratio));
+  return o.minLr + coeff * (o.lr - o.minLr);
+}
+
+int runTraining(const Options &opts, const Step &step) {
+  const tcc_step_info &info = *step.info;
+  std::string err;
+  int rc;
+
+  // The step.
+  if (!info.has_backward)
+    return error(opts.step +
+                 " has no backward pass (it was compiled without a loss), so "
+                 "it cannot train; --grads-only runs its forward pass");
+  if (!step.apply)
+    return error(opts.step +
+                 " does not export tcc_step_apply, so it cannot train; "
+                 "rebuild it with a tcc that has optimizers");
+  std::string optimizer = info.optimizer ? info.optimizer : "";
+  bool adamw = optimizer == "adamw";
+  if (!adamw && optimizer != "sgd")
+    return error("the step's optimizer " + quoted(optimizer.c_str()) +
+                 " is not one this tcc-run knows (adamw, sgd)");
+  if (adamw) {
+    for (const char *f : {"--momentum", "--nesterov"})
+      if (opts.wasGiven(f))
+        warning(std::string(f) + " applies to SGD; this step's optimizer is "
+                                 "AdamW, which ignores it");
+  } else {
+    for (const char *f : {"--beta1", "--beta2", "--eps"})
+      if (opts.wasGiven(f))
+        warning(std::string(f) + " applies to AdamW; this step's optimizer "
+                                 "is SGD, which ignores it");
+  }
+  double weightDecay =
+      opts.haveWeightDecay ? opts.weightDecay : (adamw ? 0.01 : 0.0);
+
+  std::vector<uint8_t> decay(static_cast<size_t>(info.num_params), 1);
+  for (const std::string &glob : opts.noDecay) {
+    bool any = false;
+    for (int32_t i = 0; i < info.num_params; ++i)
+      if (::fnmatch(glob.c_str(), info.params[i].name, 0) == 0) {
+        decay[static_cast<size_t>(i)] = 0;
+        any = true;
+      }
+    if (!any)
+      warning("--no-decay pattern '" + glob + "' matches no parameter");
+  }
+
+  // The data.
+  std::unique_ptr<tcc::data::BatchMaker> maker;
+  tcc::data::TokenStream tokens;
+  uint32_t dataKind;
+  uint64_t dataLength;
+  uint64_t tokensPerMicro = 0; // B*T of the first integer input
+  if (opts.haveData) {
+    bool ok = info.num_inputs == 2;
+    for (int32_t i = 0; ok && i < 2; ++i)
+      ok = isIntegerDType(info.inputs[i].dtype) && info.inputs[i].rank == 2;
+    ok = ok && info.inputs[0].dtype == info.inputs[1].dtype &&
+         info.inputs[0].dims[0] == info.inputs[1].dims[0] &&
+         info.inputs[0].dims[1] == info.inputs[1].dims[1];
+    if (!ok)
+      return error("--data needs a step with exactly two integer inputs of "
+                   "one shape [B, T] and dtype (tokens, then targets); " +
+                   listInputs(info));
+    int64_t B = info.inputs[0].dims[0], T = info.inputs[0].dims[1];
+    if (B < 1 || T < 1)
+      return error("--data needs inputs of shape [B, T] with B, T >= 1; " +
+                   listInputs(info));
+    if (!(err = tokens.open(opts.data)).empty())
+      return error(err);
+    if (tokens.size() < static_cast<uint64_t>(T) + 1)
+      return error("the data file " + opts.data + " has " +
+                   std::to_string(tokens.size()) +
+                   " tokens; the step's windows need at least T + 1 = " +
+                   std::to_string(T + 1));
+    int elem = static_cast<int>(lookupDType(info.inputs[0].dtype)->size);
+    maker.reset(new tcc::data::TokenBatchMaker(
+        tokens, B, T, elem,
+        opts.sequential ? tcc::data::Order::Sequential
+                        : tcc::data::Order::Random));
+    dataKind = tcc::ckpt::Tokens;
+    dataLength = tokens.size();
+    tokensPerMicro = static_cast<uint64_t>(B * T);
+  } else {
+    if (opts.wasGiven("--data-order"))
+      warning("--data-order applies to --data; feed subfolders are taken in "
+              "name order");
+    struct stat st;
+    if (::stat(opts.feed.c_str(), &st) != 0)
+      return error("the feed directory " + opts.feed + " does not exist");
+    if (!S_ISDIR(st.st_mode))
+      return error("the feed directory " + opts.feed + " is not a directory");
+    bool flat = info.num_inputs == 0;
+    for (int32_t i = 0; !flat && i < info.num_inputs; ++i)
+      flat = ::stat(joinPath(opts.feed, fileNameFor(info.inputs[i].name))
+                        .c_str(),
+                    &st) == 0;
+    std::vector<std::string> dirs;
+    if (!flat) {
+      if (!(err = listSubdirs(opts.feed, dirs)).empty())
+        return error(err);
+      if (dirs.empty()) {
+        std::string files;
+        for (int32_t i = 0; i < info.num_inputs; ++i)
+          files += std::string(i ? ", " : "") +
+                   fileNameFor(info.inputs[i].name);
+        return error("the feed directory " + opts.feed +
+                     " has neither the step's input files (" + files +
+                     ") nor subfolders holding them");
+      }
+      // Check every micro-batch's files now rather than mid-training.
+      for (const std::string &dir : dirs)
+        for (int32_t i = 0; i < info.num_inputs; ++i) {
+          tcc::npy::Reader reader;
+          if (!(err = openFeed(joinPath(dir, fileNameFor(info.inputs[i].name)),
+                               info.inputs[i], reader))
+                   .empty())
+            return error(err);
+        }
+    } else {
+      dirs.push_back(opts.feed);
+    }
+    FeedBatchMaker *feed = new FeedBatchMaker(info, dirs, !flat);
+    maker.reset(feed);
+    if (flat && !(err = feed->preload()).empty())
+      return error(err);
+    dataKind = flat ? tcc::ckpt::FeedOne : tcc::ckpt::FeedFolders;
+    dataLength = flat ? 1 : dirs.size();
+    for (int32_t i = 0; i < info.num_inputs; ++i)
+      if (isIntegerDType(info.inputs[i].dtype)) {
+        tokensPerMicro = info.inputs[i].bytes /
+                         lookupDType(info.inputs[i].dtype)->size;
+        break;
+      }
+  }
+
+  // The output locations, checked (and created) before any work.
+  std::string paramsDir = joinPath(opts.dump, "params");
+  if (opts.haveDump) {
+    if (!(err = checkUniqueFiles(info.params, info.num_params, "parameter",
+                                 nullptr))
+             .empty())
+      return error(err);
+    if (!(err = probeDir(opts.dump, "dump directory")).empty() ||
+        !(err = probeDir(paramsDir, "dump directory")).empty())
+      return error(err);
+  }
+  if (!opts.checkpoint.empty() &&
+      !(err = probeDir(opts.checkpoint, "checkpoint directory")).empty())
+    return error(err);
+  std::string modelPath;
+  if (!opts.save.empty()) {
+    modelPath = !opts.model.empty()
+                    ? opts.model
+                    : (info.model_path ? info.model_path : "");
+    if (modelPath.empty())
+      return error("the step does not record the model it was compiled "
+                   "from; pass --model PATH for --save");
+    int fd = ::open(modelPath.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return error("cannot read the model " + modelPath + " for --save: " +
+                   std::strerror(errno) +
+                   (opts.model.empty() ? " (pass --model PATH)" : ""));
+    ::close(fd);
+    if (!(err = probeFile(opts.save, "--save output")).empty())
+      return error(err);
+    // Check now that the model has the step's parameters, rather than after
+    // training.
+    {
+      std::vector<tcc::onnx::Initializer> inits;
+      if (!(err = tcc::onnx::listInitializers(modelPath, inits)).empty())
+        return error("--save: " + err);
+      for (int32_t i = 0; i < info.num_params; ++i) {
+        const tcc_tensor_desc &p = info.params[i];
+        auto found = std::find_if(
+            inits.begin(), inits.end(),
+            [&](const tcc::onnx::Initializer &x) { return x.name == p.name; });
+        if (found == inits.end())
+          return error("--save: the model " + modelPath +
+                       " has no initializer for the step's parameter " +
+                       quoted(p.name) + " (is it the model the step was "
+                       "compiled from?)");
+        if (found->dims != std::vector<int64_t>(p.dims, p.dims + p.rank))
+          return error("--save: the initializer " + quoted(p.name) +
+                       " of the model " + modelPath + " has shape " +
+                       shapeToString(found->dims) +
+                       ", the step's parameter " + shapeToString(p.dims, p.rank));
+      }
+    }
+  }
+  int metricsFd = -1;
+  if (!opts.metrics.empty()) {
+    if (!(err = probeFile(opts.metrics, "metrics file")).empty())
+      return error(err);
+    // Opened without truncating: a fresh run truncates it once the checks
+    // are done, a resumed run appends.
+    metricsFd = ::open(opts.metrics.c_str(),
+                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (metricsFd < 0)
+      return error("cannot open the metrics file " + opts.metrics + ": " +
+                   std::strerror(errno));
+  }
+  struct FileCloser {
+    FILE *f = nullptr;
+    int fd = -1;
+    ~FileCloser() {
+      if (f)
+        std::fclose(f);
+      else if (fd >= 0)
+        ::close(fd);
+    }
+  } metricsCloser{nullptr, metricsFd};
+
+  // The arena, with the initial parameters or the checkpoint's.
+  Arena mem;
+  if (!(err = mem.allocate(info.arena_bytes)).empty())
+    return error(err);
+  char *arena = mem.p;
+  if ((rc = step.init(arena)) != 0)
+    return error("the step's initialization failed (code " +
+                 std::to_string(rc) + ")");
+  tcc::ckpt::State ck;
+  ck.rng = tcc::data::initialRngState(opts.seed);
+  ck.seed = opts.seed;
+  if (!opts.resume.empty()) {
+    if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena)).empty())
+      return error(err);
+    std::string path = tcc::ckpt::filePath(opts.resume);
+    if (ck.step >= opts.steps) {
+      std::printf("checkpoint %s is at step %lld; --steps %lld: nothing to "
+                  "do\n",
+                  path.c_str(), static_cast<long long>(ck.step),
+                  static_cast<long long>(opts.steps));
+      return 0;
+    }
+    if (ck.accum != opts.accum)
+      warning("resuming with --accum " + std::to_string(opts.accum) +
+              "; the checkpoint was written with --accum " +
+              std::to_string(ck.accum));
+    if (ck.dataKind != dataKind || ck.dataLength != dataLength)
+      warning("the checkpoint was written with other training data (the "
+              "data position continues anyway)");
+    else if (dataKind == tcc::ckpt::Tokens &&
+             ck.dataOrder != (opts.sequential ? 1u : 0u))
+      warning("the checkpoint was written with another --data-order");
+    if (opts.wasGiven("--seed") && ck.seed != opts.seed)
+      warning("--seed is ignored when resuming: the data order continues "
+              "from the checkpoint's PRNG state");
+    // The accumulators are zero between optimizer steps.
+    if ((rc = step.zeroGrads(arena)) != 0)
+      return error("the step's zero_grads failed (code " +
+                   std::to_string(rc) + ")");
+  }
+  if (metricsFd >= 0) {
+    if (opts.resume.empty() && ::ftruncate(metricsFd, 0) != 0)
+      return error("cannot truncate the metrics file " + opts.metrics + ": " +
+                   std::strerror(errno));
+    metricsCloser.f = ::fdopen(metricsFd, "a");
+    if (!metricsCloser.f)
+      return error("cannot open the metrics file " + opts.metrics + ": " +
+                   std::strerror(errno));
+  }
+  FILE *metrics = metricsCloser.f;
+
+  tcc_optim_args args;
+  std::memset(&args, 0, sizeof args);
+  args.beta1 = opts.beta1;
+  args.beta2 = opts.beta2;
+  args.eps = opts.eps;
+  args.weight_decay = weightDecay;
+  args.momentum = opts.momentum;
+  args.nesterov = opts.nesterov ? 1 : 0;
+  args.clip_norm = opts.clipNorm;
+  args.decay = decay.data();
+
+  const int64_t firstStep = ck.step;
+  const int64_t K = opts.accum;
+  const double gradScale = 1.0 / static_cast<double>(K);
+  const tcc_tensor_desc &lossDesc = info.outputs[0];
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  std::vector<float> losses;
+  int64_t microSteps;
+  if (__builtin_mul_overflow(opts.steps - firstStep, K, &microSteps))
+    microSteps = INT64_MAX;
+  losses.reserve(
+      static_cast<size_t>(std::min<int64_t>(microSteps, int64_t(1) << 24)));
+  double firstLoss = NAN, lastLoss = NAN;
+  int64_t skipped = 0;
+
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+
+  tcc::data::Prefetcher prefetch(*maker, ck.position, ck.rng,
+                                 !opts.noPrefetch);
+  for (int64_t it = firstStep; it < opts.steps; ++it) {
+    std::string where = "step " + std::to_string(it + 1) + "/" +
+                        std::to_string(opts.steps);
+    double lr = learningRate(opts, it);
+    double lossSum = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      err = prefetch.next([&](const char *buf) {
+        for (int32_t i = 0; i < info.num_inputs; ++i) {
+          const tcc_tensor_desc &d = info.inputs[i];
+          std::memcpy(arena + d.offset, buf, static_cast<size_t>(d.bytes));
+          buf += d.bytes;
+        }
+      });
+      if (!err.empty())
+        return error(err);
+      if ((rc = step.microStep(arena, gradScale)) != 0) {
+        std::string msg = where + ", micro-step " + std::to_string(k + 1) +
+                          "/" + std::to_string(K) + " (micro-batch " +
+                          std::to_string(prefetch.position() - 1) +
+                          " of the data) failed (code " + std::to_string(rc) +
+                          ")";
+        if (const char *meaning = stepErrorMeaning(rc))
+          msg += ": " + std::string(meaning);
+        return error(msg);
+      }
+      double loss = elementAsDouble(arena + lossDesc.offset, lossDesc.dtype);
+      losses.push_back(static_cast<float>(loss));
+      lossSum += loss;
+    }
+    double loss = lossSum / static_cast<double>(K);
+    args.lr = lr;
+    args.step = it + 1;
+    args.grad_norm = NAN;
+    rc = step.apply(arena, &args);
+    bool skip = rc == 2;
+    if (rc != 0 && !skip)
+      return error(where + ": the optimizer step failed (code " +
+                   std::to_string(rc) + ")");
+    if (skip) {
+      ++skipped;
+      warning(where + ": the gradient norm is not finite (" +
+              format("%g", args.grad_norm) +
+              "); the update was skipped");
+    }
+    if (it == firstStep)
+      firstLoss = loss;
+    lastLoss = loss;
+    int64_t done = it + 1 - firstStep;
+    double secs = elapsed();
+    uint64_t tokensNow = static_cast<uint64_t>(done * K) * tokensPerMicro;
+
+    if (metrics) {
+      std::fprintf(metrics,
+                   "{\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
+                   "\"tokens\":%llu,\"elapsed_s\":%.6f,\"skipped\":%s}\n",
+                   static_cast<long long>(it + 1),
+                   jsonNumber(loss, "%.9g").c_str(), jsonNumber(lr).c_str(),
+                   jsonNumber(args.grad_norm).c_str(),
+                   static_cast<unsigned long long>(
+                       static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),
+                   secs, skip ? "true" : "false");
+      if (std::fflush(metrics) != 0 || std::ferror(metrics))
+        return error("cannot write the metrics file " + opts.metrics + ": " +
+                     std::strerror(errno));
+    }
+
+    if (!opts.quiet &&
+        ((it + 1) % opts.printEvery == 0 || it + 1 == opts.steps)) {
+      std::string line = "step " + std::to_string(it + 1) + "/" +
+                         std::to_string(opts.steps) + "  loss " +
+                         format("%.4f", loss) + "  lr " + format("%.2e", lr);
+      if (tokensPerMicro)
+        line += "  tok/s " +
+                formatCount(secs > 0 ? static_cast<double>(tokensNow) / secs
+                                     : 0);
+      double eta = secs / static_cast<double>(done) *
+                   static_cast<double>(opts.steps - it - 1);
+      line += "  elapsed " + formatDuration(secs) + "  eta " +
+              formatDuration(eta);
+      if (tty) {
+        std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+        gProgressOpen = true;
+      } else {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+      std::fflush(stderr);
+    }
+
+    bool last = it + 1 == opts.steps;
+    if (!opts.checkpoint.empty() &&
+        (last || (opts.checkpointEvery > 0 &&
+                  (it + 1) % opts.checkpointEvery == 0))) {
+      tcc::ckpt::State s = ck;
+      s.fingerprint = tcc::ckpt::fingerprint(info);
+      s.step = it + 1;
+      s.rng = prefetch.rng();
+      s.position = prefetch.position();
+      s.losses = ck.losses + losses.size();
+      s.accum = K;
+      s.dataKind = dataKind;
+      s.dataOrder = opts.sequential ? 1 : 0;
+      s.dataLength = dataLength;
+      if (!(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
+        return error(err);
+    }
+  }
+  if (gProgressOpen) {
+    std::fputc('\n', stderr);
+    gProgressOpen = false;
+  }
+
+  // The results.
+  double secs = elapsed();
+  int64_t done = opts.steps - firstStep;
+  if (skipped)
+    warning(std::to_string(skipped) + " of " + std::to_string(done) +
+            " optimizer steps were skipped (gradient norm not finite)");
+  if (opts.haveDump) {
+    int64_t n = static_cast<int64_t>(losses.size());
+    if (!(err = tcc::npy::writeFile(joinPath(opts.dump, "losses.npy"), "<f4",
+                                    &n, 1, losses.data(),
+                                    losses.size() * sizeof(float)))
+             .empty())
+      return error(err);
+    for (int32_t i = 0; i < info.num_params; ++i)
+      if (!(err = dumpTensor(joinPath(paramsDir,
+                                      fileNameFor(info.params[i].name)),
+                             info.params[i], arena))
+               .empty())
+        return error(err);
+  }
+  if (!opts.save.empty()) {
+    // Integration point: runtime/onnx_save.{h,cpp} write the trained model.
+    char msg[1024] = {0};
+    if (tcc_save_onnx(modelPath.c_str(), opts.save.c_str(), &info, arena, msg,
+                      sizeof msg) != 0)
+      return error("cannot save " + opts.save + ": " +
+                   (msg[0] ? msg : "unknown error"));
+  }
+  std::string summary = "trained " + std::to_string(done) +
+                        " steps: loss first " +
+                        format("%.4f", firstLoss) + " -> last " +
+                        format("%.4f", lastLoss) + ", " +
+                        format("%.1f", secs) + " s";
+  if (tokensPerMicro)
+    summary += ", " +
+               formatCount(secs > 0 ? static_cast<double>(done * K) *
+                                          static_cast<double>(tokensPerMicro) /
+                                          secs
+                                    : 0) +
+               " tok/s";
+  std::printf("%s\n", summary.c_str());
+  return 0;
+}
+
+int run(int argc, char **argv) {
+  Options opts;
+  int rc = parseArgs(argc, argv, opts);
+  if (rc >= 0)
+    return rc;
+
+  Step step;
+  std::string err = loadStep(opts.step, step);
+  if (!err.empty())
+    return error(err);
+  return opts.gradsOnly ? runGradsOnly(opts, step) : runTraining(opts, step);
 }
 
 } // namespace

@@ -1,0 +1,364 @@
+//===- checkpoint.cpp - tcc-run's training checkpoints --------------------===//
+
+#include "runtime/checkpoint.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the tcc runtime supports little-endian hosts only"
+#endif
+
+namespace tcc::ckpt {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'C', 'C', 'C', 'K', 'P', 'T', '1'};
+
+//===----------------------------------------------------------------------===//
+// Hashing
+//===----------------------------------------------------------------------===//
+
+struct Fnv {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void bytes(const void *p, size_t n) {
+    const unsigned char *c = static_cast<const unsigned char *>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= c[i];
+      h *= 0x100000001b3ull;
+    }
+  }
+  template <typename T> void value(T v) { bytes(&v, sizeof v); }
+  void str(const char *s) { bytes(s ? s : "", std::strlen(s ? s : "") + 1); }
+};
+
+inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+inline uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// A fast non-cryptographic hash of one buffer (four independent lanes of
+/// 64-bit words), to detect a corrupted checkpoint.
+uint64_t blockHash(const void *data, uint64_t n) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  const uint64_t P1 = 0x9e3779b185ebca87ull, P2 = 0xc2b2ae3d27d4eb4full;
+  uint64_t a = P1, b = P2, c = 0x165667b19e3779f9ull, d = 0x27d4eb2f165667c5ull;
+  uint64_t len = n;
+  while (n >= 32) {
+    uint64_t w[4];
+    std::memcpy(w, p, 32);
+    a = rotl(a + w[0] * P2, 31) * P1;
+    b = rotl(b + w[1] * P2, 31) * P1;
+    c = rotl(c + w[2] * P2, 31) * P1;
+    d = rotl(d + w[3] * P2, 31) * P1;
+    p += 32;
+    n -= 32;
+  }
+  uint64_t h = mix(a) ^ rotl(mix(b), 17) ^ rotl(mix(c), 29) ^
+               rotl(mix(d), 43) ^ len;
+  Fnv tail;
+  tail.bytes(p, static_cast<size_t>(n));
+  return mix(h ^ tail.h);
+}
+
+struct Checksum {
+  uint64_t h = 0x74636363686b7331ull;
+  void add(const void *p, uint64_t n) { h = mix(h ^ blockHash(p, n)) + 1; }
+};
+
+//===----------------------------------------------------------------------===//
+// Header encoding
+//===----------------------------------------------------------------------===//
+
+void put32(unsigned char *p, uint32_t v) { std::memcpy(p, &v, 4); }
+void put64(unsigned char *p, uint64_t v) { std::memcpy(p, &v, 8); }
+uint32_t get32(const unsigned char *p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+uint64_t get64(const unsigned char *p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+uint64_t payloadBytes(const tcc_step_info &info) {
+  uint64_t n = 0;
+  for (int32_t i = 0; i < info.num_params; ++i)
+    n += info.params[i].bytes;
+  for (int32_t i = 0; i < info.num_state; ++i)
+    n += info.state[i].bytes;
+  return n;
+}
+
+void encode(const State &s, const tcc_step_info &info, unsigned char *h) {
+  std::memset(h, 0, kHeaderBytes);
+  std::memcpy(h, kMagic, 8);
+  put32(h + 8, kFormatVersion);
+  put32(h + 12, kHeaderBytes);
+  put64(h + 16, s.fingerprint);
+  put64(h + 24, static_cast<uint64_t>(s.step));
+  put64(h + 32, s.rng);
+  put64(h + 40, s.seed);
+  put64(h + 48, s.position);
+  put64(h + 56, s.losses);
+  put64(h + 64, static_cast<uint64_t>(s.accum));
+  put32(h + 72, s.dataKind);
+  put32(h + 76, s.dataOrder);
+  put64(h + 80, s.dataLength);
+  put64(h + 88, static_cast<uint64_t>(info.num_params));
+  put64(h + 96, static_cast<uint64_t>(info.num_state));
+  put64(h + 104, payloadBytes(info));
+}
+
+//===----------------------------------------------------------------------===//
+// I/O
+//===----------------------------------------------------------------------===//
+
+bool writeAll(int fd, const void *src, uint64_t n) {
+  const char *p = static_cast<const char *>(src);
+  while (n > 0) {
+    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
+    ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    if (w == 0) {
+      errno = EIO;
+      return false;
+    }
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+/// 0, -1 (errno set), or 1 at end of file.
+int readAll(int fd, void *dst, uint64_t n) {
+  char *p = static_cast<char *>(dst);
+  while (n > 0) {
+    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
+    ssize_t r = ::read(fd, p, chunk);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (r == 0)
+      return 1;
+    p += r;
+    n -= static_cast<uint64_t>(r);
+  }
+  return 0;
+}
+
+class SignalHold {
+public:
+  SignalHold() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+  }
+  ~SignalHold() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+
+private:
+  sigset_t old;
+};
+
+std::string joinPath(const std::string &dir, const char *name) {
+  if (dir.empty())
+    return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+} // namespace
+
+uint64_t fingerprint(const tcc_step_info &info) {
+  Fnv f;
+  f.value<int32_t>(info.num_params);
+  f.value<int32_t>(info.num_state);
+  auto desc = [&](const tcc_tensor_desc &d) {
+    f.str(d.name);
+    f.value<int32_t>(d.dtype);
+    f.value<int32_t>(d.rank);
+    for (int32_t i = 0; i < d.rank; ++i)
+      f.value<int64_t>(d.dims[i]);
+  };
+  for (int32_t i = 0; i < info.num_params; ++i)
+    desc(info.params[i]);
+  for (int32_t i = 0; i < info.num_state; ++i)
+    desc(info.state[i]);
+  f.str(info.optimizer);
+  return f.h;
+}
+
+std::string filePath(const std::string &dir) {
+  return joinPath(dir, "checkpoint.bin");
+}
+
+std::string write(const std::string &dir, const State &state,
+                  const tcc_step_info &info, const char *arena) {
+  std::string path = filePath(dir);
+  std::string tmp = path + ".tmp";
+  unsigned char header[kHeaderBytes];
+  encode(state, info, header);
+
+  SignalHold hold;
+  int fd;
+  do
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return "cannot write the checkpoint " + tmp + ": " + std::strerror(errno);
+  auto fail = [&](const char *what) {
+    int err = errno;
+    if (fd >= 0)
+      ::close(fd);
+    ::unlink(tmp.c_str());
+    return "cannot write the checkpoint " + path +
+           (what[0] ? std::string(" (") + what + ")" : std::string()) + ": " +
+           std::strerror(err);
+  };
+  Checksum sum;
+  sum.add(header, kHeaderBytes);
+  if (!writeAll(fd, header, kHeaderBytes))
+    return fail("");
+  auto tensors = [&](const tcc_tensor_desc *t, int32_t n) {
+    for (int32_t i = 0; i < n; ++i) {
+      sum.add(arena + t[i].offset, t[i].bytes);
+      if (!writeAll(fd, arena + t[i].offset, t[i].bytes))
+        return false;
+    }
+    return true;
+  };
+  if (!tensors(info.params, info.num_params) ||
+      !tensors(info.state, info.num_state))
+    return fail("");
+  unsigned char trailer[8];
+  put64(trailer, sum.h);
+  if (!writeAll(fd, trailer, 8))
+    return fail("");
+  if (::fsync(fd) != 0)
+    return fail("fsync");
+  int closeRc = ::close(fd);
+  fd = -1;
+  if (closeRc != 0)
+    return fail("close");
+  if (::rename(tmp.c_str(), path.c_str()) != 0)
+    return fail("rename");
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return "";
+}
+
+std::string read(const std::string &dir, const tcc_step_info &info,
+                 State &state, char *arena) {
+  std::string path = filePath(dir);
+  int fd;
+  do
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return "there is no checkpoint " + path + " to resume from";
+    return "cannot open the checkpoint " + path + ": " + std::strerror(errno);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return "cannot read the checkpoint " + path + ": " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode))
+    return "the checkpoint " + path + " is not a regular file";
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  unsigned char h[kHeaderBytes];
+  if (size < 8 || readAll(fd, h, size < kHeaderBytes ? size : kHeaderBytes) != 0)
+    return "the checkpoint " + path + " is not a tcc-run checkpoint (" +
+           std::to_string(size) + " bytes)";
+  if (std::memcmp(h, kMagic, 8) != 0)
+    return "the checkpoint " + path +
+           " is not a tcc-run checkpoint (no TCCCKPT1 magic)";
+  if (size < kHeaderBytes + 8)
+    return "the checkpoint " + path + " is truncated (" +
+           std::to_string(size) + " bytes)";
+  uint32_t version = get32(h + 8);
+  if (version != kFormatVersion || get32(h + 12) != kHeaderBytes)
+    return "the checkpoint " + path + " has format version " +
+           std::to_string(version) + "; this tcc-run reads version " +
+           std::to_string(kFormatVersion);
+  State s;
+  s.fingerprint = get64(h + 16);
+  s.step = static_cast<int64_t>(get64(h + 24));
+  s.rng = get64(h + 32);
+  s.seed = get64(h + 40);
+  s.position = get64(h + 48);
+  s.losses = get64(h + 56);
+  s.accum = static_cast<int64_t>(get64(h + 64));
+  s.dataKind = get32(h + 72);
+  s.dataOrder = get32(h + 76);
+  s.dataLength = get64(h + 80);
+  uint64_t payload = payloadBytes(info);
+  if (s.fingerprint != fingerprint(info) ||
+      get64(h + 88) != static_cast<uint64_t>(info.num_params) ||
+      get64(h + 96) != static_cast<uint64_t>(info.num_state) ||
+      get64(h + 104) != payload)
+    return "checkpoint " + path +
+           " was written for a different model (parameters/optimizer differ)";
+  uint64_t expect = kHeaderBytes + payload + 8;
+  if (size != expect)
+    return "the checkpoint " + path + " is " +
+           (size < expect ? "truncated" : "corrupt") + " (" +
+           std::to_string(size) + " bytes; this model's checkpoint has " +
+           std::to_string(expect) + ")";
+  if (s.step < 0 || s.accum < 1)
+    return "the checkpoint " + path + " is corrupt (bad step count)";
+  Checksum sum;
+  sum.add(h, kHeaderBytes);
+  auto tensors = [&](const tcc_tensor_desc *t, int32_t n) -> int {
+    for (int32_t i = 0; i < n; ++i) {
+      int r = readAll(fd, arena + t[i].offset, t[i].bytes);
+      if (r != 0)
+        return r;
+      sum.add(arena + t[i].offset, t[i].bytes);
+    }
+    return 0;
+  };
+  int r = tensors(info.params, info.num_params);
+  if (r == 0)
+    r = tensors(info.state, info.num_state);
+  unsigned char trailer[8];
+  if (r == 0)
+    r = readAll(fd, trailer, 8);
+  if (r < 0)
+    return "cannot read the checkpoint " + path + ": " + std::strerror(errno);
+  if (r > 0)
+    return "the checkpoint " + path + " is truncated";
+  if (get64(trailer) != sum.h)
+    return "the checkpoint " + path + " is corrupt (checksum mismatch)";
+  state = s;
+  return "";
+}
+
+} // namespace tcc::ckpt

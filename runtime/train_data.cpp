@@ -1,0 +1,323 @@
+//===- train_data.cpp - micro-batches for tcc-run's training loop ---------===//
+
+#include "runtime/train_data.h"
+
+#include "runtime/npy.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the tcc runtime supports little-endian hosts only"
+#endif
+
+namespace tcc::data {
+
+namespace {
+
+bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// TokenStream
+//===----------------------------------------------------------------------===//
+
+TokenStream::~TokenStream() {
+  if (map)
+    ::munmap(map, mapBytes);
+}
+
+const char *TokenStream::typeName() const {
+  switch (elemSize) {
+  case 1:
+    return isSigned ? "int8" : "uint8";
+  case 2:
+    return isSigned ? "int16" : "uint16";
+  case 4:
+    return isSigned ? "int32" : "uint32";
+  case 8:
+    return isSigned ? "int64" : "uint64";
+  }
+  return "?";
+}
+
+std::string TokenStream::open(const std::string &path) {
+  file = path;
+  uint64_t dataOffset = 0;
+  if (endsWith(path, ".bin")) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT)
+        return "the data file " + path + " does not exist";
+      return "cannot read the data file " + path + ": " + std::strerror(errno);
+    }
+    if (!S_ISREG(st.st_mode))
+      return "the data file " + path + " is not a regular file";
+    uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size % 2 != 0)
+      return "the data file " + path + " has an odd number of bytes (" +
+             std::to_string(size) +
+             "); a .bin token file holds little-endian uint16 tokens "
+             "(truncated?)";
+    elemSize = 2;
+    isSigned = false;
+    count = size / 2;
+  } else if (endsWith(path, ".npy")) {
+    tcc::npy::Reader reader;
+    std::string err = reader.open(path);
+    if (!err.empty()) {
+      if (err == "is missing")
+        return "the data file " + path + " does not exist";
+      return "the data file " + path + " " + err;
+    }
+    const tcc::npy::Header &h = reader.header();
+    const std::string &d = h.descr;
+    bool ok = !h.structured && d.size() == 3 &&
+              (d[0] == '<' || d[0] == '=' || d[0] == '|') &&
+              (d[1] == 'i' || d[1] == 'u') &&
+              (d[2] == '1' || d[2] == '2' || d[2] == '4' || d[2] == '8') &&
+              (d[0] != '|' || d[2] == '1');
+    if (!ok)
+      return "the data file " + path + " has dtype " + d +
+             "; a token .npy must hold little-endian integers (e.g. <u2, "
+             "<i4, <i8)";
+    if (h.shape.size() != 1)
+      return "the data file " + path + " has shape " +
+             tcc::npy::shapeToString(h.shape) +
+             "; a token .npy must be 1-D";
+    elemSize = d[2] - '0';
+    isSigned = d[1] == 'i';
+    count = static_cast<uint64_t>(h.shape[0]);
+    uint64_t need;
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(elemSize), &need) ||
+        h.dataBytes < need)
+      return "the data file " + path +
+             " is not a valid .npy file (truncated? it has " +
+             std::to_string(h.dataBytes) + " bytes of data, shape " +
+             tcc::npy::shapeToString(h.shape) + " needs " +
+             std::to_string(count * static_cast<uint64_t>(elemSize)) + ")";
+    if (h.dataBytes > need)
+      return "the data file " + path + " has " +
+             std::to_string(h.dataBytes - need) +
+             " bytes after the data for shape " +
+             tcc::npy::shapeToString(h.shape) + " (corrupt file?)";
+    dataOffset = h.dataOffset;
+  } else {
+    return "the data file " + path +
+           " is neither a .bin (little-endian uint16 tokens, as nanoGPT "
+           "writes) nor a 1-D integer .npy";
+  }
+  if (count == 0)
+    return "";
+  int fd;
+  do
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0)
+    return "cannot open the data file " + path + ": " + std::strerror(errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return "cannot read the data file " + path + ": " + std::strerror(e);
+  }
+  mapBytes = static_cast<uint64_t>(st.st_size);
+  if (mapBytes < dataOffset + count * static_cast<uint64_t>(elemSize)) {
+    ::close(fd);
+    return "the data file " + path + " changed while it was being opened";
+  }
+  void *p = ::mmap(nullptr, static_cast<size_t>(mapBytes), PROT_READ,
+                   MAP_PRIVATE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED)
+    return "cannot map the data file " + path + ": " + std::strerror(e);
+  map = p;
+  base = static_cast<const unsigned char *>(p) + dataOffset;
+  return "";
+}
+
+int64_t TokenStream::at(uint64_t i) const {
+  const unsigned char *p = base + i * static_cast<uint64_t>(elemSize);
+  switch (elemSize) {
+  case 1:
+    return isSigned ? static_cast<int64_t>(static_cast<int8_t>(*p))
+                    : static_cast<int64_t>(*p);
+  case 2: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return isSigned ? static_cast<int64_t>(static_cast<int16_t>(v))
+                    : static_cast<int64_t>(v);
+  }
+  case 4: {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return isSigned ? static_cast<int64_t>(static_cast<int32_t>(v))
+                    : static_cast<int64_t>(v);
+  }
+  default: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  }
+}
+
+void TokenStream::copy(uint64_t begin, uint64_t n, void *dst,
+                       int dstSize) const {
+  char *out = static_cast<char *>(dst);
+  for (uint64_t k = 0; k < n; ++k) {
+    int64_t v = at(begin + k);
+    switch (dstSize) {
+    case 1: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(out + k, &x, 1);
+      break;
+    }
+    case 2: {
+      uint16_t x = static_cast<uint16_t>(v);
+      std::memcpy(out + 2 * k, &x, 2);
+      break;
+    }
+    case 4: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(out + 4 * k, &x, 4);
+      break;
+    }
+    default:
+      std::memcpy(out + 8 * k, &v, 8);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// TokenBatchMaker
+//===----------------------------------------------------------------------===//
+
+std::string TokenBatchMaker::make(uint64_t index, uint64_t &rng, char *buf) {
+  uint64_t t = static_cast<uint64_t>(T);
+  uint64_t rowBytes = t * static_cast<uint64_t>(elemSize);
+  char *tokens = buf;
+  char *targets = buf + static_cast<uint64_t>(B) * rowBytes;
+  uint64_t nw = windows();
+  for (int64_t b = 0; b < B; ++b) {
+    uint64_t i;
+    if (order == Order::Random)
+      i = uniformBelow(rng, stream.size() - t);
+    else
+      i = ((index * static_cast<uint64_t>(B) + static_cast<uint64_t>(b)) %
+           nw) *
+          t;
+    stream.copy(i, t, tokens + static_cast<uint64_t>(b) * rowBytes, elemSize);
+    stream.copy(i + 1, t, targets + static_cast<uint64_t>(b) * rowBytes,
+                elemSize);
+  }
+  return "";
+}
+
+//===----------------------------------------------------------------------===//
+// Prefetcher
+//===----------------------------------------------------------------------===//
+
+Prefetcher::Prefetcher(BatchMaker &maker, uint64_t index, uint64_t rng,
+                       bool thread)
+    : maker(maker), threaded(thread), pos(index), rngState(rng),
+      prodIndex(index), prodRng(rng) {
+  for (Slot &s : slots)
+    s.data.resize(static_cast<size_t>(maker.batchBytes()));
+  if (!threaded)
+    return;
+  // The producer must never take a terminating signal: the main thread holds
+  // them back while it writes files atomically, which works only if no other
+  // thread can receive them meanwhile. The new thread inherits this mask.
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGQUIT);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  worker = std::thread([this] { produce(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+Prefetcher::~Prefetcher() {
+  if (!threaded)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  worker.join();
+}
+
+void Prefetcher::produce() {
+  for (;;) {
+    Slot *s;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return stop || !slots[tail].full; });
+      if (stop)
+        return;
+      s = &slots[tail];
+    }
+    uint64_t r = prodRng;
+    s->err = maker.make(prodIndex, r, s->data.data());
+    s->index = prodIndex;
+    s->rngAfter = r;
+    ++prodIndex;
+    prodRng = r;
+    bool failed = !s->err.empty();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      s->full = true;
+      tail = (tail + 1) % kSlots;
+    }
+    cv.notify_all();
+    if (failed)
+      return;
+  }
+}
+
+Prefetcher::Slot *Prefetcher::acquire() {
+  if (!threaded) {
+    Slot *s = &slots[0];
+    if (!s->err.empty())
+      return s;
+    uint64_t r = prodRng;
+    s->err = maker.make(prodIndex, r, s->data.data());
+    s->index = prodIndex;
+    s->rngAfter = r;
+    ++prodIndex;
+    prodRng = r;
+    return s;
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return slots[head].full; });
+  return &slots[head];
+}
+
+void Prefetcher::release(Slot *s) {
+  if (!threaded)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    s->full = false;
+    head = (head + 1) % kSlots;
+  }
+  cv.notify_all();
+}
+
+} // namespace tcc::data
