@@ -263,6 +263,20 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<NotOp>([&](auto) { return un("Not"); })
       .Case<IdentityOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(
           [&](Operation *o) -> LogicalResult { return copy(o->getResult(0), o->getOperand(0)); })
+      .Case<GeluOp>([&](GeluOp gl) -> LogicalResult {
+        const Buffer &out = define(gl.getResult());
+        os << "  gelu(" << out.name << ", " << ref(gl.getInput()) << ", "
+           << numel(gl.getResult()) << "LL, "
+           << (gl.getApproximate() == "tanh" ? "true" : "false") << ");\n";
+        return success();
+      })
+      .Case<GeluGradOp>([&](GeluGradOp gg) -> LogicalResult {
+        const Buffer &out = define(gg.getResult());
+        os << "  gelu_grad(" << out.name << ", " << ref(gg.getGrad()) << ", "
+           << ref(gg.getInput()) << ", " << numel(gg.getResult()) << "LL, "
+           << (gg.getApproximate() == "tanh" ? "true" : "false") << ");\n";
+        return success();
+      })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
         const Buffer &out = define(c.getResult());
         bool toBool = c.getTo().isInteger(1);

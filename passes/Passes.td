@@ -115,4 +115,37 @@ def BuildBackward : Pass<"tcc-build-backward", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
 }
 
+def Legalize : Pass<"tcc-legalize", "ModuleOp"> {
+  let summary = "Lowers ONNX-level ops to tcc's core set and recognises fused patterns";
+  let description = [{
+    Rewrites the imported model towards the op set that autodiff, fusion and
+    codegen share, one pattern family per file (`passes/legalize/`):
+
+    - `Gemm` becomes `matmul` (with `transpose` for `transA`/`transB`), a
+      `mul` by alpha and an `add` of beta * C;
+    - the LayerNorm that `torch.onnx.export` decomposes before opset 17
+      (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add
+      beta over trailing axes) becomes one `layer_normalization`;
+    - the erf and tanh forms of GELU become one `gelu`.
+
+    A pattern applies only when every intermediate value is used inside the
+    pattern alone, so nothing is computed twice. Before:
+
+    ```mlir
+    %y = tcc.gemm %x, %w, %b {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+    ```
+
+    after:
+
+    ```mlir
+    %t = tcc.transpose %w {perm = array<i64: 1, 0>} : (tensor<32x16xf32>) -> tensor<16x32xf32>
+    %m = tcc.matmul %x, %t : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+    %y = tcc.add %m, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+    ```
+
+    Runs after import (and tcc-append-loss), before tcc-build-backward.
+  }];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 #endif // TCC_PASSES_PASSES_TD

@@ -1311,28 +1311,11 @@ int runTraining(const Options &opts, const Step &step) {
       }
     }
   }
-  int metricsFd = -1;
-  if (!opts.metrics.empty()) {
-    if (!(err = probeFile(opts.metrics, "metrics file")).empty())
-      return error(err);
-    // Opened without truncating: a fresh run truncates it once the checks
-    // are done, a resumed run appends.
-    metricsFd = ::open(opts.metrics.c_str(),
-                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    if (metricsFd < 0)
-      return error("cannot open the metrics file " + opts.metrics + ": " +
-                   std::strerror(errno));
-  }
-  struct FileCloser {
-    FILE *f = nullptr;
-    int fd = -1;
-    ~FileCloser() {
-      if (f)
-        std::fclose(f);
-      else if (fd >= 0)
-        ::close(fd);
-    }
-  } metricsCloser{nullptr, metricsFd};
+  // The metrics file is checked now but opened only after the checkpoint
+  // (if any) has been read, so a failed resume leaves no file behind.
+  if (!opts.metrics.empty() &&
+      !(err = probeFile(opts.metrics, "metrics file")).empty())
+    return error(err);
 
   // The arena, with the initial parameters or the checkpoint's.
   Arena mem;
@@ -1374,6 +1357,26 @@ int runTraining(const Options &opts, const Step &step) {
       return error("the step's zero_grads failed (code " +
                    std::to_string(rc) + ")");
   }
+  int metricsFd = -1;
+  if (!opts.metrics.empty()) {
+    // Opened without truncating: a fresh run truncates it once the checks
+    // are done, a resumed run appends.
+    metricsFd = ::open(opts.metrics.c_str(),
+                       O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (metricsFd < 0)
+      return error("cannot open the metrics file " + opts.metrics + ": " +
+                   std::strerror(errno));
+  }
+  struct FileCloser {
+    FILE *f = nullptr;
+    int fd = -1;
+    ~FileCloser() {
+      if (f)
+        std::fclose(f);
+      else if (fd >= 0)
+        ::close(fd);
+    }
+  } metricsCloser{nullptr, metricsFd};
   if (metricsFd >= 0) {
     if (opts.resume.empty() && ::ftruncate(metricsFd, 0) != 0)
       return error("cannot truncate the metrics file " + opts.metrics + ": " +

@@ -244,6 +244,13 @@ LogicalResult AbsOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
+LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                     SmallVectorImpl<Value> &og) {
+  og.assign({b.create<GeluGradOp>(getLoc(), rg[0], getInput(),
+                                  getApproximateAttr())});
+  return success();
+}
+
 LogicalResult IdentityOp::buildGradients(OpBuilder &, ValueRange rg,
                                          SmallVectorImpl<Value> &og) {
   og.assign({rg[0]});

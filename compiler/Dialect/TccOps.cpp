@@ -818,5 +818,30 @@ LogicalResult SoftmaxCrossEntropyLossGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult GeluOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  if (adaptor.getGrad().getType() != adaptor.getInput().getType())
+    return opError(loc, getOperationName(),
+                   "grad and input must have the same type");
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "compiler/Dialect/TccOps.cpp.inc"

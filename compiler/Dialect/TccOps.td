@@ -535,6 +535,30 @@ def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss", [Differ
 }
 
 //===----------------------------------------------------------------------===//
+// Core ops that legalization introduces
+//===----------------------------------------------------------------------===//
+
+def Tcc_GeluOp : Tcc_Op<"gelu", [Differentiable]> {
+  let summary = "GELU activation (recognised from its decomposed form)";
+  let description = [{
+    `x * 0.5 * (1 + erf(x / sqrt(2)))` with `approximate = "none"`, or
+    `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))` with
+    `approximate = "tanh"` (ONNX `Gelu`, opset 20). `tcc-legalize` makes it
+    from the elementwise chains that `torch.onnx.export` writes for
+    `F.gelu`, so that later stages see one op with one gradient rule.
+
+    ```mlir
+    %y = tcc.gelu %x {approximate = "tanh"} : (tensor<4x16x128xf32>) -> tensor<4x16x128xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Backward-pass ops (built by gradient rules)
 //===----------------------------------------------------------------------===//
 
@@ -595,6 +619,22 @@ def Tcc_SoftmaxCrossEntropyLossGradOp : Tcc_Op<"softmax_cross_entropy_loss_grad"
   let results = (outs Tcc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $log_prob `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
+  let summary = "Gradient of `tcc.gelu` with respect to its input";
+  let description = [{
+    `grad * gelu'(input)` for the same `approximate`.
+
+    ```mlir
+    %d = tcc.gelu_grad %g, %x : (tensor<4x128xf32>, tensor<4x128xf32>) -> tensor<4x128xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$grad, Tcc_FloatTensor:$input,
+                   DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
 #endif // TCC_DIALECT_TCCOPS_TD

@@ -327,6 +327,7 @@ int main(int argc, char **argv) {
     trainable |= model.getArgAttr(i, tcc::kParamAttr) &&
                  !model.getArgAttr(i, tcc::kFrozenAttr);
   PassManager train(&context);
+  train.addPass(tcc::createLegalize());
   if (trainable)
     train.addPass(tcc::createBuildBackward());
   train.addPass(createCanonicalizerPass());

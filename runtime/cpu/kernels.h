@@ -958,6 +958,37 @@ void sgd_update(T *p, T *g, T *buf, int64_t n, double lr, double momentum,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// GELU (exact erf form, or the tanh approximation) and its derivative
+//===----------------------------------------------------------------------===//
+
+template <class T> void gelu(T *out, const T *in, int64_t n, bool tanh_approx) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    double x = double(in[i]);
+    out[i] = T(tanh_approx
+                   ? 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)))
+                   : 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+  }
+}
+
+template <class T>
+void gelu_grad(T *out, const T *g, const T *in, int64_t n, bool tanh_approx) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  for (int64_t i = 0; i < n; ++i) {
+    double x = double(in[i]), d;
+    if (tanh_approx) {
+      double t = std::tanh(k * (x + 0.044715 * x * x * x));
+      d = 0.5 * (1.0 + t) +
+          0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+    } else {
+      d = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
+          x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * 3.14159265358979323846);
+    }
+    out[i] = T(double(g[i]) * d);
+  }
+}
+
 } // namespace tcc::cpu
 
 #endif // TCC_RUNTIME_CPU_KERNELS_H

@@ -405,8 +405,10 @@ def main():
     ap.add_argument("--workdir")
     ap.add_argument("--fuzz", type=int, default=1500)
     args = ap.parse_args()
-    wd = args.workdir or tempfile.mkdtemp(prefix="onnx_save_")
-    os.makedirs(wd, exist_ok=True)
+    # A fresh folder every run: some checks look at what a folder holds.
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+    wd = tempfile.mkdtemp(prefix="onnx_save_", dir=args.workdir)
     J = lambda *p: os.path.join(wd, *p)  # noqa: E731
 
     plain = J("mlp_plain.onnx")
