@@ -198,3 +198,17 @@ func.func @unused(%w: tensor<3xf32> {tcc.param = "w"}, %u: tensor<2xf32> {tcc.pa
   %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<3xf32>) -> tensor<f32>
   return %0, %1 : tensor<3xf32>, tensor<f32>
 }
+
+// -----
+
+// GELU's rule is its own gradient op.
+// CHECK-LABEL: func.func @micro_step
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf32> {tcc.param = "x"})
+// CHECK: %[[G:.+]] = tcc.expand
+// CHECK: %[[D:.+]] = tcc.gelu_grad %[[G]], %[[X]] {approximate = "tanh"}
+// CHECK: return %{{.+}}, %[[D]]
+func.func @gelu(%x: tensor<4xf32> {tcc.param = "x"}) -> (tensor<f32> {tcc.output = "loss"}) {
+  %0 = tcc.gelu %x {approximate = "tanh"} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}
