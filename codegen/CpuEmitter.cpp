@@ -3,6 +3,7 @@
 #include "codegen/CpuEmitter.h"
 
 #include "compiler/Dialect/TccOps.h"
+#include "passes/PlanMemory.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,7 +18,6 @@ using namespace mlir::tcc;
 
 namespace {
 
-constexpr uint64_t kAlign = 64;
 
 /// An arena slot or a constant array that holds a value.
 struct Buffer {
@@ -49,7 +49,8 @@ private:
   static std::string i64List(ArrayRef<int64_t> values);
 
   // Buffers.
-  uint64_t allocate(uint64_t bytes);
+  /// The arena offset tcc-plan-memory gave `v` (-1 if none).
+  int64_t plannedOffset(Value v);
   const Buffer &define(Value v);
   std::string ref(Value v) { return buffers.lookup(v).name; }
   LogicalResult emitConstant(Value v, DenseElementsAttr value);
@@ -63,6 +64,8 @@ private:
   func::FuncOp func;
   const CpuEmitOptions &options;
   llvm::DenseMap<Value, Buffer> buffers;
+  llvm::DenseMap<Value, int64_t> argOffsets;
+  bool planError = false;
   uint64_t arena = 0;
   unsigned nextId = 0;
   std::string globals;  // constant arrays and dims tables
@@ -131,19 +134,25 @@ std::string Emitter::shape(Value v) {
   return s;
 }
 
-uint64_t Emitter::allocate(uint64_t bytes) {
-  uint64_t offset = arena;
-  arena += (bytes + kAlign - 1) / kAlign * kAlign;
-  if (bytes == 0)
-    arena += kAlign; // distinct addresses for empty tensors
-  return offset;
+int64_t Emitter::plannedOffset(Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return argOffsets.lookup(arg);
+  auto offsets = v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("tcc.offsets");
+  if (!offsets)
+    return -1;
+  return offsets[cast<OpResult>(v).getResultNumber()];
 }
 
 const Buffer &Emitter::define(Value v) {
   auto t = tensor(v);
   Buffer b;
   b.bytes = t.getNumElements() * elementBytes(t.getElementType());
-  b.offset = allocate(b.bytes);
+  int64_t offset = plannedOffset(v);
+  if (offset < 0) {
+    planError = true;
+    offset = 0;
+  }
+  b.offset = offset;
   b.name = "v" + std::to_string(nextId++);
   os << "  " << ctype(t.getElementType()) << " *" << b.name << " = ("
      << ctype(t.getElementType()) << " *)(arena + " << b.offset << "ULL);\n";
@@ -181,8 +190,8 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   Type elt = t.getElementType();
   std::string name = "c" + std::to_string(nextId++);
   // Large uniform constants are filled into an arena slot; the rest are
-  // static arrays.
-  if (value.isSplat() && t.getNumElements() > 64) {
+  // static arrays (the planner made the same decision).
+  if (!isStaticConstant(v.getDefiningOp())) {
     const Buffer &b = define(v);
     os << "  fill(" << b.name << ", " << t.getNumElements() << "LL, ("
        << ctype(elt) << ")" << literal(value.getSplatValue<Attribute>(), elt)
@@ -534,6 +543,34 @@ FailureOr<CpuStep> Emitter::run() {
   std::vector<std::string> params, grads, inputs, outputs;
   SmallVector<std::pair<Value, uint64_t>> paramBytes;
 
+  // The arena layout comes from tcc-plan-memory.
+  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
+  auto slots = [&](StringRef key) -> ArrayRef<int64_t> {
+    if (auto a = layout ? layout.getAs<DenseI64ArrayAttr>(key) : nullptr)
+      return a.asArrayRef();
+    return {};
+  };
+  if (!layout || !layout.getAs<IntegerAttr>("arena_bytes"))
+    return func.emitError("the CPU target needs the memory plan "
+                          "(run tcc-plan-memory first)");
+  arena = layout.getAs<IntegerAttr>("arena_bytes").getInt();
+  ArrayRef<int64_t> paramSlots = slots("params"), gradSlots = slots("grads"),
+                    stateSlots = slots("state"), inputSlots = slots("inputs"),
+                    resultSlots = slots("results");
+  {
+    size_t p = 0, in = 0;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (func.getArgAttr(i, kParamAttr) && p < paramSlots.size())
+        argOffsets[func.getArgument(i)] = paramSlots[p++];
+      else if (func.getArgAttr(i, kInputAttr) && in < inputSlots.size())
+        argOffsets[func.getArgument(i)] = inputSlots[in++];
+      else
+        return func.emitError("the memory plan does not match the function");
+    }
+    if (resultSlots.size() != func.getNumResults())
+      return func.emitError("the memory plan does not match the function");
+  }
+
   // Arguments: parameters, then inputs, each in its arena slot.
   os << "  char *arena = static_cast<char *>(arena_);\n";
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -552,6 +589,8 @@ FailureOr<CpuStep> Emitter::run() {
   for (Operation &op : block.without_terminator())
     if (failed(emitOp(&op)))
       return failure();
+  if (planError)
+    return func.emitError("a value has no slot in the memory plan");
 
   // Results: outputs are copied into their own slots; gradients are added,
   // scaled, into the accumulators.
@@ -563,7 +602,7 @@ FailureOr<CpuStep> Emitter::run() {
     Value v = ret.getOperand(i);
     auto t = tensor(v);
     uint64_t bytes = t.getNumElements() * elementBytes(t.getElementType());
-    uint64_t offset = allocate(bytes);
+    uint64_t offset = resultSlots[i];
     std::string slot = "(arena + " + std::to_string(offset) + "ULL)";
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
       gradOffsets[n.getValue()] = offset;
@@ -596,13 +635,18 @@ FailureOr<CpuStep> Emitter::run() {
   std::string applyRows;
   llvm::raw_string_ostream ar(applyRows);
   bool adam = options.optimizer == "adamw";
+  size_t perParam = adam ? 2 : 1;
+  if (stateSlots.size() != perParam * paramBytes.size() ||
+      gradSlots.size() != paramBytes.size())
+    return func.emitError("the memory plan's optimizer state does not match --optimizer");
   int paramIndex = 0, numTrainable = 0;
   for (auto &[arg, bytes] : paramBytes) {
     unsigned idx = cast<BlockArgument>(arg).getArgNumber();
     StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
     auto it = gradOffsets.find(name);
     if (it != gradOffsets.end()) {
-      uint64_t s0 = allocate(bytes), s1 = adam ? allocate(bytes) : 0;
+      uint64_t s0 = stateSlots[paramIndex * perParam];
+      uint64_t s1 = adam ? stateSlots[paramIndex * perParam + 1] : 0;
       state.push_back(descriptor((adam ? "exp_avg/" : "momentum_buffer/") + name.str(),
                                  arg, s0, bytes));
       if (adam)

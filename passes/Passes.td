@@ -148,4 +148,54 @@ def Legalize : Pass<"tcc-legalize", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def PlanMemory : Pass<"tcc-plan-memory", "ModuleOp"> {
+  let summary = "Lays out every buffer of the step in one arena, reusing memory by lifetime";
+  let description = [{
+    Gives each buffer of the step function a byte offset in one arena:
+
+    - persistent slots for the whole run: parameters (fp32 master weights),
+      one gradient accumulator per trainable parameter, the optimizer state
+      (`state-per-param` tensors each), inputs and outputs;
+    - temporaries (every op result that is not a static constant), in the
+      program's order: a value lives from its op to its last use (a value the
+      function returns, to the end); two temporaries share memory only when
+      their lifetimes are disjoint. Offsets are assigned largest first at the
+      lowest aligned address free for the whole lifetime (best fit).
+
+    Results: `tcc.offsets = array<i64: ...>` on every op (one per result, -1
+    for a constant kept in the library's read-only data), and on the function
+    `tcc.layout` with `arena_bytes`, the slots of `params`, `grads` (-1 for
+    frozen parameters), `state`, `inputs` and `results`, and the bytes per
+    category. With `budget` > 0, a plan that needs more is an error that says
+    what occupies it. A constant or view is stored like any value for now
+    (no aliasing). Before:
+
+    ```mlir
+    %0 = tcc.exp %x : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = tcc.exp %0 : (tensor<4xf32>) -> tensor<4xf32>
+    %2 = tcc.exp %1 : (tensor<4xf32>) -> tensor<4xf32>
+    ```
+
+    after (%0 is dead when %2 is made, so they share):
+
+    ```mlir
+    %0 = tcc.exp %x {tcc.offsets = array<i64: 128>}
+    %1 = tcc.exp %0 {tcc.offsets = array<i64: 192>}
+    %2 = tcc.exp %1 {tcc.offsets = array<i64: 128>}
+    ```
+
+    Runs last, on the function the emitter will lower (after
+    tcc-build-backward and cleanup).
+  }];
+  let options = [
+    Option<"floatBytes", "float-bytes", "int64_t", /*default=*/"4",
+           "bytes per floating-point element on the target">,
+    Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
+           "optimizer state tensors per trainable parameter (AdamW 2, SGD 1)">,
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "the most bytes the arena may take (0: no limit)">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // TCC_PASSES_PASSES_TD

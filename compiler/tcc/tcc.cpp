@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -50,7 +51,7 @@ static cl::opt<std::string>
     outputFile("o", cl::desc("Output file ('-' for stdout, the default)"),
                cl::value_desc("file"), cl::init("-"), cl::cat(tccCategory));
 
-enum class EmitKind { Default, Summary, Imported, Training, Source, Step };
+enum class EmitKind { Default, Summary, Imported, Training, Planned, Source, Step };
 static cl::opt<EmitKind> emit(
     "emit",
     cl::desc("What to produce (default: the step library when -o names a "
@@ -63,6 +64,9 @@ static cl::opt<EmitKind> emit(
                           "the imported model as tcc-dialect MLIR"),
                clEnumValN(EmitKind::Training, "training",
                           "the training step (forward + backward) as MLIR"),
+               clEnumValN(EmitKind::Planned, "planned",
+                          "the training step with its memory plan (arena "
+                          "offsets) as MLIR"),
                clEnumValN(EmitKind::Source, "source",
                           "the step's C++ source (-o DIR writes a folder "
                           "that builds on its own)"),
@@ -96,6 +100,17 @@ static cl::opt<std::string> optimizer(
     cl::desc("The optimizer the step's apply implements: adamw (default) or "
              "sgd; hyperparameters are tcc-run flags"),
     cl::value_desc("adamw|sgd"), cl::init("adamw"), cl::cat(tccCategory));
+static cl::opt<std::string> memBudget(
+    "mem-budget",
+    cl::desc("The most memory the step may hold (parameters, gradients, "
+             "optimizer state, activations, temporaries): e.g. 12G, 512M, "
+             "100K or bytes; K/M/G/T and KiB/MiB/GiB/TiB are powers of "
+             "1024, KB/MB/GB/TB of 1000"),
+    cl::value_desc("size"), cl::cat(tccCategory));
+static cl::opt<std::string> memoryReport(
+    "memory-report",
+    cl::desc("Write the memory plan's breakdown as JSON to this file"),
+    cl::value_desc("file"), cl::cat(tccCategory));
 static cl::opt<bool> keepTemps("keep-temps",
                                cl::desc("Keep the step's build folder"),
                                cl::init(false), cl::cat(tccCategory));
@@ -236,6 +251,77 @@ static void printSummary(ModuleOp module, const tcc::ImportStats &stats,
   os << "\n";
 }
 
+/// Parses a --mem-budget size; std::nullopt on bad syntax.
+static std::optional<int64_t> parseSize(StringRef text) {
+  text = text.trim();
+  size_t digits = 0;
+  while (digits < text.size() &&
+         (isdigit((unsigned char)text[digits]) || text[digits] == '.'))
+    ++digits;
+  double number;
+  if (digits == 0 || text.take_front(digits).getAsDouble(number) || number < 0)
+    return std::nullopt;
+  StringRef unit = text.drop_front(digits).trim();
+  static const std::pair<StringRef, double> units[] = {
+      {"", 1},          {"B", 1},
+      {"K", 1024.0},    {"KiB", 1024.0},  {"KB", 1e3},
+      {"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},
+      {"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
+      {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
+  for (auto &[name, scale] : units)
+    if (unit.equals_insensitive(name) &&
+        (name.size() < 3 || unit == name)) // "GiB" exactly; "g" ok
+      return (int64_t)(number * scale);
+  return std::nullopt;
+}
+
+static std::string humanBytes(int64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? std::to_string(bytes) + " B"
+                : llvm::formatv("{0:F1} {1}", v, units[u]).str();
+}
+
+/// Writes the plan's breakdown as JSON (--memory-report).
+static LogicalResult writeMemoryReport(DictionaryAttr layout, int64_t budget,
+                                       StringRef path) {
+  auto get = [&](StringRef key) {
+    auto a = layout.getAs<IntegerAttr>(key);
+    return a ? a.getInt() : 0;
+  };
+  llvm::json::Object report{
+      {"planned_peak_bytes", get("arena_bytes")},
+      {"budget_bytes", budget},
+      {"categories",
+       llvm::json::Object{
+           {"parameters", get("param_bytes")},
+           {"gradients", get("grad_bytes")},
+           {"optimizer_state", get("state_bytes")},
+           {"inputs", get("input_bytes")},
+           {"outputs", get("output_bytes")},
+           {"activations_and_temporaries", get("temporary_bytes")},
+           {"library_workspace", 0},
+       }},
+      {"saved_activation_bytes", get("saved_activation_bytes")},
+      {"temporary_bytes_without_reuse", get("temporary_bytes_unshared")},
+      {"remat_decisions", llvm::json::Array{}},
+  };
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    llvm::errs() << "tcc: error: cannot write " << path << ": " << ec.message()
+                 << "\n";
+    return failure();
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+  return success();
+}
+
 /// Writes text output to -o (stdout for '-'); the file exists only if the
 /// whole write succeeded.
 static int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
@@ -337,6 +423,38 @@ int main(int argc, char **argv) {
   if (emit == EmitKind::Training)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
 
+  // The memory plan: one arena, offsets reused by lifetime, within budget.
+  int64_t budget = 0;
+  if (!memBudget.empty()) {
+    std::optional<int64_t> parsed = parseSize(memBudget);
+    if (!parsed || *parsed <= 0) {
+      llvm::errs() << "tcc: error: --mem-budget=" << memBudget
+                   << ": expected a size such as 12G, 512MiB or 100000\n";
+      return 1;
+    }
+    budget = *parsed;
+  }
+  if (optimizer != "adamw" && optimizer != "sgd") {
+    llvm::errs() << "tcc: error: --optimizer=" << optimizer
+                 << ": expected adamw or sgd\n";
+    return 1;
+  }
+  tcc::PlanMemoryOptions planOptions;
+  planOptions.floatBytes = cpuPrecision == Precision::F64 ? 8 : 4;
+  planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
+  planOptions.budget = budget;
+  PassManager planPm(&context);
+  planPm.addPass(tcc::createPlanMemory(planOptions));
+  if (failed(planPm.run(*module)))
+    return 1;
+  auto planned = *module->getOps<func::FuncOp>().begin();
+  auto layout = planned->getAttrOfType<DictionaryAttr>("tcc.layout");
+  if (!memoryReport.empty() &&
+      failed(writeMemoryReport(layout, budget, memoryReport)))
+    return 1;
+  if (emit == EmitKind::Planned)
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+
   Location fileLoc = tcc::fileLocation(&context, inputFile);
   if (target == Target::Cuda) {
     emitError(fileLoc) << "the CUDA target is not implemented yet; use "
@@ -349,11 +467,6 @@ int main(int argc, char **argv) {
   SmallString<256> absolute(inputFile);
   llvm::sys::fs::make_absolute(absolute);
   emitOptions.modelPath = absolute.str().str();
-  if (optimizer != "adamw" && optimizer != "sgd") {
-    llvm::errs() << "tcc: error: --optimizer=" << optimizer
-                 << ": expected adamw or sgd\n";
-    return 1;
-  }
   emitOptions.optimizer = optimizer;
   FailureOr<tcc::CpuStep> step = tcc::emitCpuStep(*module, emitOptions);
   if (failed(step))
@@ -389,6 +502,18 @@ int main(int argc, char **argv) {
   if (failed(tcc::buildCpuStepLibrary(*step, weights, outputFile, fileLoc,
                                       buildOptions)))
     return 1;
+  auto bytesOf = [&](StringRef key) {
+    auto a = layout.getAs<IntegerAttr>(key);
+    return a ? a.getInt() : 0;
+  };
+  llvm::errs() << "tcc: " << outputFile << ": arena "
+               << humanBytes(bytesOf("arena_bytes")) << " (parameters "
+               << humanBytes(bytesOf("param_bytes")) << ", gradients "
+               << humanBytes(bytesOf("grad_bytes")) << ", optimizer state "
+               << humanBytes(bytesOf("state_bytes")) << ", activations and "
+               << "temporaries " << humanBytes(bytesOf("temporary_bytes"))
+               << ")" << (budget ? ", budget " + humanBytes(budget) : "")
+               << "\n";
   return 0;
 }
 

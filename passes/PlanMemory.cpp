@@ -1,0 +1,251 @@
+//===- PlanMemory.cpp - one arena, offsets reused by lifetime -------------===//
+
+#include "passes/PlanMemory.h"
+#include "passes/Passes.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace mlir::tcc {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "passes/Passes.h.inc"
+} // namespace mlir::tcc
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+bool mlir::tcc::isStaticConstant(Operation *op) {
+  if (!isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op))
+    return false;
+  auto t = cast<RankedTensorType>(op->getResult(0).getType());
+  // Uniform constants larger than this are filled into an arena slot; the
+  // rest are arrays in the library.
+  if (auto c = dyn_cast<ConstantOp>(op))
+    if (auto dense = dyn_cast<DenseElementsAttr>(c.getValue()))
+      return !(dense.isSplat() && t.getNumElements() > 64);
+  if (isa<ConstantOfShapeOp>(op))
+    return t.getNumElements() <= 64;
+  return true;
+}
+
+int64_t mlir::tcc::bufferBytes(Type type, int64_t floatBytes) {
+  auto t = cast<RankedTensorType>(type);
+  Type elt = t.getElementType();
+  int64_t bytes = isa<FloatType>(elt) ? floatBytes
+                  : elt.isInteger(1)  ? 1
+                                      : elt.getIntOrFloatBitWidth() / 8;
+  return t.getNumElements() * bytes;
+}
+
+static int64_t aligned(int64_t bytes) {
+  return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
+
+namespace {
+
+/// A temporary: its size and the op indices between which it is live.
+struct Interval {
+  Value value;
+  int64_t bytes, start, end;
+  int64_t offset = -1;
+};
+
+/// Assigns offsets to intervals, largest first, each at the lowest aligned
+/// address not used by an already-placed interval whose lifetime overlaps.
+/// Returns the size of the region.
+static int64_t assignOffsets(std::vector<Interval> &intervals) {
+  std::vector<Interval *> order;
+  for (Interval &i : intervals)
+    order.push_back(&i);
+  // Largest first; ties by start (deterministic plans).
+  llvm::stable_sort(order, [](const Interval *a, const Interval *b) {
+    if (a->bytes != b->bytes)
+      return a->bytes > b->bytes;
+    return a->start < b->start;
+  });
+  std::vector<Interval *> placed;
+  int64_t top = 0;
+  std::vector<std::pair<int64_t, int64_t>> busy;
+  for (Interval *it : order) {
+    busy.clear();
+    for (Interval *p : placed)
+      if (p->start <= it->end && it->start <= p->end)
+        busy.push_back({p->offset, p->offset + aligned(p->bytes)});
+    llvm::sort(busy);
+    int64_t size = std::max<int64_t>(aligned(it->bytes), kArenaAlignment);
+    int64_t candidate = 0;
+    for (auto [lo, hi] : busy) {
+      if (candidate + size <= lo)
+        break;
+      candidate = std::max(candidate, hi);
+    }
+    it->offset = candidate;
+    top = std::max(top, candidate + size);
+    placed.push_back(it);
+  }
+  return top;
+}
+
+class PlanMemoryPass : public tcc::impl::PlanMemoryBase<PlanMemoryPass> {
+public:
+  using PlanMemoryBase::PlanMemoryBase;
+
+  void runOnOperation() override {
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+      if (failed(plan(func)))
+        return signalPassFailure();
+  }
+
+private:
+  LogicalResult plan(func::FuncOp func) {
+    Builder b(func.getContext());
+    Block &body = func.getBody().front();
+    int64_t cursor = 0;
+    auto take = [&](int64_t bytes) {
+      int64_t at = cursor;
+      cursor += std::max<int64_t>(aligned(bytes), kArenaAlignment);
+      return at;
+    };
+
+    // Persistent slots, in a fixed order.
+    SmallVector<int64_t> params, grads, state, inputs, results;
+    int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0, inputBytes = 0,
+            outputBytes = 0;
+    llvm::StringMap<unsigned> gradResult;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
+        gradResult[n.getValue()] = i;
+    llvm::DenseMap<Value, int64_t> argSlot;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      Value arg = func.getArgument(i);
+      int64_t bytes = bufferBytes(arg.getType(), floatBytes);
+      if (func.getArgAttr(i, kParamAttr)) {
+        params.push_back(argSlot[arg] = take(bytes));
+        paramBytes += bytes;
+      }
+    }
+    SmallVector<int64_t> resultSlots(func.getNumResults(), -1);
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+      if (!n)
+        continue;
+      int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
+      auto it = gradResult.find(n.getValue());
+      if (it == gradResult.end()) {
+        grads.push_back(-1);
+        for (int64_t k = 0; k < statePerParam; ++k)
+          state.push_back(-1);
+        continue;
+      }
+      grads.push_back(resultSlots[it->second] = take(bytes));
+      gradBytes += bytes;
+      for (int64_t k = 0; k < statePerParam; ++k) {
+        state.push_back(take(bytes));
+        stateBytes += bytes;
+      }
+    }
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (!func.getArgAttr(i, kInputAttr))
+        continue;
+      int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
+      inputs.push_back(take(bytes));
+      inputBytes += bytes;
+    }
+    for (unsigned i = 0; i < func.getNumResults(); ++i) {
+      if (resultSlots[i] >= 0)
+        continue;
+      int64_t bytes = bufferBytes(func.getResultTypes()[i], floatBytes);
+      resultSlots[i] = take(bytes);
+      outputBytes += bytes;
+    }
+    int64_t persistent = cursor;
+
+    // Temporaries: live from their op to their last use.
+    llvm::DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : body)
+      index[&op] = n++;
+    std::vector<Interval> intervals;
+    llvm::DenseMap<Value, size_t> intervalOf;
+    // In a training step the forward pass ends with the op that makes the
+    // loss (result 0); tcc-build-backward appends the backward pass after it.
+    int64_t firstBackward = -1;
+    if (func.getSymName() == kMicroStepName && func.getNumResults() > 0)
+      if (Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp())
+        firstBackward = index.lookup(lossOp) + 1;
+    for (Operation &op : body.without_terminator()) {
+      if (isStaticConstant(&op))
+        continue;
+      for (Value r : op.getResults()) {
+        int64_t end = index[&op];
+        for (Operation *user : r.getUsers())
+          end = std::max(end, index[user]);
+        intervalOf[r] = intervals.size();
+        intervals.push_back({r, bufferBytes(r.getType(), floatBytes),
+                             index[&op], end});
+      }
+    }
+    int64_t temporaries = assignOffsets(intervals);
+    int64_t unshared = 0;
+    for (const Interval &i : intervals)
+      unshared += std::max<int64_t>(aligned(i.bytes), kArenaAlignment);
+
+    // Forward values still needed by the backward pass (the activations a
+    // training step keeps).
+    int64_t saved = 0;
+    if (firstBackward >= 0)
+      for (const Interval &i : intervals)
+        if (i.start < firstBackward && i.end >= firstBackward)
+          saved += i.bytes;
+
+    for (Operation &op : body.without_terminator()) {
+      SmallVector<int64_t> offsets;
+      for (Value r : op.getResults()) {
+        auto it = intervalOf.find(r);
+        offsets.push_back(it == intervalOf.end()
+                              ? -1
+                              : persistent + intervals[it->second].offset);
+      }
+      op.setAttr("tcc.offsets", b.getDenseI64ArrayAttr(offsets));
+    }
+    int64_t arenaBytes = persistent + temporaries;
+    SmallVector<NamedAttribute> layout = {
+        b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes)),
+        b.getNamedAttr("params", b.getDenseI64ArrayAttr(params)),
+        b.getNamedAttr("grads", b.getDenseI64ArrayAttr(grads)),
+        b.getNamedAttr("state", b.getDenseI64ArrayAttr(state)),
+        b.getNamedAttr("inputs", b.getDenseI64ArrayAttr(inputs)),
+        b.getNamedAttr("results", b.getDenseI64ArrayAttr(resultSlots)),
+        b.getNamedAttr("param_bytes", b.getI64IntegerAttr(paramBytes)),
+        b.getNamedAttr("grad_bytes", b.getI64IntegerAttr(gradBytes)),
+        b.getNamedAttr("state_bytes", b.getI64IntegerAttr(stateBytes)),
+        b.getNamedAttr("input_bytes", b.getI64IntegerAttr(inputBytes)),
+        b.getNamedAttr("output_bytes", b.getI64IntegerAttr(outputBytes)),
+        b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
+        b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
+        b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
+    };
+    func->setAttr("tcc.layout", b.getDictionaryAttr(layout));
+
+    int64_t limit = budget;
+    if (limit > 0 && arenaBytes > limit) {
+      return func.emitError()
+             << "the step needs " << arenaBytes << " bytes but the budget is "
+             << limit << " (parameters " << paramBytes << ", gradients "
+             << gradBytes << ", optimizer state " << stateBytes
+             << ", inputs " << inputBytes << ", outputs " << outputBytes
+             << ", activations and temporaries " << temporaries
+             << ", of which " << saved
+             << " are forward values kept for the backward pass); the "
+                "smallest budget this plan meets is "
+             << arenaBytes
+             << " bytes (rematerialisation, which would lower it, is not "
+                "implemented yet)";
+    }
+    return success();
+  }
+
+};
+
+} // namespace

@@ -1,0 +1,68 @@
+// RUN: tcc-opt %s --split-input-file --tcc-plan-memory | FileCheck %s
+// RUN: tcc-opt %s --split-input-file --tcc-plan-memory="budget=100000" | FileCheck %s --check-prefix=BUDGET
+// The memory plan: persistent slots first, then temporaries that share
+// memory when their lifetimes are disjoint; 64-byte alignment.
+
+// A chain: each value dies when the next one is made, so two slots are
+// enough for four values. The input has slot 0, the output slot 64, the
+// temporaries start at 128.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: tcc.layout = {arena_bytes = 256 : i64
+// CHECK-SAME: inputs = array<i64: 0>
+// CHECK-SAME: results = array<i64: 64>
+// CHECK-SAME: temporary_bytes = 128 : i64, temporary_bytes_unshared = 256 : i64
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 128>}
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 192>}
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 128>}
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 192>}
+// Leaves alone: with a budget the plan meets, nothing changes.
+// BUDGET-LABEL: func.func @chain
+// BUDGET-SAME: arena_bytes = 256 : i64
+func.func @chain(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc.output = "y"}) {
+  %0 = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = tcc.exp %0 : (tensor<16xf32>) -> tensor<16xf32>
+  %2 = tcc.exp %1 : (tensor<16xf32>) -> tensor<16xf32>
+  %3 = tcc.exp %2 : (tensor<16xf32>) -> tensor<16xf32>
+  return %3 : tensor<16xf32>
+}
+
+// -----
+
+// A value used late stays live: %0 is read by the last op, so nothing can
+// take its slot; sizes that are not multiples of 64 are rounded up (10 f32 =
+// 40 bytes take 64). A small constant stays in the library (-1).
+// CHECK-LABEL: func.func @long_lived
+// CHECK: %[[C:.+]] = tcc.constant {tcc.offsets = array<i64: -1>
+// CHECK: %[[A:.+]] = tcc.exp %{{.+}} {tcc.offsets = array<i64: [[OA:[0-9]+]]>}
+// CHECK: %[[B:.+]] = tcc.exp %[[A]] {tcc.offsets = array<i64: [[OB:[0-9]+]]>}
+// CHECK: %[[D:.+]] = tcc.exp %[[B]] {tcc.offsets = array<i64: [[OB2:[0-9]+]]>}
+// CHECK-NOT: array<i64: [[OA]]>
+// CHECK: tcc.add %[[A]], %[[D]]
+func.func @long_lived(%x: tensor<10xf32> {tcc.input = "x"}) -> (tensor<10xf32> {tcc.output = "y"}) {
+  %c = tcc.constant {value = dense<1.0> : tensor<10xf32>} : () -> tensor<10xf32>
+  %0 = tcc.exp %x : (tensor<10xf32>) -> tensor<10xf32>
+  %1 = tcc.exp %0 : (tensor<10xf32>) -> tensor<10xf32>
+  %2 = tcc.exp %1 : (tensor<10xf32>) -> tensor<10xf32>
+  %3 = tcc.add %0, %2 : (tensor<10xf32>, tensor<10xf32>) -> tensor<10xf32>
+  %4 = tcc.add %3, %c : (tensor<10xf32>, tensor<10xf32>) -> tensor<10xf32>
+  return %4 : tensor<10xf32>
+}
+
+// -----
+
+// A training step: parameters, gradient accumulators and optimizer state
+// (two tensors per trainable parameter by default) are persistent; a frozen
+// parameter has no accumulator or state (-1). The forward value %0 and the
+// loss are kept past the forward pass (saved_activation_bytes: 16 + 4).
+// CHECK-LABEL: func.func @micro_step
+// CHECK-SAME: grads = array<i64: 128, -1>
+// CHECK-SAME: params = array<i64: 0, 64>
+// CHECK-SAME: saved_activation_bytes = 20 : i64
+// CHECK-SAME: state = array<i64: 192, 256, -1, -1>
+func.func @micro_step(%w: tensor<4xf32> {tcc.param = "w"}, %f: tensor<4xf32> {tcc.param = "f", tcc.frozen}) -> (tensor<f32> {tcc.output = "loss"}, tensor<4xf32> {tcc.grad = "w"}) {
+  %0 = tcc.exp %w : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
+  %2 = tcc.mul %0, %f : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %1, %2 : tensor<f32>, tensor<4xf32>
+}
+
