@@ -498,7 +498,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
               (l.getWeights() ? ref(l.getWeights()) : "(const F *)nullptr") +
               ", " + (red == "none" ? "0" : red == "sum" ? "1" : "2") + ", " +
               (ignore ? "true" : "false") + ", " +
-              std::to_string(ignore.value_or(0)) + "LL)");
+              std::to_string((int64_t)ignore.value_or(0)) + "LL)");
         return success();
       })
       .Case<SoftmaxCrossEntropyLossGradOp>([&](SoftmaxCrossEntropyLossGradOp l) -> LogicalResult {
@@ -511,7 +511,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
               (l.getWeights() ? ref(l.getWeights()) : "(const F *)nullptr") +
               ", " + (red == "none" ? "0" : red == "sum" ? "1" : "2") + ", " +
               (ignore ? "true" : "false") + ", " +
-              std::to_string(ignore.value_or(0)) + "LL)");
+              std::to_string((int64_t)ignore.value_or(0)) + "LL)");
         return success();
       })
       .Default([&](Operation *o) -> LogicalResult {

@@ -198,4 +198,37 @@ def PlanMemory : Pass<"tcc-plan-memory", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
 }
 
+def Remat : Pass<"tcc-remat", "ModuleOp"> {
+  let summary = "Recomputes forward values in the backward pass until the step fits its budget";
+  let description = [{
+    When the memory plan of `@micro_step` exceeds `budget`, drops forward
+    values that the backward pass keeps alive and recomputes them right
+    before their first backward use: the op that made the value is cloned
+    there (marked `tcc.remat`, which also keeps CSE from merging it back),
+    and the backward uses read the clone.
+
+    The cost model is apart from the transformation: a candidate is a
+    saved forward value whose op is cheap to recompute (elementwise ops,
+    views, softmax, normalization, GELU; never a matmul, a gather or the
+    loss), scored by bytes freed per recomputed FLOP. Candidates are tried
+    best score first; each is kept only if the replanned arena is smaller,
+    else undone. The search stops when the plan fits or nothing helps. Every
+    kept decision is recorded in `tcc.remat_decisions` on the function
+    (value, op, bytes freed, FLOPs recomputed, arena after). Deterministic:
+    the same module and budget give the same plan.
+
+    A budget already met leaves the module alone. Runs before
+    tcc-plan-memory, with the same `float-bytes` and `state-per-param`.
+  }];
+  let options = [
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "the most bytes the arena may take (0: leave alone)">,
+    Option<"floatBytes", "float-bytes", "int64_t", /*default=*/"4",
+           "bytes per floating-point element on the target">,
+    Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
+           "optimizer state tensors per trainable parameter">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 #endif // TCC_PASSES_PASSES_TD

@@ -87,6 +87,143 @@ static int64_t assignOffsets(std::vector<Interval> &intervals) {
   return top;
 }
 
+} // namespace
+
+int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
+                              int64_t statePerParam) {
+  Builder b(func.getContext());
+  Block &body = func.getBody().front();
+  int64_t cursor = 0;
+  auto take = [&](int64_t bytes) {
+    int64_t at = cursor;
+    cursor += std::max<int64_t>(aligned(bytes), kArenaAlignment);
+    return at;
+  };
+
+  // Persistent slots, in a fixed order.
+  SmallVector<int64_t> params, grads, state, inputs, results;
+  int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0, inputBytes = 0,
+          outputBytes = 0;
+  llvm::StringMap<unsigned> gradResult;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
+      gradResult[n.getValue()] = i;
+  llvm::DenseMap<Value, int64_t> argSlot;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    Value arg = func.getArgument(i);
+    int64_t bytes = bufferBytes(arg.getType(), floatBytes);
+    if (func.getArgAttr(i, kParamAttr)) {
+      params.push_back(argSlot[arg] = take(bytes));
+      paramBytes += bytes;
+    }
+  }
+  SmallVector<int64_t> resultSlots(func.getNumResults(), -1);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+    if (!n)
+      continue;
+    int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
+    auto it = gradResult.find(n.getValue());
+    if (it == gradResult.end()) {
+      grads.push_back(-1);
+      for (int64_t k = 0; k < statePerParam; ++k)
+        state.push_back(-1);
+      continue;
+    }
+    grads.push_back(resultSlots[it->second] = take(bytes));
+    gradBytes += bytes;
+    for (int64_t k = 0; k < statePerParam; ++k) {
+      state.push_back(take(bytes));
+      stateBytes += bytes;
+    }
+  }
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    if (!func.getArgAttr(i, kInputAttr))
+      continue;
+    int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
+    inputs.push_back(take(bytes));
+    inputBytes += bytes;
+  }
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    if (resultSlots[i] >= 0)
+      continue;
+    int64_t bytes = bufferBytes(func.getResultTypes()[i], floatBytes);
+    resultSlots[i] = take(bytes);
+    outputBytes += bytes;
+  }
+  int64_t persistent = cursor;
+
+  // Temporaries: live from their op to their last use.
+  llvm::DenseMap<Operation *, int64_t> index;
+  int64_t n = 0;
+  for (Operation &op : body)
+    index[&op] = n++;
+  std::vector<Interval> intervals;
+  llvm::DenseMap<Value, size_t> intervalOf;
+  // In a training step the forward pass ends with the op that makes the
+  // loss (result 0); tcc-build-backward appends the backward pass after it.
+  int64_t firstBackward = -1;
+  if (func.getSymName() == kMicroStepName && func.getNumResults() > 0)
+    if (Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp())
+      firstBackward = index.lookup(lossOp) + 1;
+  for (Operation &op : body.without_terminator()) {
+    if (isStaticConstant(&op))
+      continue;
+    for (Value r : op.getResults()) {
+      int64_t end = index[&op];
+      for (Operation *user : r.getUsers())
+        end = std::max(end, index[user]);
+      intervalOf[r] = intervals.size();
+      intervals.push_back({r, bufferBytes(r.getType(), floatBytes),
+                           index[&op], end});
+    }
+  }
+  int64_t temporaries = assignOffsets(intervals);
+  int64_t unshared = 0;
+  for (const Interval &i : intervals)
+    unshared += std::max<int64_t>(aligned(i.bytes), kArenaAlignment);
+
+  // Forward values still needed by the backward pass (the activations a
+  // training step keeps).
+  int64_t saved = 0;
+  if (firstBackward >= 0)
+    for (const Interval &i : intervals)
+      if (i.start < firstBackward && i.end >= firstBackward)
+        saved += i.bytes;
+
+  for (Operation &op : body.without_terminator()) {
+    SmallVector<int64_t> offsets;
+    for (Value r : op.getResults()) {
+      auto it = intervalOf.find(r);
+      offsets.push_back(it == intervalOf.end()
+                            ? -1
+                            : persistent + intervals[it->second].offset);
+    }
+    op.setAttr("tcc.offsets", b.getDenseI64ArrayAttr(offsets));
+  }
+  int64_t arenaBytes = persistent + temporaries;
+  SmallVector<NamedAttribute> layout = {
+      b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes)),
+      b.getNamedAttr("params", b.getDenseI64ArrayAttr(params)),
+      b.getNamedAttr("grads", b.getDenseI64ArrayAttr(grads)),
+      b.getNamedAttr("state", b.getDenseI64ArrayAttr(state)),
+      b.getNamedAttr("inputs", b.getDenseI64ArrayAttr(inputs)),
+      b.getNamedAttr("results", b.getDenseI64ArrayAttr(resultSlots)),
+      b.getNamedAttr("param_bytes", b.getI64IntegerAttr(paramBytes)),
+      b.getNamedAttr("grad_bytes", b.getI64IntegerAttr(gradBytes)),
+      b.getNamedAttr("state_bytes", b.getI64IntegerAttr(stateBytes)),
+      b.getNamedAttr("input_bytes", b.getI64IntegerAttr(inputBytes)),
+      b.getNamedAttr("output_bytes", b.getI64IntegerAttr(outputBytes)),
+      b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
+      b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
+      b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
+  };
+  func->setAttr("tcc.layout", b.getDictionaryAttr(layout));
+  return arenaBytes;
+}
+
+namespace {
+
 class PlanMemoryPass : public tcc::impl::PlanMemoryBase<PlanMemoryPass> {
 public:
   using PlanMemoryBase::PlanMemoryBase;
@@ -99,153 +236,38 @@ public:
 
 private:
   LogicalResult plan(func::FuncOp func) {
-    Builder b(func.getContext());
-    Block &body = func.getBody().front();
-    int64_t cursor = 0;
-    auto take = [&](int64_t bytes) {
-      int64_t at = cursor;
-      cursor += std::max<int64_t>(aligned(bytes), kArenaAlignment);
-      return at;
-    };
-
-    // Persistent slots, in a fixed order.
-    SmallVector<int64_t> params, grads, state, inputs, results;
-    int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0, inputBytes = 0,
-            outputBytes = 0;
-    llvm::StringMap<unsigned> gradResult;
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
-        gradResult[n.getValue()] = i;
-    llvm::DenseMap<Value, int64_t> argSlot;
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      Value arg = func.getArgument(i);
-      int64_t bytes = bufferBytes(arg.getType(), floatBytes);
-      if (func.getArgAttr(i, kParamAttr)) {
-        params.push_back(argSlot[arg] = take(bytes));
-        paramBytes += bytes;
-      }
-    }
-    SmallVector<int64_t> resultSlots(func.getNumResults(), -1);
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
-      if (!n)
-        continue;
-      int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
-      auto it = gradResult.find(n.getValue());
-      if (it == gradResult.end()) {
-        grads.push_back(-1);
-        for (int64_t k = 0; k < statePerParam; ++k)
-          state.push_back(-1);
-        continue;
-      }
-      grads.push_back(resultSlots[it->second] = take(bytes));
-      gradBytes += bytes;
-      for (int64_t k = 0; k < statePerParam; ++k) {
-        state.push_back(take(bytes));
-        stateBytes += bytes;
-      }
-    }
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      if (!func.getArgAttr(i, kInputAttr))
-        continue;
-      int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
-      inputs.push_back(take(bytes));
-      inputBytes += bytes;
-    }
-    for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      if (resultSlots[i] >= 0)
-        continue;
-      int64_t bytes = bufferBytes(func.getResultTypes()[i], floatBytes);
-      resultSlots[i] = take(bytes);
-      outputBytes += bytes;
-    }
-    int64_t persistent = cursor;
-
-    // Temporaries: live from their op to their last use.
-    llvm::DenseMap<Operation *, int64_t> index;
-    int64_t n = 0;
-    for (Operation &op : body)
-      index[&op] = n++;
-    std::vector<Interval> intervals;
-    llvm::DenseMap<Value, size_t> intervalOf;
-    // In a training step the forward pass ends with the op that makes the
-    // loss (result 0); tcc-build-backward appends the backward pass after it.
-    int64_t firstBackward = -1;
-    if (func.getSymName() == kMicroStepName && func.getNumResults() > 0)
-      if (Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp())
-        firstBackward = index.lookup(lossOp) + 1;
-    for (Operation &op : body.without_terminator()) {
-      if (isStaticConstant(&op))
-        continue;
-      for (Value r : op.getResults()) {
-        int64_t end = index[&op];
-        for (Operation *user : r.getUsers())
-          end = std::max(end, index[user]);
-        intervalOf[r] = intervals.size();
-        intervals.push_back({r, bufferBytes(r.getType(), floatBytes),
-                             index[&op], end});
-      }
-    }
-    int64_t temporaries = assignOffsets(intervals);
-    int64_t unshared = 0;
-    for (const Interval &i : intervals)
-      unshared += std::max<int64_t>(aligned(i.bytes), kArenaAlignment);
-
-    // Forward values still needed by the backward pass (the activations a
-    // training step keeps).
-    int64_t saved = 0;
-    if (firstBackward >= 0)
-      for (const Interval &i : intervals)
-        if (i.start < firstBackward && i.end >= firstBackward)
-          saved += i.bytes;
-
-    for (Operation &op : body.without_terminator()) {
-      SmallVector<int64_t> offsets;
-      for (Value r : op.getResults()) {
-        auto it = intervalOf.find(r);
-        offsets.push_back(it == intervalOf.end()
-                              ? -1
-                              : persistent + intervals[it->second].offset);
-      }
-      op.setAttr("tcc.offsets", b.getDenseI64ArrayAttr(offsets));
-    }
-    int64_t arenaBytes = persistent + temporaries;
-    SmallVector<NamedAttribute> layout = {
-        b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes)),
-        b.getNamedAttr("params", b.getDenseI64ArrayAttr(params)),
-        b.getNamedAttr("grads", b.getDenseI64ArrayAttr(grads)),
-        b.getNamedAttr("state", b.getDenseI64ArrayAttr(state)),
-        b.getNamedAttr("inputs", b.getDenseI64ArrayAttr(inputs)),
-        b.getNamedAttr("results", b.getDenseI64ArrayAttr(resultSlots)),
-        b.getNamedAttr("param_bytes", b.getI64IntegerAttr(paramBytes)),
-        b.getNamedAttr("grad_bytes", b.getI64IntegerAttr(gradBytes)),
-        b.getNamedAttr("state_bytes", b.getI64IntegerAttr(stateBytes)),
-        b.getNamedAttr("input_bytes", b.getI64IntegerAttr(inputBytes)),
-        b.getNamedAttr("output_bytes", b.getI64IntegerAttr(outputBytes)),
-        b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
-        b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
-        b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
-    };
-    func->setAttr("tcc.layout", b.getDictionaryAttr(layout));
-
+    int64_t arenaBytes = planFunction(func, floatBytes, statePerParam);
     int64_t limit = budget;
-    if (limit > 0 && arenaBytes > limit) {
-      return func.emitError()
-             << "the step needs " << arenaBytes << " bytes but the budget is "
-             << limit << " (parameters " << paramBytes << ", gradients "
-             << gradBytes << ", optimizer state " << stateBytes
-             << ", inputs " << inputBytes << ", outputs " << outputBytes
-             << ", activations and temporaries " << temporaries
-             << ", of which " << saved
-             << " are forward values kept for the backward pass); the "
-                "smallest budget this plan meets is "
-             << arenaBytes
-             << " bytes (rematerialisation, which would lower it, is not "
-                "implemented yet)";
-    }
+    if (limit > 0 && arenaBytes > limit)
+      return reportOverBudget(func, limit);
     return success();
   }
-
 };
 
 } // namespace
+
+LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
+  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
+  auto get = [&](StringRef key) {
+    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
+    return a ? a.getInt() : 0;
+  };
+  return func.emitError()
+         << "the step needs " << get("arena_bytes")
+         << " bytes but the budget is " << budget << " (parameters "
+         << get("param_bytes") << ", gradients " << get("grad_bytes")
+         << ", optimizer state " << get("state_bytes") << ", inputs "
+         << get("input_bytes") << ", outputs " << get("output_bytes")
+         << ", activations and temporaries " << get("temporary_bytes")
+         << ", of which " << get("saved_activation_bytes")
+         << " are forward values kept for the backward pass); the smallest "
+            "budget this plan meets is "
+         << get("arena_bytes") << " bytes"
+         << (func->hasAttr("tcc.remat_decisions")
+                 ? " after rematerialising " +
+                       std::to_string(func->getAttrOfType<ArrayAttr>(
+                                              "tcc.remat_decisions")
+                                          .size()) +
+                       " forward values (matmul outputs are never recomputed)"
+                 : std::string());
+}

@@ -2,6 +2,7 @@
 #ifndef TCC_PASSES_PLANMEMORY_H
 #define TCC_PASSES_PLANMEMORY_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 
 namespace mlir::tcc {
@@ -15,6 +16,15 @@ bool isStaticConstant(Operation *op);
 
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);
+
+/// Plans `func`'s arena (see tcc-plan-memory): annotates `tcc.offsets` on
+/// every op and `tcc.layout` on the function; returns the arena's size.
+int64_t planFunction(func::FuncOp func, int64_t floatBytes,
+                     int64_t statePerParam);
+
+/// Reports, on `func`, that its planned arena exceeds `budget` and what
+/// occupies it; always fails.
+LogicalResult reportOverBudget(func::FuncOp func, int64_t budget);
 
 } // namespace mlir::tcc
 

@@ -287,13 +287,57 @@ static std::string humanBytes(int64_t bytes) {
                 : llvm::formatv("{0:F1} {1}", v, units[u]).str();
 }
 
+/// A FLOP estimate of one op, for the report's recompute ratio: 2MNK for a
+/// matrix product, the number of elements it reads or writes otherwise.
+static int64_t estimateFlops(Operation *op) {
+  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
+    return 0;
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
+  if (auto mm = dyn_cast<tcc::MatMulOp>(op)) {
+    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+    return 2 * out.getNumElements() * lhs.getShape().back();
+  }
+  int64_t n = out.getNumElements();
+  for (Value v : op->getOperands())
+    n = std::max(n, cast<RankedTensorType>(v.getType()).getNumElements());
+  return n;
+}
+
+/// The decisions tcc-remat recorded on `func`, as JSON.
+static llvm::json::Array rematDecisions(func::FuncOp func) {
+  llvm::json::Array out;
+  auto decisions = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions");
+  if (!decisions)
+    return out;
+  for (Attribute a : decisions) {
+    auto d = cast<DictionaryAttr>(a);
+    llvm::json::Object o;
+    for (NamedAttribute field : d) {
+      if (auto i = dyn_cast<IntegerAttr>(field.getValue()))
+        o[field.getName().getValue()] = i.getInt();
+      else if (auto s = dyn_cast<StringAttr>(field.getValue()))
+        o[field.getName().getValue()] = s.getValue().str();
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 /// Writes the plan's breakdown as JSON (--memory-report).
-static LogicalResult writeMemoryReport(DictionaryAttr layout, int64_t budget,
+static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
                                        StringRef path) {
+  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
   auto get = [&](StringRef key) {
     auto a = layout.getAs<IntegerAttr>(key);
     return a ? a.getInt() : 0;
   };
+  int64_t stepFlops = 0, recomputedFlops = 0;
+  func.walk([&](Operation *op) {
+    int64_t f = estimateFlops(op);
+    stepFlops += f;
+    if (op->hasAttr("tcc.remat"))
+      recomputedFlops += f;
+  });
   llvm::json::Object report{
       {"planned_peak_bytes", get("arena_bytes")},
       {"budget_bytes", budget},
@@ -309,7 +353,9 @@ static LogicalResult writeMemoryReport(DictionaryAttr layout, int64_t budget,
        }},
       {"saved_activation_bytes", get("saved_activation_bytes")},
       {"temporary_bytes_without_reuse", get("temporary_bytes_unshared")},
-      {"remat_decisions", llvm::json::Array{}},
+      {"step_flops", stepFlops},
+      {"recomputed_flops", recomputedFlops},
+      {"remat_decisions", rematDecisions(func)},
   };
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
@@ -444,13 +490,20 @@ int main(int argc, char **argv) {
   planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
   planOptions.budget = budget;
   PassManager planPm(&context);
+  if (budget > 0) {
+    tcc::RematOptions rematOptions;
+    rematOptions.budget = budget;
+    rematOptions.floatBytes = planOptions.floatBytes;
+    rematOptions.statePerParam = planOptions.statePerParam;
+    planPm.addPass(tcc::createRemat(rematOptions));
+  }
   planPm.addPass(tcc::createPlanMemory(planOptions));
   if (failed(planPm.run(*module)))
     return 1;
   auto planned = *module->getOps<func::FuncOp>().begin();
   auto layout = planned->getAttrOfType<DictionaryAttr>("tcc.layout");
   if (!memoryReport.empty() &&
-      failed(writeMemoryReport(layout, budget, memoryReport)))
+      failed(writeMemoryReport(planned, budget, memoryReport)))
     return 1;
   if (emit == EmitKind::Planned)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });

@@ -1,0 +1,200 @@
+//===- Remat.cpp - recompute forward values to meet the memory budget -----===//
+//
+// The cost model (which values are candidates and how they score) is
+// `RematCostModel`; the transformation is `rematerialize`/`undo`; the search
+// (greedy, replanning after each try) is the pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PlanMemory.h"
+#include "passes/Passes.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace mlir::tcc {
+#define GEN_PASS_DEF_REMAT
+#include "passes/Passes.h.inc"
+} // namespace mlir::tcc
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+namespace {
+
+/// What recomputing a value costs and frees.
+struct Candidate {
+  Operation *op;
+  int64_t bytes;   // bytes of the op's results that the backward pass keeps
+  int64_t flops;   // work to recompute them
+  double score() const { return (double)bytes / (double)std::max<int64_t>(flops, 1); }
+};
+
+/// Which forward ops may be recomputed, and at what cost. Matmuls, gathers
+/// and the loss are never recomputed (GEMMs are the expensive work; the
+/// others read indices or produce the loss).
+struct RematCostModel {
+  int64_t floatBytes;
+
+  /// FLOPs to recompute `op`, or std::nullopt when it is not a candidate.
+  std::optional<int64_t> recomputeFlops(Operation *op) const {
+    if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
+      return std::nullopt;
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t n = std::max<int64_t>(t.getNumElements(), 1);
+    if (isa<ReshapeOp, UnsqueezeOp, SqueezeOp, IdentityOp, TransposeOp,
+            ExpandOp, SliceOp, ConcatOp, CastOp>(op))
+      return n; // a copy
+    if (isa<AddOp, SubOp, MulOp, DivOp, NegOp, ReluOp, AbsOp, WhereOp,
+            EqualOp, LessOp, GreaterOp, AndOp, OrOp, NotOp>(op))
+      return n;
+    if (isa<ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, SqrtOp, ReciprocalOp,
+            PowOp>(op))
+      return 4 * n;
+    if (isa<GeluOp>(op))
+      return 8 * n;
+    if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormalizationOp, ReduceMeanOp,
+            ReduceSumOp>(op)) {
+      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+      return 6 * std::max<int64_t>(in.getNumElements(), 1);
+    }
+    return std::nullopt;
+  }
+};
+
+/// A recomputation that was applied: the clone and the uses it took over.
+struct Applied {
+  Operation *clone;
+  SmallVector<std::pair<OpOperand *, Value>> uses; // use, original value
+};
+
+/// Clones `op` before the first of its uses at or after `boundary` and moves
+/// those uses to the clone.
+static Applied rematerialize(Operation *op, int64_t boundary,
+                             llvm::DenseMap<Operation *, int64_t> &index) {
+  SmallVector<OpOperand *> late;
+  Operation *first = nullptr;
+  for (Value r : op->getResults())
+    for (OpOperand &use : r.getUses()) {
+      Operation *user = use.getOwner();
+      if (index.lookup(user) < boundary)
+        continue;
+      late.push_back(&use);
+      if (!first || index.lookup(user) < index.lookup(first))
+        first = user;
+    }
+  OpBuilder b(first);
+  Operation *clone = b.clone(*op);
+  clone->setAttr("tcc.remat", b.getUnitAttr());
+  Applied applied{clone, {}};
+  for (OpOperand *use : late) {
+    Value original = use->get();
+    applied.uses.push_back({use, original});
+    use->set(clone->getResult(cast<OpResult>(original).getResultNumber()));
+  }
+  return applied;
+}
+
+static void undo(Applied &a) {
+  for (auto &[use, original] : a.uses)
+    use->set(original);
+  a.clone->erase();
+}
+
+class RematPass : public tcc::impl::RematBase<RematPass> {
+public:
+  using RematBase::RematBase;
+
+  void runOnOperation() override {
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+      if (func.getSymName() == kMicroStepName && budget > 0)
+        search(func);
+  }
+
+private:
+  void search(func::FuncOp func) {
+    RematCostModel model{floatBytes};
+    Builder b(func.getContext());
+    int64_t peak = planFunction(func, floatBytes, statePerParam);
+    SmallVector<Attribute> decisions;
+    llvm::DenseSet<Operation *> tried;
+    while (peak > budget) {
+      // The forward/backward boundary: just after the op making the loss.
+      Block &body = func.getBody().front();
+      llvm::DenseMap<Operation *, int64_t> index;
+      int64_t n = 0;
+      for (Operation &op : body)
+        index[&op] = n++;
+      Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+      if (!lossOp)
+        break;
+      int64_t boundary = index[lossOp] + 1;
+
+      SmallVector<Candidate> candidates;
+      for (Operation &op : body) {
+        if (index[&op] >= boundary || tried.contains(&op) || &op == lossOp)
+          continue;
+        std::optional<int64_t> flops = model.recomputeFlops(&op);
+        if (!flops)
+          continue;
+        int64_t kept = 0;
+        for (Value r : op.getResults())
+          if (llvm::any_of(r.getUsers(), [&](Operation *u) {
+                return index.lookup(u) >= boundary;
+              }))
+            kept += bufferBytes(r.getType(), floatBytes);
+        if (kept > 0)
+          candidates.push_back({&op, kept, *flops});
+      }
+      if (candidates.empty())
+        break;
+      // Best score first; ties by program order (deterministic).
+      llvm::stable_sort(candidates, [&](const Candidate &a, const Candidate &c) {
+        if (a.score() != c.score())
+          return a.score() > c.score();
+        return index[a.op] < index[c.op];
+      });
+      bool improved = false;
+      for (const Candidate &c : candidates) {
+        tried.insert(c.op);
+        Applied a = rematerialize(c.op, boundary, index);
+        int64_t after = planFunction(func, floatBytes, statePerParam);
+        if (after < peak) {
+          decisions.push_back(b.getDictionaryAttr({
+              b.getNamedAttr("op", b.getStringAttr(c.op->getName().getStringRef())),
+              b.getNamedAttr("location", b.getStringAttr(locationName(c.op->getLoc()))),
+              b.getNamedAttr("bytes", b.getI64IntegerAttr(c.bytes)),
+              b.getNamedAttr("flops", b.getI64IntegerAttr(c.flops)),
+              b.getNamedAttr("arena_after", b.getI64IntegerAttr(after)),
+              b.getNamedAttr("reason", b.getStringAttr(
+                  "saved activation, cheapest bytes per recomputed FLOP that "
+                  "lowers the peak")),
+          }));
+          peak = after;
+          improved = true;
+          break;
+        }
+        undo(a);
+      }
+      if (!improved)
+        break;
+    }
+    // Leave the function's plan current for what follows.
+    planFunction(func, floatBytes, statePerParam);
+    if (!decisions.empty())
+      func->setAttr("tcc.remat_decisions", b.getArrayAttr(decisions));
+  }
+
+  static std::string locationName(Location loc) {
+    if (auto fused = dyn_cast<FusedLoc>(loc))
+      for (Location l : fused.getLocations())
+        if (auto name = dyn_cast<NameLoc>(l))
+          return name.getName().str();
+    if (auto name = dyn_cast<NameLoc>(loc))
+      return name.getName().str();
+    return "";
+  }
+};
+
+} // namespace
