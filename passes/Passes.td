@@ -208,10 +208,10 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
     and the backward uses read the clone.
 
     The cost model is apart from the transformation: a candidate is a
-    saved forward value whose op is cheap to recompute (elementwise ops,
-    views, softmax, normalization, GELU; never a matmul, a gather or the
-    loss), scored by bytes freed per recomputed FLOP. Candidates are tried
-    best score first; each is kept only if the replanned arena is smaller,
+    saved forward value whose op can be recomputed (elementwise ops, views,
+    softmax, normalization, GELU, and matmuls; never a gather or the loss),
+    scored by bytes freed per recomputed FLOP. Candidates are tried cheap
+    ops first and matmuls only after them, best score first; each is kept only if the replanned arena is smaller,
     else undone. The search stops when the plan fits or nothing helps. Every
     kept decision is recorded in `tcc.remat_decisions` on the function
     (value, op, bytes freed, FLOPs recomputed, arena after). Deterministic:

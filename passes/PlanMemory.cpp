@@ -268,6 +268,6 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
                        std::to_string(func->getAttrOfType<ArrayAttr>(
                                               "tcc.remat_decisions")
                                           .size()) +
-                       " forward values (matmul outputs are never recomputed)"
+                       " forward values"
                  : std::string());
 }

@@ -28,12 +28,13 @@ struct Candidate {
   Operation *op;
   int64_t bytes;   // bytes of the op's results that the backward pass keeps
   int64_t flops;   // work to recompute them
+  bool gemm;       // a matrix product: tried only after every cheaper one
   double score() const { return (double)bytes / (double)std::max<int64_t>(flops, 1); }
 };
 
-/// Which forward ops may be recomputed, and at what cost. Matmuls, gathers
-/// and the loss are never recomputed (GEMMs are the expensive work; the
-/// others read indices or produce the loss).
+/// Which forward ops may be recomputed, and at what cost. Matrix products
+/// are the expensive work: they are candidates only after every cheaper
+/// choice has been tried. Gathers (indices) and the loss never are.
 struct RematCostModel {
   int64_t floatBytes;
 
@@ -54,6 +55,10 @@ struct RematCostModel {
       return 4 * n;
     if (isa<GeluOp>(op))
       return 8 * n;
+    if (auto mm = dyn_cast<MatMulOp>(op)) {
+      auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+      return 2 * n * lhs.getShape().back();
+    }
     if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormalizationOp, ReduceMeanOp,
             ReduceSumOp>(op)) {
       auto in = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -63,16 +68,50 @@ struct RematCostModel {
   }
 };
 
-/// A recomputation that was applied: the clone and the uses it took over.
+/// A recomputation that was applied: the clones (in program order) and the
+/// uses they took over.
 struct Applied {
-  Operation *clone;
+  SmallVector<Operation *> clones;
   SmallVector<std::pair<OpOperand *, Value>> uses; // use, original value
+  int64_t flops = 0;
 };
 
-/// Clones `op` before the first of its uses at or after `boundary` and moves
-/// those uses to the clone.
+/// Clones `op` before `before`, first cloning (recursively, up to `depth`)
+/// the recomputable producers of operands that the forward pass already let
+/// die, so a chain of cheap ops is recomputed from values that are still
+/// live (parameters, inputs, saved activations).
+static Value cloneChain(Operation *op, Operation *before, int64_t boundary,
+                        llvm::DenseMap<Operation *, int64_t> &index,
+                        const RematCostModel &model, IRMapping &map,
+                        Applied &applied, int depth, unsigned resultNumber) {
+  if (map.contains(op->getResult(0)))
+    return map.lookup(op->getResult(resultNumber));
+  for (Value operand : op->getOperands()) {
+    Operation *producer = operand.getDefiningOp();
+    if (!producer || depth == 0 || map.contains(operand) ||
+        producer->hasTrait<OpTrait::ConstantLike>() ||
+        isa<MatMulOp>(producer) || !model.recomputeFlops(producer))
+      continue;
+    bool diesInForward = llvm::all_of(operand.getUsers(), [&](Operation *u) {
+      return index.lookup(u) < boundary;
+    });
+    if (diesInForward)
+      cloneChain(producer, before, boundary, index, model, map, applied,
+                 depth - 1, cast<OpResult>(operand).getResultNumber());
+  }
+  OpBuilder b(before);
+  Operation *clone = b.clone(*op, map);
+  clone->setAttr("tcc.remat", b.getUnitAttr());
+  applied.clones.push_back(clone);
+  applied.flops += model.recomputeFlops(op).value_or(0);
+  return clone->getResult(resultNumber);
+}
+
+/// Recomputes `op` (and the chain feeding it) before the first of its uses
+/// at or after `boundary` and moves those uses to the recomputed values.
 static Applied rematerialize(Operation *op, int64_t boundary,
-                             llvm::DenseMap<Operation *, int64_t> &index) {
+                             llvm::DenseMap<Operation *, int64_t> &index,
+                             const RematCostModel &model) {
   SmallVector<OpOperand *> late;
   Operation *first = nullptr;
   for (Value r : op->getResults())
@@ -84,10 +123,10 @@ static Applied rematerialize(Operation *op, int64_t boundary,
       if (!first || index.lookup(user) < index.lookup(first))
         first = user;
     }
-  OpBuilder b(first);
-  Operation *clone = b.clone(*op);
-  clone->setAttr("tcc.remat", b.getUnitAttr());
-  Applied applied{clone, {}};
+  Applied applied;
+  IRMapping map;
+  cloneChain(op, first, boundary, index, model, map, applied, /*depth=*/6, 0);
+  Operation *clone = applied.clones.back();
   for (OpOperand *use : late) {
     Value original = use->get();
     applied.uses.push_back({use, original});
@@ -99,7 +138,8 @@ static Applied rematerialize(Operation *op, int64_t boundary,
 static void undo(Applied &a) {
   for (auto &[use, original] : a.uses)
     use->set(original);
-  a.clone->erase();
+  for (Operation *clone : llvm::reverse(a.clones))
+    clone->erase();
 }
 
 class RematPass : public tcc::impl::RematBase<RematPass> {
@@ -145,12 +185,15 @@ private:
               }))
             kept += bufferBytes(r.getType(), floatBytes);
         if (kept > 0)
-          candidates.push_back({&op, kept, *flops});
+          candidates.push_back({&op, kept, *flops, isa<MatMulOp>(op)});
       }
       if (candidates.empty())
         break;
-      // Best score first; ties by program order (deterministic).
+      // Cheap ops before matrix products, then best score first, ties by
+      // program order (deterministic).
       llvm::stable_sort(candidates, [&](const Candidate &a, const Candidate &c) {
+        if (a.gemm != c.gemm)
+          return !a.gemm;
         if (a.score() != c.score())
           return a.score() > c.score();
         return index[a.op] < index[c.op];
@@ -158,18 +201,21 @@ private:
       bool improved = false;
       for (const Candidate &c : candidates) {
         tried.insert(c.op);
-        Applied a = rematerialize(c.op, boundary, index);
+        Applied a = rematerialize(c.op, boundary, index, model);
         int64_t after = planFunction(func, floatBytes, statePerParam);
         if (after < peak) {
           decisions.push_back(b.getDictionaryAttr({
               b.getNamedAttr("op", b.getStringAttr(c.op->getName().getStringRef())),
               b.getNamedAttr("location", b.getStringAttr(locationName(c.op->getLoc()))),
               b.getNamedAttr("bytes", b.getI64IntegerAttr(c.bytes)),
-              b.getNamedAttr("flops", b.getI64IntegerAttr(c.flops)),
+              b.getNamedAttr("flops", b.getI64IntegerAttr(a.flops)),
+              b.getNamedAttr("ops", b.getI64IntegerAttr(a.clones.size())),
               b.getNamedAttr("arena_after", b.getI64IntegerAttr(after)),
               b.getNamedAttr("reason", b.getStringAttr(
-                  "saved activation, cheapest bytes per recomputed FLOP that "
-                  "lowers the peak")),
+                  c.gemm ? "saved matmul output: no cheaper recomputation "
+                           "lowers the peak any more"
+                         : "saved activation, cheapest bytes per recomputed "
+                           "FLOP that lowers the peak")),
           }));
           peak = after;
           improved = true;
