@@ -211,7 +211,7 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
     saved forward value whose op can be recomputed (elementwise ops, views,
     softmax, normalization, GELU, and matmuls; never a gather or the loss),
     scored by bytes freed per recomputed FLOP. Candidates are tried cheap
-    ops first and matmuls only after them, best score first; each is kept only if the replanned arena is smaller,
+    ops first and matmuls only after them, best score first; each is kept only if the replanned arena does not grow,
     else undone. The search stops when the plan fits or nothing helps. Every
     kept decision is recorded in `tcc.remat_decisions` on the function
     (value, op, bytes freed, FLOPs recomputed, arena after). Deterministic:

@@ -203,7 +203,10 @@ private:
         tried.insert(c.op);
         Applied a = rematerialize(c.op, boundary, index, model);
         int64_t after = planFunction(func, floatBytes, statePerParam);
-        if (after < peak) {
+        // Kept when the plan does not grow: one value rarely lowers the peak
+        // alone (other saved values hold it), but each one dropped lowers
+        // what is live at the end of the forward pass.
+        if (after <= peak) {
           decisions.push_back(b.getDictionaryAttr({
               b.getNamedAttr("op", b.getStringAttr(c.op->getName().getStringRef())),
               b.getNamedAttr("location", b.getStringAttr(locationName(c.op->getLoc()))),
