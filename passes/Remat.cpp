@@ -153,84 +153,132 @@ public:
   }
 
 private:
+  /// The most bytes of temporaries live at once (aligned sizes): a lower
+  /// bound of the temporaries' region that costs O(ops) to compute, used to
+  /// judge each try; the full plan (offsets) runs once per round.
+  int64_t liveTemporaries(func::FuncOp func) const {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : body)
+      index[&op] = n++;
+    std::vector<int64_t> delta(n + 2, 0);
+    for (Operation &op : body.without_terminator()) {
+      if (isStaticConstant(&op))
+        continue;
+      for (Value r : op.getResults()) {
+        int64_t start = index[&op], end = start;
+        for (Operation *u : r.getUsers())
+          end = std::max(end, index.lookup(u));
+        int64_t bytes = std::max<int64_t>(
+            (bufferBytes(r.getType(), floatBytes) + kArenaAlignment - 1) /
+                kArenaAlignment * kArenaAlignment,
+            kArenaAlignment);
+        delta[start] += bytes;
+        delta[end + 1] -= bytes;
+      }
+    }
+    int64_t live = 0, peak = 0;
+    for (int64_t d : delta)
+      peak = std::max(peak, live += d);
+    return peak;
+  }
+
+  static int64_t layoutValue(func::FuncOp func, StringRef key) {
+    auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
+    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
+    return a ? a.getInt() : 0;
+  }
+
   void search(func::FuncOp func) {
     RematCostModel model{floatBytes};
     Builder b(func.getContext());
-    int64_t peak = planFunction(func, floatBytes, statePerParam);
+    int64_t planned = planFunction(func, floatBytes, statePerParam);
     SmallVector<Attribute> decisions;
     llvm::DenseSet<Operation *> tried;
-    while (peak > budget) {
-      // The forward/backward boundary: just after the op making the loss.
-      Block &body = func.getBody().front();
-      llvm::DenseMap<Operation *, int64_t> index;
-      int64_t n = 0;
-      for (Operation &op : body)
-        index[&op] = n++;
-      Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
-      if (!lossOp)
-        break;
-      int64_t boundary = index[lossOp] + 1;
-
-      SmallVector<Candidate> candidates;
-      for (Operation &op : body) {
-        if (index[&op] >= boundary || tried.contains(&op) || &op == lossOp)
-          continue;
-        std::optional<int64_t> flops = model.recomputeFlops(&op);
-        if (!flops)
-          continue;
-        int64_t kept = 0;
-        for (Value r : op.getResults())
-          if (llvm::any_of(r.getUsers(), [&](Operation *u) {
-                return index.lookup(u) >= boundary;
-              }))
-            kept += bufferBytes(r.getType(), floatBytes);
-        if (kept > 0)
-          candidates.push_back({&op, kept, *flops, isa<MatMulOp>(op)});
-      }
-      if (candidates.empty())
-        break;
-      // Cheap ops before matrix products, then best score first, ties by
-      // program order (deterministic).
-      llvm::stable_sort(candidates, [&](const Candidate &a, const Candidate &c) {
-        if (a.gemm != c.gemm)
-          return !a.gemm;
-        if (a.score() != c.score())
-          return a.score() > c.score();
-        return index[a.op] < index[c.op];
-      });
-      bool improved = false;
-      for (const Candidate &c : candidates) {
-        tried.insert(c.op);
-        Applied a = rematerialize(c.op, boundary, index, model);
-        int64_t after = planFunction(func, floatBytes, statePerParam);
-        // Kept when the plan does not grow: one value rarely lowers the peak
-        // alone (other saved values hold it), but each one dropped lowers
-        // what is live at the end of the forward pass.
-        if (after <= peak) {
-          decisions.push_back(b.getDictionaryAttr({
-              b.getNamedAttr("op", b.getStringAttr(c.op->getName().getStringRef())),
-              b.getNamedAttr("location", b.getStringAttr(locationName(c.op->getLoc()))),
-              b.getNamedAttr("bytes", b.getI64IntegerAttr(c.bytes)),
-              b.getNamedAttr("flops", b.getI64IntegerAttr(a.flops)),
-              b.getNamedAttr("ops", b.getI64IntegerAttr(a.clones.size())),
-              b.getNamedAttr("arena_after", b.getI64IntegerAttr(after)),
-              b.getNamedAttr("reason", b.getStringAttr(
-                  c.gemm ? "saved matmul output: no cheaper recomputation "
-                           "lowers the peak any more"
-                         : "saved activation, cheapest bytes per recomputed "
-                           "FLOP that lowers the peak")),
-          }));
-          peak = after;
-          improved = true;
+    // Rounds: a greedy search on the live-bytes bound towards the budget,
+    // then the full plan; fragmentation (plan minus bound) measured anew.
+    for (int round = 0; planned > budget && round < 8; ++round) {
+      int64_t temporaries = layoutValue(func, "temporary_bytes");
+      int64_t persistent = planned - temporaries;
+      int64_t live = liveTemporaries(func);
+      int64_t fragmentation = temporaries - live;
+      int64_t target = budget - persistent - fragmentation;
+      size_t before = decisions.size();
+      while (live > target) {
+        // The forward/backward boundary: just after the op making the loss.
+        Block &body = func.getBody().front();
+        llvm::DenseMap<Operation *, int64_t> index;
+        int64_t n = 0;
+        for (Operation &op : body)
+          index[&op] = n++;
+        Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+        if (!lossOp)
           break;
+        int64_t boundary = index[lossOp] + 1;
+
+        SmallVector<Candidate> candidates;
+        for (Operation &op : body) {
+          if (index[&op] >= boundary || tried.contains(&op) || &op == lossOp)
+            continue;
+          std::optional<int64_t> flops = model.recomputeFlops(&op);
+          if (!flops)
+            continue;
+          int64_t kept = 0;
+          for (Value r : op.getResults())
+            if (llvm::any_of(r.getUsers(), [&](Operation *u) {
+                  return index.lookup(u) >= boundary;
+                }))
+              kept += bufferBytes(r.getType(), floatBytes);
+          if (kept > 0)
+            candidates.push_back({&op, kept, *flops, isa<MatMulOp>(op)});
         }
-        undo(a);
+        if (candidates.empty())
+          break;
+        // Cheap ops before matrix products, then best score first, ties by
+        // program order (deterministic).
+        llvm::stable_sort(candidates, [&](const Candidate &a, const Candidate &c) {
+          if (a.gemm != c.gemm)
+            return !a.gemm;
+          if (a.score() != c.score())
+            return a.score() > c.score();
+          return index[a.op] < index[c.op];
+        });
+        bool kept = false;
+        for (const Candidate &c : candidates) {
+          tried.insert(c.op);
+          Applied a = rematerialize(c.op, boundary, index, model);
+          int64_t after = liveTemporaries(func);
+          // Kept when the bound does not grow: one value rarely lowers the
+          // peak alone (other saved values hold it), but each one dropped
+          // lowers what the forward pass leaves live.
+          if (after <= live) {
+            decisions.push_back(b.getDictionaryAttr({
+                b.getNamedAttr("op", b.getStringAttr(c.op->getName().getStringRef())),
+                b.getNamedAttr("location", b.getStringAttr(locationName(c.op->getLoc()))),
+                b.getNamedAttr("bytes", b.getI64IntegerAttr(c.bytes)),
+                b.getNamedAttr("flops", b.getI64IntegerAttr(a.flops)),
+                b.getNamedAttr("ops", b.getI64IntegerAttr(a.clones.size())),
+                b.getNamedAttr("live_temporaries_after", b.getI64IntegerAttr(after)),
+                b.getNamedAttr("reason", b.getStringAttr(
+                    c.gemm ? "saved matmul output: no cheaper recomputation "
+                             "is left"
+                           : "saved activation with the most bytes per "
+                             "recomputed FLOP")),
+            }));
+            live = after;
+            kept = true;
+            break;
+          }
+          undo(a);
+        }
+        if (!kept)
+          break;
       }
-      if (!improved)
-        break;
+      planned = planFunction(func, floatBytes, statePerParam);
+      if (decisions.size() == before)
+        break; // nothing more to recompute
     }
-    // Leave the function's plan current for what follows.
-    planFunction(func, floatBytes, statePerParam);
     if (!decisions.empty())
       func->setAttr("tcc.remat_decisions", b.getArrayAttr(decisions));
   }
