@@ -702,7 +702,7 @@ FailureOr<CpuStep> Emitter::run() {
     << ", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
-    << state.size() << ", kState};\n\n"
+    << state.size() << ", kState, " << options.memBudget << "ULL};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"

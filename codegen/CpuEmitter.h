@@ -30,6 +30,9 @@ struct CpuEmitOptions {
   /// table (the runtime's --save reads the model from there).
   std::string modelName;
   std::string modelPath;
+  /// The --mem-budget the plan was made for (0: none), recorded for the
+  /// runtime's check.
+  int64_t memBudget = 0;
   /// The optimizer `tcc_step_apply` implements: "adamw" or "sgd".
   std::string optimizer = "adamw";
 };

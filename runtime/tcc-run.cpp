@@ -50,7 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TCC_RUN_VERSION "0.2.0"
+#define TCC_RUN_VERSION "0.3.0"
 #define TCC_STR2(x) #x
 #define TCC_STR(x) TCC_STR2(x)
 
@@ -839,6 +839,29 @@ struct Arena {
   }
 };
 
+/// Refuses a step whose arena exceeds the budget it was compiled for, or the
+/// memory this machine has available (MemAvailable in /proc/meminfo, where
+/// there is one).
+std::string checkMemory(const tcc_step_info &info) {
+  if (info.mem_budget && info.arena_bytes > info.mem_budget)
+    return "the step's arena of " + std::to_string(info.arena_bytes) +
+           " bytes exceeds the budget of " + std::to_string(info.mem_budget) +
+           " bytes it was compiled for; recompile it";
+  if (FILE *f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+        break;
+    std::fclose(f);
+    if (kb && info.arena_bytes > kb * 1024ULL)
+      return "the step needs an arena of " + std::to_string(info.arena_bytes) +
+             " bytes, but this machine has only " + std::to_string(kb * 1024ULL) +
+             " bytes available";
+  }
+  return "";
+}
+
 //===----------------------------------------------------------------------===//
 // --grads-only
 //===----------------------------------------------------------------------===//
@@ -883,6 +906,8 @@ int runGradsOnly(const Options &opts, const Step &step) {
     }
   }
 
+  if (!(err = checkMemory(info)).empty())
+    return error(err);
   Arena mem;
   if (!(err = mem.allocate(info.arena_bytes)).empty())
     return error(err);
@@ -1318,6 +1343,8 @@ int runTraining(const Options &opts, const Step &step) {
     return error(err);
 
   // The arena, with the initial parameters or the checkpoint's.
+  if (!(err = checkMemory(info)).empty())
+    return error(err);
   Arena mem;
   if (!(err = mem.allocate(info.arena_bytes)).empty())
     return error(err);

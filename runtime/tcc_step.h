@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 2
+#define TCC_STEP_ABI_VERSION 3
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 enum tcc_dtype {
@@ -65,6 +65,8 @@ typedef struct tcc_step_info {
   const char *optimizer;          /* "adamw", "sgd", or "" without a backward pass */
   int32_t num_state;              /* optimizer state tensors (checkpointed) */
   const tcc_tensor_desc *state;   /* named "<kind>/<parameter>", e.g. "exp_avg/wte.weight" */
+  uint64_t mem_budget;            /* tcc --mem-budget the plan was made for (0: none);
+                                     arena_bytes <= mem_budget */
 } tcc_step_info;
 
 /* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and

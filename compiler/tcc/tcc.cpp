@@ -521,6 +521,7 @@ int main(int argc, char **argv) {
   llvm::sys::fs::make_absolute(absolute);
   emitOptions.modelPath = absolute.str().str();
   emitOptions.optimizer = optimizer;
+  emitOptions.memBudget = budget;
   FailureOr<tcc::CpuStep> step = tcc::emitCpuStep(*module, emitOptions);
   if (failed(step))
     return 1;

@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3)  # layouts of tcc_step_info this module reads
 
 # enum tcc_dtype (ONNX TensorProto.DataType numbering) -> numpy dtype
 DTYPES = {
@@ -75,6 +75,11 @@ class _CInfoV2(ctypes.Structure):
                  ("state", ctypes.POINTER(_CDesc))])
 
 
+class _CInfoV3(ctypes.Structure):
+    # v3 adds the memory budget the plan was made for.
+    _fields_ = _CInfoV2._fields_ + [("mem_budget", ctypes.c_uint64)]
+
+
 class OptimArgs(ctypes.Structure):
     """tcc_optim_args (ABI v2): the run-time hyperparameters of tcc_step_apply."""
     _fields_ = [("lr", ctypes.c_double),
@@ -121,7 +126,7 @@ class Step:
         if version not in ABI_VERSIONS:
             raise StepError("%s: abi_version %d, this module reads %s"
                             % (path, version, ABI_VERSIONS))
-        layout = _CInfoV1 if version == 1 else _CInfoV2
+        layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3}[version]
         ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
         dec = lambda s: s.decode() if s else ""  # noqa: E731
         v2 = version >= 2
