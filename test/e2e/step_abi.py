@@ -37,7 +37,7 @@ ALIGN = 64
 TensorDesc = collections.namedtuple("TensorDesc", "name dtype shape offset bytes")
 StepInfo = collections.namedtuple(
     "StepInfo", "abi_version model model_path target arena_bytes has_backward "
-                "params grads inputs outputs optimizer state")
+                "params grads inputs outputs optimizer state mem_budget")
 
 
 class _CDesc(ctypes.Structure):
@@ -142,7 +142,8 @@ class Step:
             inputs=_descs(ci.inputs, ci.num_inputs),
             outputs=_descs(ci.outputs, ci.num_outputs),
             optimizer=dec(ci.optimizer) if v2 else "",
-            state=_descs(ci.state, ci.num_state) if v2 else [])
+            state=_descs(ci.state, ci.num_state) if v2 else [],
+            mem_budget=int(ci.mem_budget) if version >= 3 else 0)
         if v2 and hasattr(self.lib, "tcc_step_apply"):
             self.lib.tcc_step_apply.restype = ctypes.c_int
             self.lib.tcc_step_apply.argtypes = [ctypes.c_void_p, ctypes.POINTER(OptimArgs)]
