@@ -212,7 +212,10 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
     softmax, normalization, GELU, and matmuls; never a gather or the loss),
     scored by bytes freed per recomputed FLOP. Candidates are tried cheap
     ops first and matmuls only after them, best score first; each is kept only if the replanned arena does not grow,
-    else undone. The search stops when the plan fits or nothing helps. Every
+    else undone. The search stops when the plan fits or nothing helps; if it still
+    does not fit, the segment schedules below are tried on the original step
+    (sqrt(n) segments, then every layer) and the first that fits is taken.
+    Every
     kept decision is recorded in `tcc.remat_decisions` on the function
     (value, op, bytes freed, FLOPs recomputed, arena after). Deterministic:
     the same module and budget give the same plan.
@@ -227,6 +230,13 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
            "bytes per floating-point element on the target">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
            "optimizer state tensors per trainable parameter">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"greedy\"",
+           "greedy (the search above, under `budget`), or a reference "
+           "schedule applied whatever the budget: checkpoint-every-layer "
+           "(keep each block's input, recompute the whole block before its "
+           "backward) or checkpoint-sqrt (the same with segments of "
+           "ceil(sqrt(layers)) blocks, Chen et al.); blocks are recognised "
+           "by node names such as /h.3/...">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }

@@ -13,6 +13,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 
+#include <cmath>
+#include <map>
+
 namespace mlir::tcc {
 #define GEN_PASS_DEF_REMAT
 #include "passes/Passes.h.inc"
@@ -147,9 +150,137 @@ public:
   using RematBase::RematBase;
 
   void runOnOperation() override {
-    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
-      if (func.getSymName() == kMicroStepName && budget > 0)
-        search(func);
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
+      if (func.getSymName() != kMicroStepName)
+        continue;
+      if (policy == "greedy") {
+        if (budget > 0)
+          searchWithFallback(func);
+      } else if (policy == "checkpoint-every-layer" || policy == "checkpoint-sqrt") {
+        checkpointSegments(func, policy == "checkpoint-sqrt");
+      } else {
+        func.emitError("unknown remat policy \"") << policy << "\"";
+        return signalPassFailure();
+      }
+    }
+  }
+
+  /// The greedy search; where it cannot reach the budget, the segment
+  /// schedules (sqrt(n) segments, then every layer) applied to the original
+  /// step, the first that fits.
+  void searchWithFallback(func::FuncOp func) {
+    func::FuncOp original = func.clone();
+    search(func);
+    if (planFunction(func, floatBytes, statePerParam) > budget) {
+      for (bool sqrtSegments : {true, false}) {
+        func::FuncOp trial = original.clone();
+        checkpointSegments(trial, sqrtSegments);
+        if (planFunction(trial, floatBytes, statePerParam) <= budget) {
+          func.getBody().takeBody(trial.getBody());
+          for (StringRef attr : {"tcc.layout", "tcc.remat_decisions"})
+            if (Attribute a = trial->getAttr(attr))
+              func->setAttr(attr, a);
+          trial.erase();
+          break;
+        }
+        trial.erase();
+      }
+      planFunction(func, floatBytes, statePerParam);
+    }
+    original.erase();
+  }
+
+  /// The block a node belongs to, from its name: /h.3/attn/MatMul -> 3.
+  static std::optional<int64_t> blockOf(Operation *op) {
+    std::string name = locationName(op->getLoc());
+    if (name.size() < 2 || name[0] != '/')
+      return std::nullopt;
+    StringRef first = StringRef(name).drop_front().split('/').first;
+    auto [prefix, number] = first.rsplit('.');
+    int64_t block;
+    if (prefix.empty() || number.getAsInteger(10, block))
+      return std::nullopt;
+    return block;
+  }
+
+  /// The reference schedules: keep each segment's inputs, recompute the
+  /// segment's whole forward pass once, before the first backward op that
+  /// needs any of its values.
+  void checkpointSegments(func::FuncOp func, bool sqrtSegments) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : body)
+      index[&op] = n++;
+    Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+    if (!lossOp)
+      return;
+    int64_t boundary = index[lossOp] + 1;
+    std::map<int64_t, SmallVector<Operation *>> blocks;
+    int64_t numBlocks = 0;
+    for (Operation &op : body) {
+      if (index[&op] >= boundary || op.hasTrait<OpTrait::ConstantLike>())
+        continue;
+      if (std::optional<int64_t> blk = blockOf(&op)) {
+        blocks[*blk].push_back(&op);
+        numBlocks = std::max(numBlocks, *blk + 1);
+      }
+    }
+    int64_t per = sqrtSegments
+                      ? std::max<int64_t>(1, (int64_t)std::ceil(std::sqrt((double)numBlocks)))
+                      : 1;
+    std::map<int64_t, SmallVector<Operation *>> segments;
+    for (auto &[blk, ops] : blocks)
+      llvm::append_range(segments[blk / per], ops);
+    Builder b(func.getContext());
+    SmallVector<Attribute> decisions;
+    for (auto &[segment, ops] : segments) {
+      llvm::DenseSet<Operation *> inSegment(ops.begin(), ops.end());
+      Operation *first = nullptr;
+      int64_t kept = 0;
+      for (Operation *op : ops)
+        for (Value r : op->getResults()) {
+          bool late = false;
+          for (Operation *u : r.getUsers())
+            if (index.lookup(u) >= boundary) {
+              late = true;
+              if (!first || index.lookup(u) < index.lookup(first))
+                first = u;
+            }
+          if (late)
+            kept += bufferBytes(r.getType(), floatBytes);
+        }
+      if (!first)
+        continue;
+      OpBuilder builder(first);
+      IRMapping map;
+      int64_t flops = 0;
+      for (Operation *op : ops) {
+        Operation *clone = builder.clone(*op, map);
+        clone->setAttr("tcc.remat", builder.getUnitAttr());
+        flops += RematCostModel{floatBytes}.recomputeFlops(op).value_or(
+            op->getNumResults()
+                ? cast<RankedTensorType>(op->getResult(0).getType()).getNumElements()
+                : 0);
+      }
+      for (Operation *op : ops)
+        for (Value r : op->getResults())
+          for (OpOperand &use : llvm::make_early_inc_range(r.getUses()))
+            if (index.lookup(use.getOwner()) >= boundary)
+              use.set(map.lookup(r));
+      decisions.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("segment", b.getI64IntegerAttr(segment)),
+          b.getNamedAttr("ops", b.getI64IntegerAttr(ops.size())),
+          b.getNamedAttr("bytes", b.getI64IntegerAttr(kept)),
+          b.getNamedAttr("flops", b.getI64IntegerAttr(flops)),
+          b.getNamedAttr("reason", b.getStringAttr(sqrtSegments
+                                                        ? "checkpoint-sqrt segment"
+                                                        : "checkpoint-every-layer block")),
+      }));
+    }
+    planFunction(func, floatBytes, statePerParam);
+    if (!decisions.empty())
+      func->setAttr("tcc.remat_decisions", b.getArrayAttr(decisions));
   }
 
 private:

@@ -107,6 +107,12 @@ static cl::opt<std::string> memBudget(
              "100K or bytes; K/M/G/T and KiB/MiB/GiB/TiB are powers of "
              "1024, KB/MB/GB/TB of 1000"),
     cl::value_desc("size"), cl::cat(tccCategory));
+static cl::opt<std::string> rematPolicy(
+    "remat-policy",
+    cl::desc("How tcc meets --mem-budget: greedy (default), or a reference "
+             "schedule for benchmarks, applied whatever the budget: "
+             "checkpoint-every-layer or checkpoint-sqrt"),
+    cl::value_desc("policy"), cl::init("greedy"), cl::cat(tccCategory));
 static cl::opt<std::string> memoryReport(
     "memory-report",
     cl::desc("Write the memory plan's breakdown as JSON to this file"),
@@ -490,8 +496,9 @@ int main(int argc, char **argv) {
   planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
   planOptions.budget = budget;
   PassManager planPm(&context);
-  if (budget > 0) {
+  if (budget > 0 || rematPolicy != "greedy") {
     tcc::RematOptions rematOptions;
+    rematOptions.policy = rematPolicy;
     rematOptions.budget = budget;
     rematOptions.floatBytes = planOptions.floatBytes;
     rematOptions.statePerParam = planOptions.statePerParam;
