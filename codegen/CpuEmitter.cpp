@@ -58,6 +58,7 @@ private:
   // Ops.
   LogicalResult emitOp(Operation *op);
   LogicalResult emitReturn(func::ReturnOp ret);
+  LogicalResult emitFusion(FusionOp fusion);
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
 
@@ -286,6 +287,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
            << (gg.getApproximate() == "tanh" ? "true" : "false") << ");\n";
         return success();
       })
+      .Case<FusionOp>([&](FusionOp f) -> LogicalResult { return emitFusion(f); })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
         const Buffer &out = define(c.getResult());
         bool toBool = c.getTo().isInteger(1);
@@ -517,6 +519,122 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Default([&](Operation *o) -> LogicalResult {
         return o->emitOpError("the CPU target cannot lower this op yet");
       });
+}
+
+/// One loop over the fusion's output shape; every op of the body becomes a
+/// scalar expression (the same scalar functions the unfused kernels apply),
+/// inputs are read with their broadcast index, outputs written once.
+LogicalResult Emitter::emitFusion(FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (fusion.getNumResults() == 0)
+    return success();
+  ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
+  for (Value r : fusion.getResults())
+    if (tensor(r).getShape() != shape)
+      return fusion.emitOpError("results of different shapes cannot share a loop");
+  int64_t n = tensor(fusion.getResult(0)).getNumElements();
+  SmallVector<std::string> outNames;
+  for (Value r : fusion.getResults())
+    outNames.push_back(define(r).name);
+  SmallVector<int64_t> outStrides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * shape[d + 1];
+
+  // The element of input `v` read at output index `i`.
+  auto index = [&](Value v) -> std::string {
+    auto t = tensor(v);
+    if (t.getNumElements() == n && t.getShape() == shape)
+      return "i";
+    if (t.getNumElements() == 1)
+      return "0";
+    std::string expr;
+    int64_t offset = shape.size() - t.getRank(), stride = 1;
+    for (int64_t d = (int64_t)shape.size() - 1; d >= offset; --d) {
+      int64_t dim = t.getDimSize(d - offset);
+      if (dim != 1) {
+        std::string term = "((i / " + std::to_string(outStrides[d]) + "LL) % " +
+                           std::to_string(shape[d]) + "LL)";
+        if (stride != 1)
+          term += " * " + std::to_string(stride) + "LL";
+        expr = expr.empty() ? term : expr + " + " + term;
+      }
+      stride *= dim;
+    }
+    return expr.empty() ? "0" : expr;
+  };
+
+  llvm::DenseMap<Value, std::string> scalar;
+  os << "  for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
+  for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments())) {
+    std::string name = "e" + std::to_string(nextId++);
+    os << "    const " << ctype(tensor(arg).getElementType()) << " " << name
+       << " = " << ref(input) << "[" << index(input) << "];\n";
+    scalar[arg] = name;
+  }
+  auto binaryKind = [](Operation *op) -> StringRef {
+    return llvm::TypeSwitch<Operation *, StringRef>(op)
+        .Case<AddOp>([](auto) { return "Add"; })
+        .Case<SubOp>([](auto) { return "Sub"; })
+        .Case<MulOp>([](auto) { return "Mul"; })
+        .Case<DivOp>([](auto) { return "Div"; })
+        .Case<PowOp>([](auto) { return "Pow"; })
+        .Case<EqualOp>([](auto) { return "Equal"; })
+        .Case<LessOp>([](auto) { return "Less"; })
+        .Case<GreaterOp>([](auto) { return "Greater"; })
+        .Case<AndOp>([](auto) { return "And"; })
+        .Case<OrOp>([](auto) { return "Or"; })
+        .Default([](auto) { return ""; });
+  };
+  auto unaryKind = [](Operation *op) -> StringRef {
+    return llvm::TypeSwitch<Operation *, StringRef>(op)
+        .Case<SqrtOp>([](auto) { return "Sqrt"; })
+        .Case<NegOp>([](auto) { return "Neg"; })
+        .Case<ExpOp>([](auto) { return "Exp"; })
+        .Case<LogOp>([](auto) { return "Log"; })
+        .Case<ErfOp>([](auto) { return "Erf"; })
+        .Case<TanhOp>([](auto) { return "Tanh"; })
+        .Case<SigmoidOp>([](auto) { return "Sigmoid"; })
+        .Case<ReluOp>([](auto) { return "Relu"; })
+        .Case<ReciprocalOp>([](auto) { return "Reciprocal"; })
+        .Case<AbsOp>([](auto) { return "Abs"; })
+        .Case<NotOp>([](auto) { return "Not"; })
+        .Default([](auto) { return ""; });
+  };
+  for (Operation &op : body.without_terminator()) {
+    Value r = op.getResult(0);
+    std::string ty = ctype(tensor(r).getElementType());
+    std::string name = "e" + std::to_string(nextId++);
+    std::string expr;
+    auto arg = [&](unsigned k) { return scalar.lookup(op.getOperand(k)); };
+    if (StringRef k = binaryKind(&op); !k.empty())
+      expr = "binary_scalar<BinaryOp::" + k.str() + ", " + ty + ">(" + arg(0) +
+             ", " + arg(1) + ")";
+    else if (StringRef k = unaryKind(&op); !k.empty())
+      expr = "unary_scalar<UnaryOp::" + k.str() + ">(" + arg(0) + ")";
+    else if (isa<IdentityOp>(op))
+      expr = arg(0);
+    else if (isa<WhereOp>(op))
+      expr = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+    else if (auto c = dyn_cast<CastOp>(op))
+      expr = c.getTo().isInteger(1)
+                 ? "(uint8_t)(" + arg(0) + " != 0)"
+                 : "detail::conv<" + ty + ">(" + arg(0) + ")";
+    else if (auto g = dyn_cast<GeluOp>(op))
+      expr = "gelu_scalar(" + arg(0) + ", " +
+             (g.getApproximate() == "tanh" ? "true" : "false") + ")";
+    else if (auto g = dyn_cast<GeluGradOp>(op))
+      expr = "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " +
+             (g.getApproximate() == "tanh" ? "true" : "false") + ")";
+    else
+      return op.emitOpError("cannot be part of a fused loop on the CPU target");
+    os << "    const " << ty << " " << name << " = " << expr << ";\n";
+    scalar[r] = name;
+  }
+  for (auto [k, v] : llvm::enumerate(yield.getValues()))
+    os << "    " << outNames[k] << "[i] = " << scalar.lookup(v) << ";\n";
+  os << "  }\n";
+  return success();
 }
 
 std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,

@@ -241,4 +241,46 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
+  let summary = "Fuses chains of elementwise ops into tcc.fusion kernels";
+  let description = [{
+    Groups elementwise ops of one result shape (broadcast operands fuse for
+    free) that feed one another into a `tcc.fusion` region, which a code
+    generator emits as one loop with no intermediate buffers; values used
+    outside the group become the fusion's results.
+
+    The profitability model (`passes/fusion/FusionCostModel.h`) is apart
+    from the transformation and returns a decision with a reason for every
+    op it is asked about; the decisions are recorded on the function
+    (`tcc.fusion_decisions`) with the op and kernel counts, and the driver's
+    `--fusion-report` writes them as JSON. A group is contiguous in program
+    order except for ops that do not touch it, and it is placed where its
+    last op was, so fusion never creates a cycle or lengthens a lifetime;
+    it never fuses a matmul. Before:
+
+    ```mlir
+    %0 = tcc.mul %a, %b : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+    %1 = tcc.tanh %0 : (tensor<64xf32>) -> tensor<64xf32>
+    ```
+
+    after:
+
+    ```mlir
+    %1 = tcc.fusion (%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
+    ^bb0(%x: tensor<64xf32>, %y: tensor<64xf32>):
+      %0 = tcc.mul %x, %y : ...
+      %2 = tcc.tanh %0 : ...
+      tcc.yield %2 : tensor<64xf32>
+    }
+    ```
+
+    Runs after tcc-build-backward (and tcc-remat), before tcc-plan-memory.
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", /*default=*/"64",
+           "the most ops one fusion may hold (kernel size limit)">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 #endif // TCC_PASSES_PASSES_TD

@@ -843,5 +843,26 @@ LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult FusionOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but its body has "
+                               << body.getNumArguments() << " arguments";
+  for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments()))
+    if (input.getType() != arg.getType())
+      return emitOpError("input of type ")
+             << input.getType() << " feeds a body argument of type " << arg.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with tcc.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ") << yield.getValues().getTypes()
+                                  << " but declares results " << getResultTypes();
+  for (Operation &op : body.without_terminator())
+    if (!isa<TccDialect>(op.getDialect()) || op.getNumRegions() != 0)
+      return op.emitOpError("cannot be inside a tcc.fusion");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "compiler/Dialect/TccOps.cpp.inc"

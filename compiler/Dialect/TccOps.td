@@ -15,6 +15,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 class Tcc_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tcc_Dialect, mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
@@ -635,6 +636,44 @@ def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
   let results = (outs Tcc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion
+//===----------------------------------------------------------------------===//
+
+def Tcc_FusionOp : Op<Tcc_Dialect, "fusion",
+                      [Pure, IsolatedFromAbove, SingleBlock]> {
+  let summary = "A group of ops that becomes one kernel";
+  let description = [{
+    `tcc-fuse` moves a group of elementwise ops of one shape into the body of
+    a `tcc.fusion`; the body's block arguments are the group's inputs and
+    `tcc.yield` returns the values that are used outside the group. Inside,
+    the ops keep their tensor semantics (they verify as usual); a code
+    generator emits the whole body as one loop with no intermediate buffers.
+
+    ```mlir
+    %r = tcc.fusion (%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
+    ^bb0(%x: tensor<64xf32>, %y: tensor<64xf32>):
+      %0 = tcc.mul %x, %y : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
+      %1 = tcc.tanh %0 : (tensor<64xf32>) -> tensor<64xf32>
+      tcc.yield %1 : tensor<64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Tcc_Tensor>:$inputs);
+  let results = (outs Variadic<Tcc_Tensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "`(` $inputs `)` attr-dict `:` functional-type($inputs, results) $body";
+  let hasVerifier = 1;
+}
+
+def Tcc_YieldOp : Op<Tcc_Dialect, "yield",
+                     [Pure, Terminator, ReturnLike, HasParent<"FusionOp">]> {
+  let summary = "The values a `tcc.fusion` returns";
+  let arguments = (ins Variadic<Tcc_Tensor>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 #endif // TCC_DIALECT_TCCOPS_TD

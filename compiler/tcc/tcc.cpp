@@ -117,6 +117,13 @@ static cl::opt<std::string> memoryReport(
     "memory-report",
     cl::desc("Write the memory plan's breakdown as JSON to this file"),
     cl::value_desc("file"), cl::cat(tccCategory));
+static cl::opt<bool> noFusion(
+    "no-fusion", cl::desc("Do not fuse elementwise ops into kernels"),
+    cl::init(false), cl::cat(tccCategory));
+static cl::opt<std::string> fusionReport(
+    "fusion-report",
+    cl::desc("Write the fusion decisions and op/kernel counts as JSON"),
+    cl::value_desc("file"), cl::cat(tccCategory));
 static cl::opt<bool> keepTemps("keep-temps",
                                cl::desc("Keep the step's build folder"),
                                cl::init(false), cl::cat(tccCategory));
@@ -329,6 +336,39 @@ static llvm::json::Array rematDecisions(func::FuncOp func) {
   return out;
 }
 
+/// Writes tcc-fuse's decisions and counts as JSON (--fusion-report).
+static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
+  llvm::json::Object report;
+  if (auto stats = func->getAttrOfType<DictionaryAttr>("tcc.fusion_stats"))
+    for (NamedAttribute a : stats)
+      if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
+        report[a.getName().getValue()] = i.getInt();
+  llvm::json::Array decisions;
+  if (auto list = func->getAttrOfType<ArrayAttr>("tcc.fusion_decisions"))
+    for (Attribute a : list) {
+      llvm::json::Object o;
+      for (NamedAttribute f : cast<DictionaryAttr>(a)) {
+        if (auto b = dyn_cast<BoolAttr>(f.getValue()))
+          o[f.getName().getValue()] = b.getValue();
+        else if (auto i = dyn_cast<IntegerAttr>(f.getValue()))
+          o[f.getName().getValue()] = i.getInt();
+        else if (auto s = dyn_cast<StringAttr>(f.getValue()))
+          o[f.getName().getValue()] = s.getValue().str();
+      }
+      decisions.push_back(std::move(o));
+    }
+  report["decisions"] = std::move(decisions);
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec) {
+    llvm::errs() << "tcc: error: cannot write " << path << ": " << ec.message()
+                 << "\n";
+    return failure();
+  }
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
+  return success();
+}
+
 /// Writes the plan's breakdown as JSON (--memory-report).
 static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
                                        StringRef path) {
@@ -504,11 +544,15 @@ int main(int argc, char **argv) {
     rematOptions.statePerParam = planOptions.statePerParam;
     planPm.addPass(tcc::createRemat(rematOptions));
   }
+  if (!noFusion)
+    planPm.addPass(tcc::createFuse());
   planPm.addPass(tcc::createPlanMemory(planOptions));
   if (failed(planPm.run(*module)))
     return 1;
   auto planned = *module->getOps<func::FuncOp>().begin();
   auto layout = planned->getAttrOfType<DictionaryAttr>("tcc.layout");
+  if (!fusionReport.empty() && failed(writeFusionReport(planned, fusionReport)))
+    return 1;
   if (!memoryReport.empty() &&
       failed(writeMemoryReport(planned, budget, memoryReport)))
     return 1;

@@ -283,102 +283,113 @@ inline void mm_core(int64_t M, int64_t N, int64_t K, const T *a, int64_t a_rs, i
 
 // ---- elementwise -------------------------------------------------------------
 
-template <class TO, class TA, class TB>
-void binary(BinaryOp op, TO *out, const Shape &os, const TA *a, const Shape &as, const TB *b, const Shape &bs) {
+/// One element of a binary op: the scalar form that `binary` applies
+/// elementwise and that fused loops call directly (same results, bit for bit).
+template <BinaryOp Op, class TO, class TA, class TB> inline TO binary_scalar(TA x, TB y) {
   using C = std::common_type_t<TA, TB>;
   using namespace detail;
-  switch (op) {
-  case BinaryOp::Add:
-    binary_apply([](TA x, TB y) { return conv<TO>(add_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Sub:
-    binary_apply([](TA x, TB y) { return conv<TO>(sub_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Mul:
-    binary_apply([](TA x, TB y) { return conv<TO>(mul_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Div:
-    binary_apply([](TA x, TB y) { return conv<TO>(div_<C>(C(x), C(y))); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Pow:
-    binary_apply([](TA x, TB y) { return conv<TO>(std::pow(static_cast<double>(x), static_cast<double>(y))); },
-                 out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Equal:
-    binary_apply([](TA x, TB y) { return TO(C(x) == C(y) ? 1 : 0); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Less:
-    binary_apply([](TA x, TB y) { return TO(C(x) < C(y) ? 1 : 0); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Greater:
-    binary_apply([](TA x, TB y) { return TO(C(x) > C(y) ? 1 : 0); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::And:
-    binary_apply([](TA x, TB y) { return TO(nonzero(x) && nonzero(y) ? 1 : 0); }, out, os, a, as, b, bs);
-    break;
-  case BinaryOp::Or:
-    binary_apply([](TA x, TB y) { return TO(nonzero(x) || nonzero(y) ? 1 : 0); }, out, os, a, as, b, bs);
-    break;
-  }
+  if constexpr (Op == BinaryOp::Add)
+    return conv<TO>(add_<C>(C(x), C(y)));
+  else if constexpr (Op == BinaryOp::Sub)
+    return conv<TO>(sub_<C>(C(x), C(y)));
+  else if constexpr (Op == BinaryOp::Mul)
+    return conv<TO>(mul_<C>(C(x), C(y)));
+  else if constexpr (Op == BinaryOp::Div)
+    return conv<TO>(div_<C>(C(x), C(y)));
+  else if constexpr (Op == BinaryOp::Pow)
+    return conv<TO>(std::pow(static_cast<double>(x), static_cast<double>(y)));
+  else if constexpr (Op == BinaryOp::Equal)
+    return TO(C(x) == C(y) ? 1 : 0);
+  else if constexpr (Op == BinaryOp::Less)
+    return TO(C(x) < C(y) ? 1 : 0);
+  else if constexpr (Op == BinaryOp::Greater)
+    return TO(C(x) > C(y) ? 1 : 0);
+  else if constexpr (Op == BinaryOp::And)
+    return TO(nonzero(x) && nonzero(y) ? 1 : 0);
+  else
+    return TO(nonzero(x) || nonzero(y) ? 1 : 0);
 }
 
-// Floating T uses T's own <cmath> overloads; integer T computes transcendental
-// functions in double and converts back.
-template <class T> void unary(UnaryOp op, T *out, const T *in, int64_t n) {
+/// One element of a unary op (see binary_scalar). Floating T uses T's own
+/// <cmath> overloads; integer T computes transcendental functions in double.
+template <UnaryOp Op, class T> inline T unary_scalar(T x) {
   using namespace detail;
   constexpr bool kFloat = std::is_floating_point_v<T>;
   using F = std::conditional_t<kFloat, T, double>;
+  if constexpr (Op == UnaryOp::Sqrt)
+    return conv<T>(std::sqrt(F(x)));
+  else if constexpr (Op == UnaryOp::Neg)
+    return neg_<T>(x);
+  else if constexpr (Op == UnaryOp::Exp)
+    return conv<T>(std::exp(F(x)));
+  else if constexpr (Op == UnaryOp::Log)
+    return conv<T>(std::log(F(x)));
+  else if constexpr (Op == UnaryOp::Erf)
+    return conv<T>(std::erf(F(x)));
+  else if constexpr (Op == UnaryOp::Tanh)
+    return conv<T>(std::tanh(F(x)));
+  else if constexpr (Op == UnaryOp::Sigmoid) { // stable for large |x|
+    F v = F(x);
+    if (v >= F(0))
+      return conv<T>(F(1) / (F(1) + std::exp(-v)));
+    F e = std::exp(v);
+    return conv<T>(e / (F(1) + e));
+  } else if constexpr (Op == UnaryOp::Relu) // NaN propagates
+    return x < T(0) ? T(0) : x;
+  else if constexpr (Op == UnaryOp::Reciprocal)
+    return div_<T>(T(1), x);
+  else if constexpr (Op == UnaryOp::Abs) {
+    if constexpr (kFloat)
+      return std::fabs(x);
+    else if constexpr (std::is_signed_v<T>)
+      return x < T(0) ? neg_<T>(x) : x;
+    else
+      return x;
+  } else
+    return T(x == T(0) ? 1 : 0);
+}
+
+template <class TO, class TA, class TB>
+void binary(BinaryOp op, TO *out, const Shape &os, const TA *a, const Shape &as, const TB *b, const Shape &bs) {
+  using namespace detail;
   switch (op) {
-  case UnaryOp::Sqrt:
-    unary_apply([](T x) { return conv<T>(std::sqrt(F(x))); }, out, in, n);
+#define TCC_BINARY_CASE(K)                                                                     \
+  case BinaryOp::K:                                                                          \
+    binary_apply([](TA x, TB y) { return binary_scalar<BinaryOp::K, TO>(x, y); }, out, os, a, as, b, bs); \
     break;
-  case UnaryOp::Neg:
-    unary_apply([](T x) { return neg_<T>(x); }, out, in, n);
+    TCC_BINARY_CASE(Add)
+    TCC_BINARY_CASE(Sub)
+    TCC_BINARY_CASE(Mul)
+    TCC_BINARY_CASE(Div)
+    TCC_BINARY_CASE(Pow)
+    TCC_BINARY_CASE(Equal)
+    TCC_BINARY_CASE(Less)
+    TCC_BINARY_CASE(Greater)
+    TCC_BINARY_CASE(And)
+    TCC_BINARY_CASE(Or)
+#undef TCC_BINARY_CASE
+  }
+}
+
+template <class T> void unary(UnaryOp op, T *out, const T *in, int64_t n) {
+  using namespace detail;
+  switch (op) {
+#define TCC_UNARY_CASE(K)                                                                      \
+  case UnaryOp::K:                                                                           \
+    unary_apply([](T x) { return unary_scalar<UnaryOp::K>(x); }, out, in, n);               \
     break;
-  case UnaryOp::Exp:
-    unary_apply([](T x) { return conv<T>(std::exp(F(x))); }, out, in, n);
-    break;
-  case UnaryOp::Log:
-    unary_apply([](T x) { return conv<T>(std::log(F(x))); }, out, in, n);
-    break;
-  case UnaryOp::Erf:
-    unary_apply([](T x) { return conv<T>(std::erf(F(x))); }, out, in, n);
-    break;
-  case UnaryOp::Tanh:
-    unary_apply([](T x) { return conv<T>(std::tanh(F(x))); }, out, in, n);
-    break;
-  case UnaryOp::Sigmoid: // stable for large |x|
-    unary_apply(
-        [](T x) {
-          F v = F(x);
-          if (v >= F(0))
-            return conv<T>(F(1) / (F(1) + std::exp(-v)));
-          F e = std::exp(v);
-          return conv<T>(e / (F(1) + e));
-        },
-        out, in, n);
-    break;
-  case UnaryOp::Relu: // NaN propagates
-    unary_apply([](T x) { return x < T(0) ? T(0) : x; }, out, in, n);
-    break;
-  case UnaryOp::Reciprocal:
-    unary_apply([](T x) { return div_<T>(T(1), x); }, out, in, n);
-    break;
-  case UnaryOp::Abs:
-    unary_apply(
-        [](T x) {
-          if constexpr (kFloat)
-            return std::fabs(x);
-          else if constexpr (std::is_signed_v<T>)
-            return x < T(0) ? neg_<T>(x) : x;
-          else
-            return x;
-        },
-        out, in, n);
-    break;
-  case UnaryOp::Not:
-    unary_apply([](T x) { return T(x == T(0) ? 1 : 0); }, out, in, n);
-    break;
+    TCC_UNARY_CASE(Sqrt)
+    TCC_UNARY_CASE(Neg)
+    TCC_UNARY_CASE(Exp)
+    TCC_UNARY_CASE(Log)
+    TCC_UNARY_CASE(Erf)
+    TCC_UNARY_CASE(Tanh)
+    TCC_UNARY_CASE(Sigmoid)
+    TCC_UNARY_CASE(Relu)
+    TCC_UNARY_CASE(Reciprocal)
+    TCC_UNARY_CASE(Abs)
+    TCC_UNARY_CASE(Not)
+#undef TCC_UNARY_CASE
   }
 }
 
@@ -962,31 +973,37 @@ void sgd_update(T *p, T *g, T *buf, int64_t n, double lr, double momentum,
 // GELU (exact erf form, or the tanh approximation) and its derivative
 //===----------------------------------------------------------------------===//
 
-template <class T> void gelu(T *out, const T *in, int64_t n, bool tanh_approx) {
+/// One element of GELU (computed in double).
+template <class T> inline T gelu_scalar(T in, bool tanh_approx) {
   const double k = std::sqrt(2.0 / 3.14159265358979323846);
-  for (int64_t i = 0; i < n; ++i) {
-    double x = double(in[i]);
-    out[i] = T(tanh_approx
-                   ? 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)))
-                   : 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+  double x = double(in);
+  return T(tanh_approx ? 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)))
+                       : 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+}
+
+/// One element of GELU's gradient: g * gelu'(x) (computed in double).
+template <class T> inline T gelu_grad_scalar(T g, T in, bool tanh_approx) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  double x = double(in), d;
+  if (tanh_approx) {
+    double t = std::tanh(k * (x + 0.044715 * x * x * x));
+    d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+  } else {
+    d = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
+        x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * 3.14159265358979323846);
   }
+  return T(double(g) * d);
+}
+
+template <class T> void gelu(T *out, const T *in, int64_t n, bool tanh_approx) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = gelu_scalar(in[i], tanh_approx);
 }
 
 template <class T>
 void gelu_grad(T *out, const T *g, const T *in, int64_t n, bool tanh_approx) {
-  const double k = std::sqrt(2.0 / 3.14159265358979323846);
-  for (int64_t i = 0; i < n; ++i) {
-    double x = double(in[i]), d;
-    if (tanh_approx) {
-      double t = std::tanh(k * (x + 0.044715 * x * x * x));
-      d = 0.5 * (1.0 + t) +
-          0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
-    } else {
-      d = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))) +
-          x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * 3.14159265358979323846);
-    }
-    out[i] = T(double(g[i]) * d);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = gelu_grad_scalar(g[i], in[i], tanh_approx);
 }
 
 } // namespace tcc::cpu

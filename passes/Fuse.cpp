@@ -1,0 +1,153 @@
+//===- Fuse.cpp - elementwise loop fusion into tcc.fusion -----------------===//
+
+#include "passes/PlanMemory.h"
+#include "passes/Passes.h"
+#include "passes/fusion/FusionCostModel.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::tcc {
+#define GEN_PASS_DEF_FUSE
+#include "passes/Passes.h.inc"
+} // namespace mlir::tcc
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+namespace {
+
+/// Ops that become kernels (static constants are data, not kernels).
+static int64_t countKernels(Block &body) {
+  int64_t n = 0;
+  for (Operation &op : body.without_terminator())
+    if (!isStaticConstant(&op))
+      ++n;
+  return n;
+}
+
+class FusePass : public tcc::impl::FuseBase<FusePass> {
+public:
+  using FuseBase::FuseBase;
+
+  void runOnOperation() override {
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+      fuse(func);
+  }
+
+private:
+  void fuse(func::FuncOp func) {
+    FusionCostModel model(maxOps);
+    Builder b(func.getContext());
+    Block &body = func.getBody().front();
+    int64_t opsBefore = countKernels(body);
+    SmallVector<Attribute> decisions;
+    auto record = [&](Operation *op, const FusionDecision &d, int64_t group) {
+      decisions.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("op", b.getStringAttr(op->getName().getStringRef())),
+          b.getNamedAttr("fused", b.getBoolAttr(d.fuse)),
+          b.getNamedAttr("group", b.getI64IntegerAttr(group)),
+          b.getNamedAttr("reason", b.getStringAttr(d.reason)),
+      }));
+    };
+
+    // Form groups in one pass over the program.
+    SmallVector<SmallVector<Operation *>> groups;
+    SmallVector<Operation *> current;
+    llvm::DenseSet<Value> currentValues;
+    SmallVector<int64_t> shape;
+    auto close = [&] {
+      if (current.size() > 1)
+        groups.push_back(current);
+      current.clear();
+      currentValues.clear();
+    };
+    auto start = [&](Operation *op) {
+      current = {op};
+      currentValues.clear();
+      for (Value r : op->getResults())
+        currentValues.insert(r);
+      auto t = cast<RankedTensorType>(op->getResult(0).getType());
+      shape.assign(t.getShape().begin(), t.getShape().end());
+    };
+    for (Operation &op : body.without_terminator()) {
+      bool readsGroup = llvm::any_of(op.getOperands(), [&](Value v) {
+        return currentValues.contains(v);
+      });
+      if (!current.empty() && readsGroup) {
+        FusionDecision d = model.canJoin(&op, shape, current.size());
+        record(&op, d, groups.size());
+        if (d.fuse) {
+          current.push_back(&op);
+          for (Value r : op.getResults())
+            currentValues.insert(r);
+          continue;
+        }
+        // A reader outside the group sits here: the group cannot grow past
+        // it without a cycle.
+        close();
+      }
+      if (FusionCostModel::isElementwise(&op)) {
+        close();
+        start(&op);
+      }
+    }
+    close();
+
+    for (auto [index, group] : llvm::enumerate(groups))
+      outline(group);
+
+    func->setAttr("tcc.fusion_decisions", b.getArrayAttr(decisions));
+    func->setAttr("tcc.fusion_stats",
+                  b.getDictionaryAttr({
+                      b.getNamedAttr("op_count", b.getI64IntegerAttr(opsBefore)),
+                      b.getNamedAttr("kernel_count",
+                                     b.getI64IntegerAttr(countKernels(body))),
+                      b.getNamedAttr("fusions", b.getI64IntegerAttr(groups.size())),
+                  }));
+  }
+
+  /// Replaces `group` (in program order) by one tcc.fusion where its last
+  /// op was.
+  static void outline(ArrayRef<Operation *> group) {
+    llvm::DenseSet<Operation *> members(group.begin(), group.end());
+    llvm::SetVector<Value> inputs, outputs;
+    for (Operation *op : group) {
+      for (Value v : op->getOperands())
+        if (!v.getDefiningOp() || !members.contains(v.getDefiningOp()))
+          inputs.insert(v);
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); }))
+          outputs.insert(r);
+    }
+    OpBuilder b(group.back());
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fusion = b.create<FusionOp>(group.back()->getLoc(), resultTypes,
+                                     inputs.getArrayRef());
+    Block *block = b.createBlock(&fusion.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, block->addArgument(v.getType(), v.getLoc()));
+    b.setInsertionPointToStart(block);
+    for (Operation *op : group)
+      b.clone(*op, map);
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    b.create<YieldOp>(fusion.getLoc(), yielded);
+    for (auto [out, r] : llvm::zip(outputs, fusion.getResults())) {
+      Value v = out;
+      v.replaceUsesWithIf(r, [&](OpOperand &use) {
+        return !members.contains(use.getOwner());
+      });
+    }
+    for (Operation *op : llvm::reverse(group))
+      op->erase();
+  }
+};
+
+} // namespace

@@ -1,0 +1,64 @@
+//===- FusionCostModel.h - what tcc-fuse fuses, and why ---------*- C++ -*-===//
+//
+// The profitability model of tcc-fuse, apart from the transformation: it
+// answers "may this op join this group?" with a decision that carries its
+// reason, which the pass records and the driver reports.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TCC_PASSES_FUSION_FUSIONCOSTMODEL_H
+#define TCC_PASSES_FUSION_FUSIONCOSTMODEL_H
+
+#include "compiler/Dialect/TccOps.h"
+
+#include <string>
+
+namespace mlir::tcc {
+
+/// A fusion decision and why.
+struct FusionDecision {
+  bool fuse;
+  std::string reason;
+};
+
+class FusionCostModel {
+public:
+  explicit FusionCostModel(int64_t maxOps, int64_t floatBytes = 4)
+      : maxOps(maxOps), floatBytes(floatBytes) {}
+
+  /// Whether `op` can be part of an elementwise loop fusion at all.
+  static bool isElementwise(Operation *op) {
+    return isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp,
+               AndOp, OrOp, SqrtOp, NegOp, ExpOp, LogOp, ErfOp, TanhOp,
+               SigmoidOp, ReluOp, ReciprocalOp, AbsOp, NotOp, IdentityOp,
+               WhereOp, CastOp, GeluOp, GeluGradOp>(op);
+  }
+
+  /// May `op`, which reads a value of the group, join a group of `size` ops
+  /// whose results have `shape`?
+  FusionDecision canJoin(Operation *op, ArrayRef<int64_t> shape,
+                         size_t size) const {
+    if (!isElementwise(op))
+      return {false, "not elementwise: " + op->getName().getStringRef().str() +
+                         " is a kernel of its own"};
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    if (t.getShape() != shape)
+      return {false, "result shape differs from the group's (the loop "
+                     "would not cover it)"};
+    if ((int64_t)size >= maxOps)
+      return {false, "the group has reached the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "elementwise consumer of the group, same shape: saves "
+                  "writing and reading " +
+                      std::to_string(2 * t.getNumElements() * floatBytes) +
+                      " bytes of its operand"};
+  }
+
+private:
+  int64_t maxOps;
+  int64_t floatBytes;
+};
+
+} // namespace mlir::tcc
+
+#endif // TCC_PASSES_FUSION_FUSIONCOSTMODEL_H
