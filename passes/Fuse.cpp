@@ -53,48 +53,65 @@ private:
       }));
     };
 
-    // Form groups in one pass over the program.
-    SmallVector<SmallVector<Operation *>> groups;
-    SmallVector<Operation *> current;
-    llvm::DenseSet<Value> currentValues;
-    SmallVector<int64_t> shape;
-    auto close = [&] {
-      if (current.size() > 1)
-        groups.push_back(current);
-      current.clear();
-      currentValues.clear();
+    // Form groups in one pass over the program. Several groups may be open
+    // at once (interleaved chains); an op that reads a group's value without
+    // joining it closes that group, so no group can grow past a reader of its
+    // values, which is what keeps fusions acyclic.
+    struct Group {
+      SmallVector<Operation *> ops;
+      llvm::DenseSet<Value> values;
+      SmallVector<int64_t> shape;
     };
-    auto start = [&](Operation *op) {
-      current = {op};
-      currentValues.clear();
-      for (Value r : op->getResults())
-        currentValues.insert(r);
-      auto t = cast<RankedTensorType>(op->getResult(0).getType());
-      shape.assign(t.getShape().begin(), t.getShape().end());
+    SmallVector<SmallVector<Operation *>> groups;
+    std::vector<Group> open;
+    auto close = [&](size_t k) {
+      if (open[k].ops.size() > 1)
+        groups.push_back(open[k].ops);
+      open.erase(open.begin() + k);
     };
     for (Operation &op : body.without_terminator()) {
-      bool readsGroup = llvm::any_of(op.getOperands(), [&](Value v) {
-        return currentValues.contains(v);
-      });
-      if (!current.empty() && readsGroup) {
-        FusionDecision d = model.canJoin(&op, shape, current.size());
+      SmallVector<size_t> read;
+      for (size_t k = 0; k < open.size(); ++k)
+        if (llvm::any_of(op.getOperands(),
+                         [&](Value v) { return open[k].values.contains(v); }))
+          read.push_back(k);
+      if (read.size() == 1) {
+        Group &g = open[read[0]];
+        FusionDecision d = model.canJoin(&op, g.shape, g.ops.size());
         record(&op, d, groups.size());
         if (d.fuse) {
-          current.push_back(&op);
+          g.ops.push_back(&op);
           for (Value r : op.getResults())
-            currentValues.insert(r);
+            g.values.insert(r);
           continue;
         }
-        // A reader outside the group sits here: the group cannot grow past
-        // it without a cycle.
-        close();
+      } else if (read.size() > 1) {
+        record(&op, {false, "reads the values of " + std::to_string(read.size()) +
+                                " groups; groups are not merged"},
+               groups.size());
       }
+      for (size_t k : llvm::reverse(read))
+        close(k);
       if (FusionCostModel::isElementwise(&op)) {
-        close();
-        start(&op);
+        Group g;
+        g.ops.push_back(&op);
+        for (Value r : op.getResults())
+          g.values.insert(r);
+        auto t = cast<RankedTensorType>(op.getResult(0).getType());
+        g.shape.assign(t.getShape().begin(), t.getShape().end());
+        open.push_back(std::move(g));
       }
     }
-    close();
+    while (!open.empty())
+      close(0);
+    // Outline in program order of the groups' last ops.
+    llvm::DenseMap<Operation *, int64_t> position;
+    int64_t pos = 0;
+    for (Operation &op : body)
+      position[&op] = pos++;
+    llvm::sort(groups, [&](const auto &a, const auto &b) {
+      return position[a.back()] < position[b.back()];
+    });
 
     for (auto [index, group] : llvm::enumerate(groups))
       outline(group);
