@@ -1,9 +1,9 @@
 //===- checkpoint.cpp - tcc-run's training checkpoints --------------------===//
 
 #include "runtime/checkpoint.h"
+#include "runtime/posix_io.h"
 
 #include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <vector>
 
@@ -16,6 +16,10 @@
 #endif
 
 namespace tcc::ckpt {
+
+using io::errnoText;
+using io::readAll;
+using io::writeAll;
 
 namespace {
 
@@ -121,72 +125,6 @@ void encode(const State &s, const tcc_step_info &info, unsigned char *h) {
   put64(h + 104, payloadBytes(info));
 }
 
-//===----------------------------------------------------------------------===//
-// I/O
-//===----------------------------------------------------------------------===//
-
-bool writeAll(int fd, const void *src, uint64_t n) {
-  const char *p = static_cast<const char *>(src);
-  while (n > 0) {
-    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
-    ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return false;
-    }
-    if (w == 0) {
-      errno = EIO;
-      return false;
-    }
-    p += w;
-    n -= static_cast<uint64_t>(w);
-  }
-  return true;
-}
-
-/// 0, -1 (errno set), or 1 at end of file.
-int readAll(int fd, void *dst, uint64_t n) {
-  char *p = static_cast<char *>(dst);
-  while (n > 0) {
-    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
-    ssize_t r = ::read(fd, p, chunk);
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (r == 0)
-      return 1;
-    p += r;
-    n -= static_cast<uint64_t>(r);
-  }
-  return 0;
-}
-
-class SignalHold {
-public:
-  SignalHold() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
-    pthread_sigmask(SIG_BLOCK, &set, &old);
-  }
-  ~SignalHold() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
-
-private:
-  sigset_t old;
-};
-
-std::string joinPath(const std::string &dir, const char *name) {
-  if (dir.empty())
-    return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
-
 } // namespace
 
 uint64_t fingerprint(const tcc_step_info &info) {
@@ -209,7 +147,7 @@ uint64_t fingerprint(const tcc_step_info &info) {
 }
 
 std::string filePath(const std::string &dir) {
-  return joinPath(dir, "checkpoint.bin");
+  return io::joinPath(dir, "checkpoint.bin");
 }
 
 std::string write(const std::string &dir, const State &state,
@@ -219,21 +157,16 @@ std::string write(const std::string &dir, const State &state,
   unsigned char header[kHeaderBytes];
   encode(state, info, header);
 
-  SignalHold hold;
-  int fd;
-  do
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0)
-    return "cannot write the checkpoint " + tmp + ": " + std::strerror(errno);
+  io::AtomicFile out;
+  if (!out.create(tmp))
+    return "cannot write the checkpoint " + tmp + ": " + errnoText(errno);
+  int fd = out.fd();
   auto fail = [&](const char *what) {
     int err = errno;
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tmp.c_str());
+    out.discard();
     return "cannot write the checkpoint " + path +
            (what[0] ? std::string(" (") + what + ")" : std::string()) + ": " +
-           std::strerror(err);
+           errnoText(err);
   };
   Checksum sum;
   sum.add(header, kHeaderBytes);
@@ -254,34 +187,19 @@ std::string write(const std::string &dir, const State &state,
   put64(trailer, sum.h);
   if (!writeAll(fd, trailer, 8))
     return fail("");
-  if (::fsync(fd) != 0)
-    return fail("fsync");
-  int closeRc = ::close(fd);
-  fd = -1;
-  if (closeRc != 0)
-    return fail("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail("rename");
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(),
-                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  if (const char *what = out.commit(path, dir))
+    return fail(what);
   return "";
 }
 
 std::string read(const std::string &dir, const tcc_step_info &info,
                  State &state, char *arena) {
   std::string path = filePath(dir);
-  int fd;
-  do
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
+  int fd = io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT)
       return "there is no checkpoint " + path + " to resume from";
-    return "cannot open the checkpoint " + path + ": " + std::strerror(errno);
+    return "cannot open the checkpoint " + path + ": " + errnoText(errno);
   }
   struct Closer {
     int fd;
@@ -289,7 +207,7 @@ std::string read(const std::string &dir, const tcc_step_info &info,
   } closer{fd};
   struct stat st;
   if (::fstat(fd, &st) != 0)
-    return "cannot read the checkpoint " + path + ": " + std::strerror(errno);
+    return "cannot read the checkpoint " + path + ": " + errnoText(errno);
   if (!S_ISREG(st.st_mode))
     return "the checkpoint " + path + " is not a regular file";
   uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -352,7 +270,7 @@ std::string read(const std::string &dir, const tcc_step_info &info,
   if (r == 0)
     r = readAll(fd, trailer, 8);
   if (r < 0)
-    return "cannot read the checkpoint " + path + ": " + std::strerror(errno);
+    return "cannot read the checkpoint " + path + ": " + errnoText(errno);
   if (r > 0)
     return "the checkpoint " + path + " is truncated";
   if (get64(trailer) != sum.h)

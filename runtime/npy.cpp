@@ -9,9 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/npy.h"
+#include "runtime/posix_io.h"
 
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 
@@ -26,14 +26,15 @@
 
 namespace tcc::npy {
 
+using io::errnoText;
+using io::preadAll;
+
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 /// A header longer than this is not something numpy writes for a plain array.
 constexpr uint64_t kMaxHeaderLen = 1u << 20;
-
-std::string errnoText(int err) { return std::strerror(err); }
 
 /// A tiny parser for the header's dict literal.
 class HeaderParser {
@@ -201,48 +202,6 @@ private:
   }
 };
 
-/// Reads exactly `n` bytes at `off`. Returns 0, or -1 with errno set, or 1 at
-/// end of file.
-int preadAll(int fd, void *dst, uint64_t n, uint64_t off) {
-  char *p = static_cast<char *>(dst);
-  while (n > 0) {
-    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
-    ssize_t r = ::pread(fd, p, chunk, static_cast<off_t>(off));
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      return -1;
-    }
-    if (r == 0)
-      return 1;
-    p += r;
-    off += static_cast<uint64_t>(r);
-    n -= static_cast<uint64_t>(r);
-  }
-  return 0;
-}
-
-/// Writes all `n` bytes. Returns false with errno set on failure.
-bool writeAll(int fd, const void *src, uint64_t n) {
-  const char *p = static_cast<const char *>(src);
-  while (n > 0) {
-    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
-    ssize_t w = ::write(fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return false;
-    }
-    if (w == 0) {
-      errno = EIO;
-      return false;
-    }
-    p += w;
-    n -= static_cast<uint64_t>(w);
-  }
-  return true;
-}
-
 const char *const kInvalid = "is not a valid .npy file";
 
 } // namespace
@@ -262,10 +221,7 @@ std::string Reader::open(const std::string &path) {
     fd = -1;
   }
   hdr = Header();
-  int f;
-  do
-    f = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  while (f < 0 && errno == EINTR);
+  int f = io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f < 0) {
     if (errno == ENOENT)
       return "is missing";
@@ -397,25 +353,6 @@ std::string makeHeader(const std::string &descr, const int64_t *shape,
 
 namespace {
 
-/// Holds back the terminating signals for its lifetime; a signal that arrives
-/// meanwhile is delivered when it ends.
-class SignalHold {
-public:
-  SignalHold() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
-    sigprocmask(SIG_BLOCK, &set, &old);
-  }
-  ~SignalHold() { sigprocmask(SIG_SETMASK, &old, nullptr); }
-
-private:
-  sigset_t old;
-};
-
 mode_t currentUmask() {
   mode_t m = ::umask(0);
   ::umask(m);
@@ -441,17 +378,16 @@ std::string writeFile(const std::string &path, const std::string &descr,
       "." + base + ".tmp.XXXXXX";
   std::string header = makeHeader(descr, shape, rank);
 
-  SignalHold hold;
+  io::AtomicFile out;
   std::vector<char> name(tmpl.begin(), tmpl.end());
   name.push_back('\0');
   int fd = ::mkstemp(name.data());
   if (fd < 0)
     return "cannot write " + path + ": " + errnoText(errno);
+  out.adopt(fd, name.data());
   auto fail = [&](const char *what) {
     int err = errno;
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(name.data());
+    out.discard();
     return "cannot write " + path + (what[0] ? std::string(" (") + what + ")"
                                              : std::string()) +
            ": " + errnoText(err);
@@ -459,58 +395,11 @@ std::string writeFile(const std::string &path, const std::string &descr,
   // mkstemp creates the file 0600; give it the mode a plain creat() would.
   if (::fchmod(fd, 0666 & ~currentUmask()) != 0)
     return fail("chmod");
-  if (!writeAll(fd, header.data(), header.size()) ||
-      !writeAll(fd, data, bytes))
+  if (!io::writeAll(fd, header.data(), header.size()) ||
+      !io::writeAll(fd, data, bytes))
     return fail("");
-  if (::fsync(fd) != 0)
-    return fail("fsync");
-  int closeRc = ::close(fd);
-  fd = -1;
-  if (closeRc != 0)
-    return fail("close");
-  if (::rename(name.data(), path.c_str()) != 0)
-    return fail("rename");
-  // Make the rename itself durable; some file systems refuse to fsync a
-  // directory, which is no reason to fail.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return "";
-}
-
-std::string makeDirs(const std::string &dir) {
-  if (dir.empty())
-    return "cannot create a directory with an empty name";
-  std::string cur;
-  size_t i = 0;
-  while (i <= dir.size()) {
-    size_t next = dir.find('/', i);
-    if (next == std::string::npos)
-      next = dir.size();
-    cur = dir.substr(0, next);
-    i = next + 1;
-    if (cur.empty() || cur == "." || cur == ".." ||
-        (cur.size() >= 2 && cur.compare(cur.size() - 2, 2, "/.") == 0) ||
-        (cur.size() >= 3 && cur.compare(cur.size() - 3, 3, "/..") == 0) ||
-        cur.back() == '/')
-      continue;
-    if (::mkdir(cur.c_str(), 0777) == 0)
-      continue;
-    int err = errno;
-    struct stat st;
-    if (::stat(cur.c_str(), &st) == 0) {
-      if (S_ISDIR(st.st_mode))
-        continue;
-      return "cannot create directory " + cur +
-             ": it exists and is not a directory";
-    }
-    return "cannot create directory " + cur + ": " + errnoText(err);
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return "cannot create directory " + dir;
+  if (const char *what = out.commit(path, dir))
+    return fail(what);
   return "";
 }
 

@@ -72,10 +72,6 @@ std::string writeFile(const std::string &path, const std::string &descr,
                       const int64_t *shape, int rank, const void *data,
                       uint64_t bytes);
 
-/// Creates `dir` and its missing parents (like `mkdir -p`). Returns "" on
-/// success, otherwise a message that names the directory at fault.
-std::string makeDirs(const std::string &dir);
-
 } // namespace tcc::npy
 
 #endif // TCC_RUNTIME_NPY_H

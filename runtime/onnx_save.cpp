@@ -24,11 +24,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/onnx_save.h"
+#include "runtime/posix_io.h"
 
 #include <cerrno>
 #include <climits>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -46,6 +46,9 @@
 #endif
 
 namespace tcc::onnx {
+
+using io::dirOf;
+using io::errnoText;
 
 namespace {
 
@@ -81,8 +84,6 @@ constexpr uint64_t kMaxProtoBytes = static_cast<uint64_t>(INT_MAX);
 /// Nesting of messages (graphs in attributes in nodes in graphs ...) and of
 /// groups beyond this is taken for garbage rather than risk the stack.
 constexpr int kMaxDepth = 100;
-
-std::string errnoText(int err) { return std::strerror(err); }
 
 /// Bytes per element of a fixed-width data type; 0 for STRING, UNDEFINED and
 /// unknown types.
@@ -366,13 +367,6 @@ std::string readFile(const std::string &path, std::string &out) {
   return "";
 }
 
-std::string dirOf(const std::string &path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 /// The fields of a TensorProto this file looks at.
 struct TensorFields {
   std::string name;
@@ -543,18 +537,11 @@ std::string readExternal(const TensorFields &t, const std::string &modelDir,
   if (length > kMaxProtoBytes)
     return fail("the tensor does not fit in a protobuf (2 GiB)");
   out.resize(static_cast<size_t>(length));
-  uint64_t done = 0;
-  while (done < length) {
-    ssize_t n = ::pread(fd, &out[done], static_cast<size_t>(length - done),
-                        static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return fail(errnoText(errno));
-    if (n == 0)
-      return fail("the file is shorter than it was");
-    done += static_cast<uint64_t>(n);
-  }
+  int r = io::preadAll(fd, &out[0], length, offset);
+  if (r < 0)
+    return fail(errnoText(errno));
+  if (r > 0)
+    return fail("the file is shorter than it was");
   ::close(fd);
   return "";
 }
@@ -592,51 +579,18 @@ struct Rope {
   }
 };
 
-class SignalHold {
-public:
-  SignalHold() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGQUIT);
-    sigprocmask(SIG_BLOCK, &set, &old);
-  }
-  ~SignalHold() { sigprocmask(SIG_SETMASK, &old, nullptr); }
-
-private:
-  sigset_t old;
-};
-
-bool writeAll(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 /// Writes `rope` to `path` atomically (via path + ".tmp"). Returns "" on
 /// success.
 std::string writeRope(const std::string &path, const Rope &rope) {
   std::string tmp = path + ".tmp";
-  SignalHold hold;
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0)
+  io::AtomicFile file;
+  if (!file.create(tmp))
     return "cannot write " + path + " (creating " + tmp + "): " +
            errnoText(errno);
+  int fd = file.fd();
   auto fail = [&](const char *what) {
     int err = errno;
-    if (fd >= 0)
-      ::close(fd);
-    ::unlink(tmp.c_str());
+    file.discard();
     return "cannot write " + path + " (" + what + "): " + errnoText(err);
   };
   // Coalesce the many small pieces (tags, lengths) into larger writes.
@@ -645,34 +599,21 @@ std::string writeRope(const std::string &path, const Rope &rope) {
   buf.reserve(kBuf);
   for (const Piece &pc : rope.pieces) {
     if (buf.size() + pc.n > kBuf) {
-      if (!writeAll(fd, buf.data(), buf.size()))
+      if (!io::writeAll(fd, buf.data(), buf.size()))
         return fail("write");
       buf.clear();
     }
     if (pc.n >= kBuf) {
-      if (!writeAll(fd, pc.p, pc.n))
+      if (!io::writeAll(fd, pc.p, pc.n))
         return fail("write");
     } else {
       buf.append(pc.p, pc.n);
     }
   }
-  if (!writeAll(fd, buf.data(), buf.size()))
+  if (!io::writeAll(fd, buf.data(), buf.size()))
     return fail("write");
-  if (::fsync(fd) != 0)
-    return fail("fsync");
-  int closeRc = ::close(fd);
-  fd = -1;
-  if (closeRc != 0)
-    return fail("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0)
-    return fail("rename");
-  // Make the rename durable; some file systems refuse to fsync a directory,
-  // which is no reason to fail.
-  int dfd = ::open(dirOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  if (const char *what = file.commit(path, dirOf(path)))
+    return fail(what);
   return "";
 }
 

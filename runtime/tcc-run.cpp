@@ -27,6 +27,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/npy.h"
 #include "runtime/onnx_save.h"
+#include "runtime/posix_io.h"
 #include "runtime/tcc_step.h"
 #include "runtime/train_data.h"
 
@@ -56,6 +57,8 @@
 
 namespace {
 
+using tcc::io::errnoText;
+using tcc::io::joinPath;
 using tcc::npy::shapeToString;
 
 /// Whether a progress line is open on a terminal (to be ended before any
@@ -456,12 +459,6 @@ std::string loadStep(const std::string &arg, Step &step) {
 //===----------------------------------------------------------------------===//
 // Feeding and dumping
 //===----------------------------------------------------------------------===//
-
-std::string joinPath(const std::string &dir, const std::string &name) {
-  if (dir.empty())
-    return name;
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
-}
 
 /// Opens the feed file `path` for input `d` and checks its header.
 std::string openFeed(const std::string &path, const tcc_tensor_desc &d,
@@ -899,7 +896,7 @@ int runGradsOnly(const Options &opts, const Step &step) {
     if (anyGrads)
       dirs.push_back(gradsDir);
     for (const std::string &dir : dirs) {
-      if (!(err = tcc::npy::makeDirs(dir)).empty())
+      if (!(err = tcc::io::makeDirs(dir)).empty())
         return error(err);
       if (::access(dir.c_str(), W_OK | X_OK) != 0)
         return error("the dump directory " + dir + " is not writable");
@@ -1035,7 +1032,7 @@ std::string listSubdirs(const std::string &dir,
   DIR *d = ::opendir(dir.c_str());
   if (!d)
     return "cannot list the feed directory " + dir + ": " +
-           std::strerror(errno);
+           errnoText(errno);
   std::vector<std::string> names;
   while (struct dirent *e = ::readdir(d)) {
     if (e->d_name[0] == '.')
@@ -1059,7 +1056,7 @@ std::string listSubdirs(const std::string &dir,
 /// Creates `dir` if needed and checks that a file can be created in it (by
 /// creating one: access() says yes to root even on a read-only file system).
 std::string probeDir(const std::string &dir, const char *what) {
-  std::string err = tcc::npy::makeDirs(dir);
+  std::string err = tcc::io::makeDirs(dir);
   if (!err.empty())
     return err + " (for the " + what + ")";
   std::string tmpl = joinPath(dir, ".tcc-run-probe.XXXXXX");
@@ -1068,17 +1065,10 @@ std::string probeDir(const std::string &dir, const char *what) {
   int fd = ::mkstemp(name.data());
   if (fd < 0)
     return "the " + std::string(what) + " " + dir + " is not writable: " +
-           std::strerror(errno);
+           errnoText(errno);
   ::close(fd);
   ::unlink(name.data());
   return "";
-}
-
-std::string parentDir(const std::string &path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 /// Checks that `path` can be written as a file: its directory (created if
@@ -1087,7 +1077,7 @@ std::string probeFile(const std::string &path, const char *what) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return "the " + std::string(what) + " " + path + " is a directory";
-  std::string dir = parentDir(path);
+  std::string dir = tcc::io::dirOf(path);
   std::string err = probeDir(dir, "directory");
   if (!err.empty())
     return "cannot write the " + std::string(what) + " " + path + ": " + err;
@@ -1307,7 +1297,7 @@ int runTraining(const Options &opts, const Step &step) {
     int fd = ::open(modelPath.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
       return error("cannot read the model " + modelPath + " for --save: " +
-                   std::strerror(errno) +
+                   errnoText(errno) +
                    (opts.model.empty() ? " (pass --model PATH)" : ""));
     ::close(fd);
     if (!(err = probeFile(opts.save, "--save output")).empty())
@@ -1392,7 +1382,7 @@ int runTraining(const Options &opts, const Step &step) {
                        O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
     if (metricsFd < 0)
       return error("cannot open the metrics file " + opts.metrics + ": " +
-                   std::strerror(errno));
+                   errnoText(errno));
   }
   struct FileCloser {
     FILE *f = nullptr;
@@ -1407,11 +1397,11 @@ int runTraining(const Options &opts, const Step &step) {
   if (metricsFd >= 0) {
     if (opts.resume.empty() && ::ftruncate(metricsFd, 0) != 0)
       return error("cannot truncate the metrics file " + opts.metrics + ": " +
-                   std::strerror(errno));
+                   errnoText(errno));
     metricsCloser.f = ::fdopen(metricsFd, "a");
     if (!metricsCloser.f)
       return error("cannot open the metrics file " + opts.metrics + ": " +
-                   std::strerror(errno));
+                   errnoText(errno));
   }
   FILE *metrics = metricsCloser.f;
 
@@ -1511,7 +1501,7 @@ int runTraining(const Options &opts, const Step &step) {
                    secs, skip ? "true" : "false");
       if (std::fflush(metrics) != 0 || std::ferror(metrics))
         return error("cannot write the metrics file " + opts.metrics + ": " +
-                     std::strerror(errno));
+                     errnoText(errno));
     }
 
     if (!opts.quiet &&

@@ -1,0 +1,191 @@
+//===- posix_io.cpp - POSIX file helpers shared by the runtime ------------===//
+
+#include "runtime/posix_io.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tcc::io {
+
+std::string errnoText(int err) { return std::strerror(err); }
+
+int openRetry(const char *path, int flags, mode_t mode) {
+  int fd;
+  do
+    fd = ::open(path, flags, mode);
+  while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+bool writeAll(int fd, const void *src, uint64_t n) {
+  const char *p = static_cast<const char *>(src);
+  while (n > 0) {
+    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
+    ssize_t w = ::write(fd, p, chunk);
+    if (w < 0) {
+      if (errno == EINTR)
+        continue;
+      return false;
+    }
+    if (w == 0) {
+      errno = EIO;
+      return false;
+    }
+    p += w;
+    n -= static_cast<uint64_t>(w);
+  }
+  return true;
+}
+
+int readAll(int fd, void *dst, uint64_t n) {
+  char *p = static_cast<char *>(dst);
+  while (n > 0) {
+    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
+    ssize_t r = ::read(fd, p, chunk);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (r == 0)
+      return 1;
+    p += r;
+    n -= static_cast<uint64_t>(r);
+  }
+  return 0;
+}
+
+int preadAll(int fd, void *dst, uint64_t n, uint64_t off) {
+  char *p = static_cast<char *>(dst);
+  while (n > 0) {
+    size_t chunk = n > (1u << 30) ? (1u << 30) : static_cast<size_t>(n);
+    ssize_t r = ::pread(fd, p, chunk, static_cast<off_t>(off));
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (r == 0)
+      return 1;
+    p += r;
+    off += static_cast<uint64_t>(r);
+    n -= static_cast<uint64_t>(r);
+  }
+  return 0;
+}
+
+SignalHold::SignalHold() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGQUIT);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+}
+
+SignalHold::~SignalHold() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+
+void fsyncDir(const std::string &dir) {
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+AtomicFile::~AtomicFile() { discard(); }
+
+bool AtomicFile::create(const std::string &tmp) {
+  tmp_ = tmp;
+  fd_ = openRetry(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0)
+    tmp_.clear();
+  return fd_ >= 0;
+}
+
+void AtomicFile::adopt(int fd, const std::string &tmp) {
+  fd_ = fd;
+  tmp_ = tmp;
+}
+
+const char *AtomicFile::commit(const std::string &path,
+                               const std::string &dir) {
+  if (::fsync(fd_) != 0)
+    return "fsync";
+  int closeRc = ::close(fd_);
+  fd_ = -1;
+  if (closeRc != 0)
+    return "close";
+  if (::rename(tmp_.c_str(), path.c_str()) != 0)
+    return "rename";
+  tmp_.clear();
+  fsyncDir(dir);
+  return nullptr;
+}
+
+void AtomicFile::discard() {
+  int err = errno;
+  if (fd_ >= 0)
+    ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty())
+    ::unlink(tmp_.c_str());
+  tmp_.clear();
+  errno = err;
+}
+
+std::string joinPath(const std::string &dir, const std::string &name) {
+  if (dir.empty())
+    return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string dirOf(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string makeDirs(const std::string &dir) {
+  if (dir.empty())
+    return "cannot create a directory with an empty name";
+  std::string cur;
+  size_t i = 0;
+  while (i <= dir.size()) {
+    size_t next = dir.find('/', i);
+    if (next == std::string::npos)
+      next = dir.size();
+    cur = dir.substr(0, next);
+    i = next + 1;
+    if (cur.empty() || cur == "." || cur == ".." ||
+        (cur.size() >= 2 && cur.compare(cur.size() - 2, 2, "/.") == 0) ||
+        (cur.size() >= 3 && cur.compare(cur.size() - 3, 3, "/..") == 0) ||
+        cur.back() == '/')
+      continue;
+    if (::mkdir(cur.c_str(), 0777) == 0)
+      continue;
+    int err = errno;
+    struct stat st;
+    if (::stat(cur.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode))
+        continue;
+      return "cannot create directory " + cur +
+             ": it exists and is not a directory";
+    }
+    return "cannot create directory " + cur + ": " + errnoText(err);
+  }
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return "cannot create directory " + dir;
+  return "";
+}
+
+} // namespace tcc::io
