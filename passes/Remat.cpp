@@ -145,6 +145,20 @@ static void undo(Applied &a) {
     clone->erase();
 }
 
+/// Numbers the ops of `body` in program order into `index` and returns the
+/// forward/backward boundary: the position just after the op that makes the
+/// loss (result 0), after which tcc-build-backward put the backward pass.
+static std::optional<int64_t> numberOps(Block &body,
+                                        llvm::DenseMap<Operation *, int64_t> &index) {
+  int64_t n = 0;
+  for (Operation &op : body)
+    index[&op] = n++;
+  Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+  if (!lossOp)
+    return std::nullopt;
+  return index[lossOp] + 1;
+}
+
 class RematPass : public tcc::impl::RematBase<RematPass> {
 public:
   using RematBase::RematBase;
@@ -209,17 +223,13 @@ public:
   void checkpointSegments(func::FuncOp func, bool sqrtSegments) {
     Block &body = func.getBody().front();
     llvm::DenseMap<Operation *, int64_t> index;
-    int64_t n = 0;
-    for (Operation &op : body)
-      index[&op] = n++;
-    Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
-    if (!lossOp)
+    std::optional<int64_t> boundary = numberOps(body, index);
+    if (!boundary)
       return;
-    int64_t boundary = index[lossOp] + 1;
     std::map<int64_t, SmallVector<Operation *>> blocks;
     int64_t numBlocks = 0;
     for (Operation &op : body) {
-      if (index[&op] >= boundary || op.hasTrait<OpTrait::ConstantLike>())
+      if (index[&op] >= *boundary || op.hasTrait<OpTrait::ConstantLike>())
         continue;
       if (std::optional<int64_t> blk = blockOf(&op)) {
         blocks[*blk].push_back(&op);
@@ -242,7 +252,7 @@ public:
         for (Value r : op->getResults()) {
           bool late = false;
           for (Operation *u : r.getUsers())
-            if (index.lookup(u) >= boundary) {
+            if (index.lookup(u) >= *boundary) {
               late = true;
               if (!first || index.lookup(u) < index.lookup(first))
                 first = u;
@@ -266,7 +276,7 @@ public:
       for (Operation *op : ops)
         for (Value r : op->getResults())
           for (OpOperand &use : llvm::make_early_inc_range(r.getUses()))
-            if (index.lookup(use.getOwner()) >= boundary)
+            if (index.lookup(use.getOwner()) >= *boundary)
               use.set(map.lookup(r));
       decisions.push_back(b.getDictionaryAttr({
           b.getNamedAttr("segment", b.getI64IntegerAttr(segment)),
@@ -337,16 +347,13 @@ private:
       int64_t target = budget - persistent - fragmentation;
       size_t before = decisions.size();
       while (live > target) {
-        // The forward/backward boundary: just after the op making the loss.
         Block &body = func.getBody().front();
         llvm::DenseMap<Operation *, int64_t> index;
-        int64_t n = 0;
-        for (Operation &op : body)
-          index[&op] = n++;
-        Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
-        if (!lossOp)
+        std::optional<int64_t> numbered = numberOps(body, index);
+        if (!numbered)
           break;
-        int64_t boundary = index[lossOp] + 1;
+        int64_t boundary = *numbered;
+        Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
 
         SmallVector<Candidate> candidates;
         for (Operation &op : body) {

@@ -316,48 +316,31 @@ static int64_t estimateFlops(Operation *op) {
   return n;
 }
 
-/// The decisions tcc-remat recorded on `func`, as JSON.
-static llvm::json::Array rematDecisions(func::FuncOp func) {
-  llvm::json::Array out;
-  auto decisions = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions");
-  if (!decisions)
-    return out;
-  for (Attribute a : decisions) {
-    auto d = cast<DictionaryAttr>(a);
-    llvm::json::Object o;
-    for (NamedAttribute field : d) {
-      if (auto i = dyn_cast<IntegerAttr>(field.getValue()))
-        o[field.getName().getValue()] = i.getInt();
-      else if (auto s = dyn_cast<StringAttr>(field.getValue()))
-        o[field.getName().getValue()] = s.getValue().str();
-    }
-    out.push_back(std::move(o));
+/// A dictionary of integer, bool and string attributes as a JSON object.
+static llvm::json::Object toJson(DictionaryAttr dict) {
+  llvm::json::Object o;
+  for (NamedAttribute f : dict) {
+    if (auto b = dyn_cast<BoolAttr>(f.getValue()))
+      o[f.getName().getValue()] = b.getValue();
+    else if (auto i = dyn_cast<IntegerAttr>(f.getValue()))
+      o[f.getName().getValue()] = i.getInt();
+    else if (auto s = dyn_cast<StringAttr>(f.getValue()))
+      o[f.getName().getValue()] = s.getValue().str();
   }
+  return o;
+}
+
+/// The array of dictionaries `attr` names on `func`, as JSON.
+static llvm::json::Array decisionsJson(func::FuncOp func, StringRef attr) {
+  llvm::json::Array out;
+  if (auto list = func->getAttrOfType<ArrayAttr>(attr))
+    for (Attribute a : list)
+      out.push_back(toJson(cast<DictionaryAttr>(a)));
   return out;
 }
 
-/// Writes tcc-fuse's decisions and counts as JSON (--fusion-report).
-static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
-  llvm::json::Object report;
-  if (auto stats = func->getAttrOfType<DictionaryAttr>("tcc.fusion_stats"))
-    for (NamedAttribute a : stats)
-      if (auto i = dyn_cast<IntegerAttr>(a.getValue()))
-        report[a.getName().getValue()] = i.getInt();
-  llvm::json::Array decisions;
-  if (auto list = func->getAttrOfType<ArrayAttr>("tcc.fusion_decisions"))
-    for (Attribute a : list) {
-      llvm::json::Object o;
-      for (NamedAttribute f : cast<DictionaryAttr>(a)) {
-        if (auto b = dyn_cast<BoolAttr>(f.getValue()))
-          o[f.getName().getValue()] = b.getValue();
-        else if (auto i = dyn_cast<IntegerAttr>(f.getValue()))
-          o[f.getName().getValue()] = i.getInt();
-        else if (auto s = dyn_cast<StringAttr>(f.getValue()))
-          o[f.getName().getValue()] = s.getValue().str();
-      }
-      decisions.push_back(std::move(o));
-    }
-  report["decisions"] = std::move(decisions);
+/// Writes `report` to `path` as indented JSON.
+static LogicalResult writeJson(llvm::json::Object report, StringRef path) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec);
   if (ec) {
@@ -367,6 +350,15 @@ static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
   }
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
   return success();
+}
+
+/// Writes tcc-fuse's decisions and counts as JSON (--fusion-report).
+static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
+  llvm::json::Object report;
+  if (auto stats = func->getAttrOfType<DictionaryAttr>("tcc.fusion_stats"))
+    report = toJson(stats);
+  report["decisions"] = decisionsJson(func, "tcc.fusion_decisions");
+  return writeJson(std::move(report), path);
 }
 
 /// Writes the plan's breakdown as JSON (--memory-report).
@@ -401,17 +393,9 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
       {"temporary_bytes_without_reuse", get("temporary_bytes_unshared")},
       {"step_flops", stepFlops},
       {"recomputed_flops", recomputedFlops},
-      {"remat_decisions", rematDecisions(func)},
+      {"remat_decisions", decisionsJson(func, "tcc.remat_decisions")},
   };
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    llvm::errs() << "tcc: error: cannot write " << path << ": " << ec.message()
-                 << "\n";
-    return failure();
-  }
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
-  return success();
+  return writeJson(std::move(report), path);
 }
 
 /// Writes text output to -o (stdout for '-'); the file exists only if the
