@@ -271,8 +271,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<ReciprocalOp>([&](auto) { return un("Reciprocal"); })
       .Case<AbsOp>([&](auto) { return un("Abs"); })
       .Case<NotOp>([&](auto) { return un("Not"); })
-      .Case<IdentityOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(
-          [&](Operation *o) -> LogicalResult { return copy(o->getResult(0), o->getOperand(0)); })
+.Case<IdentityOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(
+          [&](Operation *o) -> LogicalResult {
+            // A view: the same bytes as its operand (the plan gave it the
+            // operand's slot), so no code.
+            buffers[o->getResult(0)] = buffers.lookup(o->getOperand(0));
+            return success();
+          })
       .Case<GeluOp>([&](GeluOp gl) -> LogicalResult {
         const Buffer &out = define(gl.getResult());
         os << "  gelu(" << out.name << ", " << ref(gl.getInput()) << ", "

@@ -19,11 +19,12 @@ using namespace mlir::tcc;
 
 namespace {
 
-/// Ops that become kernels (static constants are data, not kernels).
-static int64_t countKernels(Block &body) {
+/// The step's ops (static constants are data, not ops), and of those the
+/// ones that become kernels (views share their operand's buffer).
+static int64_t countOps(Block &body, bool kernelsOnly) {
   int64_t n = 0;
   for (Operation &op : body.without_terminator())
-    if (!isStaticConstant(&op))
+    if (!isStaticConstant(&op) && !(kernelsOnly && isAliasView(&op)))
       ++n;
   return n;
 }
@@ -42,7 +43,7 @@ private:
     FusionCostModel model(maxOps);
     Builder b(func.getContext());
     Block &body = func.getBody().front();
-    int64_t opsBefore = countKernels(body);
+    int64_t opsBefore = countOps(body, /*kernelsOnly=*/false);
     SmallVector<Attribute> decisions;
     auto record = [&](Operation *op, const FusionDecision &d, int64_t group) {
       decisions.push_back(b.getDictionaryAttr({
@@ -121,7 +122,7 @@ private:
                   b.getDictionaryAttr({
                       b.getNamedAttr("op_count", b.getI64IntegerAttr(opsBefore)),
                       b.getNamedAttr("kernel_count",
-                                     b.getI64IntegerAttr(countKernels(body))),
+                                     b.getI64IntegerAttr(countOps(body, /*kernelsOnly=*/true))),
                       b.getNamedAttr("fusions", b.getI64IntegerAttr(groups.size())),
                   }));
   }

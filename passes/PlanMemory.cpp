@@ -15,6 +15,10 @@ namespace mlir::tcc {
 using namespace mlir;
 using namespace mlir::tcc;
 
+bool mlir::tcc::isAliasView(Operation *op) {
+  return isa<ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
+}
+
 bool mlir::tcc::isStaticConstant(Operation *op) {
   if (!isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op))
     return false;
@@ -141,7 +145,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     if (!func.getArgAttr(i, kInputAttr))
       continue;
     int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
-    inputs.push_back(take(bytes));
+    inputs.push_back(argSlot[func.getArgument(i)] = take(bytes));
     inputBytes += bytes;
   }
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -166,16 +170,35 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   if (func.getSymName() == kMicroStepName && func.getNumResults() > 0)
     if (Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp())
       firstBackward = index.lookup(lossOp) + 1;
+  // A view (reshape, squeeze, unsqueeze, identity) is its operand's bytes:
+  // it gets no buffer of its own, and keeps its root buffer alive.
+  llvm::DenseMap<Value, Value> rootOf;
+  auto root = [&](Value v) {
+    auto it = rootOf.find(v);
+    return it == rootOf.end() ? v : it->second;
+  };
+  auto lastUse = [&](Value r, int64_t from) {
+    int64_t end = from;
+    for (Operation *user : r.getUsers())
+      end = std::max(end, index[user]);
+    return end;
+  };
   for (Operation &op : body.without_terminator()) {
     if (isStaticConstant(&op))
       continue;
+    if (isAliasView(&op)) {
+      Value r = op.getResult(0), base = root(op.getOperand(0));
+      rootOf[r] = base;
+      auto it = intervalOf.find(base);
+      if (it != intervalOf.end())
+        intervals[it->second].end =
+            std::max(intervals[it->second].end, lastUse(r, index[&op]));
+      continue;
+    }
     for (Value r : op.getResults()) {
-      int64_t end = index[&op];
-      for (Operation *user : r.getUsers())
-        end = std::max(end, index[user]);
       intervalOf[r] = intervals.size();
       intervals.push_back({r, bufferBytes(r.getType(), floatBytes),
-                           index[&op], end});
+                           index[&op], lastUse(r, index[&op])});
     }
   }
   int64_t temporaries = assignOffsets(intervals);
@@ -194,10 +217,14 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   for (Operation &op : body.without_terminator()) {
     SmallVector<int64_t> offsets;
     for (Value r : op.getResults()) {
-      auto it = intervalOf.find(r);
-      offsets.push_back(it == intervalOf.end()
-                            ? -1
-                            : persistent + intervals[it->second].offset);
+      Value base = root(r);
+      auto it = intervalOf.find(base);
+      if (it != intervalOf.end())
+        offsets.push_back(persistent + intervals[it->second].offset);
+      else if (argSlot.count(base))
+        offsets.push_back(argSlot.lookup(base));
+      else
+        offsets.push_back(-1); // a view of a constant kept in the library
     }
     op.setAttr("tcc.offsets", b.getDenseI64ArrayAttr(offsets));
   }

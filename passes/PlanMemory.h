@@ -14,6 +14,10 @@ inline constexpr int64_t kArenaAlignment = 64;
 /// in the arena (small or non-uniform constants); its result has no slot.
 bool isStaticConstant(Operation *op);
 
+/// Whether `op` only reinterprets its operand's bytes (reshape, squeeze,
+/// unsqueeze, identity): its result shares the operand's buffer.
+bool isAliasView(Operation *op);
+
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);
 

@@ -66,3 +66,24 @@ func.func @micro_step(%w: tensor<4xf32> {tcc.param = "w"}, %f: tensor<4xf32> {tc
   return %1, %2 : tensor<f32>, tensor<4xf32>
 }
 
+
+// -----
+
+// Views share their operand's bytes: the reshape gets %0's slot and keeps it
+// alive until its own last use, so %2 cannot reuse it; a view of the input
+// gets the input's slot.
+// CHECK-LABEL: func.func @views
+// CHECK: %[[A:.+]] = tcc.exp %{{.+}} {tcc.offsets = array<i64: [[SA:[0-9]+]]>}
+// CHECK: tcc.reshape %[[A]] {shape = array<i64: 4, 4>, tcc.offsets = array<i64: [[SA]]>}
+// CHECK: tcc.reshape %{{.+}} {shape = array<i64: 4, 4>, tcc.offsets = array<i64: 0>}
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: [[SB:[0-9]+]]>}
+// CHECK-NOT: array<i64: [[SA]]>
+// CHECK: return
+func.func @views(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<4x4xf32> {tcc.output = "y"}) {
+  %0 = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  %1 = tcc.reshape %0 {shape = array<i64: 4, 4>} : (tensor<16xf32>) -> tensor<4x4xf32>
+  %r = tcc.reshape %x {shape = array<i64: 4, 4>} : (tensor<16xf32>) -> tensor<4x4xf32>
+  %2 = tcc.exp %r : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %3 = tcc.add %1, %2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %3 : tensor<4x4xf32>
+}
