@@ -251,11 +251,39 @@ template <class T, class F> inline void unary_apply(F f, T *out, const T *in, in
 
 // op(A)[m,k] = a[m*a_rs + k*a_cs]; op(B)[k,n] = b[k*b_rs + n*b_cs].
 // For each row m, computes acc[n] = sum_k op(A)[m,k] * op(B)[k,n] in double and
-// calls store(m, acc).
+// calls store(m, acc). `acc` holds 4 * N doubles.
 template <class T, class Store>
 inline void mm_core(int64_t M, int64_t N, int64_t K, const T *a, int64_t a_rs, int64_t a_cs, const T *b,
                     int64_t b_rs, int64_t b_cs, double *acc, Store &&store) {
-  for (int64_t m = 0; m < M; ++m) {
+  int64_t m = 0;
+  if (b_cs == 1) {
+    // Four rows at a time: each row of B is loaded once for four rows of A.
+    // Every acc element sums the same terms in the same order (k ascending)
+    // as the one-row loop below, so the results are bit-identical.
+    double *acc0 = acc, *acc1 = acc + N, *acc2 = acc + 2 * N, *acc3 = acc + 3 * N;
+    for (; m + 4 <= M; m += 4) {
+      const T *a0 = a + m * a_rs, *a1 = a0 + a_rs, *a2 = a1 + a_rs, *a3 = a2 + a_rs;
+      for (int64_t n = 0; n < N; ++n)
+        acc0[n] = acc1[n] = acc2[n] = acc3[n] = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double v0 = static_cast<double>(a0[k * a_cs]), v1 = static_cast<double>(a1[k * a_cs]),
+                     v2 = static_cast<double>(a2[k * a_cs]), v3 = static_cast<double>(a3[k * a_cs]);
+        const T *br = b + k * b_rs;
+        for (int64_t n = 0; n < N; ++n) {
+          const double bv = static_cast<double>(br[n]);
+          acc0[n] += v0 * bv;
+          acc1[n] += v1 * bv;
+          acc2[n] += v2 * bv;
+          acc3[n] += v3 * bv;
+        }
+      }
+      store(m, static_cast<const double *>(acc0));
+      store(m + 1, static_cast<const double *>(acc1));
+      store(m + 2, static_cast<const double *>(acc2));
+      store(m + 3, static_cast<const double *>(acc3));
+    }
+  }
+  for (; m < M; ++m) {
     const T *ar = a + m * a_rs;
     if (b_cs == 1) { // rows of B contiguous: m-k-n order, unit-stride inner loop
       for (int64_t n = 0; n < N; ++n)
@@ -482,7 +510,7 @@ template <class T> void matmul(T *out, const T *a, const Shape &as, const T *b, 
     st[1][i] *= M * K;
     st[2][i] *= K * N;
   }
-  std::vector<double> acc(static_cast<size_t>(N));
+  std::vector<double> acc(4 * static_cast<size_t>(N));
   const int64_t base[3] = {0, 0, 0};
   detail::nd_loop<3>(ob.rank, ob.dims, st, base, [&](const int64_t *o, int64_t nb, const int64_t *s) {
     for (int64_t i = 0; i < nb; ++i) {
@@ -510,7 +538,7 @@ void gemm(T *out, const T *a, const T *b, int64_t M, int64_t N, int64_t K, bool 
     crs = st[0];
     ccs = st[1];
   }
-  std::vector<double> acc(static_cast<size_t>(N));
+  std::vector<double> acc(4 * static_cast<size_t>(N));
   const int64_t a_rs = transA ? 1 : K, a_cs = transA ? M : 1;
   const int64_t b_rs = transB ? 1 : N, b_cs = transB ? K : 1;
   detail::mm_core<T>(M, N, K, a, a_rs, a_cs, b, b_rs, b_cs, acc.data(), [&](int64_t m, const double *r) {
