@@ -859,6 +859,19 @@ std::string checkMemory(const tcc_step_info &info) {
   return "";
 }
 
+/// Checks the step's memory needs, allocates its arena and writes the
+/// initial parameters (tcc_step_init).
+std::string prepareArena(const Step &step, Arena &mem) {
+  std::string err = checkMemory(*step.info);
+  if (err.empty())
+    err = mem.allocate(step.info->arena_bytes);
+  if (!err.empty())
+    return err;
+  if (int rc = step.init(mem.p))
+    return "the step's initialization failed (code " + std::to_string(rc) + ")";
+  return "";
+}
+
 //===----------------------------------------------------------------------===//
 // --grads-only
 //===----------------------------------------------------------------------===//
@@ -903,16 +916,10 @@ int runGradsOnly(const Options &opts, const Step &step) {
     }
   }
 
-  if (!(err = checkMemory(info)).empty())
-    return error(err);
   Arena mem;
-  if (!(err = mem.allocate(info.arena_bytes)).empty())
+  if (!(err = prepareArena(step, mem)).empty())
     return error(err);
   char *arena = mem.p;
-
-  if ((rc = step.init(arena)) != 0)
-    return error("the step's initialization failed (code " +
-                 std::to_string(rc) + ")");
 
   for (int32_t i = 0; i < info.num_inputs; ++i)
     if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty())
@@ -1333,15 +1340,10 @@ int runTraining(const Options &opts, const Step &step) {
     return error(err);
 
   // The arena, with the initial parameters or the checkpoint's.
-  if (!(err = checkMemory(info)).empty())
-    return error(err);
   Arena mem;
-  if (!(err = mem.allocate(info.arena_bytes)).empty())
+  if (!(err = prepareArena(step, mem)).empty())
     return error(err);
   char *arena = mem.p;
-  if ((rc = step.init(arena)) != 0)
-    return error("the step's initialization failed (code " +
-                 std::to_string(rc) + ")");
   tcc::ckpt::State ck;
   ck.rng = tcc::data::initialRngState(opts.seed);
   ck.seed = opts.seed;

@@ -2,6 +2,8 @@
 
 #include "runtime/train_data.h"
 
+#include "runtime/posix_io.h"
+
 #include "runtime/npy.h"
 
 #include <cerrno>
@@ -120,10 +122,7 @@ std::string TokenStream::open(const std::string &path) {
   }
   if (count == 0)
     return "";
-  int fd;
-  do
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
+  int fd = tcc::io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return "cannot open the data file " + path + ": " + std::strerror(errno);
   struct stat st;
@@ -241,15 +240,8 @@ Prefetcher::Prefetcher(BatchMaker &maker, uint64_t index, uint64_t rng,
   // The producer must never take a terminating signal: the main thread holds
   // them back while it writes files atomically, which works only if no other
   // thread can receive them meanwhile. The new thread inherits this mask.
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGHUP);
-  sigaddset(&set, SIGQUIT);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
+  tcc::io::SignalHold hold;
   worker = std::thread([this] { produce(); });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 Prefetcher::~Prefetcher() {
