@@ -683,7 +683,9 @@ FailureOr<CpuStep> Emitter::run() {
   {
     size_t p = 0, in = 0;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      if (func.getArgAttr(i, kParamAttr) && p < paramSlots.size())
+      if (func.getArgAttr(i, kSeedAttr) && layout.getAs<IntegerAttr>("seed"))
+        argOffsets[func.getArgument(i)] = layout.getAs<IntegerAttr>("seed").getInt();
+      else if (func.getArgAttr(i, kParamAttr) && p < paramSlots.size())
         argOffsets[func.getArgument(i)] = paramSlots[p++];
       else if (func.getArgAttr(i, kInputAttr) && in < inputSlots.size())
         argOffsets[func.getArgument(i)] = inputSlots[in++];
@@ -705,6 +707,9 @@ FailureOr<CpuStep> Emitter::run() {
       paramBytes.push_back({arg, b.bytes});
     } else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
       inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
+    } else if (func.getArgAttr(i, kSeedAttr)) {
+      // The backward pass starts from d(loss) = grad_scale.
+      os << "  " << b.name << "[0] = (F)grad_scale;\n";
     } else {
       return func.emitError("argument ") << i << " is neither a parameter nor an input";
     }
@@ -731,7 +736,7 @@ FailureOr<CpuStep> Emitter::run() {
       gradOffsets[n.getValue()] = offset;
       os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
          << "; for (int64_t i = 0; i < " << t.getNumElements()
-         << "LL; ++i) acc[i] += (F)grad_scale * g[i]; }\n";
+         << "LL; ++i) acc[i] += g[i]; }\n";
       zo << "  std::memset(arena + " << offset << "ULL, 0, " << bytes
          << "ULL);\n";
       continue;
@@ -825,7 +830,7 @@ FailureOr<CpuStep> Emitter::run() {
     << ", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
-    << state.size() << ", kState, " << options.memBudget << "ULL};\n\n"
+    << state.size() << ", kState, " << options.memBudget << "ULL, 0};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
@@ -848,13 +853,16 @@ FailureOr<CpuStep> Emitter::run() {
     << "  double sq = 0.0;\n"
     << "  for (int i = 0; i < kNumApply; ++i)\n"
     << "    sq += sum_squares((const F *)(arena + kApply[i].g), kApply[i].n);\n"
-    << "  const double norm = std::sqrt(sq);\n"
+    << "  // Accumulators hold gradients times the loss scale.\n"
+    << "  const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;\n"
+    << "  const double norm = std::sqrt(sq) * unscale;\n"
     << "  a->grad_norm = norm;\n"
     << "  if (!std::isfinite(norm)) { tcc_step_zero_grads(arena_); return 2; }\n"
     << "  // clip_grad_norm_: scale by max_norm / (norm + 1e-6), clamped to 1.\n"
     << "  double clip = 1.0;\n"
     << "  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)\n"
     << "    clip = a->clip_norm / (norm + 1e-6);\n"
+    << "  clip *= unscale;\n"
     << "  for (int i = 0; i < kNumApply; ++i) {\n"
     << "    const ApplyRow &r = kApply[i];\n"
     << "    double wd = (a->decay && !a->decay[r.param]) ? 0.0 : a->weight_decay;\n"

@@ -102,12 +102,15 @@ private:
       else
         it->second = b.create<AddOp>(loc, it->second, g);
     };
-    if (active.contains(loss)) {
-      auto lt = cast<RankedTensorType>(loss.getType());
-      grads[loss] = b.create<ConstantOp>(
-          loss.getLoc(),
-          DenseElementsAttr::get(lt, ArrayRef<Attribute>{b.getFloatAttr(lt.getElementType(), 1.0)}));
-    }
+    // The seed is an argument, not the constant 1: the runtime sets it to
+    // loss scale / accumulation, so fp16 gradients are scaled from the start
+    // of the backward pass, and no folding can remove it.
+    func.insertArgument(func.getNumArguments(), loss.getType(),
+                        b.getDictionaryAttr(b.getNamedAttr(kSeedAttr, b.getUnitAttr())),
+                        loss.getLoc());
+    Value seed = func.getArgument(func.getNumArguments() - 1);
+    if (active.contains(loss))
+      grads[loss] = seed;
     for (Operation *op : llvm::reverse(forward)) {
       if (llvm::none_of(op->getResults(), [&](Value r) { return grads.count(r); }))
         continue;

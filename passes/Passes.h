@@ -16,6 +16,10 @@ inline constexpr llvm::StringLiteral kFrozenAttr = "tcc.frozen";
 inline constexpr llvm::StringLiteral kInputAttr = "tcc.input";
 inline constexpr llvm::StringLiteral kOutputAttr = "tcc.output";
 inline constexpr llvm::StringLiteral kGradAttr = "tcc.grad";
+/// The training step's last argument: the gradient of the loss that seeds the
+/// backward pass (a scalar the runtime sets to loss scale / accumulation, so
+/// every gradient in the step is of loss * seed).
+inline constexpr llvm::StringLiteral kSeedAttr = "tcc.loss_seed";
 /// The name of the training step function that tcc-build-backward makes.
 inline constexpr llvm::StringLiteral kMicroStepName = "micro_step";
 

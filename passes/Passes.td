@@ -189,7 +189,7 @@ def PlanMemory : Pass<"tcc-plan-memory", "ModuleOp"> {
   }];
   let options = [
     Option<"floatBytes", "float-bytes", "int64_t", /*default=*/"4",
-           "bytes per floating-point element on the target">,
+           "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss)">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
            "optimizer state tensors per trainable parameter (AdamW 2, SGD 1)">,
     Option<"budget", "budget", "int64_t", /*default=*/"0",
@@ -227,7 +227,7 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "the most bytes the arena may take (0: leave alone)">,
     Option<"floatBytes", "float-bytes", "int64_t", /*default=*/"4",
-           "bytes per floating-point element on the target">,
+           "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss)">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
            "optimizer state tensors per trainable parameter">,
     Option<"policy", "policy", "std::string", /*default=*/"\"greedy\"",

@@ -42,6 +42,28 @@ int64_t mlir::tcc::bufferBytes(Type type, int64_t floatBytes) {
   return t.getNumElements() * bytes;
 }
 
+bool mlir::tcc::keepsF32(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (!isa<FloatType>(t.getElementType()))
+    return false;
+  if (t.getRank() == 0)
+    return true;
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return false;
+  if (isa<ReduceSumOp, ReduceMeanOp, SoftmaxCrossEntropyLossOp, GatherGradOp>(op))
+    return true;
+  if (isa<LayerNormalizationOp>(op))
+    return cast<OpResult>(v).getResultNumber() > 0;
+  return false;
+}
+
+int64_t mlir::tcc::valueBytes(Value v, int64_t floatBytes) {
+  if (floatBytes == kMixedPrecision && keepsF32(v))
+    return bufferBytes(v.getType(), 4);
+  return bufferBytes(v.getType(), floatBytes);
+}
+
 static int64_t aligned(int64_t bytes) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
@@ -97,6 +119,10 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
                               int64_t statePerParam) {
   Builder b(func.getContext());
   Block &body = func.getBody().front();
+  const bool mixed = floatBytes == kMixedPrecision;
+  // Master weights, accumulators, optimizer state, float inputs and outputs
+  // are fp32 under mixed precision; the body works on fp16 shadows.
+  const int64_t persistentFloatBytes = mixed ? 4 : floatBytes;
   int64_t cursor = 0;
   auto take = [&](int64_t bytes) {
     int64_t at = cursor;
@@ -115,7 +141,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   llvm::DenseMap<Value, int64_t> argSlot;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     Value arg = func.getArgument(i);
-    int64_t bytes = bufferBytes(arg.getType(), floatBytes);
+    int64_t bytes = bufferBytes(arg.getType(), persistentFloatBytes);
     if (func.getArgAttr(i, kParamAttr)) {
       params.push_back(argSlot[arg] = take(bytes));
       paramBytes += bytes;
@@ -126,7 +152,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
     if (!n)
       continue;
-    int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
+    int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
     auto it = gradResult.find(n.getValue());
     if (it == gradResult.end()) {
       grads.push_back(-1);
@@ -144,14 +170,39 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     if (!func.getArgAttr(i, kInputAttr))
       continue;
-    int64_t bytes = bufferBytes(func.getArgument(i).getType(), floatBytes);
+    int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
     inputs.push_back(argSlot[func.getArgument(i)] = take(bytes));
     inputBytes += bytes;
+  }
+  // The backward pass's seed (loss scale / accumulation), set by the step.
+  int64_t seedSlot = -1;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, kSeedAttr)) {
+      seedSlot = argSlot[func.getArgument(i)] =
+          take(bufferBytes(func.getArgument(i).getType(), persistentFloatBytes));
+      inputBytes += bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
+    }
+  // Mixed precision: fp16 working copies of float parameters and inputs
+  // (what the body reads), and the GEMM library's workspace.
+  SmallVector<int64_t> shadows(func.getNumArguments(), -1);
+  int64_t shadowBytes = 0, workspace = -1, workspaceBytes = 0;
+  if (mixed) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      Value arg = func.getArgument(i);
+      if (func.getArgAttr(i, kSeedAttr) || keepsF32(arg) ||
+          !isa<FloatType>(cast<RankedTensorType>(arg.getType()).getElementType()))
+        continue;
+      int64_t bytes = bufferBytes(arg.getType(), 2);
+      shadows[i] = argSlot[arg] = take(bytes);
+      shadowBytes += bytes;
+    }
+    workspaceBytes = kGemmWorkspaceBytes;
+    workspace = take(workspaceBytes);
   }
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
     if (resultSlots[i] >= 0)
       continue;
-    int64_t bytes = bufferBytes(func.getResultTypes()[i], floatBytes);
+    int64_t bytes = bufferBytes(func.getResultTypes()[i], persistentFloatBytes);
     resultSlots[i] = take(bytes);
     outputBytes += bytes;
   }
@@ -197,7 +248,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     }
     for (Value r : op.getResults()) {
       intervalOf[r] = intervals.size();
-      intervals.push_back({r, bufferBytes(r.getType(), floatBytes),
+      intervals.push_back({r, valueBytes(r, floatBytes),
                            index[&op], lastUse(r, index[&op])});
     }
   }
@@ -244,7 +295,14 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
       b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
       b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
+      b.getNamedAttr("seed", b.getI64IntegerAttr(seedSlot)),
   };
+  if (mixed) {
+    layout.push_back(b.getNamedAttr("shadows", b.getDenseI64ArrayAttr(shadows)));
+    layout.push_back(b.getNamedAttr("shadow_bytes", b.getI64IntegerAttr(shadowBytes)));
+    layout.push_back(b.getNamedAttr("workspace", b.getI64IntegerAttr(workspace)));
+    layout.push_back(b.getNamedAttr("workspace_bytes", b.getI64IntegerAttr(workspaceBytes)));
+  }
   func->setAttr("tcc.layout", b.getDictionaryAttr(layout));
   return arenaBytes;
 }

@@ -21,6 +21,23 @@ bool isAliasView(Operation *op);
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);
 
+/// `floatBytes` = 2 selects the CUDA target's mixed precision: activations,
+/// temporaries and the working copies of parameters and float inputs are
+/// fp16; master weights, gradient accumulators, optimizer state, outputs and
+/// the values `keepsF32` names are fp32; a cuBLASLt workspace is planned.
+inline constexpr int64_t kMixedPrecision = 2;
+
+/// Bytes of the cuBLASLt workspace a mixed-precision plan reserves.
+inline constexpr int64_t kGemmWorkspaceBytes = 32 << 20;
+
+/// Under mixed precision, whether `v` is stored in fp32 rather than fp16:
+/// reduction results, LayerNorm statistics, the loss and its log-probabilities,
+/// embedding gradients (accumulated by atomic adds) and scalars.
+bool keepsF32(Value v);
+
+/// Bytes `v` takes in the arena under `floatBytes` (see kMixedPrecision).
+int64_t valueBytes(Value v, int64_t floatBytes);
+
 /// Plans `func`'s arena (see tcc-plan-memory): annotates `tcc.offsets` on
 /// every op and `tcc.layout` on the function; returns the arena's size.
 int64_t planFunction(func::FuncOp func, int64_t floatBytes,

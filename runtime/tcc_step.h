@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 3
+#define TCC_STEP_ABI_VERSION 4
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 enum tcc_dtype {
@@ -67,6 +67,10 @@ typedef struct tcc_step_info {
   const tcc_tensor_desc *state;   /* named "<kind>/<parameter>", e.g. "exp_avg/wte.weight" */
   uint64_t mem_budget;            /* tcc --mem-budget the plan was made for (0: none);
                                      arena_bytes <= mem_budget */
+  int32_t device_arena;           /* 1 (target "cuda"): the arena is device memory,
+                                     allocated and accessed only through the
+                                     tcc_step_device_* functions below; 0: host
+                                     memory the caller allocates */
 } tcc_step_info;
 
 /* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and
@@ -82,7 +86,12 @@ typedef struct tcc_optim_args {
   int64_t step;              /* 1-based count of optimizer steps, this one included */
   const uint8_t *decay;      /* per parameter: 1 to apply weight decay, 0 not;
                                 NULL applies it to all */
-  double grad_norm;          /* out: the global gradient norm before clipping */
+  double grad_norm;          /* out: the global gradient norm before clipping
+                                (of the unscaled gradients) */
+  double loss_scale;         /* > 0: the accumulators hold gradients multiplied
+                                by this (dynamic loss scaling); `apply` divides
+                                by it before the norm, clipping and the update.
+                                0 or 1: no scaling */
 } tcc_optim_args;
 
 /* The step's tables; valid for the lifetime of the library. */
@@ -107,6 +116,27 @@ int tcc_step_micro_step(void *arena, double grad_scale);
  * gradient norm is not finite (nothing is updated; the accumulators are
  * zeroed). */
 int tcc_step_apply(void *arena, tcc_optim_args *args);
+
+/* Device steps (`device_arena` = 1) only. Every function returns 0 on
+ * success; on failure it writes a message that starts with the CUDA error's
+ * name (e.g. "cudaErrorInsufficientDriver") into `err` (NUL-terminated, at
+ * most `err_len` bytes) where it has one.
+ *
+ * tcc_step_device_open picks the current device, creates the step's stream,
+ * allocates the arena (one cudaMalloc of arena_bytes) and zeroes it;
+ * tcc_step_init, tcc_step_micro_step, ... then take the returned pointer.
+ * Copies are synchronous with respect to the step's stream. */
+int tcc_step_device_open(void **arena, char *err, uint64_t err_len);
+int tcc_step_device_close(void *arena);
+int tcc_step_copy_in(void *arena, uint64_t offset, const void *src,
+                     uint64_t bytes, char *err, uint64_t err_len);
+int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst,
+                      uint64_t bytes, char *err, uint64_t err_len);
+/* The measured device memory: `peak` is the largest (total - free) seen by
+ * cudaMemGetInfo since tcc_step_device_open, minus what was in use before
+ * the step's first allocation (the CUDA context and other processes);
+ * `total` is the device's memory. */
+int tcc_step_device_memory(uint64_t *peak, uint64_t *total);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2, 3)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3, 4)  # layouts of tcc_step_info this module reads
 
 # enum tcc_dtype (ONNX TensorProto.DataType numbering) -> numpy dtype
 DTYPES = {
@@ -80,8 +80,14 @@ class _CInfoV3(ctypes.Structure):
     _fields_ = _CInfoV2._fields_ + [("mem_budget", ctypes.c_uint64)]
 
 
+class _CInfoV4(ctypes.Structure):
+    # v4 adds device_arena (1: a CUDA step whose arena is device memory).
+    _fields_ = _CInfoV3._fields_ + [("device_arena", ctypes.c_int32)]
+
+
 class OptimArgs(ctypes.Structure):
-    """tcc_optim_args (ABI v2): the run-time hyperparameters of tcc_step_apply."""
+    """tcc_optim_args (ABI v4): the run-time hyperparameters of tcc_step_apply
+    (loss_scale, added in v4, stays 0: no scaling)."""
     _fields_ = [("lr", ctypes.c_double),
                 ("beta1", ctypes.c_double),
                 ("beta2", ctypes.c_double),
@@ -92,7 +98,8 @@ class OptimArgs(ctypes.Structure):
                 ("clip_norm", ctypes.c_double),
                 ("step", ctypes.c_int64),
                 ("decay", ctypes.POINTER(ctypes.c_uint8)),
-                ("grad_norm", ctypes.c_double)]
+                ("grad_norm", ctypes.c_double),
+                ("loss_scale", ctypes.c_double)]
 
 
 def _descs(ptr, n):
@@ -126,7 +133,7 @@ class Step:
         if version not in ABI_VERSIONS:
             raise StepError("%s: abi_version %d, this module reads %s"
                             % (path, version, ABI_VERSIONS))
-        layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3}[version]
+        layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4}[version]
         ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
         dec = lambda s: s.decode() if s else ""  # noqa: E731
         v2 = version >= 2
@@ -144,6 +151,9 @@ class Step:
             optimizer=dec(ci.optimizer) if v2 else "",
             state=_descs(ci.state, ci.num_state) if v2 else [],
             mem_budget=int(ci.mem_budget) if version >= 3 else 0)
+        if version >= 4 and ci.device_arena:
+            raise StepError("%s: a device (CUDA) step; this module drives host arenas only"
+                            % path)
         if v2 and hasattr(self.lib, "tcc_step_apply"):
             self.lib.tcc_step_apply.restype = ctypes.c_int
             self.lib.tcc_step_apply.argtypes = [ctypes.c_void_p, ctypes.POINTER(OptimArgs)]

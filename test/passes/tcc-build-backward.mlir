@@ -1,13 +1,15 @@
 // RUN: tcc-opt %s --split-input-file --tcc-build-backward --verify-diagnostics | FileCheck %s
 // The backward graph, rule by rule (before canonicalization), and what the
 // pass leaves alone. Every test function ends in reduce_sum, whose rule
-// broadcasts the seed 1.0 back over its input: %[[G]] below.
+// broadcasts the seed (the step's last argument, d(loss), which the runtime
+// sets to loss scale / accumulation) back over its input: %[[G]] below.
 
 // Add with a broadcast operand: the broadcast dimension is summed back.
 // CHECK-LABEL: func.func @micro_step
+// CHECK-SAME: %[[SEED:[a-z0-9]+]]: tensor<f32> {tcc.loss_seed})
 // CHECK-SAME: -> (tensor<f32> {tcc.output = "loss"}, tensor<2x3xf32> {tcc.grad = "a"}, tensor<3xf32> {tcc.grad = "b"})
-// CHECK: %[[SEED:.+]] = tcc.constant {value = dense<1.000000e+00> : tensor<f32>}
-// CHECK: %[[G:.+]] = tcc.expand %{{.+}} {shape = array<i64: 2, 3>}
+// CHECK: %[[R:.+]] = tcc.reshape %[[SEED]] {shape = array<i64: 1, 1>}
+// CHECK: %[[G:.+]] = tcc.expand %[[R]] {shape = array<i64: 2, 3>}
 // CHECK: %[[SUM:.+]] = tcc.reduce_sum %[[G]] {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<1x3xf32>
 // CHECK: %[[GB:.+]] = tcc.reshape %[[SUM]] {shape = array<i64: 3>}
 // CHECK: return %{{.+}}, %[[G]], %[[GB]]
@@ -22,7 +24,7 @@ func.func @add_broadcast(%a: tensor<2x3xf32> {tcc.param = "a"}, %b: tensor<3xf32
 // Mul: each operand's gradient is the other times the incoming one; the
 // [2, 1] operand sums over the broadcast axis 1, keeping it.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: (%[[A:.+]]: tensor<2x3xf32> {tcc.param = "a"}, %[[B:.+]]: tensor<2x1xf32> {tcc.param = "b"})
+// CHECK-SAME: (%[[A:.+]]: tensor<2x3xf32> {tcc.param = "a"}, %[[B:.+]]: tensor<2x1xf32> {tcc.param = "b"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
 // CHECK: %[[G:.+]] = tcc.expand
 // CHECK: %[[GA:.+]] = tcc.mul %[[G]], %[[B]]
 // CHECK: %[[P:.+]] = tcc.mul %[[G]], %[[A]]
@@ -39,7 +41,7 @@ func.func @mul_broadcast(%a: tensor<2x3xf32> {tcc.param = "a"}, %b: tensor<2x1xf
 // Batched MatMul with a shared weight: dW = x^T G summed over the batch. The
 // input x gets no gradient (it is not a parameter).
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32> {tcc.input = "x"}, %[[W:.+]]: tensor<8x16xf32> {tcc.param = "w"})
+// CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32> {tcc.input = "x"}, %[[W:.+]]: tensor<8x16xf32> {tcc.param = "w"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
 // CHECK-SAME: -> (tensor<f32> {tcc.output = "loss"}, tensor<8x16xf32> {tcc.grad = "w"})
 // CHECK: %[[G:.+]] = tcc.expand %{{.+}} {shape = array<i64: 2, 4, 16>}
 // CHECK: %[[XT:.+]] = tcc.transpose %[[X]] {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
@@ -76,7 +78,7 @@ func.func @gemm(%x: tensor<8x16xf32> {tcc.input = "x"}, %w: tensor<32x16xf32> {t
 // A tied embedding: the table is gathered and also transposed into the
 // output projection; the two contributions are added.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: (%[[WTE:.+]]: tensor<10x4xf32> {tcc.param = "wte"}, %[[IDX:.+]]: tensor<2x3xi64> {tcc.input = "idx"})
+// CHECK-SAME: (%[[WTE:.+]]: tensor<10x4xf32> {tcc.param = "wte"}, %[[IDX:.+]]: tensor<2x3xi64> {tcc.input = "idx"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
 // The gradient through the transposed use (a transpose of the matmul's
 // operand gradient), then the gather's, added.
 // CHECK: tcc.reshape %{{.+}} {shape = array<i64: 4, 10>}
@@ -136,8 +138,8 @@ func.func @layernorm(%x: tensor<2x4xf32> {tcc.input = "x"}, %g: tensor<4xf32> {t
 
 // The loss op: its gradient op reads the forward log-probabilities.
 // CHECK-LABEL: func.func @micro_step
+// CHECK-SAME: %[[SEED:[a-z0-9]+]]: tensor<f32> {tcc.loss_seed})
 // CHECK: %[[LOSS:.+]], %[[LOGP:.+]] = tcc.softmax_cross_entropy_loss %{{.+}}, %[[L:[a-z0-9]+]] {ignore_index = -100 : i64}
-// CHECK: %[[SEED:.+]] = tcc.constant {value = dense<1.000000e+00> : tensor<f32>}
 // CHECK: %[[D:.+]] = tcc.softmax_cross_entropy_loss_grad %[[SEED]], %[[LOGP]], %[[L]] {ignore_index = -100 : i64}
 // CHECK: return %[[LOSS]], %[[D]]
 func.func @sce(%s: tensor<4x5xf32> {tcc.param = "s"}, %l: tensor<4xi64> {tcc.input = "l"}) -> (tensor<f32> {tcc.output = "loss"}) {
@@ -203,7 +205,7 @@ func.func @unused(%w: tensor<3xf32> {tcc.param = "w"}, %u: tensor<2xf32> {tcc.pa
 
 // GELU's rule is its own gradient op.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: (%[[X:.+]]: tensor<4xf32> {tcc.param = "x"})
+// CHECK-SAME: (%[[X:.+]]: tensor<4xf32> {tcc.param = "x"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
 // CHECK: %[[G:.+]] = tcc.expand
 // CHECK: %[[D:.+]] = tcc.gelu_grad %[[G]], %[[X]] {approximate = "tanh"}
 // CHECK: return %{{.+}}, %[[D]]
