@@ -1,6 +1,7 @@
 //===- CpuEmitter.cpp - C++ source for the CPU target ---------------------===//
 
 #include "codegen/CpuEmitter.h"
+#include "passes/PlanMemory.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "passes/PlanMemory.h"
@@ -22,6 +23,7 @@ namespace {
 /// An arena slot or a constant array that holds a value.
 struct Buffer {
   std::string name;  // the C++ expression of its pointer
+  std::string type;  // its element type in C++ (the storage type)
   uint64_t offset = 0;
   uint64_t bytes = 0;
   bool inArena = true;
@@ -30,7 +32,7 @@ struct Buffer {
 class Emitter {
 public:
   Emitter(func::FuncOp func, const CpuEmitOptions &options)
-      : func(func), options(options) {}
+      : func(func), options(options), cuda(options.target == "cuda") {}
 
   FailureOr<CpuStep> run();
 
@@ -59,13 +61,40 @@ private:
   LogicalResult emitOp(Operation *op);
   LogicalResult emitReturn(func::ReturnOp ret);
   LogicalResult emitFusion(FusionOp fusion);
+  LogicalResult emitCudaFusion(FusionOp fusion);
+  FailureOr<std::string> scalarExpr(Operation &op,
+                                    llvm::function_ref<std::string(unsigned)> arg,
+                                    const std::string &ty);
+  LogicalResult emitCudaMatMul(MatMulOp m);
+  /// The C++ storage type of `v` (float tensors are fp16 on CUDA unless
+  /// keepsF32 says otherwise; arguments are their fp32 masters).
+  std::string storageType(Value v) const;
+  /// The type fused code computes `elt` in (float for any float on CUDA).
+  std::string computeType(Type elt) const {
+    return cuda && isa<FloatType>(elt) ? "float" : ctype(elt);
+  }
+  std::string assembleCuda(bool training, const std::vector<std::string> &params,
+                           const std::vector<std::string> &grads,
+                           const std::vector<std::string> &inputs,
+                           const std::vector<std::string> &outputs,
+                           const std::vector<std::string> &state,
+                           const std::string &applyRows, int numTrainable,
+                           const std::string &zero);
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
 
   func::FuncOp func;
   const CpuEmitOptions &options;
+  bool cuda;
+  unsigned nextKernel = 0, nextGemm = 0;
+  uint64_t constBytes = 0;        // CUDA: static constants, after the arena
+  std::string constTable;         // CUDA: {host array, bytes, device offset}
+  std::string kernels;            // CUDA: __global__ functions
+  std::string shadowRefresh;      // CUDA: fp16 copies of the parameters
+  std::string inputShadows;       // CUDA: fp16 copies of float inputs
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
+  llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
   bool planError = false;
   uint64_t arena = 0;
   unsigned nextId = 0;
@@ -144,10 +173,22 @@ int64_t Emitter::plannedOffset(Value v) {
   return offsets[cast<OpResult>(v).getResultNumber()];
 }
 
+std::string Emitter::storageType(Value v) const {
+  Type elt = tensor(v).getElementType();
+  if (!cuda || !isa<FloatType>(elt))
+    return ctype(elt);
+  if (isa<BlockArgument>(v) || keepsF32(v))
+    return "float";
+  return "__half";
+}
+
 const Buffer &Emitter::define(Value v) {
   auto t = tensor(v);
   Buffer b;
-  b.bytes = t.getNumElements() * elementBytes(t.getElementType());
+  b.type = storageType(v);
+  b.bytes = !cuda ? t.getNumElements() * elementBytes(t.getElementType())
+          : isa<BlockArgument>(v) ? bufferBytes(t, 4) // fp32 masters
+                                  : valueBytes(v, kMixedPrecision);
   int64_t offset = plannedOffset(v);
   if (offset < 0) {
     planError = true;
@@ -155,8 +196,8 @@ const Buffer &Emitter::define(Value v) {
   }
   b.offset = offset;
   b.name = "v" + std::to_string(nextId++);
-  os << "  " << ctype(t.getElementType()) << " *" << b.name << " = ("
-     << ctype(t.getElementType()) << " *)(arena + " << b.offset << "ULL);\n";
+  os << "  " << b.type << " *" << b.name << " = (" << b.type
+     << " *)(arena + " << b.offset << "ULL);\n";
   buffers[v] = b;
   return buffers[v];
 }
@@ -195,11 +236,12 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   if (!isStaticConstant(v.getDefiningOp())) {
     const Buffer &b = define(v);
     os << "  fill(" << b.name << ", " << t.getNumElements() << "LL, ("
-       << ctype(elt) << ")" << literal(value.getSplatValue<Attribute>(), elt)
-       << ");\n";
+       << (cuda ? std::string("double") : ctype(elt)) << ")"
+       << literal(value.getSplatValue<Attribute>(), elt) << ");\n";
     return success();
   }
-  g << "static const " << ctype(elt) << " " << name << "[] = {";
+  g << (cuda ? "alignas(16) " : "") << "static const " << ctype(elt) << " "
+    << name << "[] = {";
   int64_t n = t.getNumElements();
   if (n == 0)
     g << "0";
@@ -212,9 +254,70 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   g << "};\n";
   Buffer b;
   b.name = name;
+  b.type = cuda && isa<FloatType>(elt) ? "float" : ctype(elt);
   b.inArena = false;
+  if (cuda) {
+    // Copied to the device after the arena when the arena is opened.
+    uint64_t bytes = std::max<int64_t>(n, 1) * elementBytes(elt);
+    constTable += "    {" + name + ", " + std::to_string(bytes) + "ULL, " +
+                  std::to_string(constBytes) + "ULL},\n";
+    b.name = name + "_d";
+    os << "  const " << b.type << " *" << b.name << " = (const " << b.type
+       << " *)(arena + " << arena + constBytes << "ULL);\n";
+    constBytes += (bytes + 63) / 64 * 64;
+  }
   buffers[v] = b;
   return success();
+}
+
+/// The element of fused input `v` read at output index `i` of a loop over
+/// `shape` (numpy broadcasting), as a C++ expression.
+static std::string broadcastIndex(Value v, ArrayRef<int64_t> shape,
+                                  ArrayRef<int64_t> outStrides, int64_t n) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getNumElements() == n && t.getShape() == shape)
+    return "i";
+  if (t.getNumElements() == 1)
+    return "0";
+  std::string expr;
+  int64_t offset = shape.size() - t.getRank(), stride = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= offset; --d) {
+    int64_t dim = t.getDimSize(d - offset);
+    if (dim != 1) {
+      std::string term = "((i / " + std::to_string(outStrides[d]) + "LL) % " +
+                         std::to_string(shape[d]) + "LL)";
+      if (stride != 1)
+        term += " * " + std::to_string(stride) + "LL";
+      expr = expr.empty() ? term : expr + " + " + term;
+    }
+    stride *= dim;
+  }
+  return expr.empty() ? "0" : expr;
+}
+
+/// Whether `t` swaps the last two dimensions and keeps the others: a GEMM
+/// can read its input transposed instead.
+static bool isSwapOfLastTwo(TransposeOp t) {
+  int64_t rank = cast<RankedTensorType>(t.getInput().getType()).getRank();
+  if (rank < 2)
+    return false;
+  SmallVector<int64_t> perm;
+  if (auto p = t.getPerm())
+    perm.assign(p->begin(), p->end());
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    if (perm[i] != i)
+      return false;
+  return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+}
+
+/// A transpose that every reader (all GEMMs) folds in, so it emits nothing.
+static bool isFoldedTranspose(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  return t && isSwapOfLastTwo(t) && !v.use_empty() &&
+         llvm::all_of(v.getUsers(), [](Operation *u) { return isa<MatMulOp>(u); });
 }
 
 LogicalResult Emitter::emitOp(Operation *op) {
@@ -240,7 +343,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
     return success();
   };
   auto check = [&](const std::string &call) {
-    os << "  if (int rc = " << call << ") return rc;\n";
+    if (cuda) // index errors set the device error flag, read after the step
+      os << "  " << call << ";\n";
+    else
+      os << "  if (int rc = " << call << ") return rc;\n";
   };
 
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -292,7 +398,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
            << (gg.getApproximate() == "tanh" ? "true" : "false") << ");\n";
         return success();
       })
-      .Case<FusionOp>([&](FusionOp f) -> LogicalResult { return emitFusion(f); })
+      .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
+        return cuda ? emitCudaFusion(f) : emitFusion(f);
+      })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
         const Buffer &out = define(c.getResult());
         bool toBool = c.getTo().isInteger(1);
@@ -310,6 +418,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<MatMulOp>([&](MatMulOp m) -> LogicalResult {
+        if (cuda)
+          return emitCudaMatMul(m);
         const Buffer &out = define(m.getResult());
         os << "  matmul(" << out.name << ", " << ref(m.getLhs()) << ", "
            << shape(m.getLhs()) << ", " << ref(m.getRhs()) << ", "
@@ -317,6 +427,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<GemmOp>([&](GemmOp m) -> LogicalResult {
+        if (cuda)
+          return m.emitOpError("reaches the CUDA emitter; tcc-legalize lowers "
+                               "Gemm to matmul first");
         auto rt = tensor(m.getResult());
         auto at = tensor(m.getA());
         int64_t k = at.getDimSize(m.getTransA() ? 0 : 1);
@@ -391,6 +504,11 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
+        if (cuda && isFoldedTranspose(t.getResult())) {
+          // Every reader is a GEMM that reads it transposed: no copy.
+          buffers[t.getResult()] = Buffer{"nullptr", "__half"};
+          return success();
+        }
         int64_t rank = tensor(t.getInput()).getRank();
         SmallVector<int64_t> perm;
         if (auto p = t.getPerm())
@@ -459,7 +577,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
           ins += (ins.empty() ? "" : ", ") + ref(in);
         }
         const Buffer &out = define(r);
-        os << "  { const " << ctype(tensor(r).getElementType())
+        if (cuda)
+          for (Value in : c.getInputs())
+            if (buffers.lookup(in).type != out.type)
+              return c.emitOpError("the CUDA target concatenates tensors of "
+                                   "one storage type only");
+        os << "  { const " << out.type
            << " *ins[] = {" << ins << "}; static const int64_t sz[] = "
            << i64List(sizes) << "; concat(" << out.name << ", " << shape(r)
            << ", " << axis << ", " << sizes.size() << ", ins, sz); }\n";
@@ -522,61 +645,16 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Default([&](Operation *o) -> LogicalResult {
-        return o->emitOpError("the CPU target cannot lower this op yet");
+        return o->emitOpError("the ")
+               << (cuda ? "CUDA" : "CPU") << " target cannot lower this op yet";
       });
 }
 
-/// One loop over the fusion's output shape; every op of the body becomes a
-/// scalar expression (the same scalar functions the unfused kernels apply),
-/// inputs are read with their broadcast index, outputs written once.
-LogicalResult Emitter::emitFusion(FusionOp fusion) {
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  if (fusion.getNumResults() == 0)
-    return success();
-  ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
-  for (Value r : fusion.getResults())
-    if (tensor(r).getShape() != shape)
-      return fusion.emitOpError("results of different shapes cannot share a loop");
-  int64_t n = tensor(fusion.getResult(0)).getNumElements();
-  SmallVector<std::string> outNames;
-  for (Value r : fusion.getResults())
-    outNames.push_back(define(r).name);
-  SmallVector<int64_t> outStrides(shape.size(), 1);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    outStrides[d] = outStrides[d + 1] * shape[d + 1];
-
-  // The element of input `v` read at output index `i`.
-  auto index = [&](Value v) -> std::string {
-    auto t = tensor(v);
-    if (t.getNumElements() == n && t.getShape() == shape)
-      return "i";
-    if (t.getNumElements() == 1)
-      return "0";
-    std::string expr;
-    int64_t offset = shape.size() - t.getRank(), stride = 1;
-    for (int64_t d = (int64_t)shape.size() - 1; d >= offset; --d) {
-      int64_t dim = t.getDimSize(d - offset);
-      if (dim != 1) {
-        std::string term = "((i / " + std::to_string(outStrides[d]) + "LL) % " +
-                           std::to_string(shape[d]) + "LL)";
-        if (stride != 1)
-          term += " * " + std::to_string(stride) + "LL";
-        expr = expr.empty() ? term : expr + " + " + term;
-      }
-      stride *= dim;
-    }
-    return expr.empty() ? "0" : expr;
-  };
-
-  llvm::DenseMap<Value, std::string> scalar;
-  os << "  for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
-  for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments())) {
-    std::string name = "e" + std::to_string(nextId++);
-    os << "    const " << ctype(tensor(arg).getElementType()) << " " << name
-       << " = " << ref(input) << "[" << index(input) << "];\n";
-    scalar[arg] = name;
-  }
+/// The scalar expression of one op of a fused loop, over its operands'
+/// scalar names; `ty` is the type it computes in.
+FailureOr<std::string>
+Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg,
+                    const std::string &ty) {
   auto binaryKind = [](Operation *op) -> StringRef {
     return llvm::TypeSwitch<Operation *, StringRef>(op)
         .Case<AddOp>([](auto) { return "Add"; })
@@ -606,39 +684,243 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
         .Case<NotOp>([](auto) { return "Not"; })
         .Default([](auto) { return ""; });
   };
+  std::string expr;
+  if (StringRef k = binaryKind(&op); !k.empty())
+    expr = "binary_scalar<BinaryOp::" + k.str() + ", " + ty + ">(" + arg(0) +
+           ", " + arg(1) + ")";
+  else if (StringRef k = unaryKind(&op); !k.empty())
+    expr = "unary_scalar<UnaryOp::" + k.str() + ">(" + arg(0) + ")";
+  else if (isa<IdentityOp>(op))
+    expr = arg(0);
+  else if (isa<WhereOp>(op))
+    expr = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+  else if (auto c = dyn_cast<CastOp>(op))
+    expr = c.getTo().isInteger(1)
+               ? "(uint8_t)(" + arg(0) + " != 0)"
+               : std::string(cuda ? "conv<" : "detail::conv<") + ty + ">(" + arg(0) + ")";
+  else if (auto g = dyn_cast<GeluOp>(op))
+    expr = "gelu_scalar(" + arg(0) + ", " +
+           (g.getApproximate() == "tanh" ? "true" : "false") + ")";
+  else if (auto g = dyn_cast<GeluGradOp>(op))
+    expr = "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " +
+           (g.getApproximate() == "tanh" ? "true" : "false") + ")";
+  else
+    return op.emitOpError("cannot be part of a fused loop on the ")
+           << (cuda ? "CUDA" : "CPU") << " target";
+  return expr;
+}
+
+/// One loop over the fusion's output shape; every op of the body becomes a
+/// scalar expression (the same scalar functions the unfused kernels apply),
+/// inputs are read with their broadcast index, outputs written once.
+LogicalResult Emitter::emitFusion(FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (fusion.getNumResults() == 0)
+    return success();
+  ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
+  for (Value r : fusion.getResults())
+    if (tensor(r).getShape() != shape)
+      return fusion.emitOpError("results of different shapes cannot share a loop");
+  int64_t n = tensor(fusion.getResult(0)).getNumElements();
+  SmallVector<std::string> outNames;
+  for (Value r : fusion.getResults())
+    outNames.push_back(define(r).name);
+  SmallVector<int64_t> outStrides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * shape[d + 1];
+
+  auto index = [&](Value v) { return broadcastIndex(v, shape, outStrides, n); };
+
+  llvm::DenseMap<Value, std::string> scalar;
+  os << "  for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
+  for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments())) {
+    std::string name = "e" + std::to_string(nextId++);
+    os << "    const " << ctype(tensor(arg).getElementType()) << " " << name
+       << " = " << ref(input) << "[" << index(input) << "];\n";
+    scalar[arg] = name;
+  }
   for (Operation &op : body.without_terminator()) {
     Value r = op.getResult(0);
     std::string ty = ctype(tensor(r).getElementType());
     std::string name = "e" + std::to_string(nextId++);
-    std::string expr;
-    auto arg = [&](unsigned k) { return scalar.lookup(op.getOperand(k)); };
-    if (StringRef k = binaryKind(&op); !k.empty())
-      expr = "binary_scalar<BinaryOp::" + k.str() + ", " + ty + ">(" + arg(0) +
-             ", " + arg(1) + ")";
-    else if (StringRef k = unaryKind(&op); !k.empty())
-      expr = "unary_scalar<UnaryOp::" + k.str() + ">(" + arg(0) + ")";
-    else if (isa<IdentityOp>(op))
-      expr = arg(0);
-    else if (isa<WhereOp>(op))
-      expr = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
-    else if (auto c = dyn_cast<CastOp>(op))
-      expr = c.getTo().isInteger(1)
-                 ? "(uint8_t)(" + arg(0) + " != 0)"
-                 : "detail::conv<" + ty + ">(" + arg(0) + ")";
-    else if (auto g = dyn_cast<GeluOp>(op))
-      expr = "gelu_scalar(" + arg(0) + ", " +
-             (g.getApproximate() == "tanh" ? "true" : "false") + ")";
-    else if (auto g = dyn_cast<GeluGradOp>(op))
-      expr = "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " +
-             (g.getApproximate() == "tanh" ? "true" : "false") + ")";
-    else
-      return op.emitOpError("cannot be part of a fused loop on the CPU target");
-    os << "    const " << ty << " " << name << " = " << expr << ";\n";
+    FailureOr<std::string> expr = scalarExpr(
+        op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
+    if (failed(expr))
+      return failure();
+    std::string exprText = *expr;
+    os << "    const " << ty << " " << name << " = " << exprText << ";\n";
     scalar[r] = name;
   }
   for (auto [k, v] : llvm::enumerate(yield.getValues()))
     os << "    " << outNames[k] << "[i] = " << scalar.lookup(v) << ";\n";
   os << "  }\n";
+  return success();
+}
+
+LogicalResult Emitter::emitCudaMatMul(MatMulOp m) {
+  Value a = m.getLhs(), b = m.getRhs();
+  bool ta = false, tb = false;
+  auto fold = [](Value &v, bool &t) {
+    if (isFoldedTranspose(v)) {
+      v = v.getDefiningOp<TransposeOp>().getInput();
+      t = true;
+    }
+  };
+  fold(a, ta);
+  fold(b, tb);
+  for (Value v : {a, b})
+    if (buffers.lookup(v).type != "__half")
+      return m.emitOpError("the CUDA target multiplies fp16 tensors; an operand "
+                           "is stored as ")
+             << buffers.lookup(v).type;
+  const Buffer &out = define(m.getResult());
+  if (out.type != "__half")
+    return m.emitOpError("the CUDA target writes GEMM results in fp16");
+  os << "  if (matmul(" << nextGemm++ << ", " << out.name << ", " << ref(a)
+     << ", " << shape(a) << ", " << (ta ? "true" : "false") << ", " << ref(b)
+     << ", " << shape(b) << ", " << (tb ? "true" : "false")
+     << ") != 0) return gemm_failed();\n";
+  return success();
+}
+
+/// One CUDA kernel per fusion: a grid-stride loop over the output; fp16
+/// operands are loaded as float, computed in float and stored once. When the
+/// outputs are fp16 and 8 consecutive outputs read either 8 consecutive
+/// elements of an operand (same shape, or broadcast along outer dimensions
+/// with the same innermost one) or one element (broadcast along the innermost
+/// dimension), each thread handles 8 outputs: one 16-byte load per fp16
+/// operand row and one 16-byte store per output.
+LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (fusion.getNumResults() == 0)
+    return success();
+  ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
+  for (Value r : fusion.getResults())
+    if (tensor(r).getShape() != shape)
+      return fusion.emitOpError("results of different shapes cannot share a kernel");
+  int64_t n = tensor(fusion.getResult(0)).getNumElements();
+  SmallVector<int64_t> outStrides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * shape[d + 1];
+
+  SmallVector<std::string> outNames, outTypes, params, args;
+  for (auto [k, r] : llvm::enumerate(fusion.getResults())) {
+    const Buffer &b = define(r);
+    outNames.push_back(b.name);
+    outTypes.push_back(b.type);
+    params.push_back(b.type + " *__restrict__ o" + std::to_string(k));
+    args.push_back(b.name);
+  }
+  // How 8 consecutive outputs read each operand (vector mode).
+  enum class Lanes { Row, Splat };
+  SmallVector<Lanes> lanes;
+  int64_t inner = shape.empty() ? 1 : shape.back();
+  bool vec = n > 0 && n % 8 == 0;
+  for (const std::string &t : outTypes)
+    vec &= t == "__half";
+  for (auto [k, input] : llvm::enumerate(fusion.getInputs())) {
+    const Buffer &b = buffers[input];
+    params.push_back("const " + b.type + " *__restrict__ a" + std::to_string(k));
+    args.push_back(b.name);
+    auto t = tensor(input);
+    bool same = broadcastIndex(input, shape, outStrides, n) == "i";
+    int64_t last = t.getRank() == 0 ? 1 : t.getShape().back();
+    if (same || (last == inner && inner % 8 == 0 && last > 1))
+      lanes.push_back(Lanes::Row);
+    else if (last == 1 && inner % 8 == 0)
+      lanes.push_back(Lanes::Splat);
+    else
+      vec = false;
+  }
+
+  std::string name = "fusion" + std::to_string(nextKernel++);
+  std::string k;
+  llvm::raw_string_ostream ks(k);
+  ks << "// " << fusion->getName() << " at " << fusion.getLoc() << "\n";
+  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t n";
+  for (const std::string &p : params)
+    ks << ", " << p;
+  ks << ") {\n";
+  llvm::DenseMap<Value, std::string> scalar;
+  unsigned id = 0;
+  auto bodyText = [&](StringRef indent) -> LogicalResult {
+    for (Operation &op : body.without_terminator()) {
+      Value r = op.getResult(0);
+      std::string ty = computeType(tensor(r).getElementType());
+      std::string e = "e" + std::to_string(id++);
+      FailureOr<std::string> expr = scalarExpr(
+          op, [&](unsigned j) { return scalar.lookup(op.getOperand(j)); }, ty);
+      if (failed(expr))
+        return failure();
+      ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
+      scalar[r] = e;
+    }
+    return success();
+  };
+  if (vec) {
+    ks << "  const int64_t nv = n / 8;\n"
+       << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
+          "v < nv; v += (int64_t)gridDim.x * blockDim.x) {\n"
+       << "    const int64_t i = v * 8;\n";
+    for (auto [j, input] : llvm::enumerate(fusion.getInputs())) {
+      std::string at = broadcastIndex(input, shape, outStrides, n);
+      std::string ty = computeType(tensor(input).getElementType());
+      std::string x = "x" + std::to_string(j), a = "a" + std::to_string(j);
+      if (lanes[j] == Lanes::Splat)
+        ks << "    " << ty << " " << x << "[8];\n    { const " << ty
+           << " s = ld(" << a << "[" << at << "]); for (int j = 0; j < 8; ++j) "
+           << x << "[j] = s; }\n";
+      else if (buffers.lookup(input).type == "__half")
+        ks << "    float " << x << "[8];\n    load8(" << a << " + (" << at
+           << "), " << x << ");\n";
+      else
+        ks << "    " << ty << " " << x << "[8];\n    for (int j = 0; j < 8; ++j) "
+           << x << "[j] = ld(" << a << "[(" << at << ") + j]);\n";
+    }
+    for (unsigned j = 0; j < outNames.size(); ++j)
+      ks << "    float y" << j << "[8];\n";
+    ks << "#pragma unroll\n    for (int j = 0; j < 8; ++j) {\n";
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      std::string e = "e" + std::to_string(id++);
+      ks << "      const " << computeType(tensor(arg).getElementType()) << " "
+         << e << " = x" << j << "[j];\n";
+      scalar[arg] = e;
+    }
+    if (failed(bodyText("      ")))
+      return failure();
+    for (auto [j, v] : llvm::enumerate(yield.getValues()))
+      ks << "      y" << j << "[j] = (float)" << scalar.lookup(v) << ";\n";
+    ks << "    }\n";
+    for (unsigned j = 0; j < outNames.size(); ++j)
+      ks << "    store8(o" << j << " + v * 8, y" << j << ");\n";
+    ks << "  }\n}\n\n";
+  } else {
+    ks << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
+          "i < n; i += (int64_t)gridDim.x * blockDim.x) {\n";
+    for (auto [j, pair] :
+         llvm::enumerate(llvm::zip(fusion.getInputs(), body.getArguments()))) {
+      auto [input, arg] = pair;
+      std::string e = "e" + std::to_string(id++);
+      ks << "    const " << computeType(tensor(arg).getElementType()) << " " << e
+         << " = ld(a" << j << "[" << broadcastIndex(input, shape, outStrides, n)
+         << "]);\n";
+      scalar[arg] = e;
+    }
+    if (failed(bodyText("    ")))
+      return failure();
+    for (auto [j, v] : llvm::enumerate(yield.getValues()))
+      ks << "    o" << j << "[i] = conv<" << outTypes[j] << ">("
+         << scalar.lookup(v) << ");\n";
+    ks << "  }\n}\n\n";
+  }
+  kernels += k;
+  os << "  if (" << n << "LL > 0) " << name << "<<<grid_for(" << (vec ? n / 8 : n)
+     << "LL), 256, 0, stream()>>>(" << n << "LL";
+  for (const std::string &a : args)
+    os << ", " << a;
+  os << ");\n";
   return success();
 }
 
@@ -658,6 +940,228 @@ std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
                        dtypeCode(t.getElementType()), t.getRank(), dims, offset,
                        bytes)
       .str();
+}
+
+std::string Emitter::assembleCuda(bool training,
+                                  const std::vector<std::string> &params,
+                                  const std::vector<std::string> &grads,
+                                  const std::vector<std::string> &inputs,
+                                  const std::vector<std::string> &outputs,
+                                  const std::vector<std::string> &state,
+                                  const std::string &applyRows, int numTrainable,
+                                  const std::string &zero) {
+  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
+  auto get = [&](StringRef key) -> int64_t {
+    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
+    return a ? a.getInt() : -1;
+  };
+  int64_t workspace = get("workspace"), workspaceBytes = get("workspace_bytes");
+  auto cstring = [](StringRef text) {
+    std::string out = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string src;
+  llvm::raw_string_ostream s(src);
+  s << "// Generated by tcc for " << options.modelName
+    << " (CUDA target: fp16 storage, fp32 math, cuBLASLt GEMMs). Do not edit.\n"
+    << "#include \"tcc_step.h\"\n#include \"kernels.cuh\"\n#include \"gemm.cuh\"\n"
+    << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
+    << "#include <cstdio>\n#include <cstring>\n#include <vector>\n\n"
+    << "#define TCC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
+    << "namespace {\nusing namespace tcc::cuda;\nusing F = float;\n\n"
+    << "inline unsigned grid_for(int64_t n) {\n"
+    << "  return (unsigned)std::min<int64_t>(std::max<int64_t>((n + 255) / 256, 1), 65535LL * 32);\n"
+    << "}\n\n"
+    << globals << "\n" << kernels;
+  auto table = [&](StringRef name, const std::vector<std::string> &rows) {
+    s << "static const tcc_tensor_desc " << name << "[] = {\n";
+    for (const std::string &r : rows)
+      s << "    " << r << ",\n";
+    if (rows.empty())
+      s << "    {\"\", 0, 0, nullptr, 0, 0},\n";
+    s << "};\n";
+  };
+  table("kParams", params);
+  table("kGrads", grads);
+  table("kInputs", inputs);
+  table("kOutputs", outputs);
+  table("kState", state);
+  std::string optimizer = training ? options.optimizer : "";
+  bool adam = options.optimizer == "adamw";
+  s << "struct ApplyRow { int param; uint64_t p, g, s0, s1, p16; int64_t n; };\n"
+    << "static const ApplyRow kApply[] = {\n" << applyRows
+    << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
+    << "static const int kNumApply = " << numTrainable << ";\n"
+    << "struct ConstRow { const void *host; uint64_t bytes, offset; };\n"
+    << "static const ConstRow kConsts[] = {\n"
+    << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
+    << "static const uint64_t kConstBytes = " << constBytes << "ULL;\n"
+    << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
+    << cstring(options.modelName) << ", " << cstring(options.modelPath)
+    << ", \"cuda\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
+    << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
+    << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
+    << state.size() << ", kState, " << options.memBudget << "ULL, 1, "
+    << (options.embedWeights ? 1 : 0) << "};\n\n"
+    << "// The initial parameter values, in kParams order.\n"
+    << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
+    << "#if !defined(__CUDA_ARCH__)\n"
+    << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
+    << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
+    << "#endif\n\n"
+    << "uint64_t g_baseline = 0, g_peak = 0;\n"
+    << "bool g_params_dirty = false;\n"
+    << "char *g_arena = nullptr;\n"
+    << "ApplyTensor *g_table = nullptr;\n"
+    << "int64_t *g_chunks = nullptr;\n"
+    << "int64_t g_nchunks = 0;\n"
+    << "double *g_scratch = nullptr;\n"
+    << "std::vector<ApplyTensor> g_rows;\n\n"
+    << "void sample_memory() {\n"
+    << "  size_t f = 0, t = 0;\n"
+    << "  if (cudaMemGetInfo(&f, &t) != cudaSuccess) return;\n"
+    << "  uint64_t used = t - f;\n"
+    << "  if (used > g_baseline && used - g_baseline > g_peak) g_peak = used - g_baseline;\n"
+    << "}\n\n"
+    << "int fail(cudaError_t e, const char *what, char *err, uint64_t len) {\n"
+    << "  if (err && len) std::snprintf(err, len, \"%s: %s (%s)\", cudaGetErrorName(e), what, cudaGetErrorString(e));\n"
+    << "  return 1;\n}\n\n"
+    << "int gemm_failed() {\n"
+    << "  std::fprintf(stderr, \"tcc step: %s\\n\", last_error());\n"
+    << "  return 4;\n}\n\n"
+    << "int check_device(const char *what) {\n"
+    << "  cudaError_t e = cudaStreamSynchronize(stream());\n"
+    << "  if (e == cudaSuccess) e = cudaGetLastError();\n"
+    << "  if (e != cudaSuccess) {\n"
+    << "    std::fprintf(stderr, \"tcc step: %s: %s (%s)\\n\", what, cudaGetErrorName(e), cudaGetErrorString(e));\n"
+    << "    return 5;\n  }\n"
+    << "  if (read_and_clear_error_flag()) {\n"
+    << "    std::fprintf(stderr, \"tcc step: %s: an index (token id or label) is out of range\\n\", what);\n"
+    << "    return 1;\n  }\n"
+    << "  return 0;\n}\n\n"
+    << "void refresh_shadows(char *arena) {\n  (void)arena;\n" << shadowRefresh << "}\n"
+    << "} // namespace\n\n"
+    << "TCC_EXPORT const tcc_step_info *tcc_step_get_info(void) { return &kInfo; }\n\n"
+    << "TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_len) {\n"
+    << "  *arena_out = nullptr;\n"
+    << "  if (g_arena) { std::snprintf(err, err_len, \"the step's arena is already open\"); return 1; }\n"
+    << "  cudaError_t e = cudaFree(0);\n"
+    << "  if (e != cudaSuccess) return fail(e, \"cannot initialise CUDA (no GPU or no driver?)\", err, err_len);\n"
+    << "  size_t f = 0, t = 0;\n"
+    << "  if ((e = cudaMemGetInfo(&f, &t)) != cudaSuccess) return fail(e, \"cudaMemGetInfo\", err, err_len);\n"
+    << "  g_baseline = t - f; g_peak = 0;\n"
+    << "  if ((e = cudaStreamCreateWithFlags(&stream(), cudaStreamNonBlocking)) != cudaSuccess)\n"
+    << "    return fail(e, \"cannot create a stream\", err, err_len);\n"
+    << "  char *arena = nullptr;\n"
+    << "  if ((e = cudaMalloc((void **)&arena, kInfo.arena_bytes + kConstBytes)) != cudaSuccess) {\n"
+    << "    char what[160];\n"
+    << "    std::snprintf(what, sizeof what, \"cannot allocate the step's arena of %llu bytes (%llu free of %llu)\",\n"
+    << "                  (unsigned long long)(kInfo.arena_bytes + kConstBytes), (unsigned long long)f, (unsigned long long)t);\n"
+    << "    return fail(e, what, err, err_len);\n  }\n"
+    << "  cudaMemsetAsync(arena, 0, kInfo.arena_bytes, stream());\n"
+    << "  for (size_t i = 0; i < sizeof kConsts / sizeof kConsts[0]; ++i)\n"
+    << "    if (kConsts[i].bytes)\n"
+    << "      cudaMemcpyAsync(arena + kInfo.arena_bytes + kConsts[i].offset, kConsts[i].host, kConsts[i].bytes, cudaMemcpyHostToDevice, stream());\n"
+    << "  set_workspace(" << (workspace >= 0 ? "arena + " + std::to_string(workspace) + "ULL" : std::string("nullptr"))
+    << ", " << std::max<int64_t>(workspaceBytes, 0) << "ULL);\n"
+    << "  g_rows.clear();\n"
+    << "  for (int i = 0; i < kNumApply; ++i) {\n"
+    << "    const ApplyRow &r = kApply[i];\n"
+    << "    ApplyTensor a{};\n"
+    << "    a.p = (float *)(arena + r.p); a.g = (float *)(arena + r.g);\n"
+    << "    a.s0 = (float *)(arena + r.s0); a.s1 = (float *)(arena + r.s1);\n"
+    << "    a.p16 = r.p16 == ~0ULL ? nullptr : (__half *)(arena + r.p16);\n"
+    << "    a.n = r.n; a.weight_decay = 0.0f;\n"
+    << "    g_rows.push_back(a);\n  }\n"
+    << "  if (kNumApply) {\n"
+    << "    g_table = upload_table(g_rows.data(), kNumApply);\n"
+    << "    g_chunks = upload_chunk_starts(g_rows.data(), kNumApply, &g_nchunks);\n"
+    << "    if (!g_table || !g_chunks) return fail(cudaGetLastError(), \"cannot upload the optimizer's table\", err, err_len);\n"
+    << "  }\n"
+    << "  if ((e = cudaMalloc((void **)&g_scratch, sizeof(double))) != cudaSuccess)\n"
+    << "    return fail(e, \"cannot allocate scratch memory\", err, err_len);\n"
+    << "  if ((e = cudaStreamSynchronize(stream())) != cudaSuccess) return fail(e, \"initialising the arena\", err, err_len);\n"
+    << "  g_arena = arena;\n"
+    << "  sample_memory();\n"
+    << "  *arena_out = arena;\n  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_device_close(void *arena) {\n"
+    << "  if (!arena || arena != g_arena) return 1;\n"
+    << "  cudaStreamSynchronize(stream());\n"
+    << "  if (g_table) cudaFree(g_table);\n  if (g_chunks) cudaFree(g_chunks);\n"
+    << "  if (g_scratch) cudaFree(g_scratch);\n"
+    << "  g_table = nullptr; g_chunks = nullptr; g_scratch = nullptr;\n"
+    << "  cudaFree(arena);\n  g_arena = nullptr;\n"
+    << "  cudaStreamDestroy(stream());\n  stream() = 0;\n  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_copy_in(void *arena, uint64_t offset, const void *src, uint64_t bytes, char *err, uint64_t err_len) {\n"
+    << "  if (offset + bytes > kInfo.arena_bytes) { std::snprintf(err, err_len, \"copy outside the arena\"); return 1; }\n"
+    << "  cudaError_t e = cudaMemcpyAsync((char *)arena + offset, src, bytes, cudaMemcpyHostToDevice, stream());\n"
+    << "  if (e == cudaSuccess) e = cudaStreamSynchronize(stream());\n"
+    << "  if (e != cudaSuccess) return fail(e, \"copy into the arena\", err, err_len);\n"
+    << "  for (int i = 0; i < kInfo.num_params; ++i)\n"
+    << "    if (offset < kParams[i].offset + kParams[i].bytes && kParams[i].offset < offset + bytes)\n"
+    << "      g_params_dirty = true;\n"
+    << "  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err, uint64_t err_len) {\n"
+    << "  if (offset + bytes > kInfo.arena_bytes) { std::snprintf(err, err_len, \"copy outside the arena\"); return 1; }\n"
+    << "  cudaError_t e = cudaMemcpyAsync(dst, (const char *)arena + offset, bytes, cudaMemcpyDeviceToHost, stream());\n"
+    << "  if (e == cudaSuccess) e = cudaStreamSynchronize(stream());\n"
+    << "  if (e != cudaSuccess) return fail(e, \"copy out of the arena\", err, err_len);\n"
+    << "  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_device_memory(uint64_t *peak, uint64_t *total) {\n"
+    << "  sample_memory();\n"
+    << "  size_t f = 0, t = 0;\n"
+    << "  cudaMemGetInfo(&f, &t);\n"
+    << "  if (peak) *peak = g_peak;\n  if (total) *total = t;\n  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_zero_grads(void *arena_) {\n"
+    << "  char *arena = static_cast<char *>(arena_);\n  (void)arena;\n" << zero
+    << "  return 0;\n}\n\n"
+    << "TCC_EXPORT int tcc_step_init(void *arena_) {\n"
+    << "  char *arena = static_cast<char *>(arena_);\n  uint64_t at = 0;\n"
+    << "  for (int i = 0; i < kInfo.num_params; ++i) {\n"
+    << "    if (!kInfo.weights_embedded) cudaMemsetAsync(arena + kParams[i].offset, 0, kParams[i].bytes, stream());\n"
+    << "    else cudaMemcpyAsync(arena + kParams[i].offset, tcc_initial_weights + at, kParams[i].bytes, cudaMemcpyHostToDevice, stream());\n"
+    << "    at += kParams[i].bytes;\n  }\n"
+    << "  tcc_step_zero_grads(arena_);\n"
+    << "  refresh_shadows(arena);\n"
+    << "  g_params_dirty = false;\n"
+    << "  return check_device(\"init\");\n}\n\n"
+    << "TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {\n"
+    << "  if (!kInfo.has_backward) return 3;\n"
+    << "  if (kNumApply == 0) return 0;\n"
+    << "  const double sq = sum_squares_all(g_table, g_chunks, kNumApply, g_nchunks, g_scratch);\n"
+    << "  const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;\n"
+    << "  const double norm = std::sqrt(sq) * unscale;\n"
+    << "  a->grad_norm = norm;\n"
+    << "  if (!std::isfinite(norm)) { tcc_step_zero_grads(arena_); check_device(\"apply\"); return 2; }\n"
+    << "  double clip = 1.0;\n"
+    << "  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)\n"
+    << "    clip = a->clip_norm / (norm + 1e-6);\n"
+    << "  bool changed = false;\n"
+    << "  for (int i = 0; i < kNumApply; ++i) {\n"
+    << "    float wd = (a->decay && !a->decay[kApply[i].param]) ? 0.0f : (float)a->weight_decay;\n"
+    << "    if (g_rows[i].weight_decay != wd) { g_rows[i].weight_decay = wd; changed = true; }\n"
+    << "  }\n"
+    << "  if (changed)\n"
+    << "    cudaMemcpyAsync(g_table, g_rows.data(), sizeof(ApplyTensor) * kNumApply, cudaMemcpyHostToDevice, stream());\n"
+    << "  const double mult = clip * unscale;\n"
+    << (adam ? "  adamw_multi(g_table, g_chunks, kNumApply, g_nchunks, a->lr, a->beta1, a->beta2, a->eps, a->step, mult);\n"
+             : "  sgd_multi(g_table, g_chunks, kNumApply, g_nchunks, a->lr, a->momentum, a->nesterov != 0, a->step, mult);\n")
+    << "  (void)arena_;\n"
+    << "  return check_device(\"apply\");\n}\n\n"
+    << "TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {\n"
+    << "  (void)grad_scale;\n"
+    << "  char *arena = static_cast<char *>(arena_);\n"
+    << "  if (g_params_dirty) { refresh_shadows(arena); g_params_dirty = false; }\n"
+    << "  {\n" << body << "  }\n"
+    << "  int rc = check_device(\"micro_step\");\n"
+    << "  sample_memory();\n"
+    << "  return rc;\n}\n";
+  return src;
 }
 
 FailureOr<CpuStep> Emitter::run() {
@@ -709,9 +1213,37 @@ FailureOr<CpuStep> Emitter::run() {
       inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
     } else if (func.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale.
-      os << "  " << b.name << "[0] = (F)grad_scale;\n";
+      if (cuda)
+        os << "  fill(" << b.name << ", 1LL, grad_scale);\n";
+      else
+        os << "  " << b.name << "[0] = (F)grad_scale;\n";
     } else {
       return func.emitError("argument ") << i << " is neither a parameter nor an input";
+    }
+    // CUDA: the body reads the fp16 working copy of a float parameter or
+    // input. Parameters' copies are refreshed after every change of the
+    // masters (init, apply, a copy into the arena); inputs' at each step.
+    ArrayRef<int64_t> shadowSlots = slots("shadows");
+    if (cuda && i < shadowSlots.size() && shadowSlots[i] >= 0) {
+      int64_t n = tensor(arg).getNumElements();
+      std::string master = buffers.lookup(arg).name;
+      Buffer sb;
+      sb.name = "v" + std::to_string(nextId++);
+      sb.type = "__half";
+      sb.offset = shadowSlots[i];
+      sb.bytes = n * 2;
+      os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset
+         << "ULL);\n";
+      if (func.getArgAttr(i, kParamAttr))
+        shadowRefresh += "  refresh_half((__half *)(arena + " +
+                         std::to_string(sb.offset) + "ULL), (const float *)(arena + " +
+                         std::to_string(buffers.lookup(arg).offset) + "ULL), " +
+                         std::to_string(n) + "LL);\n";
+      else
+        os << "  copy(" << sb.name << ", " << master << ", " << n << "LL);\n";
+      os << "  (void)" << master << ";\n";
+      buffers[arg] = sb;
+      shadowOffsets[arg] = sb.offset;
     }
   }
   for (Operation &op : block.without_terminator())
@@ -734,6 +1266,13 @@ FailureOr<CpuStep> Emitter::run() {
     std::string slot = "(arena + " + std::to_string(offset) + "ULL)";
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
       gradOffsets[n.getValue()] = offset;
+      if (cuda) {
+        os << "  accumulate((float *)" << slot << ", " << ref(v) << ", "
+           << t.getNumElements() << "LL);\n";
+        zo << "  cudaMemsetAsync(arena + " << offset << "ULL, 0, " << bytes
+           << "ULL, stream());\n";
+        continue;
+      }
       os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
          << "; for (int64_t i = 0; i < " << t.getNumElements()
          << "LL; ++i) acc[i] += g[i]; }\n";
@@ -743,6 +1282,13 @@ FailureOr<CpuStep> Emitter::run() {
     }
     auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);
     outputs.push_back(descriptor(n ? n.getValue() : "output", v, offset, bytes));
+    if (cuda) {
+      std::string ty = isa<FloatType>(t.getElementType()) ? "float" : ctype(t.getElementType());
+      if (bytes)
+        os << "  copy((" << ty << " *)" << slot << ", " << ref(v) << ", "
+           << t.getNumElements() << "LL);\n";
+      continue;
+    }
     if (bytes)
       os << "  std::memcpy(" << slot << ", " << ref(v) << ", " << bytes
          << "ULL);\n";
@@ -779,12 +1325,23 @@ FailureOr<CpuStep> Emitter::run() {
                                  arg, s0, bytes));
       if (adam)
         state.push_back(descriptor("exp_avg_sq/" + name.str(), arg, s1, bytes));
-      ar << "    {" << paramIndex << ", " << buffers.lookup(arg).offset << "ULL, "
-         << it->second << "ULL, " << s0 << "ULL, " << s1 << "ULL, "
-         << tensor(arg).getNumElements() << "LL},\n";
+      ar << "    {" << paramIndex << ", " << argOffsets.lookup(arg) << "ULL, "
+         << it->second << "ULL, " << s0 << "ULL, " << s1 << "ULL, ";
+      if (cuda)
+        ar << (shadowOffsets.count(arg) ? std::to_string(shadowOffsets.lookup(arg))
+                                        : std::string("~0")) << "ULL, ";
+      ar << tensor(arg).getNumElements() << "LL},\n";
       ++numTrainable;
     }
     ++paramIndex;
+  }
+
+  if (cuda) {
+    step.source = assembleCuda(training, params, grads, inputs, outputs, state,
+                               applyRows, numTrainable, zero);
+    step.target = "cuda";
+    step.arenaBytes = arena;
+    return std::move(step);
   }
 
   // Assemble the source.
@@ -830,7 +1387,8 @@ FailureOr<CpuStep> Emitter::run() {
     << ", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
-    << state.size() << ", kState, " << options.memBudget << "ULL, 0};\n\n"
+    << state.size() << ", kState, " << options.memBudget << "ULL, 0, "
+    << (options.embedWeights ? 1 : 0) << "};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
@@ -843,7 +1401,8 @@ FailureOr<CpuStep> Emitter::run() {
     << "TCC_EXPORT int tcc_step_init(void *arena_) {\n"
     << "  char *arena = static_cast<char *>(arena_);\n  uint64_t at = 0;\n"
     << "  for (int i = 0; i < kInfo.num_params; ++i) {\n"
-    << "    std::memcpy(arena + kParams[i].offset, tcc_initial_weights + at, "
+    << "    if (!kInfo.weights_embedded) std::memset(arena + kParams[i].offset, 0, kParams[i].bytes);\n"
+    << "    else std::memcpy(arena + kParams[i].offset, tcc_initial_weights + at, "
        "kParams[i].bytes);\n"
     << "    at += kParams[i].bytes;\n  }\n"
     << "  return tcc_step_zero_grads(arena_);\n}\n\n"

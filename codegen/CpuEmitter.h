@@ -35,10 +35,20 @@ struct CpuEmitOptions {
   int64_t memBudget = 0;
   /// The optimizer `tcc_step_apply` implements: "adamw" or "sgd".
   std::string optimizer = "adamw";
+  /// "cpu": C++ over runtime/cpu/kernels.h on a host arena. "cuda": CUDA C++
+  /// over runtime/cuda/{kernels,gemm}.cuh on a device arena, mixed precision
+  /// (the plan must have been made with float-bytes = 2), one kernel per
+  /// fusion, cuBLASLt GEMMs.
+  std::string target = "cpu";
+  /// Whether the library embeds the initial weights (weights.bin); without,
+  /// tcc_step_init zeroes the parameters (tcc --no-weights).
+  bool embedWeights = true;
 };
 
 struct CpuStep {
   std::string source;
+  /// "cpu" (source is C++, step.cpp) or "cuda" (CUDA C++, step.cu).
+  std::string target = "cpu";
   /// Parameter names in the step's order: the initial-weights blob
   /// (`weights.bin`, which the source includes) holds them in this order.
   std::vector<std::string> params;

@@ -38,14 +38,41 @@ static LogicalResult writeFile(StringRef path, StringRef data, Location loc) {
   return success();
 }
 
+static bool isCuda(const tcc::CpuStep &step) { return step.target == "cuda"; }
+
+std::vector<std::string>
+mlir::tcc::stepBuildArguments(const CpuStep &step,
+                              const StepBuildOptions &options) {
+  if (isCuda(step))
+    return {"-std=c++17", "-O3", "-arch=sm_" + options.cudaArch,
+            "-diag-suppress=177,550", "-shared",
+            "-Xcompiler", "-fPIC,-fvisibility=hidden", "-I", ".", "-o",
+            "step.so", "step.cu", "-lcublasLt", "-lcudart"};
+  return {"-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
+          "-I", ".", "-o", "step.so", "step.cpp"};
+}
+
 LogicalResult mlir::tcc::writeCpuStepSources(const CpuStep &step, StringRef dir,
-                                             Location loc) {
+                                             Location loc,
+                                             const StepBuildOptions &options) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
     return emitError(loc) << "cannot create " << dir << ": " << ec.message();
   SmallString<256> path(dir);
-  llvm::sys::path::append(path, "step.cpp");
+  llvm::sys::path::append(path, isCuda(step) ? "step.cu" : "step.cpp");
   if (failed(writeFile(path, step.source, loc)))
     return failure();
+  std::string script = "#!/bin/sh\n# Builds step.so from this folder (written by tcc).\n"
+                       "set -e\ncd \"$(dirname \"$0\")\"\n";
+  script += isCuda(step) ? "${NVCC:-nvcc}" : "${CXX:-c++}";
+  for (const std::string &a : stepBuildArguments(step, options))
+    script += " " + a;
+  script += "\n";
+  SmallString<256> sh(dir);
+  llvm::sys::path::append(sh, "build.sh");
+  if (failed(writeFile(sh, script, loc)))
+    return failure();
+  llvm::sys::fs::setPermissions(sh, llvm::sys::fs::all_read | llvm::sys::fs::all_exe |
+                                        llvm::sys::fs::owner_write);
   for (const EmbeddedFile &f : kRuntimeFiles) {
     SmallString<256> p(dir);
     llvm::sys::path::append(p, f.name);
@@ -68,11 +95,31 @@ static std::string findCompiler(const tcc::StepBuildOptions &options) {
   return "";
 }
 
+static std::string findNvcc(const tcc::StepBuildOptions &options) {
+  if (!options.nvcc.empty())
+    return options.nvcc;
+  if (const char *env = std::getenv("CUDACXX"))
+    if (*env)
+      if (auto p = llvm::sys::findProgramByName(env))
+        return *p;
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/nvcc"))
+    return "/usr/local/cuda/bin/nvcc";
+  if (auto p = llvm::sys::findProgramByName("nvcc"))
+    return *p;
+  return "";
+}
+
 LogicalResult mlir::tcc::buildCpuStepLibrary(const CpuStep &step,
                                              StringRef weights,
                                              StringRef outPath, Location loc,
                                              const StepBuildOptions &options) {
-  std::string cxx = findCompiler(options);
+  std::string cxx = isCuda(step) ? findNvcc(options) : findCompiler(options);
+  if (cxx.empty() && isCuda(step))
+    return emitError(loc) << "nvcc not found (looked for $CUDACXX, "
+                             "/usr/local/cuda/bin/nvcc and PATH); the CUDA "
+                             "target needs it to build "
+                          << outPath
+                          << " (or use --emit=source -o DIR and build there)";
   if (cxx.empty())
     return emitError(loc) << "no C++ compiler found (looked for $CXX, c++, "
                              "g++, clang++); the CPU target needs one to build "
@@ -85,20 +132,19 @@ LogicalResult mlir::tcc::buildCpuStepLibrary(const CpuStep &step,
     if (!options.keepTemps)
       llvm::sys::fs::remove_directories(dir);
   });
-  if (failed(writeCpuStepSources(step, dir, loc)))
+  if (failed(writeCpuStepSources(step, dir, loc, options)))
     return failure();
   SmallString<256> weightsPath(dir), source(dir), library(dir), log(dir);
   llvm::sys::path::append(weightsPath, "weights.bin");
-  llvm::sys::path::append(source, "step.cpp");
+  llvm::sys::path::append(source, isCuda(step) ? "step.cu" : "step.cpp");
   llvm::sys::path::append(library, "step.so");
   llvm::sys::path::append(log, "compile.log");
   if (failed(writeFile(weightsPath, weights, loc)))
     return failure();
 
-  std::vector<std::string> args = {cxx,        "-std=c++17", "-O2",
-                                   "-shared",  "-fPIC",      "-fvisibility=hidden",
-                                   "-I",       dir.str().str(), "-o",
-                                   library.str().str(), source.str().str()};
+  std::vector<std::string> args = {cxx};
+  for (const std::string &a : stepBuildArguments(step, options))
+    args.push_back(a);
   SmallVector<StringRef> argRefs(args.begin(), args.end());
   std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
                                           StringRef(log)};
@@ -114,7 +160,8 @@ LogicalResult mlir::tcc::buildCpuStepLibrary(const CpuStep &step,
   if (rc != 0) {
     auto text = llvm::MemoryBuffer::getFile(log);
     InFlightDiagnostic diag = emitError(loc)
-                              << "compiling the CPU step with " << cxx
+                              << "compiling the " << (isCuda(step) ? "CUDA" : "CPU")
+                              << " step with " << cxx
                               << " failed (exit code " << rc << ")"
                               << (message.empty() ? "" : ": " + message);
     if (text)

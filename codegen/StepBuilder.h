@@ -6,6 +6,7 @@
 #include "mlir/IR/Location.h"
 
 #include <string>
+#include <vector>
 
 namespace mlir::tcc {
 
@@ -14,7 +15,16 @@ struct StepBuildOptions {
   std::string compiler;
   /// Keep the build folder (source, weights, command) and report where.
   bool keepTemps = false;
+  /// CUDA target: nvcc (empty: $CUDACXX, /usr/local/cuda/bin/nvcc, then
+  /// nvcc on PATH) and the GPU architecture it compiles for (sm_<arch>).
+  std::string nvcc;
+  std::string cudaArch = "90";
 };
+
+/// The command that builds the step in its source folder (what build.sh in
+/// an --emit=source folder runs): the compiler's arguments after its name.
+std::vector<std::string> stepBuildArguments(const CpuStep &step,
+                                            const StepBuildOptions &options);
 
 /// Writes the step's source, the runtime headers and `weights` (the initial
 /// parameter bytes, in the step's parameter order) into a temporary folder,
@@ -25,9 +35,11 @@ LogicalResult buildCpuStepLibrary(const CpuStep &step, llvm::StringRef weights,
                                   llvm::StringRef outPath, Location loc,
                                   const StepBuildOptions &options);
 
-/// Writes the source and runtime headers into `dir` (for --emit=source).
+/// Writes the source, the runtime headers and build.sh (which builds
+/// step.so there with the same command tcc uses) into `dir`.
 LogicalResult writeCpuStepSources(const CpuStep &step, llvm::StringRef dir,
-                                  Location loc);
+                                  Location loc,
+                                  const StepBuildOptions &options = {});
 
 } // namespace mlir::tcc
 

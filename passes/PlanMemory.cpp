@@ -343,6 +343,10 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
          << get("param_bytes") << ", gradients " << get("grad_bytes")
          << ", optimizer state " << get("state_bytes") << ", inputs "
          << get("input_bytes") << ", outputs " << get("output_bytes")
+         << (get("workspace_bytes") > 0
+                 ? ", fp16 working copies " + std::to_string(get("shadow_bytes")) +
+                       ", GEMM workspace " + std::to_string(get("workspace_bytes"))
+                 : std::string())
          << ", activations and temporaries " << get("temporary_bytes")
          << ", of which " << get("saved_activation_bytes")
          << " are forward values kept for the backward pass); the smallest "

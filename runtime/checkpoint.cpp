@@ -4,6 +4,7 @@
 #include "runtime/posix_io.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -123,6 +124,11 @@ void encode(const State &s, const tcc_step_info &info, unsigned char *h) {
   put64(h + 88, static_cast<uint64_t>(info.num_params));
   put64(h + 96, static_cast<uint64_t>(info.num_state));
   put64(h + 104, payloadBytes(info));
+  put64(h + 112, static_cast<uint64_t>(s.optimizerSteps));
+  put32(h + 120, s.lossScaleMode);
+  std::memcpy(h + 128, &s.lossScale, 8);
+  put64(h + 136, static_cast<uint64_t>(s.growthTracker));
+  put64(h + 144, static_cast<uint64_t>(s.skipped));
 }
 
 } // namespace
@@ -212,20 +218,34 @@ std::string read(const std::string &dir, const tcc_step_info &info,
     return "the checkpoint " + path + " is not a regular file";
   uint64_t size = static_cast<uint64_t>(st.st_size);
   unsigned char h[kHeaderBytes];
-  if (size < 8 || readAll(fd, h, size < kHeaderBytes ? size : kHeaderBytes) != 0)
+  std::memset(h, 0, kHeaderBytes);
+  if (size < 8 ||
+      readAll(fd, h, size < kHeaderBytesV1 ? size : kHeaderBytesV1) != 0)
     return "the checkpoint " + path + " is not a tcc-run checkpoint (" +
            std::to_string(size) + " bytes)";
   if (std::memcmp(h, kMagic, 8) != 0)
     return "the checkpoint " + path +
            " is not a tcc-run checkpoint (no TCCCKPT1 magic)";
-  if (size < kHeaderBytes + 8)
+  if (size < kHeaderBytesV1 + 8)
     return "the checkpoint " + path + " is truncated (" +
            std::to_string(size) + " bytes)";
   uint32_t version = get32(h + 8);
-  if (version != kFormatVersion || get32(h + 12) != kHeaderBytes)
+  uint32_t headerBytes = get32(h + 12);
+  if (!(version == kFormatVersion && headerBytes == kHeaderBytes) &&
+      !(version == 1 && headerBytes == kHeaderBytesV1))
     return "the checkpoint " + path + " has format version " +
-           std::to_string(version) + "; this tcc-run reads version " +
+           std::to_string(version) + "; this tcc-run reads versions 1 and " +
            std::to_string(kFormatVersion);
+  if (size < headerBytes + 8)
+    return "the checkpoint " + path + " is truncated (" +
+           std::to_string(size) + " bytes)";
+  if (headerBytes > kHeaderBytesV1) {
+    int r = readAll(fd, h + kHeaderBytesV1, headerBytes - kHeaderBytesV1);
+    if (r < 0)
+      return "cannot read the checkpoint " + path + ": " + errnoText(errno);
+    if (r > 0)
+      return "the checkpoint " + path + " is truncated";
+  }
   State s;
   s.fingerprint = get64(h + 16);
   s.step = static_cast<int64_t>(get64(h + 24));
@@ -237,6 +257,16 @@ std::string read(const std::string &dir, const tcc_step_info &info,
   s.dataKind = get32(h + 72);
   s.dataOrder = get32(h + 76);
   s.dataLength = get64(h + 80);
+  if (version >= 2) {
+    s.optimizerSteps = static_cast<int64_t>(get64(h + 112));
+    s.lossScaleMode = get32(h + 120);
+    std::memcpy(&s.lossScale, h + 128, 8);
+    s.growthTracker = static_cast<int64_t>(get64(h + 136));
+    s.skipped = static_cast<int64_t>(get64(h + 144));
+  } else {
+    // Version 1 had no loss scaling: every step advanced the optimizer.
+    s.optimizerSteps = s.step;
+  }
   uint64_t payload = payloadBytes(info);
   if (s.fingerprint != fingerprint(info) ||
       get64(h + 88) != static_cast<uint64_t>(info.num_params) ||
@@ -244,16 +274,20 @@ std::string read(const std::string &dir, const tcc_step_info &info,
       get64(h + 104) != payload)
     return "checkpoint " + path +
            " was written for a different model (parameters/optimizer differ)";
-  uint64_t expect = kHeaderBytes + payload + 8;
+  uint64_t expect = headerBytes + payload + 8;
   if (size != expect)
     return "the checkpoint " + path + " is " +
            (size < expect ? "truncated" : "corrupt") + " (" +
            std::to_string(size) + " bytes; this model's checkpoint has " +
            std::to_string(expect) + ")";
-  if (s.step < 0 || s.accum < 1)
-    return "the checkpoint " + path + " is corrupt (bad step count)";
+  if (s.step < 0 || s.accum < 1 || s.optimizerSteps < 0 ||
+      s.optimizerSteps > s.step || s.skipped < 0 || s.skipped > s.step ||
+      s.growthTracker < 0 || s.lossScaleMode > 2 ||
+      !std::isfinite(s.lossScale) || !(s.lossScale > 0))
+    return "the checkpoint " + path +
+           " is corrupt (bad step counts or loss scaler state)";
   Checksum sum;
-  sum.add(h, kHeaderBytes);
+  sum.add(h, headerBytes);
   auto tensors = [&](const tcc_tensor_desc *t, int32_t n) -> int {
     for (int32_t i = 0; i < n; ++i) {
       int r = readAll(fd, arena + t[i].offset, t[i].bytes);

@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint.h"
+#include "runtime/loss_scale.h"
 #include "runtime/npy.h"
 #include "runtime/onnx_save.h"
 #include "runtime/posix_io.h"
@@ -48,6 +49,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -106,6 +108,11 @@ const char *const kUsage =
     "PyTorch's `for micro in range(K): (loss / K).backward()`, then\n"
     "`clip_grad_norm_`, `opt.step()`, `opt.zero_grad()`.\n"
     "\n"
+    "A step compiled with --target=cuda keeps its arena in GPU memory (opened\n"
+    "through the step itself: tcc-run does not link CUDA) and needs an NVIDIA\n"
+    "GPU with a driver; tcc-run copies the inputs in and the loss, parameters,\n"
+    "optimizer state and gradients out where it needs them.\n"
+    "\n"
     "data (one of):\n"
     "  --feed DIR     .npy batches: DIR/<input>.npy for each step input ('/'\n"
     "                 in a name becomes '_'; dtype and shape must match the\n"
@@ -156,20 +163,45 @@ const char *const kUsage =
     "  --nesterov     SGD's Nesterov momentum (needs --momentum > 0)\n"
     "  --clip-norm X  clip the global gradient norm to X (default 0: off);\n"
     "                 a step whose gradient norm is not finite is skipped\n"
-    "                 (no update) with a warning\n"
+    "                 (no update) with a warning (with dynamic loss scaling:\n"
+    "                 counted, see --loss-scale)\n"
+    "  --loss-scale dynamic|off|X\n"
+    "                 loss scaling, as torch.cuda.amp.GradScaler: each\n"
+    "                 micro-step backpropagates loss * scale / accum and the\n"
+    "                 optimizer divides the scale out before the norm,\n"
+    "                 clipping and update (grad_norm is unscaled).\n"
+    "                 dynamic (the default for --target=cuda steps): scale\n"
+    "                 65536, halved on every step whose gradients are not\n"
+    "                 finite (the step is skipped: no update, and the\n"
+    "                 optimizer's step count, which AdamW's bias correction\n"
+    "                 uses, does not advance; the learning rate schedule still\n"
+    "                 counts it), doubled after 2000 clean steps in a row;\n"
+    "                 skipped steps are counted in the progress line, not\n"
+    "                 warned about. X: a static scale (skipped steps warn and\n"
+    "                 do not advance the optimizer's step count). off (the\n"
+    "                 default for --target=cpu steps): no scaling; a skipped\n"
+    "                 step warns and still advances the step count. The\n"
+    "                 scaler's state is checkpointed\n"
     "\n"
     "output:\n"
     "  --print-every N\n"
     "                 a progress line on stderr every N steps (default 1):\n"
-    "                 step, mean micro-step loss, lr, tokens/s, elapsed, eta\n"
+    "                 step, mean micro-step loss, lr, tokens/s, with loss\n"
+    "                 scaling the scale for the next step and the steps\n"
+    "                 skipped so far (once there are any), elapsed, eta\n"
     "  --quiet        no progress lines\n"
     "  --metrics FILE.jsonl\n"
     "                 one JSON object per optimizer step: {\"step\", \"loss\"\n"
     "                 (mean over its micro-steps), \"lr\", \"grad_norm\" (before\n"
     "                 clipping; null if not finite), \"tokens\" (since the start\n"
     "                 of training, resumed steps included), \"elapsed_s\" (in\n"
-    "                 this process), \"skipped\"}; appended to when resuming\n"
-    "                 (steps redone after a kill then appear twice)\n"
+    "                 this process), \"skipped\" (true if the update was\n"
+    "                 skipped)}, with loss scaling also \"loss_scale\" (the\n"
+    "                 scale this step used) and \"skipped_total\" (steps\n"
+    "                 skipped so far, resumed ones included), for a\n"
+    "                 --target=cuda step \"device_peak_bytes\" (the device\n"
+    "                 memory peak so far); appended to when resuming (steps\n"
+    "                 redone after a kill then appear twice)\n"
     "  --dump OUT     after training, write OUT/losses.npy (float32, every\n"
     "                 micro-step's loss in this process, in order) and\n"
     "                 OUT/params/<name>.npy (the final parameters); each file\n"
@@ -181,13 +213,18 @@ const char *const kUsage =
     "                 step was compiled from)\n"
     "  --checkpoint DIR\n"
     "                 write DIR/checkpoint.bin (parameters, optimizer state,\n"
-    "                 step count, data position and PRNG state) at the end,\n"
+    "                 step counts, data position, PRNG state and loss scaler\n"
+    "                 state) at the end,\n"
     "                 and every --checkpoint-every N steps; written atomically,\n"
     "                 so a kill at any moment leaves the previous one whole\n"
     "  --checkpoint-every N\n"
     "                 checkpoint after every N-th optimizer step\n"
     "  --resume DIR   continue from DIR/checkpoint.bin up to --steps in all;\n"
     "                 the run continues exactly as if never interrupted\n"
+    "  --init-weights FILE\n"
+    "                 start from these parameter values: one raw fp32 blob in\n"
+    "                 the step's parameter order (tcc's weights.bin); needed\n"
+    "                 by a step compiled with tcc --no-weights\n"
     "\n"
     "gradients only:\n"
     "  --grads-only   run one micro-step (forward, and backward with grad\n"
@@ -202,8 +239,12 @@ const char *const kUsage =
     "\n"
     "Flags take their value as `--flag VALUE` or `--flag=VALUE`. Training\n"
     "prints `trained N steps: loss first X -> last Y, T s, Z tok/s` on stdout\n"
-    "at the end. With --grads-only it prints `loss <value>` (with a backward\n"
-    "pass) and one `output <name> <dtype> [dims]` line per output.\n"
+    "at the end (with loss scaling followed by `, loss scale S (K of N steps\n"
+    "skipped)`). With --grads-only it prints `loss <value>` (with a backward\n"
+    "pass) and one `output <name> <dtype> [dims]` line per output. A\n"
+    "--target=cuda step then adds `device peak P GiB (arena A GiB, budget B\n"
+    "GiB, device D GiB)`, the measured device memory, with a warning if it\n"
+    "exceeds the budget the step was compiled for.\n"
     "Errors exit with code 1 and a `tcc-run: error: ` message, before\n"
     "training where the problem can be known then.\n";
 
@@ -306,14 +347,30 @@ using InitFn = int (*)(void *);
 using ZeroGradsFn = int (*)(void *);
 using MicroStepFn = int (*)(void *, double);
 using ApplyFn = int (*)(void *, tcc_optim_args *);
+using DeviceOpenFn = int (*)(void **, char *, uint64_t);
+using DeviceCloseFn = int (*)(void *);
+using CopyInFn = int (*)(void *, uint64_t, const void *, uint64_t, char *,
+                         uint64_t);
+using CopyOutFn = int (*)(const void *, uint64_t, void *, uint64_t, char *,
+                          uint64_t);
+using DeviceMemoryFn = int (*)(uint64_t *, uint64_t *);
 
 struct Step {
+  std::string name; // as given on the command line
   std::string path;
   const tcc_step_info *info = nullptr;
   InitFn init = nullptr;
   ZeroGradsFn zeroGrads = nullptr;
   MicroStepFn microStep = nullptr;
   ApplyFn apply = nullptr; // absent in a step without a backward pass
+  // Device steps (info->device_arena == 1) only; looked up with dlsym, so
+  // that tcc-run itself never links the CUDA runtime.
+  bool device = false;
+  DeviceOpenFn deviceOpen = nullptr;
+  DeviceCloseFn deviceClose = nullptr;
+  CopyInFn copyIn = nullptr;
+  CopyOutFn copyOut = nullptr;
+  DeviceMemoryFn deviceMemory = nullptr;
 };
 
 /// '/' in a tensor name becomes '_' in its file name.
@@ -416,6 +473,7 @@ std::string checkInfo(const Step &step) {
 std::string loadStep(const std::string &arg, Step &step) {
   // dlopen searches the library path for a name without '/'; a path on the
   // command line means a file, so make it relative to the current directory.
+  step.name = arg;
   step.path = arg.find('/') == std::string::npos ? "./" + arg : arg;
   struct stat st;
   if (::stat(step.path.c_str(), &st) != 0)
@@ -453,6 +511,36 @@ std::string loadStep(const std::string &arg, Step &step) {
            ", but this tcc-run supports ABI " +
            std::to_string(TCC_STEP_ABI_VERSION) +
            "; rebuild the step with a matching tcc";
+  if (step.info->device_arena != 0 && step.info->device_arena != 1)
+    return arg + ": the step's device_arena is " +
+           std::to_string(step.info->device_arena) + " (0 or 1 expected)";
+  if (step.info->device_arena == 1) {
+    // The arena lives in device memory: every access goes through the
+    // step's own device functions.
+    step.device = true;
+    void *open, *close, *copyIn, *copyOut, *memory;
+    auto devSym = [&](const char *name, void *&out) -> std::string {
+      ::dlerror();
+      out = ::dlsym(lib, name);
+      if (!out)
+        return arg + " has a device arena (target \"" +
+               std::string(step.info->target ? step.info->target : "?") +
+               "\") but does not export " + name +
+               "; rebuild it with a matching tcc";
+      return "";
+    };
+    if (!(err = devSym("tcc_step_device_open", open)).empty() ||
+        !(err = devSym("tcc_step_device_close", close)).empty() ||
+        !(err = devSym("tcc_step_copy_in", copyIn)).empty() ||
+        !(err = devSym("tcc_step_copy_out", copyOut)).empty() ||
+        !(err = devSym("tcc_step_device_memory", memory)).empty())
+      return err;
+    step.deviceOpen = reinterpret_cast<DeviceOpenFn>(open);
+    step.deviceClose = reinterpret_cast<DeviceCloseFn>(close);
+    step.copyIn = reinterpret_cast<CopyInFn>(copyIn);
+    step.copyOut = reinterpret_cast<CopyOutFn>(copyOut);
+    step.deviceMemory = reinterpret_cast<DeviceMemoryFn>(memory);
+  }
   return checkInfo(step);
 }
 
@@ -549,7 +637,7 @@ struct Options {
   bool gradsOnly = false, haveFeed = false, haveDump = false;
 
   // Training.
-  std::string data, metrics, checkpoint, resume, save, model;
+  std::string data, metrics, checkpoint, resume, save, model, initWeights;
   bool haveData = false;
   int64_t steps = 1, accum = 1, warmup = 0, printEvery = 1,
           checkpointEvery = 0;
@@ -561,6 +649,10 @@ struct Options {
   bool nesterov = false, quiet = false, noPrefetch = false;
   bool cosine = false;
   bool sequential = false;
+  /// --loss-scale; without it, dynamic for device steps and off for host
+  /// steps (decided once the step is loaded).
+  tcc::LossScaler lossScaler;
+  bool haveLossScale = false;
   std::vector<std::string> noDecay;
   /// The flags given, in order (for conflicts and "given twice").
   std::vector<std::string> given;
@@ -586,7 +678,8 @@ const ValueFlag kValueFlags[] = {
     {"--metrics", "FILE.jsonl"}, {"--checkpoint", "DIR"},
     {"--checkpoint-every", "N"}, {"--resume", "DIR"},
     {"--save", "OUT.onnx"},      {"--model", "PATH"},
-    {"--print-every", "N"},
+    {"--print-every", "N"},      {"--loss-scale", "dynamic|off|X"},
+    {"--init-weights", "FILE"},
 };
 
 std::string parseInt(const std::string &flag, const std::string &v,
@@ -704,7 +797,8 @@ int parseArgs(int argc, char **argv, Options &opts) {
     opts.given.push_back(vf->flag);
     std::string err;
     if (flag == "--data" || flag == "--metrics" || flag == "--checkpoint" ||
-        flag == "--resume" || flag == "--save" || flag == "--model") {
+        flag == "--resume" || flag == "--save" || flag == "--model" ||
+        flag == "--init-weights") {
       if (value.empty())
         return error(flag + " needs a non-empty " + vf->meta);
       (flag == "--data"         ? opts.data
@@ -712,6 +806,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
        : flag == "--checkpoint" ? opts.checkpoint
        : flag == "--resume"     ? opts.resume
        : flag == "--save"       ? opts.save
+       : flag == "--init-weights" ? opts.initWeights
                                 : opts.model) = value;
       opts.haveData |= flag == "--data";
     } else if (flag == "--steps") {
@@ -749,6 +844,9 @@ int parseArgs(int argc, char **argv, Options &opts) {
       if (value != "constant" && value != "cosine")
         err = "--lr-schedule is constant or cosine, not '" + value + "'";
       opts.cosine = value == "cosine";
+    } else if (flag == "--loss-scale") {
+      err = tcc::parseLossScale(value, opts.lossScaler);
+      opts.haveLossScale = true;
     } else if (flag == "--data-order") {
       if (value != "random" && value != "sequential")
         err = "--data-order is random or sequential, not '" + value + "'";
@@ -780,7 +878,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
                  "--data FILE) [training options]; see tcc-run --help)");
   if (opts.gradsOnly) {
     for (const std::string &f : opts.given)
-      if (f != "--quiet")
+      if (f != "--quiet" && f != "--init-weights")
         return error("--grads-only runs one micro-step without training; it "
                      "cannot be combined with " +
                      f);
@@ -816,34 +914,129 @@ const char *stepErrorMeaning(int code) {
   return nullptr;
 }
 
-/// The step's arena: 64-byte aligned and zeroed.
+/// The step's arena. For a host step (device_arena 0), `host` is the arena
+/// itself: 64-byte aligned and zeroed, and what the step's functions take.
+/// For a device step, the arena is device memory (tcc_step_device_open) that
+/// only the step's functions reach, and `host` is a mirror of the same size
+/// and offsets, mapped lazily zeroed (untouched pages cost nothing) that all
+/// file I/O goes through: copyIn/copyOut move one tensor's region between
+/// the mirror and the device, and are no-ops for a host step.
 struct Arena {
-  char *p = nullptr;
-  ~Arena() { std::free(p); }
+  const Step *step = nullptr;
+  char *host = nullptr;
+  void *dev = nullptr;   // device steps: the device arena
+  size_t mapped = 0;     // device steps: the mirror's mapping
+  bool device = false;
+
+  Arena() = default;
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+  ~Arena() {
+    if (dev)
+      step->deviceClose(dev);
+    if (mapped)
+      ::munmap(host, mapped);
+    else
+      std::free(host);
+  }
+
+  /// What the step's functions take.
+  void *stepArena() const { return device ? dev : host; }
+
   std::string allocate(uint64_t bytes) {
     uint64_t rounded = (bytes + 63) / 64 * 64;
     if (rounded == 0)
       rounded = 64;
-    void *mem = nullptr;
     if (rounded < bytes ||
-        static_cast<uint64_t>(static_cast<size_t>(rounded)) != rounded ||
-        ::posix_memalign(&mem, 64, static_cast<size_t>(rounded)) != 0)
+        static_cast<uint64_t>(static_cast<size_t>(rounded)) != rounded)
       return "cannot allocate the step's arena of " + std::to_string(bytes) +
              " bytes";
-    p = static_cast<char *>(mem);
-    std::memset(p, 0, static_cast<size_t>(rounded));
+    if (device) {
+      // The host mirror: only the regions copied in or out are ever touched.
+      void *mem = ::mmap(nullptr, static_cast<size_t>(rounded),
+                         PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (mem == MAP_FAILED)
+        return "cannot map a host mirror of the step's arena (" +
+               std::to_string(bytes) + " bytes): " + errnoText(errno);
+      host = static_cast<char *>(mem);
+      mapped = static_cast<size_t>(rounded);
+      return "";
+    }
+    void *mem = nullptr;
+    if (::posix_memalign(&mem, 64, static_cast<size_t>(rounded)) != 0)
+      return "cannot allocate the step's arena of " + std::to_string(bytes) +
+             " bytes";
+    host = static_cast<char *>(mem);
+    std::memset(host, 0, static_cast<size_t>(rounded));
     return "";
+  }
+
+  /// The host mirror's copy of `d` to the device.
+  std::string copyIn(const tcc_tensor_desc &d) {
+    if (!device || d.bytes == 0)
+      return "";
+    char msg[1024] = {0};
+    if (int rc = step->copyIn(dev, d.offset, host + d.offset, d.bytes, msg,
+                              sizeof msg))
+      return stepError("copying " + quoted(d.name) + " to the device", rc,
+                       msg);
+    return "";
+  }
+  /// The device's copy of `d` to the host mirror.
+  std::string copyOut(const tcc_tensor_desc &d) {
+    if (!device || d.bytes == 0)
+      return "";
+    char msg[1024] = {0};
+    if (int rc = step->copyOut(dev, d.offset, host + d.offset, d.bytes, msg,
+                               sizeof msg))
+      return stepError("copying " + quoted(d.name) + " from the device", rc,
+                       msg);
+    return "";
+  }
+  std::string copyIn(const tcc_tensor_desc *t, int32_t n) {
+    for (int32_t i = 0; device && i < n; ++i)
+      if (std::string err = copyIn(t[i]); !err.empty())
+        return err;
+    return "";
+  }
+  std::string copyOut(const tcc_tensor_desc *t, int32_t n) {
+    for (int32_t i = 0; device && i < n; ++i)
+      if (std::string err = copyOut(t[i]); !err.empty())
+        return err;
+    return "";
+  }
+  /// The parameters and the optimizer state, device to mirror (for
+  /// checkpoints, --save and --dump).
+  std::string copyOutParamsAndState(bool withState) {
+    const tcc_step_info &info = *step->info;
+    std::string err = copyOut(info.params, info.num_params);
+    if (err.empty() && withState)
+      err = copyOut(info.state, info.num_state);
+    return err;
+  }
+
+  /// "STEP.so: <the step's message>" (which starts with the CUDA error's
+  /// name), or the return code where the step wrote none.
+  std::string stepError(const std::string &what, int rc,
+                        const char *msg) const {
+    if (msg && msg[0])
+      return step->name + ": " + msg + " (" + what + ")";
+    return step->name + ": " + what + " failed (code " + std::to_string(rc) +
+           ")";
   }
 };
 
-/// Refuses a step whose arena exceeds the budget it was compiled for, or the
-/// memory this machine has available (MemAvailable in /proc/meminfo, where
-/// there is one).
+/// Refuses a step whose arena exceeds the budget it was compiled for, or
+/// (host arenas only) the memory this machine has available (MemAvailable in
+/// /proc/meminfo, where there is one).
 std::string checkMemory(const tcc_step_info &info) {
   if (info.mem_budget && info.arena_bytes > info.mem_budget)
     return "the step's arena of " + std::to_string(info.arena_bytes) +
            " bytes exceeds the budget of " + std::to_string(info.mem_budget) +
            " bytes it was compiled for; recompile it";
+  if (info.device_arena)
+    return "";
   if (FILE *f = std::fopen("/proc/meminfo", "r")) {
     char line[256];
     unsigned long long kb = 0;
@@ -859,17 +1052,137 @@ std::string checkMemory(const tcc_step_info &info) {
   return "";
 }
 
-/// Checks the step's memory needs, allocates its arena and writes the
-/// initial parameters (tcc_step_init).
+/// "9.61 GiB", "512 MiB", "12 KiB" (two decimals at most).
+std::string formatBytes(uint64_t bytes) {
+  double v = static_cast<double>(bytes);
+  const char *unit = "bytes";
+  if (bytes >= (1ull << 30)) {
+    v /= 1073741824.0;
+    unit = "GiB";
+  } else if (bytes >= (1ull << 20)) {
+    v /= 1048576.0;
+    unit = "MiB";
+  } else if (bytes >= (1ull << 10)) {
+    v /= 1024.0;
+    unit = "KiB";
+  }
+  std::string s = format("%.2f", v);
+  while (s.back() == '0')
+    s.pop_back();
+  if (s.back() == '.')
+    s.pop_back();
+  return s + " " + unit;
+}
+
+/// Checks the step's memory needs, allocates its arena (for a device step:
+/// opens the device arena and maps the host mirror) and writes the initial
+/// parameters (tcc_step_init).
 std::string prepareArena(const Step &step, Arena &mem) {
-  std::string err = checkMemory(*step.info);
-  if (err.empty())
-    err = mem.allocate(step.info->arena_bytes);
+  const tcc_step_info &info = *step.info;
+  std::string err = checkMemory(info);
   if (!err.empty())
     return err;
-  if (int rc = step.init(mem.p))
+  mem.step = &step;
+  mem.device = step.device;
+  if (!(err = mem.allocate(info.arena_bytes)).empty())
+    return err;
+  if (step.device) {
+    char msg[1024] = {0};
+    void *dev = nullptr;
+    int rc = step.deviceOpen(&dev, msg, sizeof msg);
+    if (rc != 0 || !dev) {
+      std::string m = msg[0] ? msg
+                             : "tcc_step_device_open failed (code " +
+                                   std::to_string(rc) + ")";
+      bool memory = m.rfind("cudaErrorMemoryAllocation", 0) == 0;
+      return step.name + ": " + m + "\n  " +
+             (memory ? "the step's device arena of " +
+                           formatBytes(info.arena_bytes) +
+                           " does not fit in this GPU's free memory; "
+                           "compile it with a smaller --mem-budget"
+                     : std::string("this step was compiled for "
+                                   "--target=cuda and needs an NVIDIA GPU "
+                                   "with a driver; compile with "
+                                   "--target=cpu to run on the CPU"));
+    }
+    mem.dev = dev;
+  }
+  if (int rc = step.init(mem.stepArena()))
     return "the step's initialization failed (code " + std::to_string(rc) + ")";
   return "";
+}
+
+/// --init-weights FILE: the parameters' values as one raw blob in the step's
+/// parameter order (what tcc embeds as weights.bin), for a step compiled with
+/// tcc --no-weights. A step without embedded weights needs it (or --resume).
+std::string loadInitWeights(const std::string &path, bool resuming,
+                            const Step &step, Arena &mem) {
+  const tcc_step_info &info = *step.info;
+  if (path.empty()) {
+    if (!info.weights_embedded && !resuming)
+      return step.name + " was compiled with tcc --no-weights: give its "
+             "initial weights with --init-weights FILE (or --resume DIR)";
+    return "";
+  }
+  if (resuming)
+    return "--init-weights and --resume both set the parameters; give one";
+  uint64_t total = 0;
+  for (int32_t i = 0; i < info.num_params; ++i)
+    total += info.params[i].bytes;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return "--init-weights: cannot open " + path + ": " + std::strerror(errno);
+  std::string err;
+  if (std::fseek(f, 0, SEEK_END) != 0 || std::ftell(f) < 0 ||
+      static_cast<uint64_t>(std::ftell(f)) != total)
+    err = "--init-weights: " + path + " has " +
+          std::to_string(std::ftell(f)) + " bytes; the step's parameters take " +
+          std::to_string(total) + " (fp32, in the step's parameter order)";
+  std::rewind(f);
+  for (int32_t i = 0; err.empty() && i < info.num_params; ++i) {
+    const tcc_tensor_desc &d = info.params[i];
+    if (d.bytes && std::fread(mem.host + d.offset, 1, d.bytes, f) != d.bytes)
+      err = "--init-weights: reading " + path + " failed";
+  }
+  std::fclose(f);
+  if (!err.empty())
+    return err;
+  return mem.copyIn(info.params, info.num_params);
+}
+
+/// The line `device peak 9.61 GiB (arena 9.58 GiB, budget 12 GiB, device
+/// 140 GiB)` for a device step, with a warning if the peak exceeds the
+/// budget the step was compiled for; `peakOut` gets the peak (0 if the step
+/// cannot tell).
+void reportDeviceMemory(const Step &step, uint64_t *peakOut = nullptr) {
+  const tcc_step_info &info = *step.info;
+  uint64_t peak = 0, total = 0;
+  if (peakOut)
+    *peakOut = 0;
+  if (step.deviceMemory(&peak, &total) != 0) {
+    warning(step.name + ": tcc_step_device_memory failed; the device's peak "
+                        "memory use is unknown");
+    return;
+  }
+  if (peakOut)
+    *peakOut = peak;
+  std::string line = "device peak " + formatBytes(peak) + " (arena " +
+                     formatBytes(info.arena_bytes) + ", " +
+                     (info.mem_budget ? "budget " + formatBytes(info.mem_budget)
+                                      : std::string("no budget")) +
+                     (total ? ", device " + formatBytes(total) : "") + ")";
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (info.mem_budget && peak > info.mem_budget)
+    warning("THE DEVICE PEAK OF " + formatBytes(peak) + " (" +
+            std::to_string(peak) + " bytes) EXCEEDS THE MEMORY BUDGET OF " +
+            formatBytes(info.mem_budget) + " (" +
+            std::to_string(info.mem_budget) +
+            " bytes) the step was compiled for: the arena is " +
+            formatBytes(info.arena_bytes) +
+            "; the rest is the CUDA runtime's (context, kernels' "
+            "workspaces). On a GPU of the budget's size this run would not "
+            "fit; compile with a smaller --mem-budget to leave room");
 }
 
 //===----------------------------------------------------------------------===//
@@ -917,19 +1230,32 @@ int runGradsOnly(const Options &opts, const Step &step) {
   }
 
   Arena mem;
-  if (!(err = prepareArena(step, mem)).empty())
+  if (!(err = prepareArena(step, mem)).empty() ||
+      !(err = loadInitWeights(opts.initWeights, false, step, mem)).empty())
     return error(err);
-  char *arena = mem.p;
+  char *arena = mem.host; // for a device step, the host mirror
 
   for (int32_t i = 0; i < info.num_inputs; ++i)
     if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty())
       return error(err);
+  if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
+    return error(err);
 
-  if ((rc = step.microStep(arena, 1.0)) != 0) {
+  if ((rc = step.microStep(mem.stepArena(), 1.0)) != 0) {
     std::string msg = "the step failed (code " + std::to_string(rc) + ")";
     if (const char *meaning = stepErrorMeaning(rc))
       msg += ": " + std::string(meaning);
     return error(msg);
+  }
+  // From a device: the loss (printed), and what --dump writes.
+  if (info.has_backward && !(err = mem.copyOut(info.outputs[0])).empty())
+    return error(err);
+  if (opts.haveDump && mem.device) {
+    if (!(err = mem.copyOut(info.outputs, info.num_outputs)).empty())
+      return error(err);
+    if (info.has_backward &&
+        !(err = mem.copyOut(info.grads, info.num_params)).empty())
+      return error(err);
   }
 
   if (info.has_backward) {
@@ -967,6 +1293,8 @@ int runGradsOnly(const Options &opts, const Step &step) {
           return error(err);
       }
   }
+  if (step.device)
+    reportDeviceMemory(step);
   return 0;
 }
 
@@ -1178,6 +1506,12 @@ int runTraining(const Options &opts, const Step &step) {
   double weightDecay =
       opts.haveWeightDecay ? opts.weightDecay : (adamw ? 0.01 : 0.0);
 
+  // Loss scaling: dynamic by default on a device (whose kernels may compute
+  // in float16), off on the CPU.
+  tcc::LossScaler scaler = opts.haveLossScale ? opts.lossScaler
+                           : step.device    ? tcc::LossScaler::dynamic()
+                                            : tcc::LossScaler::off();
+
   std::vector<uint8_t> decay(static_cast<size_t>(info.num_params), 1);
   for (const std::string &glob : opts.noDecay) {
     bool any = false;
@@ -1339,16 +1673,23 @@ int runTraining(const Options &opts, const Step &step) {
       !(err = probeFile(opts.metrics, "metrics file")).empty())
     return error(err);
 
-  // The arena, with the initial parameters or the checkpoint's.
+  // The arena, with the initial parameters or the checkpoint's. For a device
+  // step, `arena` is the host mirror: the parameters and optimizer state are
+  // copied out before they are written anywhere, and in after a resume.
   Arena mem;
-  if (!(err = prepareArena(step, mem)).empty())
+  if (!(err = prepareArena(step, mem)).empty() ||
+      !(err = loadInitWeights(opts.initWeights, !opts.resume.empty(), step, mem)).empty())
     return error(err);
-  char *arena = mem.p;
+  char *arena = mem.host;
+  void *stepArena = mem.stepArena();
   tcc::ckpt::State ck;
   ck.rng = tcc::data::initialRngState(opts.seed);
   ck.seed = opts.seed;
   if (!opts.resume.empty()) {
     if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena)).empty())
+      return error(err);
+    if (!(err = mem.copyIn(info.params, info.num_params)).empty() ||
+        !(err = mem.copyIn(info.state, info.num_state)).empty())
       return error(err);
     std::string path = tcc::ckpt::filePath(opts.resume);
     if (ck.step >= opts.steps) {
@@ -1371,8 +1712,32 @@ int runTraining(const Options &opts, const Step &step) {
     if (opts.wasGiven("--seed") && ck.seed != opts.seed)
       warning("--seed is ignored when resuming: the data order continues "
               "from the checkpoint's PRNG state");
+    // The loss scaler continues where it was when both runs scale
+    // dynamically; otherwise it starts afresh (keeping the skipped count).
+    tcc::LossScaler::State saved;
+    saved.mode = ck.lossScaleMode;
+    saved.scale = ck.lossScale;
+    saved.growthTracker = ck.growthTracker;
+    saved.skipped = ck.skipped;
+    tcc::LossScaler was;
+    was.restore(saved);
+    if (scaler.isDynamic() && was.isDynamic()) {
+      scaler.restore(saved);
+    } else {
+      scaler.restoreSkipped(saved);
+      if (was.enabled() &&
+          (was.mode() != scaler.mode() || was.scale() != scaler.scale()))
+        warning("the checkpoint was written with --loss-scale=" +
+                was.describe() +
+                (was.isDynamic() ? format(" (at scale %g)", was.scale())
+                                 : std::string()) +
+                "; continuing with --loss-scale=" + scaler.describe() +
+                (scaler.isDynamic()
+                     ? format(" from scale %g", scaler.scale())
+                     : std::string()));
+    }
     // The accumulators are zero between optimizer steps.
-    if ((rc = step.zeroGrads(arena)) != 0)
+    if ((rc = step.zeroGrads(stepArena)) != 0)
       return error("the step's zero_grads failed (code " +
                    std::to_string(rc) + ")");
   }
@@ -1419,8 +1784,16 @@ int runTraining(const Options &opts, const Step &step) {
   args.decay = decay.data();
 
   const int64_t firstStep = ck.step;
+  // The optimizer's own step counter (tcc_optim_args.step - 1: AdamW's bias
+  // correction, SGD's first momentum step). With loss scaling on, a skipped
+  // step does not advance it, as GradScaler.step() then does not call
+  // optimizer.step(); the learning rate schedule, like `get_lr(iter_num)` in
+  // a PyTorch training script, follows the attempted steps `it` (skipped
+  // ones included), so --steps N still ends the schedule at step N. With
+  // --loss-scale=off every step advances it, skipped or not (as before
+  // loss scaling existed).
+  int64_t optimizerSteps = ck.optimizerSteps;
   const int64_t K = opts.accum;
-  const double gradScale = 1.0 / static_cast<double>(K);
   const tcc_tensor_desc &lossDesc = info.outputs[0];
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   std::vector<float> losses;
@@ -1431,6 +1804,8 @@ int runTraining(const Options &opts, const Step &step) {
       static_cast<size_t>(std::min<int64_t>(microSteps, int64_t(1) << 24)));
   double firstLoss = NAN, lastLoss = NAN;
   int64_t skipped = 0;
+  int64_t mirrorAt = -1; // device steps: the step whose parameters and state
+                         // the host mirror holds
 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
@@ -1444,6 +1819,7 @@ int runTraining(const Options &opts, const Step &step) {
     std::string where = "step " + std::to_string(it + 1) + "/" +
                         std::to_string(opts.steps);
     double lr = learningRate(opts, it);
+    const double scale = scaler.scale(); // this step's loss scale
     double lossSum = 0;
     for (int64_t k = 0; k < K; ++k) {
       err = prefetch.next([&](const char *buf) {
@@ -1455,7 +1831,12 @@ int runTraining(const Options &opts, const Step &step) {
       });
       if (!err.empty())
         return error(err);
-      if ((rc = step.microStep(arena, gradScale)) != 0) {
+      if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
+        return error(where + ": " + err);
+      // (loss * scale / K).backward(): with loss scaling, the accumulators
+      // hold the gradients times the scale; apply divides it out.
+      if ((rc = step.microStep(stepArena, scale / static_cast<double>(K))) !=
+          0) {
         std::string msg = where + ", micro-step " + std::to_string(k + 1) +
                           "/" + std::to_string(K) + " (micro-batch " +
                           std::to_string(prefetch.position() - 1) +
@@ -1465,24 +1846,34 @@ int runTraining(const Options &opts, const Step &step) {
           msg += ": " + std::string(meaning);
         return error(msg);
       }
+      if (!(err = mem.copyOut(lossDesc)).empty())
+        return error(where + ": " + err);
       double loss = elementAsDouble(arena + lossDesc.offset, lossDesc.dtype);
       losses.push_back(static_cast<float>(loss));
       lossSum += loss;
     }
     double loss = lossSum / static_cast<double>(K);
     args.lr = lr;
-    args.step = it + 1;
+    args.step = optimizerSteps + 1;
     args.grad_norm = NAN;
-    rc = step.apply(arena, &args);
+    args.loss_scale = scale;
+    rc = step.apply(stepArena, &args);
     bool skip = rc == 2;
     if (rc != 0 && !skip)
       return error(where + ": the optimizer step failed (code " +
                    std::to_string(rc) + ")");
+    if (!skip || !scaler.enabled())
+      ++optimizerSteps;
+    scaler.update(skip);
     if (skip) {
       ++skipped;
-      warning(where + ": the gradient norm is not finite (" +
-              format("%g", args.grad_norm) +
-              "); the update was skipped");
+      // Dynamic scaling expects these (early on, until the scale has come
+      // down to what the gradients allow): a count in the progress line and
+      // the metrics, not a warning each.
+      if (!scaler.isDynamic())
+        warning(where + ": the gradient norm is not finite (" +
+                format("%g", args.grad_norm) +
+                "); the update was skipped");
     }
     if (it == firstStep)
       firstLoss = loss;
@@ -1492,15 +1883,27 @@ int runTraining(const Options &opts, const Step &step) {
     uint64_t tokensNow = static_cast<uint64_t>(done * K) * tokensPerMicro;
 
     if (metrics) {
+      // With loss scaling: the scale this step used, and the steps skipped
+      // so far (resumed ones included); for a device step, its peak memory
+      // so far.
+      std::string extra;
+      if (scaler.enabled())
+        extra += ",\"loss_scale\":" + jsonNumber(scale) +
+                 ",\"skipped_total\":" + std::to_string(scaler.skipped());
+      if (step.device) {
+        uint64_t peak = 0, total = 0;
+        if (step.deviceMemory(&peak, &total) == 0)
+          extra += ",\"device_peak_bytes\":" + std::to_string(peak);
+      }
       std::fprintf(metrics,
                    "{\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                   "\"tokens\":%llu,\"elapsed_s\":%.6f,\"skipped\":%s}\n",
+                   "\"tokens\":%llu,\"elapsed_s\":%.6f,\"skipped\":%s%s}\n",
                    static_cast<long long>(it + 1),
                    jsonNumber(loss, "%.9g").c_str(), jsonNumber(lr).c_str(),
                    jsonNumber(args.grad_norm).c_str(),
                    static_cast<unsigned long long>(
                        static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),
-                   secs, skip ? "true" : "false");
+                   secs, skip ? "true" : "false", extra.c_str());
       if (std::fflush(metrics) != 0 || std::ferror(metrics))
         return error("cannot write the metrics file " + opts.metrics + ": " +
                      errnoText(errno));
@@ -1517,6 +1920,12 @@ int runTraining(const Options &opts, const Step &step) {
                                      : 0);
       double eta = secs / static_cast<double>(done) *
                    static_cast<double>(opts.steps - it - 1);
+      if (scaler.enabled()) {
+        // The scale for the next step (after this step's update).
+        line += "  scale " + format("%g", scaler.scale());
+        if (scaler.skipped())
+          line += "  skipped " + std::to_string(scaler.skipped());
+      }
       line += "  elapsed " + formatDuration(secs) + "  eta " +
               formatDuration(eta);
       if (tty) {
@@ -1542,6 +1951,15 @@ int runTraining(const Options &opts, const Step &step) {
       s.dataKind = dataKind;
       s.dataOrder = opts.sequential ? 1 : 0;
       s.dataLength = dataLength;
+      s.optimizerSteps = optimizerSteps;
+      tcc::LossScaler::State ls = scaler.state();
+      s.lossScaleMode = ls.mode;
+      s.lossScale = ls.scale;
+      s.growthTracker = ls.growthTracker;
+      s.skipped = ls.skipped;
+      if (!(err = mem.copyOutParamsAndState(true)).empty())
+        return error(where + ": " + err);
+      mirrorAt = it + 1;
       if (!(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
         return error(err);
     }
@@ -1554,9 +1972,13 @@ int runTraining(const Options &opts, const Step &step) {
   // The results.
   double secs = elapsed();
   int64_t done = opts.steps - firstStep;
-  if (skipped)
+  if (skipped && !scaler.isDynamic())
     warning(std::to_string(skipped) + " of " + std::to_string(done) +
             " optimizer steps were skipped (gradient norm not finite)");
+  if (mem.device && (opts.haveDump || !opts.save.empty()) &&
+      mirrorAt != opts.steps &&
+      !(err = mem.copyOutParamsAndState(false)).empty())
+    return error(err);
   if (opts.haveDump) {
     int64_t n = static_cast<int64_t>(losses.size());
     if (!(err = tcc::npy::writeFile(joinPath(opts.dump, "losses.npy"), "<f4",
@@ -1591,7 +2013,13 @@ int runTraining(const Options &opts, const Step &step) {
                                           secs
                                     : 0) +
                " tok/s";
+  if (scaler.enabled())
+    summary += ", loss scale " + format("%g", scaler.scale()) + " (" +
+               std::to_string(skipped) + " of " + std::to_string(done) +
+               " steps skipped)";
   std::printf("%s\n", summary.c_str());
+  if (step.device)
+    reportDeviceMemory(step);
   return 0;
 }
 

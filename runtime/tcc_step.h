@@ -71,6 +71,11 @@ typedef struct tcc_step_info {
                                      allocated and accessed only through the
                                      tcc_step_device_* functions below; 0: host
                                      memory the caller allocates */
+  int32_t weights_embedded;       /* 1: tcc_step_init writes the model's initial
+                                     weights; 0 (tcc --no-weights): it zeroes
+                                     the parameters, and the caller must load
+                                     weights (a checkpoint or a raw blob in
+                                     `params` order) before training */
 } tcc_step_info;
 
 /* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and

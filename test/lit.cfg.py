@@ -28,3 +28,11 @@ llvm_config.with_environment("PATH", config.tcc_tools_dir, append_path=True)
 tool_dirs = [config.tcc_tools_dir, config.llvm_tools_dir]
 tools = ["tcc", "tcc-opt"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The CUDA target's tests need nvcc to build steps; whether a GPU is present
+# decides what running one must do (an error naming the missing driver here).
+import shutil
+if os.path.exists("/usr/local/cuda/bin/nvcc") or shutil.which("nvcc"):
+    config.available_features.add("nvcc")
+if not os.path.exists("/dev/nvidia0"):
+    config.available_features.add("no-gpu")

@@ -16,6 +16,7 @@
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "compiler/Import/OnnxLocation.h"
+#include "passes/PlanMemory.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -77,10 +78,23 @@ enum class Target { Cpu, Cuda };
 static cl::opt<Target> target(
     "target", cl::desc("Code generation target"), cl::init(Target::Cpu),
     cl::values(clEnumValN(Target::Cpu, "cpu",
-                          "fp32 C++ built by the system compiler (default "
-                          "until the CUDA target lands)"),
-               clEnumValN(Target::Cuda, "cuda", "fp16 CUDA (not built yet)")),
+                          "fp32 C++ built by the system compiler (default; "
+                          "the reference target, runs anywhere)"),
+               clEnumValN(Target::Cuda, "cuda",
+                          "fp16 CUDA with fp32 master weights, built by nvcc "
+                          "(needs an NVIDIA GPU to run)")),
     cl::cat(tccCategory));
+static cl::opt<bool> noWeights(
+    "no-weights",
+    cl::desc("Do not embed the initial weights in step.so (for models whose "
+             "weights are loaded at run time: tcc-run --init-weights or "
+             "--resume); init zeroes the parameters"),
+    cl::init(false), cl::cat(tccCategory));
+static cl::opt<std::string> cudaArch(
+    "cuda-arch",
+    cl::desc("GPU architecture of the CUDA target: 90 (default, H100/H200), "
+             "80, 89, ... or sm_90"),
+    cl::init("90"), cl::cat(tccCategory));
 static cl::opt<std::string> lossSpec(
     "loss",
     cl::desc("Append a loss to a model that outputs logits or predictions: "
@@ -387,7 +401,8 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
            {"inputs", get("input_bytes")},
            {"outputs", get("output_bytes")},
            {"activations_and_temporaries", get("temporary_bytes")},
-           {"library_workspace", 0},
+           {"fp16_working_copies", get("shadow_bytes")},
+           {"library_workspace", get("workspace_bytes")},
        }},
       {"saved_activation_bytes", get("saved_activation_bytes")},
       {"temporary_bytes_without_reuse", get("temporary_bytes_unshared")},
@@ -515,8 +530,22 @@ int main(int argc, char **argv) {
                  << ": expected adamw or sgd\n";
     return 1;
   }
+  std::string arch = cudaArch;
+  if (StringRef(arch).starts_with("sm_"))
+    arch = arch.substr(3);
+  if (arch.empty() || !llvm::all_of(arch, llvm::isDigit)) {
+    llvm::errs() << "tcc: error: --cuda-arch=" << cudaArch
+                 << ": expected a compute capability such as 90 or sm_90\n";
+    return 1;
+  }
+  if (target == Target::Cuda && cpuPrecision == Precision::F64) {
+    llvm::errs() << "tcc: error: --cpu-precision=f64 applies to --target=cpu "
+                    "only\n";
+    return 1;
+  }
   tcc::PlanMemoryOptions planOptions;
-  planOptions.floatBytes = cpuPrecision == Precision::F64 ? 8 : 4;
+  planOptions.floatBytes = target == Target::Cuda ? tcc::kMixedPrecision
+                           : cpuPrecision == Precision::F64 ? 8 : 4;
   planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
   planOptions.budget = budget;
   PassManager planPm(&context);
@@ -544,12 +573,9 @@ int main(int argc, char **argv) {
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
 
   Location fileLoc = tcc::fileLocation(&context, inputFile);
-  if (target == Target::Cuda) {
-    emitError(fileLoc) << "the CUDA target is not implemented yet; use "
-                          "--target=cpu";
-    return 1;
-  }
   tcc::CpuEmitOptions emitOptions;
+  emitOptions.target = target == Target::Cuda ? "cuda" : "cpu";
+  emitOptions.embedWeights = !noWeights;
   emitOptions.useDouble = cpuPrecision == Precision::F64;
   emitOptions.modelName = llvm::sys::path::filename(inputFile).str();
   SmallString<256> absolute(inputFile);
@@ -564,11 +590,15 @@ int main(int argc, char **argv) {
     return writeOutput([&](llvm::raw_ostream &os) { os << step->source; });
 
   std::string weights;
-  if (failed(tcc::readParameterValues(&context, inputFile, step->params,
+  if (!noWeights &&
+      failed(tcc::readParameterValues(&context, inputFile, step->params,
                                       emitOptions.useDouble, weights)))
     return 1;
+  tcc::StepBuildOptions buildOptions;
+  buildOptions.keepTemps = keepTemps;
+  buildOptions.cudaArch = arch;
   if (emit == EmitKind::Source) {
-    if (failed(tcc::writeCpuStepSources(*step, outputFile, fileLoc)))
+    if (failed(tcc::writeCpuStepSources(*step, outputFile, fileLoc, buildOptions)))
       return 1;
     SmallString<256> w(outputFile);
     llvm::sys::path::append(w, "weights.bin");
@@ -586,8 +616,6 @@ int main(int argc, char **argv) {
                     "-o step.so (or --emit=summary)\n";
     return 1;
   }
-  tcc::StepBuildOptions buildOptions;
-  buildOptions.keepTemps = keepTemps;
   if (failed(tcc::buildCpuStepLibrary(*step, weights, outputFile, fileLoc,
                                       buildOptions)))
     return 1;
@@ -601,6 +629,12 @@ int main(int argc, char **argv) {
                << humanBytes(bytesOf("grad_bytes")) << ", optimizer state "
                << humanBytes(bytesOf("state_bytes")) << ", activations and "
                << "temporaries " << humanBytes(bytesOf("temporary_bytes"))
+               << (layout.getAs<IntegerAttr>("workspace_bytes")
+                       ? ", fp16 working copies " +
+                             humanBytes(bytesOf("shadow_bytes")) +
+                             ", GEMM workspace " +
+                             humanBytes(bytesOf("workspace_bytes"))
+                       : std::string())
                << ")" << (budget ? ", budget " + humanBytes(budget) : "")
                << "\n";
   return 0;

@@ -82,7 +82,8 @@ class _CInfoV3(ctypes.Structure):
 
 class _CInfoV4(ctypes.Structure):
     # v4 adds device_arena (1: a CUDA step whose arena is device memory).
-    _fields_ = _CInfoV3._fields_ + [("device_arena", ctypes.c_int32)]
+    _fields_ = _CInfoV3._fields_ + [("device_arena", ctypes.c_int32),
+                                    ("weights_embedded", ctypes.c_int32)]
 
 
 class OptimArgs(ctypes.Structure):

@@ -1,0 +1,48 @@
+#!/usr/bin/python3
+"""Exports GPT-2 small (124M parameters: 12 layers, width 768, 12 heads,
+vocabulary 50257, context 1024) for the GPU benchmark, with the loss inside
+the graph, micro-batch B x 1024 tokens.
+
+Usage: /usr/bin/python3 bench/gpu/export_gpt2.py OUT.onnx [--batch 8] [--seq 1024]
+
+The model class is test/models/export_models.py's TinyGPT (tied embeddings,
+tanh GELU, GPT-2 init); bench/gpu/torch_bench.py times the same class in
+PyTorch. Exported with training=TRAINING, do_constant_folding=False, so the
+initializer names are the PyTorch parameter names.
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "models"))
+from export_models import TinyGPT  # noqa: E402
+
+
+def gpt2_small(seq):
+    return TinyGPT(vocab=50257, block_size=seq, n_embd=768, n_layer=12, n_head=12,
+                   gelu_approx="tanh")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    model = gpt2_small(a.seq)
+    model.train()
+    idx = torch.zeros(a.batch, a.seq, dtype=torch.long)
+    torch.onnx.export(model, (idx, idx), a.out,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, opset_version=17,
+                      input_names=["idx", "targets"], output_names=["loss"])
+    n = sum(p.numel() for p in model.parameters())
+    print("%s: GPT-2 small, %d parameters, micro-batch %d x %d" % (a.out, n, a.batch, a.seq))
+
+
+if __name__ == "__main__":
+    main()

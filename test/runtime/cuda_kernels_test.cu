@@ -1,0 +1,989 @@
+// Numerical test of runtime/cuda/kernels.cuh and runtime/cuda/gemm.cuh
+// against the CPU reference runtime/cpu/kernels.h, on random data. Needs a
+// GPU. Prints "N passed, M failed" last; exits non-zero on any failure.
+//
+//   /usr/local/cuda/bin/nvcc -std=c++17 -arch=sm_90 -O2 -I/work/main/runtime test/runtime/cuda_kernels_test.cu -o cuda_kernels_test -lcublasLt -lcudart
+//
+// Exit status 77 without a device (a ctest SKIP_RETURN_CODE). An optional
+// argument runs one section (binary, unary_cast, where, softmax, layer_norm,
+// reduce, gather, movement, sce, gelu, optim, matmul, graph, perf); "perf"
+// prints timings only.
+#include "cpu/kernels.h"
+#include "cuda/gemm.cuh"
+#include "cuda/kernels.cuh"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cpu = tcc::cpu;
+namespace gpu = tcc::cuda;
+using half = __half;
+
+static int g_pass = 0, g_fail = 0;
+
+#define CK(x)                                                                                                   \
+  do {                                                                                                          \
+    cudaError_t e_ = (x);                                                                                       \
+    if (e_ != cudaSuccess) {                                                                                    \
+      std::printf("CUDA error %s at line %d: %s\n", cudaGetErrorString(e_), __LINE__, #x);                     \
+      std::exit(2);                                                                                             \
+    }                                                                                                           \
+  } while (0)
+
+static std::mt19937 g_rng(12345);
+
+static std::vector<float> randf(size_t n, float lo = -2.0f, float hi = 2.0f) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto &x : v)
+    x = d(g_rng);
+  return v;
+}
+static std::vector<int64_t> randi(size_t n, int64_t lo, int64_t hi) {
+  std::uniform_int_distribution<int64_t> d(lo, hi);
+  std::vector<int64_t> v(n);
+  for (auto &x : v)
+    x = d(g_rng);
+  return v;
+}
+static std::vector<half> to_half(const std::vector<float> &v) {
+  std::vector<half> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    h[i] = __float2half_rn(v[i]);
+  return h;
+}
+static std::vector<float> from_half(const std::vector<half> &h) {
+  std::vector<float> v(h.size());
+  for (size_t i = 0; i < h.size(); ++i)
+    v[i] = __half2float(h[i]);
+  return v;
+}
+static std::vector<float> round_half(const std::vector<float> &v) { return from_half(to_half(v)); }
+template <class TO, class TI> static std::vector<TO> conv_vec(const std::vector<TI> &v) {
+  std::vector<TO> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    o[i] = static_cast<TO>(v[i]);
+  return o;
+}
+
+template <class T> struct DevBuf {
+  T *p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t n_) : n(n_) {
+    CK(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
+    CK(cudaMemset(p, 0xff, (n ? n : 1) * sizeof(T))); // garbage, to catch unwritten outputs
+  }
+  explicit DevBuf(const std::vector<T> &h) : DevBuf(h.size()) {
+    if (n)
+      CK(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf &) = delete;
+  std::vector<T> get() const {
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    std::vector<T> h(n);
+    if (n)
+      CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+static std::vector<float> getf(const DevBuf<half> &b) { return from_half(b.get()); }
+
+
+static void check(bool ok, const std::string &what) {
+  if (ok) {
+    ++g_pass;
+  } else {
+    ++g_fail;
+    std::printf("FAIL: %s\n", what.c_str());
+  }
+}
+
+template <class G, class W>
+static bool close(const std::vector<G> &got, const std::vector<W> &want, double atol, double rtol,
+                  const std::string &what) {
+  if (got.size() != want.size()) {
+    std::printf("  %s: size %zu vs %zu\n", what.c_str(), got.size(), want.size());
+    return false;
+  }
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = static_cast<double>(got[i]), w = static_cast<double>(want[i]);
+    const bool ok = std::isnan(w) ? std::isnan(g)
+                                  : (std::isinf(w) ? g == w : std::fabs(g - w) <= atol + rtol * std::fabs(w));
+    if (!ok && bad++ < 5)
+      std::printf("  %s [%zu] got %.9g want %.9g\n", what.c_str(), i, g, w);
+  }
+  return bad == 0;
+}
+template <class G, class W> static bool same(const std::vector<G> &got, const std::vector<W> &want, const std::string &what) {
+  if (got.size() != want.size())
+    return false;
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (static_cast<int64_t>(got[i]) != static_cast<int64_t>(want[i]) && bad++ < 5)
+      std::printf("  %s [%zu] got %lld want %lld\n", what.c_str(), i, (long long)got[i], (long long)want[i]);
+  return bad == 0;
+}
+static void expect_close(const std::vector<float> &got, const std::vector<float> &want, double atol, double rtol,
+                         const std::string &what) {
+  check(close(got, want, atol, rtol, what), what);
+}
+
+static cpu::Shape CS(std::initializer_list<int64_t> d) {
+  cpu::Shape s{static_cast<int32_t>(d.size()), {}};
+  int i = 0;
+  for (int64_t v : d)
+    s.dims[i++] = v;
+  return s;
+}
+static gpu::Shape GS(const cpu::Shape &c) {
+  gpu::Shape s{c.rank, {}};
+  for (int i = 0; i < c.rank; ++i)
+    s.dims[i] = c.dims[i];
+  return s;
+}
+
+static const char *bname(int op) {
+  static const char *n[] = {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "And", "Or"};
+  return n[op];
+}
+static const char *uname_(int op) {
+  static const char *n[] = {"Sqrt", "Neg", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu", "Reciprocal", "Abs", "Not"};
+  return n[op];
+}
+
+// ---------------------------------------------------------------------------------
+
+static void test_binary() {
+  struct Case {
+    cpu::Shape o, a, b;
+  };
+  const Case cases[] = {
+      {CS({4, 3, 5}), CS({4, 1, 5}), CS({3, 1})},
+      {CS({2, 3}), CS({2, 3}), CS({})},
+      {CS({6, 7, 8, 9}), CS({6, 7, 8, 9}), CS({9})},
+      {CS({5, 1, 7}), CS({5, 1, 1}), CS({1, 7})},
+      {CS({100000}), CS({100000}), CS({100000})},
+  };
+  for (const Case &c : cases) {
+    const size_t no = c.o.numel(), na = c.a.numel(), nb = c.b.numel();
+    std::vector<float> a = round_half(randf(na, -3, 3)), b = round_half(randf(nb, 0.2f, 2.5f));
+    for (size_t i = 0; i < na; i += 7)
+      a[i] = 0.0f;
+    if (nb > 1)
+      b[1] = a[1 % na]; // an equal pair
+    DevBuf<float> da(a), db(b);
+    DevBuf<half> ha(to_half(a)), hb(to_half(b));
+    for (int op = 0; op < 10; ++op) {
+      const auto bop = static_cast<cpu::BinaryOp>(op);
+      const auto gop = static_cast<gpu::BinaryOp>(op);
+      const std::string nm = std::string("binary ") + bname(op) + " no=" + std::to_string(no);
+      if (op < 5) {
+        std::vector<float> want(no);
+        cpu::binary(bop, want.data(), c.o, a.data(), c.a, b.data(), c.b);
+        DevBuf<float> out(no);
+        gpu::binary(gop, out.p, GS(c.o), da.p, GS(c.a), db.p, GS(c.b));
+        expect_close(out.get(), want, 1e-6, 2e-6, nm + " f32");
+        DevBuf<half> hout(no);
+        gpu::binary(gop, hout.p, GS(c.o), ha.p, GS(c.a), hb.p, GS(c.b));
+        expect_close(getf(hout), round_half(want), 1e-3, 2e-3, nm + " f16");
+        DevBuf<float> mout(no); // mixed: half a, float b
+        gpu::binary(gop, mout.p, GS(c.o), ha.p, GS(c.a), db.p, GS(c.b));
+        expect_close(mout.get(), want, 1e-6, 2e-6, nm + " f16*f32->f32");
+      } else {
+        std::vector<uint8_t> want(no);
+        cpu::binary(bop, want.data(), c.o, a.data(), c.a, b.data(), c.b);
+        DevBuf<uint8_t> out(no);
+        gpu::binary(gop, out.p, GS(c.o), ha.p, GS(c.a), hb.p, GS(c.b));
+        check(same(out.get(), want, nm), nm + " f16->bool");
+      }
+    }
+  }
+  // integers: wrap, division by zero, INT_MIN / -1
+  {
+    std::vector<int64_t> a = randi(1000, -50, 50), b = randi(1000, -3, 3);
+    a[0] = std::numeric_limits<int64_t>::min();
+    b[0] = -1;
+    a[1] = std::numeric_limits<int64_t>::max();
+    b[1] = 2;
+    DevBuf<int64_t> da(a), db(b);
+    for (int op = 0; op < 10; ++op) {
+      if (op == 4)
+        continue; // pow: below
+      std::vector<int64_t> want(1000);
+      cpu::binary(static_cast<cpu::BinaryOp>(op), want.data(), CS({1000}), a.data(), CS({1000}), b.data(), CS({1000}));
+      DevBuf<int64_t> out(1000);
+      gpu::binary(static_cast<gpu::BinaryOp>(op), out.p, gpu::Shape{1, {1000}}, da.p, gpu::Shape{1, {1000}}, db.p,
+                  gpu::Shape{1, {1000}});
+      check(same(out.get(), want, "int64"), std::string("binary int64 ") + bname(op));
+    }
+    std::vector<int64_t> e = randi(1000, -2, 5), want(1000);
+    for (size_t i = 0; i < 1000; ++i)
+      if (b[i] == 0 && e[i] < 0)
+        e[i] = 1;
+    DevBuf<int64_t> de(e);
+    cpu::binary(cpu::BinaryOp::Pow, want.data(), CS({1000}), b.data(), CS({1000}), e.data(), CS({1000}));
+    DevBuf<int64_t> out(1000);
+    gpu::binary(gpu::BinaryOp::Pow, out.p, gpu::Shape{1, {1000}}, db.p, gpu::Shape{1, {1000}}, de.p,
+                gpu::Shape{1, {1000}});
+    check(same(out.get(), want, "int64 pow"), "binary int64 Pow");
+    std::vector<int32_t> a32 = conv_vec<int32_t>(a), b32 = conv_vec<int32_t>(b), w32(1000);
+    a32[0] = std::numeric_limits<int32_t>::min();
+    DevBuf<int32_t> da32(a32), db32(b32);
+    cpu::binary(cpu::BinaryOp::Div, w32.data(), CS({1000}), a32.data(), CS({1000}), b32.data(), CS({1000}));
+    DevBuf<int32_t> o32(1000);
+    gpu::binary(gpu::BinaryOp::Div, o32.p, gpu::Shape{1, {1000}}, da32.p, gpu::Shape{1, {1000}}, db32.p,
+                gpu::Shape{1, {1000}});
+    check(same(o32.get(), w32, "int32 div"), "binary int32 Div");
+  }
+}
+
+static void test_unary_cast() {
+  const size_t n = 5000;
+  std::vector<float> x = round_half(randf(n, -6, 6));
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  x[2] = 100.0f;
+  x[3] = -100.0f;
+  x[4] = std::nanf("");
+  DevBuf<float> dx(x);
+  DevBuf<half> hx(to_half(x));
+  for (int op = 0; op < 11; ++op) {
+    std::vector<float> want(n);
+    std::vector<float> xin = x;
+    if (op == 0 || op == 3) // sqrt / log of |x|
+      for (auto &v : xin)
+        v = std::fabs(v);
+    DevBuf<float> din(xin);
+    DevBuf<half> hin(to_half(xin));
+    cpu::unary(static_cast<cpu::UnaryOp>(op), want.data(), xin.data(), n);
+    DevBuf<float> out(n);
+    gpu::unary(static_cast<gpu::UnaryOp>(op), out.p, din.p, n);
+    expect_close(out.get(), want, 1e-6, 4e-6, std::string("unary f32 ") + uname_(op));
+    DevBuf<half> hout(n);
+    gpu::unary(static_cast<gpu::UnaryOp>(op), hout.p, hin.p, n);
+    expect_close(getf(hout), round_half(want), 1e-6, 2e-3, std::string("unary f16 ") + uname_(op));
+  }
+  {
+    std::vector<int64_t> v = randi(n, -1000, 1000), want(n);
+    v[0] = 0;
+    DevBuf<int64_t> dv(v);
+    for (int op : {1, 7, 8, 9, 10, 0, 2}) {
+      std::vector<int64_t> vin = v;
+      if (op == 0)
+        for (auto &e : vin)
+          e = std::llabs(e);
+      if (op == 2)
+        for (auto &e : vin)
+          e = e % 20;
+      DevBuf<int64_t> din(vin);
+      cpu::unary(static_cast<cpu::UnaryOp>(op), want.data(), vin.data(), n);
+      DevBuf<int64_t> out(n);
+      gpu::unary(static_cast<gpu::UnaryOp>(op), out.p, din.p, n);
+      check(same(out.get(), want, "int64 unary"), std::string("unary int64 ") + uname_(op));
+    }
+  }
+  // casts
+  {
+    std::vector<float> f{-2.7f, 2.7f, -0.5f, 300.0f, std::nanf(""), 1e20f, -1e20f, 65504.0f, 70000.0f, 1.0f / 3.0f};
+    DevBuf<float> df(f);
+    std::vector<int64_t> w64(f.size());
+    cpu::cast(w64.data(), f.data(), f.size());
+    DevBuf<int64_t> o64(f.size());
+    gpu::cast(o64.p, df.p, f.size());
+    check(same(o64.get(), w64, "cast f32->i64"), "cast f32->i64");
+    std::vector<int32_t> w32(f.size());
+    cpu::cast(w32.data(), f.data(), f.size());
+    DevBuf<int32_t> o32(f.size());
+    gpu::cast(o32.p, df.p, f.size());
+    check(same(o32.get(), w32, "cast f32->i32"), "cast f32->i32");
+    std::vector<uint8_t> w8(f.size());
+    cpu::cast(w8.data(), f.data(), f.size());
+    DevBuf<uint8_t> o8(f.size());
+    gpu::cast(o8.p, df.p, f.size());
+    check(same(o8.get(), w8, "cast f32->u8"), "cast f32->u8");
+    DevBuf<half> oh(f.size());
+    gpu::cast(oh.p, df.p, f.size());
+    expect_close(getf(oh), round_half(f), 0, 0, "cast f32->f16");
+    DevBuf<uint8_t> ob(f.size());
+    gpu::cast_to_bool(ob.p, df.p, f.size());
+    std::vector<uint8_t> wb(f.size());
+    cpu::cast_to_bool(wb.data(), f.data(), f.size());
+    check(same(ob.get(), wb, "cast_to_bool"), "cast_to_bool f32");
+    std::vector<int64_t> iv{3, -4, 0, 1LL << 40};
+    DevBuf<int64_t> di(iv);
+    DevBuf<float> ofl(iv.size());
+    gpu::cast(ofl.p, di.p, iv.size());
+    expect_close(ofl.get(), conv_vec<float>(iv), 0, 0, "cast i64->f32");
+    DevBuf<half> ohl(iv.size());
+    gpu::cast(ohl.p, di.p, 3);
+    auto gh = getf(ohl);
+    gh.resize(3);
+    expect_close(gh, std::vector<float>{3, -4, 0}, 0, 0, "cast i64->f16");
+  }
+  // fill, copy
+  {
+    DevBuf<half> h(1000);
+    gpu::fill(h.p, 1000, 0.1);
+    expect_close(getf(h), std::vector<float>(1000, __half2float(__float2half_rn(0.1f))), 0, 0, "fill f16");
+    DevBuf<int64_t> l(10);
+    gpu::fill(l.p, 10, -3.0);
+    check(same(l.get(), std::vector<int64_t>(10, -3), "fill i64"), "fill i64");
+    DevBuf<float> f(1000);
+    gpu::copy(f.p, h.p, 1000);
+    expect_close(f.get(), getf(h), 0, 0, "copy f16->f32");
+    DevBuf<float> f2(1000);
+    gpu::copy(f2.p, f.p, 1000);
+    expect_close(f2.get(), f.get(), 0, 0, "copy f32->f32");
+  }
+}
+
+static void test_where_bcast() {
+  const cpu::Shape os = CS({3, 4, 5}), cs_ = CS({4, 1}), xs = CS({3, 1, 5}), ys = CS({});
+  std::vector<uint8_t> c = conv_vec<uint8_t>(randi(cs_.numel(), 0, 1));
+  std::vector<float> x = round_half(randf(xs.numel())), y{7.0f}, want(os.numel());
+  cpu::where(want.data(), os, c.data(), cs_, x.data(), xs, y.data(), ys);
+  DevBuf<uint8_t> dc(c);
+  DevBuf<half> hx(to_half(x));
+  DevBuf<float> dy(y);
+  DevBuf<half> out(os.numel());
+  gpu::where(out.p, GS(os), dc.p, GS(cs_), hx.p, GS(xs), dy.p, GS(ys));
+  expect_close(getf(out), want, 0, 0, "where");
+  std::vector<float> bw(os.numel());
+  cpu::broadcast_to(bw.data(), os, x.data(), xs);
+  DevBuf<float> bout(os.numel());
+  gpu::broadcast_to(bout.p, GS(os), hx.p, GS(xs));
+  expect_close(bout.get(), bw, 0, 0, "broadcast_to");
+}
+
+static void test_softmax() {
+  struct Case {
+    cpu::Shape s;
+    int axis;
+  };
+  const Case cases[] = {{CS({7, 33}), 1}, {CS({3, 2000}), 1}, {CS({4, 5, 6}), 1}, {CS({5, 1024}), 1},
+                        {CS({9, 3}), 0},  {CS({2, 3, 50000}), 2}, {CS({64, 1}), 1}};
+  for (const Case &c : cases) {
+    const size_t n = c.s.numel();
+    std::vector<float> x = round_half(randf(n, -8, 8));
+    DevBuf<float> dx(x);
+    DevBuf<half> hx(to_half(x));
+    for (int log = 0; log < 2; ++log) {
+      std::vector<float> want(n);
+      cpu::softmax(want.data(), x.data(), c.s, c.axis, log != 0);
+      const std::string nm = std::string(log ? "log_softmax" : "softmax") + " n=" + std::to_string(n) + " axis=" +
+                             std::to_string(c.axis);
+      DevBuf<float> out(n);
+      gpu::softmax(out.p, dx.p, GS(c.s), c.axis, log != 0);
+      expect_close(out.get(), want, 1e-6, 2e-5, nm + " f32");
+      DevBuf<half> hout(n);
+      gpu::softmax(hout.p, hx.p, GS(c.s), c.axis, log != 0);
+      expect_close(getf(hout), want, 1e-4, 2e-3, nm + " f16");
+    }
+  }
+}
+
+static void test_layer_norm() {
+  struct Case {
+    cpu::Shape x;
+    int axis;
+    cpu::Shape s;
+    bool bias;
+  };
+  const Case cases[] = {{CS({6, 100}), 1, CS({100}), true},
+                        {CS({2, 3, 64}), 1, CS({3, 64}), true},
+                        {CS({2, 3, 64}), 1, CS({64}), false},
+                        {CS({5, 4096}), 1, CS({4096}), true},
+                        {CS({3, 7}), 1, CS({1}), true},
+                        {CS({1000, 768}), 1, CS({768}), true}};
+  for (const Case &c : cases) {
+    const int64_t n = c.x.numel();
+    const int64_t rows = cpu::detail::prod(c.x.dims, 0, c.axis);
+    std::vector<float> x = round_half(randf(n, -3, 5)), s = round_half(randf(c.s.numel(), 0.5, 1.5)),
+                       b = round_half(randf(c.s.numel()));
+    std::vector<float> want(n), wm(rows), wr(rows);
+    cpu::layer_norm(want.data(), wm.data(), wr.data(), x.data(), c.x, c.axis, s.data(), c.s,
+                    c.bias ? b.data() : nullptr, c.s, 1e-5);
+    const std::string nm = "layer_norm n=" + std::to_string(n);
+    DevBuf<float> dx(x), ds(s), db(b), out(n), m(rows), r(rows);
+    gpu::layer_norm(out.p, m.p, r.p, dx.p, GS(c.x), c.axis, ds.p, GS(c.s), c.bias ? db.p : nullptr, GS(c.s), 1e-5);
+    expect_close(out.get(), want, 2e-5, 2e-5, nm + " f32 y");
+    expect_close(m.get(), wm, 1e-5, 1e-5, nm + " f32 mean");
+    expect_close(r.get(), wr, 1e-5, 1e-5, nm + " f32 rstd");
+    DevBuf<half> hx(to_half(x)), hout(n);
+    gpu::layer_norm(hout.p, m.p, r.p, hx.p, GS(c.x), c.axis, ds.p, GS(c.s), c.bias ? db.p : nullptr, GS(c.s), 1e-5);
+    expect_close(getf(hout), want, 3e-3, 3e-3, nm + " f16 y");
+  }
+}
+
+static void test_reduce() {
+  {
+    const cpu::Shape s = CS({3, 4, 5, 6});
+    std::vector<float> x = round_half(randf(s.numel()));
+    DevBuf<float> dx(x);
+    DevBuf<half> hx(to_half(x));
+    for (uint32_t mask = 0; mask < 16; ++mask) {
+      for (int mean = 0; mean < 2; ++mean) {
+        std::vector<float> want(s.numel());
+        cpu::reduce(want.data(), x.data(), s, mask, mean != 0);
+        int64_t on = 1;
+        for (int d = 0; d < 4; ++d)
+          if (!(mask & (1u << d)))
+            on *= s.dims[d];
+        want.resize(on);
+        const std::string nm = "reduce mask=" + std::to_string(mask) + (mean ? " mean" : " sum");
+        DevBuf<float> out(on);
+        gpu::reduce(out.p, dx.p, GS(s), mask, mean != 0);
+        expect_close(out.get(), want, 1e-5, 1e-5, nm + " f32");
+        DevBuf<half> hout(on);
+        gpu::reduce(hout.p, hx.p, GS(s), mask, mean != 0);
+        expect_close(getf(hout), want, 2e-3, 2e-3, nm + " f16");
+      }
+    }
+  }
+  struct Case {
+    cpu::Shape s;
+    uint32_t mask;
+  };
+  const Case cases[] = {{CS({10, 5000}), 2u},   {CS({100, 64}), 2u},   {CS({8192, 768}), 1u}, {CS({2, 1, 300}), 5u},
+                        {CS({7, 0, 3}), 2u},    {CS({2, 3}), 4u | 1u}, {CS({}), 1u},          {CS({4, 1000, 3}), 2u},
+                        {CS({1, 5, 1}), 7u},    {CS({3, 100000}), 2u}, {CS({1000000}), 1u},   {CS({50, 3000, 4}), 2u},
+                        {CS({40, 300, 30, 5}), 5u}, {CS({7, 20000, 3}), 5u}, {CS({700, 5000}), 2u}, {CS({5000, 10}), 1u}};
+  for (const Case &c : cases) {
+    std::vector<float> x = randf(c.s.numel() ? c.s.numel() : 1, 0.0f, 1.0f);
+    for (int mean = 0; mean < 2; ++mean) {
+      int64_t on = 1;
+      for (int d = 0; d < c.s.rank; ++d)
+        if (!(c.mask & (1u << d)))
+          on *= c.s.dims[d];
+      std::vector<float> want(std::max<int64_t>(on, c.s.numel()) + 1);
+      cpu::reduce(want.data(), x.data(), c.s, c.mask, mean != 0);
+      want.resize(on);
+      DevBuf<float> dx(x), out(on), out2(on);
+      const std::string nm = "reduce n=" + std::to_string(c.s.numel()) + " mask=" + std::to_string(c.mask) + (mean ? " mean" : " sum");
+      gpu::reduce(out.p, dx.p, GS(c.s), c.mask, mean != 0);
+      expect_close(out.get(), want, 1e-4, 2e-5, nm);
+      gpu::reduce(out2.p, dx.p, GS(c.s), c.mask, mean != 0);
+      expect_close(out2.get(), out.get(), 0, 0, nm + " deterministic");
+      DevBuf<half> hx(to_half(x));
+      std::vector<float> xr = round_half(x), wh(std::max<int64_t>(on, c.s.numel()) + 1);
+      cpu::reduce(wh.data(), xr.data(), c.s, c.mask, mean != 0);
+      wh.resize(on);
+      gpu::reduce(out2.p, hx.p, GS(c.s), c.mask, mean != 0);
+      expect_close(out2.get(), wh, 1e-4, 2e-5, nm + " f16 in");
+    }
+  }
+  {
+    std::vector<int64_t> x = randi(600, -100, 100), want(600);
+    cpu::reduce(want.data(), x.data(), CS({20, 30}), 1u, false);
+    want.resize(30);
+    DevBuf<int64_t> dx(x), out(30);
+    gpu::reduce(out.p, dx.p, gpu::Shape{2, {20, 30}}, 1u, false);
+    check(same(out.get(), want, "reduce int64"), "reduce int64");
+  }
+}
+
+static void test_gather() {
+  const cpu::Shape ds = CS({5, 6, 7});
+  std::vector<float> d = round_half(randf(ds.numel()));
+  DevBuf<float> dd(d);
+  for (int axis = 0; axis < 3; ++axis) {
+    const int64_t A = ds.dims[axis];
+    std::vector<int64_t> idx = randi(9, -A, A - 1);
+    const int64_t outer = cpu::detail::prod(ds.dims, 0, axis), inner = cpu::detail::prod(ds.dims, axis + 1, 3);
+    const size_t on = outer * 9 * inner;
+    std::vector<float> want(on);
+    check(cpu::gather(want.data(), d.data(), ds, idx.data(), 9, axis) == 0, "cpu gather ok");
+    DevBuf<int64_t> di(idx);
+    DevBuf<half> out(on);
+    gpu::gather(out.p, dd.p, GS(ds), di.p, 9, axis);
+    expect_close(getf(out), want, 0, 0, "gather axis=" + std::to_string(axis));
+    check(gpu::read_and_clear_error_flag() == 0, "gather no error");
+    // grad
+    std::vector<float> g = round_half(randf(on)), gw(ds.numel());
+    check(cpu::gather_grad(gw.data(), ds, g.data(), idx.data(), 9, axis) == 0, "cpu gather_grad ok");
+    DevBuf<half> dg(to_half(g));
+    DevBuf<float> gout(ds.numel());
+    gpu::gather_grad(gout.p, GS(ds), dg.p, di.p, 9, axis);
+    expect_close(gout.get(), gw, 1e-6, 1e-6, "gather_grad axis=" + std::to_string(axis));
+    std::vector<int32_t> idx32 = conv_vec<int32_t>(idx);
+    DevBuf<int32_t> di32(idx32);
+    DevBuf<float> out32(on);
+    gpu::gather(out32.p, dd.p, GS(ds), di32.p, 9, axis);
+    expect_close(out32.get(), want, 0, 0, "gather int32 idx axis=" + std::to_string(axis));
+  }
+  check(gpu::read_and_clear_error_flag() == 0, "no error flag");
+  std::vector<int64_t> bad{0, 6};
+  DevBuf<int64_t> db(bad);
+  DevBuf<float> out(2 * 6 * 7);
+  gpu::gather(out.p, dd.p, GS(ds), db.p, 2, 0);
+  check(gpu::read_and_clear_error_flag() == 1, "gather out of range sets flag");
+  check(gpu::read_and_clear_error_flag() == 0, "flag cleared");
+  // embedding-sized
+  {
+    const cpu::Shape es = CS({50000, 64});
+    std::vector<float> e = randf(es.numel());
+    std::vector<int64_t> idx = randi(4096, 0, 49999);
+    std::vector<float> want(4096 * 64);
+    cpu::gather(want.data(), e.data(), es, idx.data(), 4096, 0);
+    DevBuf<float> de(e), o(4096 * 64);
+    DevBuf<int64_t> di(idx);
+    gpu::gather(o.p, de.p, GS(es), di.p, 4096, 0);
+    expect_close(o.get(), want, 0, 0, "gather embedding");
+  }
+}
+
+static void test_movement() {
+  {
+    const cpu::Shape s = CS({2, 3, 4, 5});
+    std::vector<float> x = round_half(randf(s.numel()));
+    DevBuf<float> dx(x);
+    const int64_t perms[][4] = {{0, 2, 1, 3}, {3, 2, 1, 0}, {0, 1, 3, 2}, {1, 0, 2, 3}, {0, 1, 2, 3}};
+    for (const auto &p : perms) {
+      std::vector<float> want(s.numel());
+      cpu::transpose(want.data(), x.data(), s, p);
+      DevBuf<half> out(s.numel());
+      gpu::transpose(out.p, dx.p, GS(s), p);
+      expect_close(getf(out), want, 0, 0, "transpose");
+    }
+  }
+  {
+    const cpu::Shape is = CS({6, 7, 8}), os = CS({2, 3, 4});
+    const int64_t starts[] = {1, 6, 0}, steps[] = {2, -2, 2};
+    std::vector<float> x = round_half(randf(is.numel())), want(os.numel());
+    cpu::slice(want.data(), os, x.data(), is, starts, steps);
+    DevBuf<float> dx(x), out(os.numel());
+    gpu::slice(out.p, GS(os), dx.p, GS(is), starts, steps);
+    expect_close(out.get(), want, 0, 0, "slice");
+    std::vector<float> g = round_half(randf(os.numel())), gw(is.numel());
+    cpu::slice_grad(gw.data(), is, g.data(), os, starts, steps);
+    DevBuf<half> dg(to_half(g));
+    DevBuf<float> gout(is.numel());
+    gpu::slice_grad(gout.p, GS(is), dg.p, GS(os), starts, steps);
+    expect_close(gout.get(), gw, 0, 0, "slice_grad");
+  }
+  {
+    const int64_t sizes[] = {3, 1, 5};
+    const cpu::Shape os = CS({4, 9, 6});
+    std::vector<std::vector<float>> parts;
+    std::vector<const float *> hp;
+    for (int i = 0; i < 3; ++i) {
+      parts.push_back(round_half(randf(4 * sizes[i] * 6)));
+      hp.push_back(parts.back().data());
+    }
+    std::vector<float> want(os.numel());
+    cpu::concat(want.data(), os, 1, 3, hp.data(), sizes);
+    DevBuf<half> p0(to_half(parts[0])), p1(to_half(parts[1])), p2(to_half(parts[2]));
+    const half *dp[] = {p0.p, p1.p, p2.p};
+    DevBuf<float> out(os.numel());
+    gpu::concat(out.p, GS(os), 1, 3, dp, sizes);
+    expect_close(out.get(), want, 0, 0, "concat");
+  }
+}
+
+static void test_sce() {
+  struct Case {
+    cpu::Shape s;
+  };
+  const Case cases[] = {{CS({5, 7})}, {CS({3, 4, 6})}, {CS({64, 1000})}, {CS({2, 5, 3, 2})}};
+  for (const Case &c : cases) {
+    const int64_t N = c.s.dims[0], C = c.s.dims[1], D = cpu::detail::prod(c.s.dims, 2, c.s.rank);
+    const size_t n = c.s.numel(), P = N * D;
+    std::vector<float> x = round_half(randf(n, -4, 4)), w = round_half(randf(C, 0.5, 2));
+    std::vector<int64_t> lab = randi(P, 0, C - 1);
+    lab[0] = -100; // ignored
+    DevBuf<float> dx(x), dw(w);
+    DevBuf<half> hx(to_half(x));
+    DevBuf<int64_t> dl(lab);
+    for (int red = 0; red < 3; ++red) {
+      for (int weighted = 0; weighted < 2; ++weighted) {
+        const std::string nm = "sce n=" + std::to_string(n) + " red=" + std::to_string(red) + " w=" +
+                               std::to_string(weighted);
+        std::vector<float> lp(n), loss(red == 0 ? P : 1);
+        check(cpu::sce_loss(loss.data(), lp.data(), x.data(), c.s, lab.data(), weighted ? w.data() : nullptr, red, true,
+                            -100) == 0,
+              "cpu sce ok");
+        DevBuf<float> glp(n), gloss(loss.size());
+        gpu::sce_loss(gloss.p, glp.p, hx.p, GS(c.s), dl.p, weighted ? dw.p : nullptr, red, true, -100);
+        expect_close(glp.get(), lp, 1e-5, 1e-5, nm + " log_prob");
+        expect_close(gloss.get(), loss, 1e-5, 1e-5, nm + " loss");
+        std::vector<float> dout = randf(loss.size(), 0.5, 1.5), gw(n);
+        check(cpu::sce_loss_grad(gw.data(), dout.data(), lp.data(), c.s, lab.data(), weighted ? w.data() : nullptr,
+                                 red, true, -100) == 0,
+              "cpu sce grad ok");
+        DevBuf<float> ddout(dout);
+        DevBuf<float> gg(n);
+        gpu::sce_loss_grad(gg.p, ddout.p, glp.p, GS(c.s), dl.p, weighted ? dw.p : nullptr, red, true, -100);
+        expect_close(gg.get(), gw, 1e-6, 1e-5, nm + " grad f32");
+        DevBuf<half> hg(n);
+        gpu::sce_loss_grad(hg.p, ddout.p, glp.p, GS(c.s), dl.p, weighted ? dw.p : nullptr, red, true, -100);
+        expect_close(getf(hg), gw, 1e-4, 2e-3, nm + " grad f16");
+      }
+    }
+    check(gpu::read_and_clear_error_flag() == 0, "sce no error");
+  }
+  {
+    // all ignored, mean: NaN
+    std::vector<float> x = randf(6);
+    std::vector<int32_t> lab{-1, -1};
+    DevBuf<float> dx(x), lp(6), loss(1);
+    DevBuf<int32_t> dl(lab);
+    gpu::sce_loss(loss.p, lp.p, dx.p, gpu::Shape{2, {2, 3}}, dl.p, static_cast<const float *>(nullptr), 2, true, -1);
+    check(std::isnan(loss.get()[0]), "sce mean of nothing is NaN");
+    std::vector<int32_t> bad{0, 3};
+    DevBuf<int32_t> db(bad);
+    gpu::sce_loss(loss.p, lp.p, dx.p, gpu::Shape{2, {2, 3}}, db.p, static_cast<const float *>(nullptr), 1, false, 0);
+    check(gpu::read_and_clear_error_flag() == 1, "sce bad label sets flag");
+  }
+}
+
+static void test_gelu_acc() {
+  const size_t n = 10000;
+  std::vector<float> x = round_half(randf(n, -6, 6)), g = round_half(randf(n));
+  DevBuf<float> dx(x), dg(g);
+  DevBuf<half> hx(to_half(x));
+  for (int t = 0; t < 2; ++t) {
+    std::vector<float> want(n), gw(n);
+    cpu::gelu(want.data(), x.data(), n, t != 0);
+    cpu::gelu_grad(gw.data(), g.data(), x.data(), n, t != 0);
+    DevBuf<float> o(n), og(n);
+    gpu::gelu(o.p, dx.p, n, t != 0);
+    gpu::gelu_grad(og.p, dg.p, dx.p, n, t != 0);
+    expect_close(o.get(), want, 1e-6, 1e-5, std::string("gelu tanh=") + std::to_string(t));
+    expect_close(og.get(), gw, 1e-6, 1e-5, std::string("gelu_grad tanh=") + std::to_string(t));
+    DevBuf<half> ho(n);
+    gpu::gelu(ho.p, hx.p, n, t != 0);
+    expect_close(getf(ho), want, 1e-4, 1e-3, std::string("gelu f16 tanh=") + std::to_string(t));
+  }
+  std::vector<float> acc = randf(n), want = acc;
+  for (size_t i = 0; i < n; ++i)
+    want[i] += x[i];
+  DevBuf<float> dacc(acc);
+  gpu::accumulate(dacc.p, hx.p, n);
+  expect_close(dacc.get(), want, 0, 0, "accumulate");
+}
+
+static void test_optim() {
+  const int64_t sizes[] = {5000, 1, 0, 3000, 2048, 4097};
+  const int nt = 6;
+  std::vector<std::vector<float>> p, g, m, v;
+  std::vector<DevBuf<float> *> bufs;
+  std::vector<DevBuf<half> *> hbufs;
+  std::vector<gpu::ApplyTensor> rows;
+  for (int t = 0; t < nt; ++t) {
+    p.push_back(randf(sizes[t]));
+    g.push_back(randf(sizes[t]));
+    m.push_back(randf(sizes[t], -0.1f, 0.1f));
+    v.push_back(randf(sizes[t], 0.0f, 0.1f));
+  }
+  for (int opt = 0; opt < 3; ++opt) { // adamw, sgd nesterov, sgd plain step 1
+    double ss_want = 0.0;
+    rows.clear();
+    for (int t = 0; t < nt; ++t) {
+      bufs.push_back(new DevBuf<float>(p[t]));
+      auto *pp = bufs.back();
+      bufs.push_back(new DevBuf<float>(g[t]));
+      auto *gg = bufs.back();
+      bufs.push_back(new DevBuf<float>(m[t]));
+      auto *mm = bufs.back();
+      bufs.push_back(new DevBuf<float>(v[t]));
+      auto *vv = bufs.back();
+      hbufs.push_back(new DevBuf<half>(sizes[t]));
+      rows.push_back({pp->p, gg->p, mm->p, vv->p, t == 1 ? nullptr : hbufs.back()->p, sizes[t], t == 3 ? 0.0f : 0.01f});
+      for (float e : g[t])
+        ss_want += double(e) * double(e);
+    }
+    gpu::MultiTensor mt;
+    check(mt.upload(rows.data(), nt), "upload");
+    DevBuf<double> acc(1);
+    const double ss = gpu::sum_squares_all(mt.table(), mt.chunk_start(), mt.ntensors(), mt.nchunks(), acc.p);
+    check(std::fabs(ss - ss_want) <= 1e-9 * ss_want, "sum_squares_all");
+    const double mult = 0.5;
+    if (opt == 0)
+      gpu::adamw_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), 1e-3, 0.9, 0.999, 1e-8, 3, mult);
+    else
+      gpu::sgd_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), 0.1, 0.9, opt == 1, opt == 1 ? 3 : 1, mult);
+    for (int t = 0; t < nt; ++t) {
+      std::vector<float> pw = p[t], gw = g[t], mw = m[t], vw = v[t];
+      const double wd = t == 3 ? 0.0 : 0.01;
+      if (opt == 0)
+        cpu::adamw_update(pw.data(), gw.data(), mw.data(), vw.data(), sizes[t], 1e-3, 0.9, 0.999, 1e-8, double(float(wd)),
+                          3, mult);
+      else
+        cpu::sgd_update(pw.data(), gw.data(), mw.data(), sizes[t], 0.1, 0.9, double(float(wd)), opt == 1,
+                        opt == 1 ? 3 : 1, mult);
+      const std::string nm = std::string(opt == 0 ? "adamw" : "sgd") + " t=" + std::to_string(t);
+      const int base = static_cast<int>(bufs.size()) - 4 * (nt - t);
+      expect_close(bufs[base]->get(), pw, 1e-7, 1e-6, nm + " p");
+      expect_close(bufs[base + 1]->get(), std::vector<float>(sizes[t], 0.0f), 0, 0, nm + " g zeroed");
+      expect_close(bufs[base + 2]->get(), mw, 1e-7, 1e-6, nm + " m");
+      if (opt == 0)
+        expect_close(bufs[base + 3]->get(), vw, 1e-9, 1e-6, nm + " v");
+      if (t != 1) // p16 = half(p) of the device's p (p may sit on a rounding boundary)
+        expect_close(getf(*hbufs[hbufs.size() - nt + t]), round_half(bufs[base]->get()), 0, 0, nm + " p16");
+    }
+  }
+  for (auto *b : bufs)
+    delete b;
+  for (auto *b : hbufs)
+    delete b;
+}
+
+static void test_matmul() {
+  DevBuf<uint8_t> ws(32 << 20);
+  gpu::set_workspace(ws.p, 32 << 20);
+  struct Case {
+    cpu::Shape a;
+    bool ta;
+    cpu::Shape b;
+    bool tb;
+  };
+  const Case cases[] = {
+      {CS({2, 3, 5, 8}), false, CS({8, 7}), false},   // fold
+      {CS({2, 3, 5, 8}), false, CS({7, 8}), true},    // fold, trans_b
+      {CS({64, 128}), false, CS({128, 256}), false},  // plain
+      {CS({4, 8, 5}), true, CS({8, 6}), false},       // trans_a, b unbatched: stride 0
+      {CS({4, 5, 8}), false, CS({4, 8, 6}), false},   // strided batch
+      {CS({4, 8, 5}), true, CS({4, 6, 8}), true},     // strided batch, both transposed
+      {CS({5, 8}), false, CS({4, 8, 6}), false},      // a unbatched: stride 0
+      {CS({2, 1, 5, 8}), false, CS({1, 3, 8, 6}), false}, // loop
+      {CS({8}), false, CS({8, 6}), false},            // rank-1 a
+      {CS({3, 5, 8}), false, CS({8}), false},         // rank-1 b
+      {CS({8}), false, CS({8}), false},               // dot
+      {CS({3, 1, 7}), false, CS({2, 7, 9}), false},   // batch broadcast 3 vs 2 fails -> skip
+      {CS({2, 5, 0}), false, CS({0, 3}), false},      // K = 0
+      {CS({16, 100, 64}), false, CS({16, 64, 100}), false},
+      {CS({6, 33, 17}), false, CS({6, 17, 9}), false}, // odd sizes (alignment)
+  };
+  int id = 0;
+  for (const Case &c : cases) {
+    const std::string nm = "matmul #" + std::to_string(id);
+    // reference: materialize op(a), op(b), use cpu::matmul on floats
+    auto materialize = [](const std::vector<float> &x, const cpu::Shape &s, bool t, cpu::Shape &os) {
+      if (!t || s.rank < 2) {
+        os = s;
+        return x;
+      }
+      os = s;
+      std::swap(os.dims[s.rank - 1], os.dims[s.rank - 2]);
+      int64_t perm[8];
+      for (int i = 0; i < s.rank; ++i)
+        perm[i] = i;
+      std::swap(perm[s.rank - 1], perm[s.rank - 2]);
+      std::vector<float> y(x.size());
+      cpu::transpose(y.data(), x.data(), s, perm);
+      return y;
+    };
+    std::vector<float> a = round_half(randf(c.a.numel())), b = round_half(randf(c.b.numel()));
+    cpu::Shape oa, ob;
+    std::vector<float> ma = materialize(a, c.a, c.ta, oa), mb = materialize(b, c.b, c.tb, ob);
+    if (id == 11) { // non-broadcastable batch: must fail
+      DevBuf<half> ha(to_half(a)), hb(to_half(b)), out(64);
+      const int st = gpu::matmul(id, out.p, ha.p, GS(c.a), c.ta, hb.p, GS(c.b), c.tb);
+      check(st != 0, nm + " bad batch rejected");
+      std::printf("  (expected) %s\n", gpu::last_error());
+      ++id;
+      continue;
+    }
+    // output size
+    const int64_t M = oa.rank == 1 ? 1 : oa.dims[oa.rank - 2], N = ob.rank == 1 ? 1 : ob.dims[ob.rank - 1];
+    int64_t nbatch = 1;
+    {
+      const int ar = oa.rank >= 2 ? oa.rank - 2 : 0, br = ob.rank >= 2 ? ob.rank - 2 : 0;
+      const int r = std::max(ar, br);
+      for (int i = 0; i < r; ++i) {
+        const int ia = i - (r - ar), ib = i - (r - br);
+        const int64_t da = ia >= 0 ? oa.dims[ia] : 1, db = ib >= 0 ? ob.dims[ib] : 1;
+        nbatch *= da == 1 ? db : da;
+      }
+    }
+    const size_t on = nbatch * M * N;
+    std::vector<float> want(on);
+    cpu::matmul(want.data(), ma.data(), oa, mb.data(), ob);
+    DevBuf<half> ha(to_half(a)), hb(to_half(b)), out(on);
+    for (int rep = 0; rep < 2; ++rep) { // second call: cached plan
+      CK(cudaMemset(out.p, 0xff, on * 2));
+      const int st = gpu::matmul(id, out.p, ha.p, GS(c.a), c.ta, hb.p, GS(c.b), c.tb);
+      check(st == 0, nm + " status");
+      if (st != 0)
+        std::printf("  %s\n", gpu::last_error());
+      expect_close(getf(out), want, 2e-2, 2e-3, nm + " values rep=" + std::to_string(rep));
+    }
+    ++id;
+  }
+  // misaligned operand (offset by one element) on a cached id
+  {
+    std::vector<float> a = round_half(randf(1 + 2 * 5 * 8)), b = round_half(randf(8 * 7));
+    DevBuf<half> ha(to_half(a)), hb(to_half(b)), out(2 * 5 * 7 + 1);
+    std::vector<float> want(70);
+    cpu::matmul(want.data(), a.data() + 1, CS({2, 5, 8}), b.data(), CS({8, 7}));
+    const int st = gpu::matmul(0, out.p + 1, ha.p + 1, gpu::Shape{3, {2, 5, 8}}, false, hb.p, gpu::Shape{2, {8, 7}}, false);
+    check(st == 0, "matmul misaligned status");
+    auto got = getf(out);
+    got.erase(got.begin());
+    expect_close(got, want, 2e-2, 2e-3, "matmul misaligned values");
+  }
+  gpu::set_workspace(nullptr, 0);
+}
+
+static void test_graph_capture() {
+  // The step is meant to be captured: launchers and cached matmuls must be capturable.
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  gpu::stream() = s;
+  std::vector<float> a = round_half(randf(4 * 8 * 16)), b = round_half(randf(16 * 8));
+  DevBuf<half> ha(to_half(a)), hb(to_half(b)), out(4 * 8 * 8);
+  DevBuf<float> sm(4 * 8 * 8), red(8);
+  gpu::matmul(100, out.p, ha.p, gpu::Shape{3, {4, 8, 16}}, false, hb.p, gpu::Shape{2, {16, 8}}, false); // plan
+  CK(cudaStreamSynchronize(s));
+  cudaGraph_t graph;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  const int st = gpu::matmul(100, out.p, ha.p, gpu::Shape{3, {4, 8, 16}}, false, hb.p, gpu::Shape{2, {16, 8}}, false);
+  gpu::softmax(sm.p, out.p, gpu::Shape{2, {32, 8}}, 1, false);
+  gpu::reduce(red.p, sm.p, gpu::Shape{2, {32, 8}}, 1u, false);
+  CK(cudaStreamEndCapture(s, &graph));
+  check(st == 0, "matmul in capture");
+  cudaGraphExec_t exec;
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  CK(cudaGraphLaunch(exec, s));
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> want(32 * 8), sw(32 * 8), rw(8);
+  cpu::matmul(want.data(), a.data(), CS({4, 8, 16}), b.data(), CS({16, 8}));
+  want = round_half(want);
+  cpu::softmax(sw.data(), want.data(), CS({32, 8}), 1, false);
+  cpu::reduce(rw.data(), sw.data(), CS({32, 8}), 1u, false);
+  expect_close(red.get(), rw, 1e-3, 1e-3, "graph replay");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  gpu::stream() = 0;
+  CK(cudaStreamDestroy(s));
+}
+
+
+// Timings (informational; no checks): bandwidth-bound kernels at GPT-2-small sizes.
+template <class F> static void timeit(const char *name, double bytes, F f) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  f();
+  CK(cudaDeviceSynchronize());
+  CK(cudaEventRecord(a));
+  const int reps = 20;
+  for (int i = 0; i < reps; ++i)
+    f();
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  const double us = 1000.0 * ms / reps;
+  std::printf("  perf %-40s %9.1f us %8.1f GB/s\n", name, us, bytes / (us * 1e3));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+}
+
+static void test_perf() {
+  const int64_t R = 8192, H = 768;
+  DevBuf<half> x(R * H), y(R * H), bias(H), big(R * 4 * H);
+  DevBuf<float> f(R * H), rows(R), colsum(4 * H), m(R), r(R), sc(H);
+  gpu::fill(x.p, R * H, 0.5);
+  gpu::fill(bias.p, H, 0.25);
+  gpu::fill(sc.p, H, 1.0);
+  gpu::fill(big.p, R * 4 * H, 0.1);
+  const gpu::Shape s2{2, {R, H}}, sb{1, {H}};
+  timeit("binary add [8192,768]+[768] f16", R * H * 4.0, [&] { gpu::binary(gpu::BinaryOp::Add, y.p, s2, x.p, s2, bias.p, sb); });
+  timeit("binary mul [8192,768]*[8192,768] f16", R * H * 6.0, [&] { gpu::binary(gpu::BinaryOp::Mul, y.p, s2, x.p, s2, x.p, s2); });
+  timeit("unary exp f16", R * H * 4.0, [&] { gpu::unary(gpu::UnaryOp::Exp, y.p, x.p, R * H); });
+  timeit("gelu f16 [8192,3072]", R * 4 * H * 4.0, [&] { gpu::gelu(big.p, big.p, R * 4 * H, true); });
+  timeit("reduce axis0 [8192,768] f16->f32", R * H * 2.0, [&] { gpu::reduce(colsum.p, x.p, s2, 1u, false); });
+  timeit("reduce axis1 [8192,768] f16->f32", R * H * 2.0, [&] { gpu::reduce(rows.p, x.p, s2, 2u, false); });
+  timeit("reduce all [8192,768] f16->f32", R * H * 2.0, [&] { gpu::reduce(rows.p, x.p, s2, 3u, false); });
+  timeit("reduce axis0 [8192,3072] f16->f32", R * H * 8.0, [&] { gpu::reduce(colsum.p, big.p, gpu::Shape{2, {R, 4 * H}}, 1u, false); });
+  timeit("layer_norm [8192,768] f16", R * H * 4.0, [&] { gpu::layer_norm(y.p, m.p, r.p, x.p, s2, 1, sc.p, sb, sc.p, sb, 1e-5); });
+  const gpu::Shape ss{2, {8 * 12 * 512, 512}};
+  DevBuf<half> att(8 * 12 * 512 * 512), att2(8 * 12 * 512 * 512);
+  gpu::fill(att.p, 8 * 12 * 512 * 512, 0.1);
+  timeit("softmax [49152,512] f16", 8 * 12 * 512 * 512 * 4.0, [&] { gpu::softmax(att2.p, att.p, ss, 1, false); });
+  const int64_t perm[] = {0, 2, 1, 3};
+  timeit("transpose [8,512,12,64] 0213 f16", R * H * 4.0, [&] { gpu::transpose(y.p, x.p, gpu::Shape{4, {8, 512, 12, 64}}, perm); });
+  const int64_t perm2[] = {1, 0};
+  timeit("transpose [8192,768] 10 f16", R * H * 4.0, [&] { gpu::transpose(y.p, x.p, s2, perm2); });
+  std::vector<int64_t> idx = randi(R, 0, 50256);
+  DevBuf<int64_t> di(idx);
+  DevBuf<float> wte_g(50257 * H);
+  timeit("gather_grad [50257,768] <- 8192 rows", 50257.0 * H * 4 + R * H * 6.0,
+         [&] { gpu::gather_grad(wte_g.p, gpu::Shape{2, {50257, H}}, x.p, di.p, R, 0); });
+  DevBuf<half> wte(50257 * H);
+  timeit("gather [50257,768] -> 8192 rows f16", R * H * 4.0, [&] { gpu::gather(y.p, wte.p, gpu::Shape{2, {50257, H}}, di.p, R, 0); });
+  timeit("accumulate f16->f32 [8192,768]", R * H * 10.0, [&] { gpu::accumulate(f.p, x.p, R * H); });
+  {
+    const int nt = 8;
+    const int64_t per = 6 << 20;
+    std::vector<DevBuf<float> *> bs;
+    std::vector<DevBuf<half> *> hs;
+    std::vector<gpu::ApplyTensor> rows_;
+    for (int t = 0; t < nt; ++t) {
+      for (int k = 0; k < 4; ++k) {
+        bs.push_back(new DevBuf<float>(per));
+        CK(cudaMemset(bs.back()->p, 0, per * 4));
+      }
+      hs.push_back(new DevBuf<half>(per));
+      rows_.push_back({bs[4 * t]->p, bs[4 * t + 1]->p, bs[4 * t + 2]->p, bs[4 * t + 3]->p, hs.back()->p, per, 0.01f});
+    }
+    gpu::MultiTensor mt;
+    mt.upload(rows_.data(), nt);
+    DevBuf<double> acc(1);
+    const double n = double(nt) * per;
+    timeit("sum_squares_all 50M", n * 4, [&] { gpu::sum_squares_all(mt.table(), mt.chunk_start(), nt, mt.nchunks(), acc.p); });
+    timeit("adamw_multi 50M", n * 22, [&] { gpu::adamw_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), 1e-3, 0.9, 0.999, 1e-8, 1, 1.0); });
+    for (auto *b : bs)
+      delete b;
+    for (auto *h : hs)
+      delete h;
+  }
+  DevBuf<half> w(H * 4 * H);
+  gpu::fill(w.p, H * 4 * H, 0.01);
+  timeit("matmul [8192,768]x[768,3072] (GB/s column = TFLOP/s*1e-3)", 2.0 * R * H * 4 * H / 1e3,
+         [&] { gpu::matmul(200, big.p, x.p, s2, false, w.p, gpu::Shape{2, {H, 4 * H}}, false); });
+}
+
+int main(int argc, char **argv) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    std::printf("no CUDA device\n");
+    return 77;
+  }
+  const std::string only = argc > 1 ? argv[1] : "";
+  auto run = [&](const char *name, void (*f)()) {
+    if (!only.empty() && only != name)
+      return;
+    const int before = g_fail;
+    f();
+    CK(cudaDeviceSynchronize());
+    std::printf("%-12s %s\n", name, g_fail == before ? "ok" : "FAILED");
+    std::fflush(stdout);
+  };
+  run("binary", test_binary);
+  run("unary_cast", test_unary_cast);
+  run("where", test_where_bcast);
+  run("softmax", test_softmax);
+  run("layer_norm", test_layer_norm);
+  run("reduce", test_reduce);
+  run("gather", test_gather);
+  run("movement", test_movement);
+  run("sce", test_sce);
+  run("gelu", test_gelu_acc);
+  run("optim", test_optim);
+  run("matmul", test_matmul);
+  run("graph", test_graph_capture);
+  run("perf", test_perf);
+  std::printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
