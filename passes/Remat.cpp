@@ -185,19 +185,25 @@ public:
   void searchWithFallback(func::FuncOp func) {
     func::FuncOp original = func.clone();
     search(func);
-    if (planFunction(func, floatBytes, statePerParam) > budget) {
+    int64_t best = planFunction(func, floatBytes, statePerParam);
+    if (best > budget) {
+      // The first segment schedule that fits; if none does, the smallest
+      // plan found, so that the error names the smallest budget reached.
       for (bool sqrtSegments : {true, false}) {
         func::FuncOp trial = original.clone();
         checkpointSegments(trial, sqrtSegments);
-        if (planFunction(trial, floatBytes, statePerParam) <= budget) {
+        int64_t planned = planFunction(trial, floatBytes, statePerParam);
+        if (planned < best) {
+          best = planned;
           func.getBody().takeBody(trial.getBody());
+          func->removeAttr("tcc.remat_decisions");
           for (StringRef attr : {"tcc.layout", "tcc.remat_decisions"})
             if (Attribute a = trial->getAttr(attr))
               func->setAttr(attr, a);
-          trial.erase();
-          break;
         }
         trial.erase();
+        if (best <= budget)
+          break;
       }
       planFunction(func, floatBytes, statePerParam);
     }

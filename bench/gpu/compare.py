@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Tables for bench/gpu/run.sh (runs on the GPU machine; numpy only).
+
+    compare.py parity REF_DIR GOT_DIR MODEL...     fp16 CUDA vs the CPU target
+    compare.py curves CPU.jsonl CUDA.jsonl         training loss curves
+    compare.py gpt2 OUT_DIR                        the speed and memory table
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+import numpy as np
+
+GRAD_TOL = 1e-2   # the issue's bound on the relative error of fp16 gradients
+
+
+def parity(ref, got, models):
+    print("%-18s %12s %12s %10s %14s  %s" % ("model", "loss (cpu)", "loss (cuda)",
+                                            "loss rel", "max grad rel", "worst parameter"))
+    bad = 0
+    for m in models:
+        r, g = os.path.join(ref, m), os.path.join(got, m)
+        if not os.path.exists(os.path.join(g, "loss.npy")):
+            print("%-18s  no result (the CUDA run failed)" % m)
+            bad += 1
+            continue
+        lr = float(np.load(os.path.join(r, "loss.npy")))
+        lg = float(np.load(os.path.join(g, "loss.npy")))
+        worst, wname = 0.0, ""
+        for f in sorted(glob.glob(os.path.join(r, "grads", "*.npy"))):
+            a = np.load(f).astype(np.float64)
+            b = np.load(os.path.join(g, "grads", os.path.basename(f))).astype(np.float64)
+            # |cuda - cpu| relative to the parameter's largest gradient
+            rel = float(np.max(np.abs(a - b), initial=0.0)) / max(float(np.max(np.abs(a), initial=0.0)), 1e-12)
+            if rel > worst:
+                worst, wname = rel, os.path.basename(f)[:-4]
+        loss_rel = abs(lg - lr) / abs(lr)
+        ok = worst < GRAD_TOL and loss_rel < GRAD_TOL
+        bad += not ok
+        print("%-18s %12.6f %12.6f %10.2e %14.2e  %s %s" % (m, lr, lg, loss_rel, worst, wname,
+                                                          "ok" if ok else "FAIL"))
+    print("parity: %d passed, %d failed (bound %.0e)" % (len(models) - bad, bad, GRAD_TOL))
+
+
+def load(path):
+    return [json.loads(l) for l in open(path) if l.strip()]
+
+
+def curves(cpu_path, cuda_path):
+    if not os.path.exists(cuda_path):
+        print("training: no CUDA result")
+        return
+    cpu, cuda = load(cpu_path), load(cuda_path)
+    n = min(len(cpu), len(cuda))
+    a = np.array([r["loss"] for r in cpu[:n]])
+    b = np.array([r["loss"] for r in cuda[:n]])
+    tail = min(20, n)
+    print("training: %d steps compared; loss at step 1 cpu %.4f cuda %.4f; step %d cpu %.4f cuda %.4f"
+          % (n, a[0], b[0], n, a[-1], b[-1]))
+    print("  mean |cuda - cpu| over all steps %.4f, max %.4f; mean of the last %d steps cpu %.4f cuda %.4f (rel %.2e)"
+          % (np.mean(np.abs(a - b)), np.max(np.abs(a - b)), tail, a[-tail:].mean(), b[-tail:].mean(),
+             abs(b[-tail:].mean() - a[-tail:].mean()) / a[-tail:].mean()))
+    skipped = cuda[n - 1].get("skipped_total", 0)
+    print("  cuda loss scale at the end %s, %s steps skipped" % (cuda[n - 1].get("loss_scale"), skipped))
+    for s in (0, 49, 99, 149, n - 1):
+        if s < n:
+            print("  step %4d  cpu %.4f  cuda %.4f" % (s + 1, a[s], b[s]))
+
+
+def gpt2(out):
+    rows = []
+    gib = 2.0 ** 30
+    for b in ("none", "8G", "5G", "3G"):
+        m = os.path.join(out, "gpt2_%s.jsonl" % b)
+        err = os.path.join(out, "payload_err_%s.txt" % b)
+        budget = None if b == "none" else float(b[:-1]) * gib
+        if os.path.exists(err):
+            text = open(err).read()
+            smallest = re.search(r"smallest budget this plan meets is (\d+) bytes", text)
+            note = ("no plan fits: tcc's smallest is %.2f GiB" % (int(smallest.group(1)) / gib)
+                    if smallest else text.strip()[:160])
+            rows.append(("tcc --mem-budget=" + b, None, None, None, budget, note))
+            continue
+        if not os.path.exists(m) or not load(m):
+            rows.append(("tcc" + ("" if b == "none" else " --mem-budget=" + b), None, None, None, budget,
+                         "no result (see the log)"))
+            continue
+        r = load(m)
+        el = [x["elapsed_s"] for x in r]
+        dt = [el[i] - el[i - 1] for i in range(1, len(el))][5:]
+        ms = statistics.median(dt) * 1e3 if dt else float("nan")
+        toks = (r[-1]["tokens"] / len(r)) / (ms / 1e3)
+        peak = r[-1].get("device_peak_bytes")
+        rows.append(("tcc" + ("" if b == "none" else " --mem-budget=" + b), ms, toks, peak, budget,
+                     "loss %.3f, scale %s, skipped %s" % (r[-1]["loss"], r[-1].get("loss_scale"),
+                                                          r[-1].get("skipped_total"))))
+    ref = None
+    for mode in ("eager", "compile"):
+        f = os.path.join(out, "torch_%s.json" % mode)
+        if os.path.exists(f) and open(f).read().strip():
+            j = json.loads(open(f).read().strip().splitlines()[-1])
+            rows.append(("pytorch " + mode + " (fp16 autocast, fused AdamW)", j["step_ms"], j["tokens_per_s"],
+                         j["peak_bytes"], None, "torch " + j["torch"]))
+            if mode == "compile":
+                ref = j["step_ms"]
+        else:
+            rows.append(("pytorch " + mode, None, None, None, None, "no result (see the log)"))
+    print("GPT-2 small, micro-batch 8 x 1024, one optimizer step per micro-step")
+    print("%-48s %9s %11s %10s %8s %9s  %s" % ("system", "step ms", "tokens/s", "peak GiB", "budget",
+                                              "vs compile", "notes"))
+    for name, ms, toks, peak, budget, note in rows:
+        f = lambda v, fmt: (fmt % v) if v is not None else "-"  # noqa: E731
+        within = ""
+        if peak is not None and budget is not None:
+            within = " (peak <= budget)" if peak <= budget else " (PEAK OVER BUDGET)"
+        print("%-48s %9s %11s %10s %8s %9s  %s%s" % (
+            name, f(ms, "%.1f"), f(toks, "%.0f"), f(peak / gib if peak else None, "%.2f"),
+            f(budget / gib if budget else None, "%.0fG"),
+            f(ms / ref if (ms and ref) else None, "%.2fx"), note, within))
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "parity":
+        parity(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif cmd == "curves":
+        curves(sys.argv[2], sys.argv[3])
+    else:
+        gpt2(sys.argv[2])

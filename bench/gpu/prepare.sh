@@ -1,0 +1,64 @@
+#!/bin/bash
+# Prepares bench/gpu/payload/ on a machine with tcc and nvcc (no GPU needed)
+# for bench/gpu/run.sh, which runs on the GPU machine (nvcc 13, CMake 4,
+# PyTorch, no LLVM): everything tcc must compile is compiled here.
+#
+#   steps/<model>.so      CUDA steps of the test models (check_cuda_build.py)
+#   feeds/<model>/        their input batch; ref/<model>/ the CPU target's
+#                         loss and gradients for it (tcc-run --grads-only --dump)
+#   steps/demo.so         the bundled demo GPT (CUDA); ref/train_cpu.jsonl the
+#                         CPU target's loss curve with train_flags.txt
+#   steps/gpt2_<b>.so     GPT-2 small (bench/gpu/export_gpt2.py), compiled with
+#                         --no-weights at budget <b> (none, 8G, 5G, 3G);
+#                         gpt2_<b>.mem.json its memory report, or gpt2_<b>.err
+#                         when tcc finds no plan within the budget;
+#                         gpt2.manifest the parameter order for --init-weights
+#
+# Usage: bash bench/gpu/prepare.sh   (BUILD=build dir, WORK=scratch dir)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${BUILD:-$root/build}"
+work="${WORK:-/tmp/tcc-gpu-prepare}"
+p="$root/bench/gpu/payload"
+tcc="$build/bin/tcc"
+tccrun="$build/bin/tcc-run"
+rm -rf "$p"
+mkdir -p "$p/steps" "$p/ref" "$work"
+cd "$root"
+
+echo "== test models: CUDA steps and CPU reference gradients"
+/usr/bin/python3 test/e2e/check_cuda_build.py --tcc "$tcc" --tcc-run "$tccrun" \
+  --workdir "$work/models" --payload "$p"
+
+echo "== demo GPT: CUDA step and the CPU loss curve"
+flags="--data examples/data/train.bin --steps 200 --accum 2 --lr 3e-3 --warmup 20 --lr-schedule cosine --min-lr 3e-4 --seed 0 --print-every 50"
+echo "$flags" > "$p/train_flags.txt"
+"$tcc" examples/tiny_gpt_demo.onnx --target=cuda -o "$p/steps/demo.so"
+"$tcc" examples/tiny_gpt_demo.onnx --target=cpu -o "$work/demo-cpu.so"
+# shellcheck disable=SC2086
+"$tccrun" "$work/demo-cpu.so" $flags --metrics "$p/ref/train_cpu.jsonl"
+
+echo "== GPT-2 small"
+if [ ! -f "$work/gpt2.onnx" ]; then
+  /usr/bin/python3 bench/gpu/export_gpt2.py "$work/gpt2.onnx"
+fi
+"$tcc" "$work/gpt2.onnx" --target=cuda --no-weights --emit=source -o - |
+  /usr/bin/python3 -c '
+import re, sys
+src = sys.stdin.read()
+table = src[src.index("kParams[] = {"):]
+table = table[:table.index("};")]
+for name, nbytes in re.findall(r"\{\"([^\"]+)\", \d+, \d+, d\d+, \d+ULL, (\d+)ULL\}", table):
+    print(name, nbytes)
+' > "$p/gpt2.manifest"
+for b in none 8G 5G 3G; do
+  budget=()
+  [ "$b" != none ] && budget=(--mem-budget="$b")
+  if ! "$tcc" "$work/gpt2.onnx" --target=cuda --no-weights "${budget[@]}" \
+      --memory-report "$p/gpt2_$b.mem.json" -o "$p/steps/gpt2_$b.so" 2> "$work/gpt2_$b.log"; then
+    grep -o "error: .*" "$work/gpt2_$b.log" > "$p/gpt2_$b.err" || true
+    rm -f "$p/gpt2_$b.mem.json"
+  fi
+  cat "$work/gpt2_$b.log"
+done
+du -sh "$p"

@@ -1,0 +1,69 @@
+#!/bin/bash
+# The GPU check of the CUDA target, in one run on the GPU machine (nvcc 13,
+# CMake 4, PyTorch; no LLVM, no network). Prepare bench/gpu/payload/ first
+# with bench/gpu/prepare.sh on a machine with tcc, then run this from the
+# repository root with that folder present:
+#
+#   OUT=/tmp/out bash bench/gpu/run.sh
+#
+# 1. parity: the fp16 CUDA steps of the test models against the CPU target
+#    (loss and every gradient, relative error < 1e-2), and a 200-step
+#    training run of the demo GPT against the CPU run's loss curve;
+# 2. speed and memory: GPT-2 small, tcc at its unconstrained plan and at
+#    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
+#    autocast, GradScaler, fused AdamW) in the same run;
+# 3. the budget: the measured device peak against --mem-budget.
+# Each stage has a time limit, so one failure does not cost the others.
+set -u
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$root"
+out="${OUT:-/tmp/tcc-gpu-out}"
+p=bench/gpu/payload
+mkdir -p "$out"
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+py=${PYTHON:-python3}
+stage() { echo; echo "== $* ($(date +%T))"; }
+
+stage "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+$py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+
+stage "build tcc-run (runtime only)"
+if ! { cmake -S . -B /tmp/tcc-rt -DTCC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 &&
+       cmake --build /tmp/tcc-rt -j 16 --target tcc-run >> "$out/cmake.log" 2>&1; }; then
+  tail -30 "$out/cmake.log"; exit 1
+fi
+tr=/tmp/tcc-rt/bin/tcc-run
+
+stage "parity: fp16 CUDA gradients vs the CPU target"
+models=$(cd $p/feeds && ls)
+for m in $models; do
+  timeout 60 $tr $p/steps/$m.so --feed $p/feeds/$m --grads-only --dump "$out/parity/$m" > "$out/parity_$m.log" 2>&1 ||
+    { echo "$m: tcc-run failed:"; tail -5 "$out/parity_$m.log"; }
+done
+# shellcheck disable=SC2086
+$py bench/gpu/compare.py parity $p/ref "$out/parity" $models
+
+stage "training: 200 steps of the demo GPT, CUDA vs CPU"
+# shellcheck disable=SC2046
+timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda.jsonl" 2>&1 | tail -6
+$py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
+
+stage "GPT-2 small: tcc"
+timeout 120 $py bench/gpu/torch_bench.py weights $p/gpt2.manifest /tmp/gpt2_weights.bin
+$py -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/gpt2_tokens.bin')"
+for b in none 8G 5G 3G; do
+  if [ -f $p/gpt2_$b.err ]; then
+    cp $p/gpt2_$b.err "$out/payload_err_$b.txt"; echo "$b: $(cat $p/gpt2_$b.err)"; continue
+  fi
+  timeout 120 $tr $p/steps/gpt2_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+    --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_$b.jsonl" 2>&1 | tail -4
+done
+
+stage "GPT-2 small: PyTorch eager"
+timeout 120 $py bench/gpu/torch_bench.py bench --mode eager > "$out/torch_eager.json" 2> "$out/torch_eager.log" || tail -5 "$out/torch_eager.log"
+stage "GPT-2 small: torch.compile"
+timeout 200 $py bench/gpu/torch_bench.py bench --mode compile > "$out/torch_compile.json" 2> "$out/torch_compile.log" || tail -5 "$out/torch_compile.log"
+
+stage "table"
+$py bench/gpu/compare.py gpt2 "$out" | tee "$out/table.txt"
