@@ -65,7 +65,9 @@ private:
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
-  LogicalResult emitCudaMatMul(MatMulOp m);
+  /// result = op(a) x op(b), op swapping the last two dimensions when set.
+  LogicalResult emitMatMul(Operation *op, Value result, Value a, bool ta,
+                           Value b, bool tb);
   /// The C++ storage type of `v` (float tensors are fp16 on CUDA unless
   /// keepsF32 says otherwise; arguments are their fp32 masters).
   std::string storageType(Value v) const;
@@ -313,11 +315,45 @@ static bool isSwapOfLastTwo(TransposeOp t) {
   return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
 }
 
-/// A transpose that every reader (all GEMMs) folds in, so it emits nothing.
-static bool isFoldedTranspose(Value v) {
-  auto t = v.getDefiningOp<TransposeOp>();
-  return t && isSwapOfLastTwo(t) && !v.use_empty() &&
-         llvm::all_of(v.getUsers(), [](Operation *u) { return isa<MatMulOp>(u); });
+/// A fusion that is one GEMM whose operands are fusion inputs, each read
+/// as stored or with its last two dimensions swapped (tcc-fuse's GEMM
+/// prologue).
+struct GemmFusion {
+  MatMulOp matmul;
+  Value lhs, rhs;
+  bool transLhs = false, transRhs = false;
+};
+
+static std::optional<GemmFusion> asGemmFusion(FusionOp f) {
+  Block &body = f.getBody().front();
+  GemmFusion g;
+  for (Operation &op : body.without_terminator()) {
+    if (auto m = dyn_cast<MatMulOp>(op)) {
+      if (g.matmul)
+        return std::nullopt;
+      g.matmul = m;
+    } else if (!isa<TransposeOp>(op) || !isSwapOfLastTwo(cast<TransposeOp>(op))) {
+      return std::nullopt;
+    }
+  }
+  if (!g.matmul || f.getNumResults() != 1 ||
+      cast<YieldOp>(body.getTerminator()).getValues()[0] != g.matmul.getResult())
+    return std::nullopt;
+  auto resolve = [&](Value v, Value &input, bool &trans) {
+    if (auto t = v.getDefiningOp<TransposeOp>()) {
+      v = t.getInput();
+      trans = true;
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg)
+      return false;
+    input = f.getInputs()[arg.getArgNumber()];
+    return true;
+  };
+  if (!resolve(g.matmul.getLhs(), g.lhs, g.transLhs) ||
+      !resolve(g.matmul.getRhs(), g.rhs, g.transRhs))
+    return std::nullopt;
+  return g;
 }
 
 LogicalResult Emitter::emitOp(Operation *op) {
@@ -399,6 +435,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
+        if (std::optional<GemmFusion> g = asGemmFusion(f))
+          return emitMatMul(f, f.getResult(0), g->lhs, g->transLhs, g->rhs,
+                            g->transRhs);
         return cuda ? emitCudaFusion(f) : emitFusion(f);
       })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
@@ -418,13 +457,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<MatMulOp>([&](MatMulOp m) -> LogicalResult {
-        if (cuda)
-          return emitCudaMatMul(m);
-        const Buffer &out = define(m.getResult());
-        os << "  matmul(" << out.name << ", " << ref(m.getLhs()) << ", "
-           << shape(m.getLhs()) << ", " << ref(m.getRhs()) << ", "
-           << shape(m.getRhs()) << ");\n";
-        return success();
+        return emitMatMul(m, m.getResult(), m.getLhs(), false, m.getRhs(), false);
       })
       .Case<GemmOp>([&](GemmOp m) -> LogicalResult {
         if (cuda)
@@ -504,11 +537,6 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
-        if (cuda && isFoldedTranspose(t.getResult())) {
-          // Every reader is a GEMM that reads it transposed: no copy.
-          buffers[t.getResult()] = Buffer{"nullptr", "__half"};
-          return success();
-        }
         int64_t rank = tensor(t.getInput()).getRank();
         SmallVector<int64_t> perm;
         if (auto p = t.getPerm())
@@ -758,29 +786,29 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
   return success();
 }
 
-LogicalResult Emitter::emitCudaMatMul(MatMulOp m) {
-  Value a = m.getLhs(), b = m.getRhs();
-  bool ta = false, tb = false;
-  auto fold = [](Value &v, bool &t) {
-    if (isFoldedTranspose(v)) {
-      v = v.getDefiningOp<TransposeOp>().getInput();
-      t = true;
-    }
-  };
-  fold(a, ta);
-  fold(b, tb);
+LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
+                                  Value b, bool tb) {
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  if (!cuda) {
+    const Buffer &out = define(result);
+    os << "  matmul(" << out.name << ", " << ref(a) << ", " << shape(a) << ", "
+       << ref(b) << ", " << shape(b);
+    if (ta || tb)
+      os << ", " << flag(ta) << ", " << flag(tb);
+    os << ");\n";
+    return success();
+  }
   for (Value v : {a, b})
     if (buffers.lookup(v).type != "__half")
-      return m.emitOpError("the CUDA target multiplies fp16 tensors; an operand "
-                           "is stored as ")
+      return op->emitOpError("the CUDA target multiplies fp16 tensors; an "
+                             "operand is stored as ")
              << buffers.lookup(v).type;
-  const Buffer &out = define(m.getResult());
+  const Buffer &out = define(result);
   if (out.type != "__half")
-    return m.emitOpError("the CUDA target writes GEMM results in fp16");
+    return op->emitOpError("the CUDA target writes GEMM results in fp16");
   os << "  if (matmul(" << nextGemm++ << ", " << out.name << ", " << ref(a)
-     << ", " << shape(a) << ", " << (ta ? "true" : "false") << ", " << ref(b)
-     << ", " << shape(b) << ", " << (tb ? "true" : "false")
-     << ") != 0) return gemm_failed();\n";
+     << ", " << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", "
+     << shape(b) << ", " << flag(tb) << ") != 0) return gemm_failed();\n";
   return success();
 }
 

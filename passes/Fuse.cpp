@@ -54,6 +54,26 @@ private:
       }));
     };
 
+    // GEMM prologues first: a transpose of the last two dimensions that a
+    // matmul reads goes into a fusion with the matmul (one GEMM kernel that
+    // reads the operand transposed). The transpose is cloned, so one with
+    // other readers stays for them; a GEMM is never duplicated.
+    int64_t gemmFusions = 0;
+    for (MatMulOp mm : llvm::make_early_inc_range(body.getOps<MatMulOp>())) {
+      SmallVector<TransposeOp> folds;
+      for (Value v : {mm.getLhs(), mm.getRhs()})
+        if (auto t = v.getDefiningOp<TransposeOp>()) {
+          FusionDecision d = model.canFoldIntoGemm(t);
+          record(t, d, -1);
+          if (d.fuse && !llvm::is_contained(folds, t))
+            folds.push_back(t);
+        }
+      if (folds.empty())
+        continue;
+      outlineGemm(mm, folds);
+      ++gemmFusions;
+    }
+
     // Form groups in one pass over the program. Several groups may be open
     // at once (interleaved chains); an op that reads a group's value without
     // joining it closes that group, so no group can grow past a reader of its
@@ -124,7 +144,39 @@ private:
                       b.getNamedAttr("kernel_count",
                                      b.getI64IntegerAttr(countOps(body, /*kernelsOnly=*/true))),
                       b.getNamedAttr("fusions", b.getI64IntegerAttr(groups.size())),
+                      b.getNamedAttr("gemm_fusions", b.getI64IntegerAttr(gemmFusions)),
                   }));
+  }
+
+  /// Replaces `mm` by a tcc.fusion of clones of `folds` (transposes of its
+  /// operands) and of `mm`, reading the transposes' inputs.
+  static void outlineGemm(MatMulOp mm, ArrayRef<TransposeOp> folds) {
+    llvm::SetVector<Value> inputs;
+    auto source = [&](Value v) -> Value {
+      for (TransposeOp t : folds)
+        if (t.getResult() == v)
+          return t.getInput();
+      return v;
+    };
+    inputs.insert(source(mm.getLhs()));
+    inputs.insert(source(mm.getRhs()));
+    OpBuilder b(mm);
+    auto fusion = b.create<FusionOp>(mm.getLoc(), TypeRange{mm.getType()},
+                                     inputs.getArrayRef());
+    Block *block = b.createBlock(&fusion.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, block->addArgument(v.getType(), v.getLoc()));
+    b.setInsertionPointToStart(block);
+    for (TransposeOp t : folds)
+      b.clone(*t, map);
+    Operation *clone = b.clone(*mm, map);
+    b.create<YieldOp>(fusion.getLoc(), clone->getResult(0));
+    mm.getResult().replaceAllUsesWith(fusion.getResult(0));
+    mm.erase();
+    for (TransposeOp t : folds)
+      if (t.getResult().use_empty())
+        t.erase();
   }
 
   /// Replaces `group` (in program order) by one tcc.fusion where its last

@@ -54,6 +54,36 @@ public:
                       " bytes of its operand"};
   }
 
+  /// Whether `t`, an operand of a matmul, folds into the GEMM's operand
+  /// read (a GEMM reads an operand with its last two dimensions swapped for
+  /// free, through its strides or the library's transpose flag).
+  FusionDecision canFoldIntoGemm(TransposeOp t) const {
+    auto in = cast<RankedTensorType>(t.getInput().getType());
+    int64_t rank = in.getRank();
+    SmallVector<int64_t> perm;
+    if (auto p = t.getPerm())
+      perm.assign(p->begin(), p->end());
+    else
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    bool swap = rank >= 2 && perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
+    for (int64_t i = 0; swap && i + 2 < rank; ++i)
+      swap = perm[i] == i;
+    if (!swap)
+      return {false, "transpose moves more than the last two dimensions: a "
+                     "GEMM cannot read it through a transpose flag"};
+    bool others = llvm::any_of(t.getResult().getUsers(),
+                               [](Operation *u) { return !isa<MatMulOp>(u); });
+    return {true, "transpose of the last two dimensions read by a GEMM: the "
+                  "GEMM reads its operand transposed" +
+                      std::string(others ? " (the transpose stays for its "
+                                           "other readers)"
+                                         : ", saving writing and reading " +
+                                               std::to_string(2 * in.getNumElements() *
+                                                              floatBytes) +
+                                               " bytes")};
+  }
+
 private:
   int64_t maxOps;
   int64_t floatBytes;

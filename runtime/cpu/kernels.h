@@ -482,11 +482,19 @@ template <class T> void fill(T *out, int64_t n, T value) {
 
 // ---- linear algebra ----------------------------------------------------------
 
-template <class T> void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs) {
+/// numpy matmul of op(a) and op(b), where op(x) swaps x's last two
+/// dimensions when `ta` / `tb` (the shapes are the stored ones); a
+/// transposed operand is read through strides, with the same summation order
+/// as the materialized transpose (bit-identical results).
+template <class T>
+void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bool ta = false,
+            bool tb = false) {
   const bool a1 = as.rank == 1, b1 = bs.rank == 1;
-  const int64_t M = a1 ? 1 : as.dims[as.rank - 2];
-  const int64_t K = as.dims[as.rank - 1];
-  const int64_t N = b1 ? 1 : bs.dims[bs.rank - 1];
+  ta = ta && !a1;
+  tb = tb && !b1;
+  const int64_t M = a1 ? 1 : as.dims[as.rank - (ta ? 1 : 2)];
+  const int64_t K = as.dims[as.rank - (ta ? 2 : 1)];
+  const int64_t N = b1 ? 1 : bs.dims[bs.rank - (tb ? 2 : 1)];
   // Batch shapes (dims before the matrix dims), broadcast against each other.
   Shape ab{a1 ? 0 : as.rank - 2, {}}, bb{b1 ? 0 : bs.rank - 2, {}};
   for (int32_t i = 0; i < ab.rank; ++i)
@@ -515,7 +523,8 @@ template <class T> void matmul(T *out, const T *a, const Shape &as, const T *b, 
   detail::nd_loop<3>(ob.rank, ob.dims, st, base, [&](const int64_t *o, int64_t nb, const int64_t *s) {
     for (int64_t i = 0; i < nb; ++i) {
       T *po = out + o[0] + i * s[0];
-      detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], K, 1, b + o[2] + i * s[2], N, 1, acc.data(),
+      detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], ta ? 1 : K, ta ? M : 1, b + o[2] + i * s[2],
+                         tb ? 1 : N, tb ? K : 1, acc.data(),
                          [&](int64_t m, const double *r) {
                            for (int64_t n = 0; n < N; ++n)
                              po[m * N + n] = static_cast<T>(r[n]);

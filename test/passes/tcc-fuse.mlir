@@ -5,7 +5,7 @@
 // operand is just an input; only the value used outside is a result.
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<4x8xf32>, %[[B:[a-z0-9]+]]: tensor<8xf32>)
-// CHECK-SAME: tcc.fusion_stats = {fusions = 1 : i64, kernel_count = 1 : i64, op_count = 3 : i64}
+// CHECK-SAME: tcc.fusion_stats = {fusions = 1 : i64, gemm_fusions = 0 : i64, kernel_count = 1 : i64, op_count = 3 : i64}
 // CHECK: %[[F:.+]] = tcc.fusion(%[[A]], %[[B]]) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
 // CHECK: ^bb0(%[[X:.+]]: tensor<4x8xf32>, %[[Y:.+]]: tensor<8xf32>):
 // CHECK: %[[M:.+]] = tcc.mul %[[X]], %[[Y]]
@@ -87,4 +87,44 @@ func.func @other_shape(%a: tensor<4x8xf32>, %b: tensor<2x4x8xf32>) -> tensor<2x4
   %0 = tcc.exp %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %1 = tcc.add %0, %b : (tensor<4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %1 : tensor<2x4x8xf32>
+}
+
+// -----
+
+// GEMM prologue: a transpose of the last two dimensions read by a matmul
+// goes into a fusion with it (the GEMM reads its operand transposed); a
+// transpose with another reader is cloned and stays for that reader; a
+// transpose of other dimensions is left alone. The GEMM is not duplicated.
+// CHECK-LABEL: func.func @gemm_prologue
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x4x8xf32>, %[[W:[a-z0-9]+]]: tensor<16x8xf32>, %[[V:[a-z0-9]+]]: tensor<2x8x4xf32>)
+// CHECK-SAME: reason = "transpose of the last two dimensions read by a GEMM: the GEMM reads its operand transposed, saving writing and reading 1024 bytes"
+// CHECK-SAME: reason = "transpose moves more than the last two dimensions: a GEMM cannot read it through a transpose flag"
+// CHECK-SAME: reason = "transpose of the last two dimensions read by a GEMM: the GEMM reads its operand transposed (the transpose stays for its other readers)"
+// CHECK-SAME: gemm_fusions = 2 : i64
+// CHECK: %[[G:.+]] = tcc.fusion(%[[X]], %[[W]]) : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32> {
+// CHECK: ^bb0(%[[A:.+]]: tensor<2x4x8xf32>, %[[B:.+]]: tensor<16x8xf32>):
+// CHECK: %[[T:.+]] = tcc.transpose %[[B]] {perm = array<i64: 1, 0>}
+// CHECK: %[[M:.+]] = tcc.matmul %[[A]], %[[T]]
+// CHECK: tcc.yield %[[M]]
+// CHECK: %[[P:.+]] = tcc.transpose %[[V]] {perm = array<i64: 2, 1, 0>}
+// CHECK: tcc.matmul %[[P]], %{{.+}} : (tensor<4x8x2xf32>
+// CHECK: %[[KEEP:.+]] = tcc.transpose %[[V]] {perm = array<i64: 0, 2, 1>}
+// CHECK: %[[PLAIN:.+]] = tcc.matmul %[[X]], %[[V]]
+// CHECK: tcc.fusion(%[[V]]) : (tensor<2x8x4xf32>) -> tensor<2x4x4xf32> {
+// CHECK: ^bb0(%[[VV:.+]]: tensor<2x8x4xf32>):
+// CHECK: %[[VT:.+]] = tcc.transpose %[[VV]] {perm = array<i64: 0, 2, 1>}
+// CHECK: tcc.matmul %[[VT]], %[[VV]]
+// CHECK: tcc.exp %[[KEEP]]
+func.func @gemm_prologue(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %v: tensor<2x8x4xf32>) -> (tensor<2x4x16xf32>, tensor<4x8x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>) {
+  %wt = tcc.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %0 = tcc.matmul %x, %wt : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %p = tcc.transpose %v {perm = array<i64: 2, 1, 0>} : (tensor<2x8x4xf32>) -> tensor<4x8x2xf32>
+  %c = tcc.constant {value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %1 = tcc.matmul %p, %c : (tensor<4x8x2xf32>, tensor<2x4xf32>) -> tensor<4x8x4xf32>
+  %vt = tcc.transpose %v {perm = array<i64: 0, 2, 1>} : (tensor<2x8x4xf32>) -> tensor<2x4x8xf32>
+  %2 = tcc.matmul %x, %v : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %3 = tcc.matmul %vt, %v : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+  %4 = tcc.exp %vt : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %5 = tcc.add %2, %3 : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %0, %1, %5, %4 : tensor<2x4x16xf32>, tensor<4x8x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>
 }

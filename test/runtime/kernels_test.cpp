@@ -350,6 +350,30 @@ template <class T> static void test_linalg() {
     check(close(o4, w4, tol<T>()), "matmul [3] x [3,3,2]", tn);
   }
   {
+    // Transposed operands read through strides equal the materialized
+    // transposes bit for bit: a [2,5,3] read as [2,3,5], b [7,5] as [5,7]
+    // (broadcast over the batch); 5 rows exercise the 4-row and 1-row paths.
+    std::vector<T> a(30), b(35), at(30), bt(35), o1(2 * 3 * 7), o2(2 * 3 * 7);
+    for (int i = 0; i < 30; ++i)
+      a[i] = T((i * 7 % 11) - 5) / T(3);
+    for (int i = 0; i < 35; ++i)
+      b[i] = T((i * 5 % 13) - 6) / T(7);
+    for (int bb = 0; bb < 2; ++bb)
+      for (int r = 0; r < 5; ++r)
+        for (int c = 0; c < 3; ++c)
+          at[bb * 15 + c * 5 + r] = a[bb * 15 + r * 3 + c];
+    for (int r = 0; r < 7; ++r)
+      for (int c = 0; c < 5; ++c)
+        bt[c * 7 + r] = b[r * 5 + c];
+    matmul(o1.data(), a.data(), S({2, 5, 3}), b.data(), S({7, 5}), true, true);
+    matmul(o2.data(), at.data(), S({2, 3, 5}), bt.data(), S({5, 7}));
+    check(o1 == o2, "matmul with both operands transposed == materialized transposes", tn);
+    matmul(o1.data(), at.data(), S({2, 3, 5}), b.data(), S({7, 5}), false, true);
+    check(o1 == o2, "matmul with a transposed rhs == materialized transpose", tn);
+    matmul(o1.data(), a.data(), S({2, 5, 3}), bt.data(), S({5, 7}), true, false);
+    check(o1 == o2, "matmul with a transposed lhs == materialized transpose", tn);
+  }
+  {
     // gemm M=2, N=3, K=4 with all transpose combinations and several C shapes.
     const int64_t M = 2, N = 3, K = 4;
     std::vector<double> A(M * K), B(K * N);
