@@ -272,19 +272,14 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   return success();
 }
 
-/// The element of fused input `v` read at output index `i` of a loop over
-/// `shape` (numpy broadcasting), as a C++ expression.
-static std::string broadcastIndex(Value v, ArrayRef<int64_t> shape,
-                                  ArrayRef<int64_t> outStrides, int64_t n) {
-  auto t = cast<RankedTensorType>(v.getType());
-  if (t.getNumElements() == n && t.getShape() == shape)
-    return "i";
-  if (t.getNumElements() == 1)
-    return "0";
+/// The element of a tensor of `t` shape (rank <= the loop's, numpy
+/// broadcasting) read at output index `i` of a loop over `shape`.
+static std::string broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,
+                                    ArrayRef<int64_t> outStrides) {
   std::string expr;
-  int64_t offset = shape.size() - t.getRank(), stride = 1;
+  int64_t offset = shape.size() - t.size(), stride = 1;
   for (int64_t d = (int64_t)shape.size() - 1; d >= offset; --d) {
-    int64_t dim = t.getDimSize(d - offset);
+    int64_t dim = t[d - offset];
     if (dim != 1) {
       std::string term = "((i / " + std::to_string(outStrides[d]) + "LL) % " +
                          std::to_string(shape[d]) + "LL)";
@@ -295,6 +290,32 @@ static std::string broadcastIndex(Value v, ArrayRef<int64_t> shape,
     stride *= dim;
   }
   return expr.empty() ? "0" : expr;
+}
+
+/// The element of fused input `v` read at output index `i` of a loop over
+/// `shape` (numpy broadcasting), as a C++ expression.
+static std::string broadcastIndex(Value v, ArrayRef<int64_t> shape,
+                                  ArrayRef<int64_t> outStrides, int64_t n) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getNumElements() == n && t.getShape() == shape)
+    return "i";
+  if (t.getNumElements() == 1)
+    return "0";
+  return broadcastIndexOf(t.getShape(), shape, outStrides);
+}
+
+/// The axes a reduce_sum / reduce_mean reduces, as a bit mask.
+static uint32_t reductionMask(Operation *o) {
+  int64_t rank = cast<RankedTensorType>(o->getOperand(0).getType()).getRank();
+  auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes");
+  bool noop = cast<IntegerAttr>(o->getAttr("noop_with_empty_axes")).getInt();
+  uint32_t mask = 0;
+  if (!axes || axes.empty())
+    mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
+  else
+    for (int64_t a : axes.asArrayRef())
+      mask |= 1u << *normalizeAxis(a, rank);
+  return mask;
 }
 
 /// Whether `t` swaps the last two dimensions and keeps the others: a GEMM
@@ -505,15 +526,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       })
       .Case<ReduceMeanOp, ReduceSumOp>([&](Operation *o) -> LogicalResult {
         Value in = o->getOperand(0), r = o->getResult(0);
-        int64_t rank = tensor(in).getRank();
-        auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes");
-        bool noop = cast<IntegerAttr>(o->getAttr("noop_with_empty_axes")).getInt();
-        uint32_t mask = 0;
-        if (!axes || axes.empty())
-          mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
-        else
-          for (int64_t a : axes.asArrayRef())
-            mask |= 1u << *normalizeAxis(a, rank);
+        uint32_t mask = reductionMask(o);
         const Buffer &out = define(r);
         os << "  reduce(" << out.name << ", " << ref(in) << ", " << shape(in)
            << ", " << mask << "u, " << (isa<ReduceMeanOp>(o) ? "true" : "false")
@@ -746,14 +759,37 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
   auto yield = cast<YieldOp>(body.getTerminator());
   if (fusion.getNumResults() == 0)
     return success();
-  ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
-  for (Value r : fusion.getResults())
-    if (tensor(r).getShape() != shape)
+  // An input fusion ends in a reduction: the loop runs over its input and
+  // accumulates into the reduced result (in double, in the order the
+  // reduce kernel sums).
+  Operation *reduction = nullptr;
+  for (Operation &op : body.without_terminator())
+    if (isa<ReduceSumOp, ReduceMeanOp>(op))
+      reduction = &op;
+  if (reduction && reduction != body.getTerminator()->getPrevNode())
+    return fusion.emitOpError("a reduction must be the last op of a fusion");
+  ArrayRef<int64_t> shape = reduction
+                                ? tensor(reduction->getOperand(0)).getShape()
+                                : tensor(fusion.getResult(0)).getShape();
+  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues()))
+    if (tensor(r).getShape() != shape &&
+        !(reduction && v == reduction->getResult(0)))
       return fusion.emitOpError("results of different shapes cannot share a loop");
-  int64_t n = tensor(fusion.getResult(0)).getNumElements();
+  int64_t n = ShapedType::getNumElements(shape);
   SmallVector<std::string> outNames;
   for (Value r : fusion.getResults())
     outNames.push_back(define(r).name);
+  std::string acc;
+  SmallVector<int64_t> keep;
+  if (reduction) {
+    uint32_t mask = reductionMask(reduction);
+    int64_t outN = tensor(reduction->getResult(0)).getNumElements();
+    for (auto [d, dim] : llvm::enumerate(shape))
+      keep.push_back(mask >> d & 1 ? 1 : dim);
+    acc = "acc" + std::to_string(nextId++);
+    os << "  { std::vector<double> " << acc << "(" << std::max<int64_t>(outN, 1)
+       << ", 0.0);\n";
+  }
   SmallVector<int64_t> outStrides(shape.size(), 1);
   for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * shape[d + 1];
@@ -770,6 +806,11 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
   }
   for (Operation &op : body.without_terminator()) {
     Value r = op.getResult(0);
+    if (&op == reduction) {
+      os << "    " << acc << "[" << broadcastIndexOf(keep, shape, outStrides)
+         << "] += (double)" << scalar.lookup(op.getOperand(0)) << ";\n";
+      continue;
+    }
     std::string ty = ctype(tensor(r).getElementType());
     std::string name = "e" + std::to_string(nextId++);
     FailureOr<std::string> expr = scalarExpr(
@@ -780,9 +821,25 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
     os << "    const " << ty << " " << name << " = " << exprText << ";\n";
     scalar[r] = name;
   }
-  for (auto [k, v] : llvm::enumerate(yield.getValues()))
+  int64_t reduced = -1;
+  for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+    if (reduction && v == reduction->getResult(0)) {
+      reduced = k;
+      continue;
+    }
     os << "    " << outNames[k] << "[i] = " << scalar.lookup(v) << ";\n";
+  }
   os << "  }\n";
+  if (reduction) {
+    int64_t outN = tensor(reduction->getResult(0)).getNumElements();
+    int64_t count = outN ? n / outN : 0;
+    if (reduced >= 0)
+      os << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << outNames[reduced]
+         << "[j] = static_cast<F>(" << acc << "[j]"
+         << (isa<ReduceMeanOp>(reduction) ? " / " + std::to_string(count) + ".0" : "")
+         << ");\n";
+    os << "  }\n";
+  }
   return success();
 }
 
@@ -824,6 +881,10 @@ LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
   auto yield = cast<YieldOp>(body.getTerminator());
   if (fusion.getNumResults() == 0)
     return success();
+  for (Operation &op : body.without_terminator())
+    if (isa<ReduceSumOp, ReduceMeanOp>(op))
+      return op.emitOpError("reduction fusions are not lowered to CUDA yet "
+                            "(run tcc-fuse with reductions=false for this target)");
   ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
   for (Value r : fusion.getResults())
     if (tensor(r).getShape() != shape)

@@ -96,7 +96,20 @@ private:
         if (llvm::any_of(op.getOperands(),
                          [&](Value v) { return open[k].values.contains(v); }))
           read.push_back(k);
-      if (read.size() == 1) {
+      if (read.size() == 1 && reductions &&
+          isa<ReduceSumOp, ReduceMeanOp>(op) &&
+          open[read[0]].values.contains(op.getOperand(0))) {
+        // Input fusion: the reduction ends the group (its result has another
+        // shape, so nothing elementwise can follow it in this loop).
+        Group &g = open[read[0]];
+        FusionDecision d = model.canRootReduction(&op, g.shape, g.ops.size());
+        record(&op, d, groups.size());
+        if (d.fuse) {
+          g.ops.push_back(&op);
+          close(read[0]);
+          continue;
+        }
+      } else if (read.size() == 1) {
         Group &g = open[read[0]];
         FusionDecision d = model.canJoin(&op, g.shape, g.ops.size());
         record(&op, d, groups.size());

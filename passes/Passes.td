@@ -279,6 +279,9 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
   let options = [
     Option<"maxOps", "max-ops", "int64_t", /*default=*/"64",
            "the most ops one fusion may hold (kernel size limit)">,
+    Option<"reductions", "reductions", "bool", /*default=*/"true",
+           "fuse elementwise producers into the reduce_sum / reduce_mean that "
+           "consumes them (input fusion; the CPU target emits one loop nest)">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }

@@ -557,8 +557,12 @@ int main(int argc, char **argv) {
     rematOptions.statePerParam = planOptions.statePerParam;
     planPm.addPass(tcc::createRemat(rematOptions));
   }
-  if (!noFusion)
-    planPm.addPass(tcc::createFuse());
+  if (!noFusion) {
+    // Input fusion into reductions is lowered by the CPU emitter only so far.
+    tcc::FuseOptions fuseOptions;
+    fuseOptions.reductions = target == Target::Cpu;
+    planPm.addPass(tcc::createFuse(fuseOptions));
+  }
   planPm.addPass(tcc::createPlanMemory(planOptions));
   if (failed(planPm.run(*module)))
     return 1;

@@ -54,6 +54,27 @@ public:
                       " bytes of its operand"};
   }
 
+  /// May `op`, a reduction reading a value of the group, close the group as
+  /// its root (input fusion: the reduction's loop computes the group)?
+  FusionDecision canRootReduction(Operation *op, ArrayRef<int64_t> shape,
+                                  size_t size) const {
+    if (!isa<ReduceSumOp, ReduceMeanOp>(op))
+      return {false, "not a reduction"};
+    auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+    if (!isa<FloatType>(in.getElementType()))
+      return {false, "an integer reduction stays a kernel of its own"};
+    if (in.getShape() != shape)
+      return {false, "the reduction's input has another shape than the group"};
+    if ((int64_t)size >= maxOps)
+      return {false, "the group has reached the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "reduction of the group's value (input fusion): the "
+                  "reduction's loop computes its input, saving writing and "
+                  "reading " +
+                      std::to_string(2 * in.getNumElements() * floatBytes) +
+                      " bytes"};
+  }
+
   /// Whether `t`, an operand of a matmul, folds into the GEMM's operand
   /// read (a GEMM reads an operand with its last two dimensions swapped for
   /// free, through its strides or the library's transpose flag).

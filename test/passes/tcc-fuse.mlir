@@ -1,5 +1,6 @@
 // RUN: tcc-opt %s --split-input-file --tcc-fuse | FileCheck %s
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="max-ops=2" | FileCheck %s --check-prefix=LIMIT
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="reductions=false" | FileCheck %s --check-prefix=NORED
 
 // A chain of elementwise ops of one shape becomes one fusion; a broadcast
 // operand is just an input; only the value used outside is a result.
@@ -27,15 +28,26 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// Leaves alone: a matmul is never fused or duplicated, and a reduction's
-// result has another shape.
+// A matmul is never fused or duplicated; the elementwise op after it and the
+// reduction of its value become one input fusion (the loop over the
+// reduction's input computes exp and sums); the relu of the reduced value has
+// another shape and stays alone. With reductions=false the reduction is a
+// kernel of its own.
 // CHECK-LABEL: func.func @not_elementwise
-// CHECK-SAME: not elementwise: tcc.reduce_sum is a kernel of its own
-// CHECK-NOT: tcc.fusion(
-// CHECK: tcc.matmul
+// CHECK-SAME: reason = "reduction of the group's value (input fusion): the reduction's loop computes its input, saving writing and reading 256 bytes"
+// CHECK: %[[M:.+]] = tcc.matmul
+// CHECK: %[[F:.+]] = tcc.fusion(%[[M]]) : (tensor<4x8xf32>) -> tensor<4x1xf32> {
 // CHECK: tcc.exp
-// CHECK: tcc.reduce_sum
-// CHECK: tcc.relu
+// CHECK: %[[R:.+]] = tcc.reduce_sum
+// CHECK: tcc.yield %[[R]] : tensor<4x1xf32>
+// CHECK: tcc.relu %[[F]]
+// NORED-LABEL: func.func @not_elementwise
+// NORED-SAME: not elementwise: tcc.reduce_sum is a kernel of its own
+// NORED-NOT: tcc.fusion(
+// NORED: tcc.matmul
+// NORED: tcc.exp
+// NORED: tcc.reduce_sum
+// NORED: tcc.relu
 func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x1xf32> {
   %0 = tcc.matmul %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %1 = tcc.exp %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -64,12 +76,18 @@ func.func @cycle(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
 
 // -----
 
-// A value used both inside and outside the group is one of its results.
+// A value used both inside and outside the group is one of its results
+// (without reduction fusion the reduction reads exp's value from outside;
+// with it, the loop yields neg's value and the sum).
+// NORED-LABEL: func.func @escaping
+// NORED: %[[F:.+]]:2 = tcc.fusion
+// NORED: tcc.yield %{{.+}}, %{{.+}} : tensor<16xf32>, tensor<16xf32>
+// NORED: tcc.reduce_sum %[[F]]#0
+// NORED: return %[[F]]#1
 // CHECK-LABEL: func.func @escaping
 // CHECK: %[[F:.+]]:2 = tcc.fusion
-// CHECK: tcc.yield %{{.+}}, %{{.+}} : tensor<16xf32>, tensor<16xf32>
-// CHECK: tcc.reduce_sum %[[F]]#0
-// CHECK: return %[[F]]#1
+// CHECK: tcc.yield %{{.+}}, %{{.+}} : tensor<16xf32>, tensor<f32>
+// CHECK: return %[[F]]#0, %[[F]]#1
 func.func @escaping(%a: tensor<16xf32>) -> (tensor<16xf32>, tensor<f32>) {
   %0 = tcc.exp %a : (tensor<16xf32>) -> tensor<16xf32>
   %1 = tcc.neg %0 : (tensor<16xf32>) -> tensor<16xf32>
@@ -127,4 +145,28 @@ func.func @gemm_prologue(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %v: tensor
   %4 = tcc.exp %vt : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %5 = tcc.add %2, %3 : (tensor<2x4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %0, %1, %5, %4 : tensor<2x4x16xf32>, tensor<4x8x4xf32>, tensor<2x4x4xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// Input fusion with a value also used outside (multi-output: the loop writes
+// it and sums it), and what stays alone: an integer reduction, and a
+// reduction of a value that is not the group's (its input comes from
+// elsewhere).
+// CHECK-LABEL: func.func @reduce_input_fusion
+// CHECK-SAME: reason = "an integer reduction stays a kernel of its own"
+// CHECK: %[[F:.+]]:2 = tcc.fusion(%{{.+}}, %{{.+}}) : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<1x1x4xf32>) {
+// CHECK: %[[A:.+]] = tcc.add
+// CHECK: %[[T:.+]] = tcc.tanh %[[A]]
+// CHECK: %[[S:.+]] = tcc.reduce_mean %[[T]] {axes = array<i64: 0, 1>}
+// CHECK: tcc.yield %[[T]], %[[S]]
+// CHECK: tcc.reduce_sum %{{.+}} {axes = array<i64: 1>} : (tensor<2x3x4xi64>)
+func.func @reduce_input_fusion(%x: tensor<2x3x4xf32>, %b: tensor<4xf32>, %i: tensor<2x3x4xi64>) -> (tensor<2x3x4xf32>, tensor<1x1x4xf32>, tensor<2x1x4xi64>) {
+  %0 = tcc.add %x, %b : (tensor<2x3x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %1 = tcc.tanh %0 : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %2 = tcc.reduce_mean %1 {axes = array<i64: 0, 1>} : (tensor<2x3x4xf32>) -> tensor<1x1x4xf32>
+  %3 = tcc.neg %i : (tensor<2x3x4xi64>) -> tensor<2x3x4xi64>
+  %4 = tcc.abs %3 : (tensor<2x3x4xi64>) -> tensor<2x3x4xi64>
+  %5 = tcc.reduce_sum %4 {axes = array<i64: 1>} : (tensor<2x3x4xi64>) -> tensor<2x1x4xi64>
+  return %1, %2, %5 : tensor<2x3x4xf32>, tensor<1x1x4xf32>, tensor<2x1x4xi64>
 }
