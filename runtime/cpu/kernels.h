@@ -519,12 +519,26 @@ void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bo
     st[2][i] *= K * N;
   }
   std::vector<double> acc(4 * static_cast<size_t>(N));
+  // A transposed B is packed into rows first (once per distinct B matrix):
+  // the row-of-B loop vectorizes, dot products over columns do not. The
+  // products and their order are the same either way.
+  std::vector<T> packed(tb ? static_cast<size_t>(K * N) : 0);
+  const T *packedFrom = nullptr;
   const int64_t base[3] = {0, 0, 0};
   detail::nd_loop<3>(ob.rank, ob.dims, st, base, [&](const int64_t *o, int64_t nb, const int64_t *s) {
     for (int64_t i = 0; i < nb; ++i) {
       T *po = out + o[0] + i * s[0];
-      detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], ta ? 1 : K, ta ? M : 1, b + o[2] + i * s[2],
-                         tb ? 1 : N, tb ? K : 1, acc.data(),
+      const T *pb = b + o[2] + i * s[2];
+      if (tb) {
+        if (pb != packedFrom) {
+          for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < K; ++k)
+              packed[k * N + n] = pb[n * K + k];
+          packedFrom = pb;
+        }
+        pb = packed.data();
+      }
+      detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], ta ? 1 : K, ta ? M : 1, pb, N, 1, acc.data(),
                          [&](int64_t m, const double *r) {
                            for (int64_t n = 0; n < N; ++n)
                              po[m * N + n] = static_cast<T>(r[n]);
