@@ -59,6 +59,18 @@ private:
     // reads the operand transposed). The transpose is cloned, so one with
     // other readers stays for them; a GEMM is never duplicated.
     int64_t gemmFusions = 0;
+    // A transpose of a GEMM's result (a weight gradient, (x^T dy)^T) is the
+    // GEMM of the transposed operands in the other order: (AB)^T = B^T A^T,
+    // whose transposes the prologue below folds.
+    for (TransposeOp t : llvm::make_early_inc_range(body.getOps<TransposeOp>())) {
+      auto mm = t.getInput().getDefiningOp<MatMulOp>();
+      if (!mm || !mm.getResult().hasOneUse())
+        continue;
+      FusionDecision d = model.canTransposeGemmResult(t, mm);
+      record(t, d, -1);
+      if (d.fuse)
+        swapGemmOperands(t, mm);
+    }
     for (MatMulOp mm : llvm::make_early_inc_range(body.getOps<MatMulOp>())) {
       SmallVector<TransposeOp> folds;
       for (Value v : {mm.getLhs(), mm.getRhs()})
@@ -159,6 +171,33 @@ private:
                       b.getNamedAttr("fusions", b.getI64IntegerAttr(groups.size())),
                       b.getNamedAttr("gemm_fusions", b.getI64IntegerAttr(gemmFusions)),
                   }));
+  }
+
+  /// Replaces t = transpose(mm(a, b)) by mm(transpose(b), transpose(a)); a
+  /// transposed operand that is itself a transpose of the last two
+  /// dimensions is read untransposed instead.
+  static void swapGemmOperands(TransposeOp t, MatMulOp mm) {
+    OpBuilder b(t);
+    auto transposed = [&](Value v) -> Value {
+      if (auto inner = v.getDefiningOp<TransposeOp>())
+        if (FusionCostModel::isSwapOfLastTwo(inner))
+          return inner.getInput();
+      auto ty = cast<RankedTensorType>(v.getType());
+      int64_t rank = ty.getRank();
+      SmallVector<int64_t> perm, shape(ty.getShape());
+      for (int64_t i = 0; i < rank; ++i)
+        perm.push_back(i);
+      std::swap(perm[rank - 1], perm[rank - 2]);
+      std::swap(shape[rank - 1], shape[rank - 2]);
+      return b.create<TransposeOp>(t.getLoc(),
+                                   RankedTensorType::get(shape, ty.getElementType()),
+                                   v, b.getDenseI64ArrayAttr(perm));
+    };
+    Value lhs = transposed(mm.getRhs()), rhs = transposed(mm.getLhs());
+    auto swapped = b.create<MatMulOp>(mm.getLoc(), t.getType(), lhs, rhs);
+    t.getResult().replaceAllUsesWith(swapped.getResult());
+    t.erase();
+    mm.erase();
   }
 
   /// Replaces `mm` by a tcc.fusion of clones of `folds` (transposes of its

@@ -296,9 +296,19 @@ LogicalResult MatMulOp::buildGradients(OpBuilder &b, ValueRange rg,
     gShape.push_back(1);
   Value grad = g.reshape(rg[0], gShape);
   Value da = g.matmul(grad, g.transposeLast2(bm));
-  Value db = g.matmul(g.transposeLast2(a), grad);
+  Value db;
+  if (a2.getRank() > 2 && b2.getRank() == 2) {
+    // A batch of rows times one matrix (a Linear layer): the matrix's
+    // gradient is one GEMM over all rows, [K, P] x [P, N], rather than a
+    // batched product summed over the batch.
+    int64_t k = a2.getShape().back(), n = b2.getShape().back();
+    int64_t p = a2.getNumElements() / std::max<int64_t>(k, 1);
+    db = g.matmul(g.transposeLast2(g.reshape(a, {p, k})), g.reshape(grad, {p, n}));
+  } else {
+    db = g.sumToShape(g.matmul(g.transposeLast2(a), grad), b2);
+  }
   og.assign({g.reshape(g.sumToShape(da, a2), at.getShape()),
-        g.reshape(g.sumToShape(db, b2), bt.getShape())});
+        g.reshape(db, bt.getShape())});
   return success();
 }
 

@@ -75,12 +75,9 @@ public:
                       " bytes"};
   }
 
-  /// Whether `t`, an operand of a matmul, folds into the GEMM's operand
-  /// read (a GEMM reads an operand with its last two dimensions swapped for
-  /// free, through its strides or the library's transpose flag).
-  FusionDecision canFoldIntoGemm(TransposeOp t) const {
-    auto in = cast<RankedTensorType>(t.getInput().getType());
-    int64_t rank = in.getRank();
+  /// Whether `t` swaps the last two dimensions and keeps the others.
+  static bool isSwapOfLastTwo(TransposeOp t) {
+    int64_t rank = cast<RankedTensorType>(t.getInput().getType()).getRank();
     SmallVector<int64_t> perm;
     if (auto p = t.getPerm())
       perm.assign(p->begin(), p->end());
@@ -90,7 +87,31 @@ public:
     bool swap = rank >= 2 && perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
     for (int64_t i = 0; swap && i + 2 < rank; ++i)
       swap = perm[i] == i;
-    if (!swap)
+    return swap;
+  }
+
+  /// May t = transpose(mm) become the GEMM of the transposed operands in the
+  /// other order ((AB)^T = B^T A^T), so that no transpose is written?
+  FusionDecision canTransposeGemmResult(TransposeOp t, MatMulOp mm) const {
+    if (!isSwapOfLastTwo(t))
+      return {false, "transpose of a GEMM result moves more than the last two "
+                     "dimensions"};
+    if (cast<RankedTensorType>(mm.getLhs().getType()).getRank() < 2 ||
+        cast<RankedTensorType>(mm.getRhs().getType()).getRank() < 2)
+      return {false, "transpose of a matrix-vector product"};
+    auto r = cast<RankedTensorType>(t.getType());
+    return {true, "transpose of a GEMM's result: the GEMM computes B^T A^T "
+                  "instead, saving writing and reading " +
+                      std::to_string(2 * r.getNumElements() * floatBytes) +
+                      " bytes"};
+  }
+
+  /// Whether `t`, an operand of a matmul, folds into the GEMM's operand
+  /// read (a GEMM reads an operand with its last two dimensions swapped for
+  /// free, through its strides or the library's transpose flag).
+  FusionDecision canFoldIntoGemm(TransposeOp t) const {
+    auto in = cast<RankedTensorType>(t.getInput().getType());
+    if (!isSwapOfLastTwo(t))
       return {false, "transpose moves more than the last two dimensions: a "
                      "GEMM cannot read it through a transpose flag"};
     bool others = llvm::any_of(t.getResult().getUsers(),

@@ -38,17 +38,19 @@ func.func @mul_broadcast(%a: tensor<2x3xf32> {tcc.param = "a"}, %b: tensor<2x1xf
 
 // -----
 
-// Batched MatMul with a shared weight: dW = x^T G summed over the batch. The
-// input x gets no gradient (it is not a parameter).
+// Batched MatMul with a shared weight (a Linear layer): dW = x^T G as one
+// GEMM over all rows, [8, 8] x [8, 16], not a batched product summed over the
+// batch. The input x gets no gradient (it is not a parameter).
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: (%[[X:.+]]: tensor<2x4x8xf32> {tcc.input = "x"}, %[[W:.+]]: tensor<8x16xf32> {tcc.param = "w"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
 // CHECK-SAME: -> (tensor<f32> {tcc.output = "loss"}, tensor<8x16xf32> {tcc.grad = "w"})
 // CHECK: %[[G:.+]] = tcc.expand %{{.+}} {shape = array<i64: 2, 4, 16>}
-// CHECK: %[[XT:.+]] = tcc.transpose %[[X]] {perm = array<i64: 0, 2, 1>} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
-// CHECK: %[[DW:.+]] = tcc.matmul %[[XT]], %[[G]] : (tensor<2x8x4xf32>, tensor<2x4x16xf32>) -> tensor<2x8x16xf32>
-// CHECK: %[[S:.+]] = tcc.reduce_sum %[[DW]] {axes = array<i64: 0>} : (tensor<2x8x16xf32>) -> tensor<1x8x16xf32>
-// CHECK: %[[R:.+]] = tcc.reshape %[[S]] {shape = array<i64: 8, 16>}
-// CHECK: return %{{.+}}, %[[R]]
+// CHECK: %[[G2:.+]] = tcc.reshape %[[G]] {shape = array<i64: 8, 16>}
+// CHECK: %[[X2:.+]] = tcc.reshape %[[X]] {shape = array<i64: 8, 8>}
+// CHECK: %[[XT:.+]] = tcc.transpose %[[X2]] {perm = array<i64: 1, 0>} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+// CHECK: %[[DW:.+]] = tcc.matmul %[[XT]], %[[G2]] : (tensor<8x8xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+// CHECK-NOT: tcc.reduce_sum
+// CHECK: return %{{.+}}, %[[DW]]
 func.func @matmul_batched(%x: tensor<2x4x8xf32> {tcc.input = "x"}, %w: tensor<8x16xf32> {tcc.param = "w"}) -> (tensor<f32> {tcc.output = "loss"}) {
   %0 = tcc.matmul %x, %w : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
   %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<2x4x16xf32>) -> tensor<f32>
@@ -80,8 +82,8 @@ func.func @gemm(%x: tensor<8x16xf32> {tcc.input = "x"}, %w: tensor<32x16xf32> {t
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: (%[[WTE:.+]]: tensor<10x4xf32> {tcc.param = "wte"}, %[[IDX:.+]]: tensor<2x3xi64> {tcc.input = "idx"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
 // The gradient through the transposed use (a transpose of the matmul's
-// operand gradient), then the gather's, added.
-// CHECK: tcc.reshape %{{.+}} {shape = array<i64: 4, 10>}
+// operand gradient, one GEMM over all rows), then the gather's, added.
+// CHECK: tcc.matmul %{{.+}}, %{{.+}} : (tensor<4x6xf32>, tensor<6x10xf32>) -> tensor<4x10xf32>
 // CHECK-NEXT: %[[VIA_T:.+]] = tcc.transpose %{{.+}} {perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
 // CHECK-NEXT: %[[VIA_G:.+]] = tcc.gather_grad %{{.+}}, %[[IDX]] {shape = array<i64: 10, 4>} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<10x4xf32>
 // CHECK-NEXT: %[[SUM:.+]] = tcc.add %[[VIA_T]], %[[VIA_G]]

@@ -170,3 +170,23 @@ func.func @reduce_input_fusion(%x: tensor<2x3x4xf32>, %b: tensor<4xf32>, %i: ten
   %5 = tcc.reduce_sum %4 {axes = array<i64: 1>} : (tensor<2x3x4xi64>) -> tensor<2x1x4xi64>
   return %1, %2, %5 : tensor<2x3x4xf32>, tensor<1x1x4xf32>, tensor<2x1x4xi64>
 }
+
+// -----
+
+// A transpose of a GEMM's result (a weight gradient) becomes the GEMM of the
+// transposed operands in the other order, (A B)^T = B^T A^T; the prologue
+// then reads both operands transposed, and A's own transpose cancels.
+// CHECK-LABEL: func.func @gemm_result_transpose
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<6x4xf32>, %[[G:[a-z0-9]+]]: tensor<6x10xf32>)
+// CHECK-SAME: reason = "transpose of a GEMM's result: the GEMM computes B^T A^T instead, saving writing and reading 320 bytes"
+// CHECK: %[[F:.+]] = tcc.fusion(%[[G]], %[[X]]) : (tensor<6x10xf32>, tensor<6x4xf32>) -> tensor<10x4xf32> {
+// CHECK: ^bb0(%[[A:.+]]: tensor<6x10xf32>, %[[B:.+]]: tensor<6x4xf32>):
+// CHECK: %[[T:.+]] = tcc.transpose %[[A]] {perm = array<i64: 1, 0>}
+// CHECK: %[[M:.+]] = tcc.matmul %[[T]], %[[B]] : (tensor<10x6xf32>, tensor<6x4xf32>) -> tensor<10x4xf32>
+// CHECK: return %[[F]]
+func.func @gemm_result_transpose(%x: tensor<6x4xf32>, %g: tensor<6x10xf32>) -> tensor<10x4xf32> {
+  %xt = tcc.transpose %x {perm = array<i64: 1, 0>} : (tensor<6x4xf32>) -> tensor<4x6xf32>
+  %0 = tcc.matmul %xt, %g : (tensor<4x6xf32>, tensor<6x10xf32>) -> tensor<4x10xf32>
+  %1 = tcc.transpose %0 {perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
+  return %1 : tensor<10x4xf32>
+}
