@@ -672,6 +672,24 @@ LogicalResult Emitter::emitOp(Operation *op) {
               std::to_string((int64_t)ignore.value_or(0)) + "LL)");
         return success();
       })
+      .Case<SoftmaxCrossEntropyLossWithGradOp>([&](SoftmaxCrossEntropyLossWithGradOp l) -> LogicalResult {
+        auto st = tensor(l.getScores());
+        std::string out = define(l.getOutput()).name;
+        std::string d = define(l.getDscores()).name;
+        auto ignore = l.getIgnoreIndex();
+        std::string weights = l.getWeights() ? ref(l.getWeights())
+                                             : "(const " + std::string(cuda ? "float" : "F") + " *)nullptr";
+        std::string args = out + ", " + d + ", " + ref(l.getScores()) + ", " +
+                           std::to_string(st.getDimSize(0)) + "LL, " +
+                           std::to_string(st.getDimSize(1)) + "LL, " +
+                           ref(l.getLabels()) + ", " + weights + ", " +
+                           ref(l.getGrad()) + ", " +
+                           (l.getReduction() == "sum" ? "1" : "2") + ", " +
+                           (ignore ? "true" : "false") + ", " +
+                           std::to_string((int64_t)ignore.value_or(0)) + "LL";
+        check("sce_loss_with_grad(" + args + (cuda ? ", g_scratch)" : ")"));
+        return success();
+      })
       .Case<SoftmaxCrossEntropyLossGradOp>([&](SoftmaxCrossEntropyLossGradOp l) -> LogicalResult {
         std::string out = define(l.getResult()).name;
         StringRef red = l.getReduction();

@@ -241,6 +241,33 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def FuseLoss : Pass<"tcc-fuse-loss", "ModuleOp"> {
+  let summary = "Computes a cross-entropy loss and its gradient in one op";
+  let description = [{
+    After tcc-build-backward, a `tcc.softmax_cross_entropy_loss` on `[N, C]`
+    scores (reduction "mean" or "sum") whose log-probabilities only its
+    gradient op reads becomes one `tcc.softmax_cross_entropy_loss_with_grad`
+    that takes the backward pass's seed: the log-probabilities (as large as
+    the logits, and kept in fp32) are never stored, and the gradient is ready
+    when the loss is. Before:
+
+    ```mlir
+    %loss, %logp = tcc.softmax_cross_entropy_loss %s, %l : ...
+    %d = tcc.softmax_cross_entropy_loss_grad %seed, %logp, %l : ...
+    ```
+
+    after:
+
+    ```mlir
+    %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %s, %l, %seed : ...
+    ```
+
+    Runs before tcc-remat and tcc-plan-memory, which then plan without the
+    log-probabilities.
+  }];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
   let summary = "Fuses chains of elementwise ops into tcc.fusion kernels";
   let description = [{

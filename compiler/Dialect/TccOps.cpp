@@ -818,6 +818,31 @@ LogicalResult SoftmaxCrossEntropyLossGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult SoftmaxCrossEntropyLossWithGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &types) {
+  StringRef name = getOperationName();
+  auto scores = cast<RankedTensorType>(adaptor.getScores().getType());
+  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
+  auto grad = cast<RankedTensorType>(adaptor.getGrad().getType());
+  if (scores.getRank() != 2)
+    return opError(loc, name, "scores must be [N, C]");
+  if (labels.getShape() != ArrayRef<int64_t>{scores.getDimSize(0)})
+    return opError(loc, name, "labels must be [N] for scores " +
+                                  shapeStr(scores.getShape()));
+  if (adaptor.getReduction() != "mean" && adaptor.getReduction() != "sum")
+    return opError(loc, name, "reduction must be \"mean\" or \"sum\"");
+  if (grad.getRank() != 0 || grad.getElementType() != scores.getElementType())
+    return opError(loc, name, "grad must be a scalar of the scores' type");
+  if (Value w = adaptor.getWeights())
+    if (cast<RankedTensorType>(w.getType()).getShape() !=
+        ArrayRef<int64_t>{scores.getDimSize(1)})
+      return opError(loc, name, "weights must be [C]");
+  types.push_back(tensorOf({}, scores.getElementType()));
+  types.push_back(scores);
+  return success();
+}
+
 LogicalResult GeluOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &types) {

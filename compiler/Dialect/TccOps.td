@@ -622,6 +622,32 @@ def Tcc_SoftmaxCrossEntropyLossGradOp : Tcc_Op<"softmax_cross_entropy_loss_grad"
       "$grad `,` $log_prob `,` $labels (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
 }
 
+def Tcc_SoftmaxCrossEntropyLossWithGradOp
+    : Tcc_Op<"softmax_cross_entropy_loss_with_grad"> {
+  let summary = "A softmax cross-entropy loss and its gradient in one pass";
+  let description = [{
+    What `tcc.softmax_cross_entropy_loss` followed by
+    `tcc.softmax_cross_entropy_loss_grad` compute, for `scores` `[N, C]` and
+    reduction "mean" or "sum", without the log-probabilities in between:
+    `output` is the loss, `dscores` its gradient with respect to the scores
+    scaled by `grad` (the scalar gradient of the loss, the backward pass's
+    seed). `tcc-fuse-loss` forms it; each row is read once for its
+    log-sum-exp and once for the loss and gradient.
+
+    ```mlir
+    %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %logits, %labels, %seed {ignore_index = -100 : i64, reduction = "mean"}
+        : (tensor<64x65xf32>, tensor<64xi64>, tensor<f32>) -> (tensor<f32>, tensor<64x65xf32>)
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$scores, Tcc_IndexTensor:$labels,
+                   Tcc_FloatTensor:$grad, Optional<Tcc_FloatTensor>:$weights,
+                   DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Tcc_FloatTensor:$output, Tcc_FloatTensor:$dscores);
+  let assemblyFormat =
+      "$scores `,` $labels `,` $grad (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
+}
+
 def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
   let summary = "Gradient of `tcc.gelu` with respect to its input";
   let description = [{

@@ -509,6 +509,8 @@ int main(int argc, char **argv) {
     train.addPass(tcc::createBuildBackward());
   train.addPass(createCanonicalizerPass());
   train.addPass(createCSEPass());
+  if (!noFusion)
+    train.addPass(tcc::createFuseLoss());
   if (failed(train.run(*module)))
     return 1;
   if (emit == EmitKind::Training)

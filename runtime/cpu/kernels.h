@@ -964,6 +964,53 @@ int sce_loss_grad(T *dscores, const T *dout, const T *log_prob, const Shape &ss,
   return 0;
 }
 
+/// sce_loss and sce_loss_grad on [N, C] scores for reduction 1 (sum) or 2
+/// (mean) in one pass per row, without storing the log-probabilities: out[0]
+/// is the loss, dscores its gradient scaled by dout[0]. Each log-probability
+/// is rounded to T exactly as softmax(log) stores it, so the results equal
+/// the two kernels' bit for bit.
+template <class T, class I>
+int sce_loss_with_grad(T *out, T *dscores, const T *scores, int64_t N, int64_t C, const I *labels, const T *weights,
+                       const T *dout, int reduction, bool has_ignore, int64_t ignore_index) {
+  double wsum = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t l = detail::sce_label(labels[n], C, has_ignore, ignore_index);
+    if (l == -2)
+      return 1;
+    if (l >= 0)
+      wsum += weights ? static_cast<double>(weights[l]) : 1.0;
+  }
+  const double g = static_cast<double>(dout[0]);
+  const double scale = reduction == 2 ? g / wsum : g;
+  double total = 0.0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T *s = scores + n * C;
+    T *d = dscores + n * C;
+    const int64_t l = detail::sce_label(labels[n], C, has_ignore, ignore_index);
+    if (l < 0) {
+      std::fill_n(d, C, T(0));
+      continue;
+    }
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t c = 0; c < C; ++c)
+      m = std::max(m, static_cast<double>(s[c]));
+    double sum = 0.0;
+    for (int64_t c = 0; c < C; ++c)
+      sum += std::exp(static_cast<double>(s[c]) - m);
+    const double ls = std::log(sum);
+    auto logp = [&](int64_t c) { return static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls)); };
+    const double w = weights ? static_cast<double>(weights[l]) : 1.0;
+    total += -w * logp(l);
+    const double ws = w * scale;
+    for (int64_t c = 0; c < C; ++c)
+      d[c] = static_cast<T>((std::exp(logp(c)) - (c == l ? 1.0 : 0.0)) * ws);
+  }
+  out[0] = static_cast<T>(reduction == 1 ? total
+                          : wsum == 0.0  ? std::numeric_limits<double>::quiet_NaN()
+                                         : total / wsum);
+  return 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizers (the `apply` entry point), with PyTorch's order of operations
 //===----------------------------------------------------------------------===//

@@ -1514,7 +1514,86 @@ __global__ void sce_grad_kernel(TO *dscores, const float *dout, const float *log
   }
 }
 
+// One block per row of [N, C] scores: the row's log-sum-exp, then its loss
+// (added into *total) and gradient, scaled by g_tcc_sce_scale (which
+// sce_prep_kernel wrote on the same stream). Every thread of a block takes
+// the same branches (the label is the row's).
+template <class TO, class TS, class I, class TW>
+__global__ void sce_with_grad_row_kernel(TO *dscores, double *total, const TS *scores, const I *labels,
+                                         const TW *weights, int64_t N, int64_t C, bool has_ignore,
+                                         int64_t ignore_index) {
+  __shared__ float sh[32];
+  const float scale = g_tcc_sce_scale;
+  for (int64_t n = blockIdx.x; n < N; n += gridDim.x) {
+    const TS *s = scores + n * C;
+    TO *d = dscores + n * C;
+    const int64_t l = sce_label(labels[n], C, has_ignore, ignore_index);
+    if (l < 0) {
+      if (l == -2 && threadIdx.x == 0)
+        set_error();
+      for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        d[c] = conv<TO>(0.0f);
+      continue;
+    }
+    float m = -INFINITY;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      m = fmaxf(m, static_cast<float>(ld(s[c])));
+    m = block_allreduce(m, MaxOp(), sh);
+    float sum = 0.0f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+      sum += expf(static_cast<float>(ld(s[c])) - m);
+    sum = block_allreduce(sum, SumOp(), sh);
+    const float lse = m + logf(sum);
+    const float w = weights ? static_cast<float>(ld(weights[l])) : 1.0f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const float p = expf(static_cast<float>(ld(s[c])) - lse) - (c == l ? 1.0f : 0.0f);
+      d[c] = conv<TO>(p * (w * scale));
+    }
+    if (threadIdx.x == 0)
+      atomicAdd(total, -static_cast<double>(w) *
+                           (static_cast<double>(ld(s[l])) - static_cast<double>(lse)));
+  }
+}
+
+// ONE block: out[0] = *total (reduction 1) or *total / wsum (2; NaN if 0).
+template <class I, class TW>
+__global__ void sce_with_grad_finish_kernel(float *out, const double *total, const I *labels, const TW *weights,
+                                            int64_t N, int64_t C, int reduction, bool has_ignore,
+                                            int64_t ignore_index) {
+  __shared__ double sh[32];
+  double wsum = 0.0;
+  for (int64_t p = threadIdx.x; p < N; p += blockDim.x) {
+    const int64_t l = sce_label(labels[p], C, has_ignore, ignore_index);
+    if (l >= 0)
+      wsum += sce_weight(weights, l);
+  }
+  wsum = block_allreduce(wsum, SumOp(), sh);
+  if (threadIdx.x == 0)
+    out[0] = reduction == 1 ? static_cast<float>(*total)
+             : wsum == 0.0  ? NAN
+                            : static_cast<float>(*total / wsum);
+}
+
 } // namespace detail
+
+/// sce_loss and sce_loss_grad on [N, C] scores for reduction 1 (sum) or 2
+/// (mean) without the log-probabilities: out[0] the loss, dscores its
+/// gradient scaled by dout[0]; `scratch` is one device double.
+template <class TO, class TS, class I, class TW>
+inline void sce_loss_with_grad(float *out, TO *dscores, const TS *scores, int64_t N, int64_t C, const I *labels,
+                               const TW *weights, const float *dout, int reduction, bool has_ignore,
+                               int64_t ignore_index, double *scratch) {
+  using namespace detail;
+  sce_prep_kernel<I, TW><<<1, 1024, 0, stream()>>>(dout, labels, weights, N, C, reduction, has_ignore,
+                                                   ignore_index);
+  cudaMemsetAsync(scratch, 0, sizeof(double), stream());
+  if (N > 0 && C > 0)
+    sce_with_grad_row_kernel<TO, TS, I, TW>
+        <<<static_cast<unsigned>(N < 65535 * 8 ? N : 65535 * 8), 256, 0, stream()>>>(
+            dscores, scratch, scores, labels, weights, N, C, has_ignore, ignore_index);
+  sce_with_grad_finish_kernel<I, TW><<<1, 1024, 0, stream()>>>(out, scratch, labels, weights, N, C, reduction,
+                                                               has_ignore, ignore_index);
+}
 
 /// SoftmaxCrossEntropyLoss: scores [N, C, D...], labels [N, D...]; log_prob
 /// (float, shape of scores) = log-softmax over dim 1; out: [N, D...] floats
