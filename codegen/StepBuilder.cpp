@@ -38,10 +38,10 @@ static LogicalResult writeFile(StringRef path, StringRef data, Location loc) {
   return success();
 }
 
-static bool isCuda(const tcc::CpuStep &step) { return step.target == "cuda"; }
+static bool isCuda(const tcc::EmittedStep &step) { return step.target == "cuda"; }
 
 std::vector<std::string>
-mlir::tcc::stepBuildArguments(const CpuStep &step,
+mlir::tcc::stepBuildArguments(const EmittedStep &step,
                               const StepBuildOptions &options) {
   if (isCuda(step))
     return {"-std=c++17", "-O3", "-arch=sm_" + options.cudaArch,
@@ -52,7 +52,7 @@ mlir::tcc::stepBuildArguments(const CpuStep &step,
           "-I", ".", "-o", "step.so", "step.cpp"};
 }
 
-LogicalResult mlir::tcc::writeCpuStepSources(const CpuStep &step, StringRef dir,
+LogicalResult mlir::tcc::writeStepSources(const EmittedStep &step, StringRef dir,
                                              Location loc,
                                              const StepBuildOptions &options) {
   if (std::error_code ec = llvm::sys::fs::create_directories(dir))
@@ -109,7 +109,7 @@ static std::string findNvcc(const tcc::StepBuildOptions &options) {
   return "";
 }
 
-LogicalResult mlir::tcc::buildCpuStepLibrary(const CpuStep &step,
+LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
                                              StringRef weights,
                                              StringRef outPath, Location loc,
                                              const StepBuildOptions &options) {
@@ -132,7 +132,7 @@ LogicalResult mlir::tcc::buildCpuStepLibrary(const CpuStep &step,
     if (!options.keepTemps)
       llvm::sys::fs::remove_directories(dir);
   });
-  if (failed(writeCpuStepSources(step, dir, loc, options)))
+  if (failed(writeStepSources(step, dir, loc, options)))
     return failure();
   SmallString<256> weightsPath(dir), source(dir), library(dir), log(dir);
   llvm::sys::path::append(weightsPath, "weights.bin");

@@ -2,7 +2,7 @@
 #ifndef TCC_CODEGEN_STEPBUILDER_H
 #define TCC_CODEGEN_STEPBUILDER_H
 
-#include "codegen/CpuEmitter.h"
+#include "codegen/StepEmitter.h"
 #include "mlir/IR/Location.h"
 
 #include <string>
@@ -23,7 +23,7 @@ struct StepBuildOptions {
 
 /// The command that builds the step in its source folder (what build.sh in
 /// an --emit=source folder runs): the compiler's arguments after its name.
-std::vector<std::string> stepBuildArguments(const CpuStep &step,
+std::vector<std::string> stepBuildArguments(const EmittedStep &step,
                                             const StepBuildOptions &options);
 
 /// Writes the step's source, the runtime headers and `weights` (the initial
@@ -31,13 +31,13 @@ std::vector<std::string> stepBuildArguments(const CpuStep &step,
 /// compiles them into a shared library and moves it to `outPath` (through a
 /// temporary file beside it, so `outPath` is either the old file or the
 /// complete new one). Failures are diagnostics at `loc`.
-LogicalResult buildCpuStepLibrary(const CpuStep &step, llvm::StringRef weights,
+LogicalResult buildStepLibrary(const EmittedStep &step, llvm::StringRef weights,
                                   llvm::StringRef outPath, Location loc,
                                   const StepBuildOptions &options);
 
 /// Writes the source, the runtime headers and build.sh (which builds
 /// step.so there with the same command tcc uses) into `dir`.
-LogicalResult writeCpuStepSources(const CpuStep &step, llvm::StringRef dir,
+LogicalResult writeStepSources(const EmittedStep &step, llvm::StringRef dir,
                                   Location loc,
                                   const StepBuildOptions &options = {});
 

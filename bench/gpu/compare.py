@@ -73,7 +73,7 @@ def curves(cpu_path, cuda_path):
 def gpt2(out):
     rows = []
     gib = 2.0 ** 30
-    for b in ("none", "8G", "5G", "3G"):
+    for b in ("none", "8G", "5G", "4G", "3G"):
         m = os.path.join(out, "gpt2_%s.jsonl" % b)
         err = os.path.join(out, "payload_err_%s.txt" % b)
         budget = None if b == "none" else float(b[:-1]) * gib

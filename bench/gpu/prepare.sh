@@ -51,7 +51,7 @@ table = table[:table.index("};")]
 for name, nbytes in re.findall(r"\{\"([^\"]+)\", \d+, \d+, d\d+, \d+ULL, (\d+)ULL\}", table):
     print(name, nbytes)
 ' > "$p/gpt2.manifest"
-for b in none 8G 5G 3G; do
+for b in none 8G 5G 4G 3G; do
   budget=()
   [ "$b" != none ] && budget=(--mem-budget="$b")
   if ! "$tcc" "$work/gpt2.onnx" --target=cuda --no-weights "${budget[@]}" \

@@ -52,7 +52,7 @@ $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
 stage "GPT-2 small: tcc"
 timeout 120 $py bench/gpu/torch_bench.py weights $p/gpt2.manifest /tmp/gpt2_weights.bin
 $py -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/gpt2_tokens.bin')"
-for b in none 8G 5G 3G; do
+for b in none 8G 5G 4G 3G; do
   if [ -f $p/gpt2_$b.err ]; then
     cp $p/gpt2_$b.err "$out/payload_err_$b.txt"; echo "$b: $(cat $p/gpt2_$b.err)"; continue
   fi

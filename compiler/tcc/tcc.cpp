@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/CpuEmitter.h"
+#include "codegen/StepEmitter.h"
 #include "codegen/StepBuilder.h"
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/OnnxImporter.h"
@@ -579,7 +579,7 @@ int main(int argc, char **argv) {
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
 
   Location fileLoc = tcc::fileLocation(&context, inputFile);
-  tcc::CpuEmitOptions emitOptions;
+  tcc::StepEmitOptions emitOptions;
   emitOptions.target = target == Target::Cuda ? "cuda" : "cpu";
   emitOptions.embedWeights = !noWeights;
   emitOptions.useDouble = cpuPrecision == Precision::F64;
@@ -589,7 +589,7 @@ int main(int argc, char **argv) {
   emitOptions.modelPath = absolute.str().str();
   emitOptions.optimizer = optimizer;
   emitOptions.memBudget = budget;
-  FailureOr<tcc::CpuStep> step = tcc::emitCpuStep(*module, emitOptions);
+  FailureOr<tcc::EmittedStep> step = tcc::emitStep(*module, emitOptions);
   if (failed(step))
     return 1;
   if (emit == EmitKind::Source && outputFile == "-")
@@ -604,7 +604,7 @@ int main(int argc, char **argv) {
   buildOptions.keepTemps = keepTemps;
   buildOptions.cudaArch = arch;
   if (emit == EmitKind::Source) {
-    if (failed(tcc::writeCpuStepSources(*step, outputFile, fileLoc, buildOptions)))
+    if (failed(tcc::writeStepSources(*step, outputFile, fileLoc, buildOptions)))
       return 1;
     SmallString<256> w(outputFile);
     llvm::sys::path::append(w, "weights.bin");
@@ -622,7 +622,7 @@ int main(int argc, char **argv) {
                     "-o step.so (or --emit=summary)\n";
     return 1;
   }
-  if (failed(tcc::buildCpuStepLibrary(*step, weights, outputFile, fileLoc,
+  if (failed(tcc::buildStepLibrary(*step, weights, outputFile, fileLoc,
                                       buildOptions)))
     return 1;
   auto bytesOf = [&](StringRef key) {

@@ -1,6 +1,6 @@
-//===- CpuEmitter.cpp - C++ source for the CPU target ---------------------===//
+//===- StepEmitter.cpp - the step's source for the CPU and CUDA targets ---===//
 
-#include "codegen/CpuEmitter.h"
+#include "codegen/StepEmitter.h"
 #include "passes/PlanMemory.h"
 
 #include "compiler/Dialect/TccOps.h"
@@ -31,10 +31,10 @@ struct Buffer {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp func, const CpuEmitOptions &options)
+  Emitter(func::FuncOp func, const StepEmitOptions &options)
       : func(func), options(options), cuda(options.target == "cuda") {}
 
-  FailureOr<CpuStep> run();
+  FailureOr<EmittedStep> run();
 
 private:
   // Types.
@@ -86,7 +86,7 @@ private:
                          uint64_t bytes);
 
   func::FuncOp func;
-  const CpuEmitOptions &options;
+  const StepEmitOptions &options;
   bool cuda;
   unsigned nextKernel = 0, nextGemm = 0;
   uint64_t constBytes = 0;        // CUDA: static constants, after the arena
@@ -103,7 +103,7 @@ private:
   std::string globals;  // constant arrays and dims tables
   std::string body;     // the micro_step body
   llvm::raw_string_ostream g{globals}, os{body};
-  CpuStep step;
+  EmittedStep step;
 };
 
 } // namespace
@@ -410,7 +410,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
         auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
         if (!dense)
-          return c.emitOpError("the CPU target needs a dense constant");
+          return c.emitOpError("the step emitter needs a dense constant");
         return emitConstant(c.getResult(), dense);
       })
       .Case<AddOp>([&](auto) { return bin("Add"); })
@@ -638,7 +638,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<ConstantOfShapeOp>([&](ConstantOfShapeOp c) -> LogicalResult {
         auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
         if (!dense)
-          return c.emitOpError("the CPU target needs a dense value");
+          return c.emitOpError("the step emitter needs a dense value");
         return emitConstant(c.getResult(),
                             DenseElementsAttr::get(c.getType(),
                                                    dense.getValues<Attribute>()[0]));
@@ -1271,7 +1271,7 @@ std::string Emitter::assembleCuda(bool training,
   return src;
 }
 
-FailureOr<CpuStep> Emitter::run() {
+FailureOr<EmittedStep> Emitter::run() {
   Block &block = func.getBody().front();
   bool training = func.getSymName() == kMicroStepName;
   std::vector<std::string> params, grads, inputs, outputs;
@@ -1285,7 +1285,7 @@ FailureOr<CpuStep> Emitter::run() {
     return {};
   };
   if (!layout || !layout.getAs<IntegerAttr>("arena_bytes"))
-    return func.emitError("the CPU target needs the memory plan "
+    return func.emitError("the step emitter needs the memory plan "
                           "(run tcc-plan-memory first)");
   arena = layout.getAs<IntegerAttr>("arena_bytes").getInt();
   ArrayRef<int64_t> paramSlots = slots("params"), gradSlots = slots("grads"),
@@ -1547,11 +1547,11 @@ FailureOr<CpuStep> Emitter::run() {
   return std::move(step);
 }
 
-FailureOr<CpuStep> mlir::tcc::emitCpuStep(ModuleOp module,
-                                          const CpuEmitOptions &options) {
+FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
+                                          const StepEmitOptions &options) {
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
   if (funcs.size() != 1)
-    return module.emitError("the CPU target expects one step function");
+    return module.emitError("the step emitter expects one step function");
   Emitter emitter(funcs.front(), options);
   return emitter.run();
 }

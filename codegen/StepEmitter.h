@@ -1,19 +1,23 @@
-//===- CpuEmitter.h - C++ source for the CPU target -------------*- C++ -*-===//
+//===- StepEmitter.h - the step's source for the CPU and CUDA targets -*- C++ -*-===//
 //
 // Emits the training step (or, for a model without parameters, the forward
-// pass) as C++ that calls the reference kernels of runtime/cpu/kernels.h,
-// one call per op, over a single arena laid out by the emitter, behind the C
-// ABI of runtime/tcc_step.h. This is the CPU target: the test target that CI
-// runs end to end and the numerical reference for the CUDA target.
+// pass) from the planned IR (tcc-plan-memory's `tcc.offsets` and
+// `tcc.layout`), behind the C ABI of runtime/tcc_step.h:
 //
-// Input: a module holding `@micro_step` (after tcc-build-backward) or the
-// imported `@main`. Every buffer gets its own arena slot for now; memory
-// planning (offset reuse) comes with the planner.
+//  * target "cpu": C++ that calls the reference kernels of
+//    runtime/cpu/kernels.h, one call per op and one loop nest per fusion, over
+//    a host arena. The test target that CI runs end to end and the numerical
+//    reference for the CUDA target.
+//  * target "cuda": CUDA C++ over a device arena with mixed precision (the
+//    plan made with float-bytes = 2): one generated kernel per elementwise
+//    fusion, runtime/cuda/kernels.cuh for the other ops, cuBLASLt GEMMs
+//    (runtime/cuda/gemm.cuh), a multi-tensor optimizer, and the device
+//    functions of the ABI.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TCC_CODEGEN_CPUEMITTER_H
-#define TCC_CODEGEN_CPUEMITTER_H
+#ifndef TCC_CODEGEN_STEPEMITTER_H
+#define TCC_CODEGEN_STEPEMITTER_H
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -22,7 +26,7 @@
 
 namespace mlir::tcc {
 
-struct CpuEmitOptions {
+struct StepEmitOptions {
   /// Compute and store floating-point values in double instead of float
   /// (for gradient checks against finite differences).
   bool useDouble = false;
@@ -45,7 +49,7 @@ struct CpuEmitOptions {
   bool embedWeights = true;
 };
 
-struct CpuStep {
+struct EmittedStep {
   std::string source;
   /// "cpu" (source is C++, step.cpp) or "cuda" (CUDA C++, step.cu).
   std::string target = "cpu";
@@ -56,8 +60,8 @@ struct CpuStep {
 };
 
 /// Emits the step; failures are diagnostics on the offending op.
-FailureOr<CpuStep> emitCpuStep(ModuleOp module, const CpuEmitOptions &options);
+FailureOr<EmittedStep> emitStep(ModuleOp module, const StepEmitOptions &options);
 
 } // namespace mlir::tcc
 
-#endif // TCC_CODEGEN_CPUEMITTER_H
+#endif // TCC_CODEGEN_STEPEMITTER_H
