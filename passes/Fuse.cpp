@@ -197,7 +197,13 @@ private:
     auto swapped = b.create<MatMulOp>(mm.getLoc(), t.getType(), lhs, rhs);
     t.getResult().replaceAllUsesWith(swapped.getResult());
     t.erase();
+    Value oldLhs = mm.getLhs(), oldRhs = mm.getRhs();
     mm.erase();
+    // A transpose that only the old GEMM read is dead now.
+    for (Value v : {oldLhs, oldRhs})
+      if (auto inner = v.getDefiningOp<TransposeOp>())
+        if (inner.getResult().use_empty())
+          inner.erase();
   }
 
   /// Replaces `mm` by a tcc.fusion of clones of `folds` (transposes of its

@@ -241,6 +241,29 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def MixedPrecision : Pass<"tcc-mixed-precision", "ModuleOp"> {
+  let summary = "Makes the CUDA target's fp16 GEMMs and concatenations well-typed";
+  let description = [{
+    Under the CUDA target's mixed precision (tcc-plan-memory with
+    `float-bytes=2`), values that `keepsF32` names (reduction results,
+    statistics, the loss, scalars, and broadcasts or views of them) are
+    stored in fp32 and everything else in fp16. A GEMM reads fp16 operands
+    and a concatenation writes one storage type, so an fp32 operand of
+    either gets an explicit `tcc.cast` to its own type, which is stored in
+    fp16:
+
+    ```mlir
+    %p = tcc.reduce_mean %x {axes = array<i64: 1>} : (tensor<4x8x16xf32>) -> tensor<4x1x16xf32>
+    %h = tcc.cast %p {to = f32} : (tensor<4x1x16xf32>) -> tensor<4x1x16xf32>
+    %y = tcc.matmul %h, %w : ...
+    ```
+
+    Runs after tcc-remat and before tcc-fuse (the cast may fuse with its
+    producer's elementwise group).
+  }];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 def FuseLoss : Pass<"tcc-fuse-loss", "ModuleOp"> {
   let summary = "Computes a cross-entropy loss and its gradient in one op";
   let description = [{

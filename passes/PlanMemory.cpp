@@ -55,6 +55,13 @@ bool mlir::tcc::keepsF32(Value v) {
     return true;
   if (isa<LayerNormalizationOp>(op))
     return cast<OpResult>(v).getResultNumber() > 0;
+  // Broadcasts, transposes and views of an fp32 value stay fp32: the
+  // backward pass's seed (the loss scale, 65536 by default, past fp16's
+  // 65504) reaches elementwise ops through them.
+  if (isa<ExpandOp, TransposeOp, ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
+    return keepsF32(op->getOperand(0)) ||
+           (isa<BlockArgument>(op->getOperand(0)) &&
+            cast<RankedTensorType>(op->getOperand(0).getType()).getRank() == 0);
   return false;
 }
 
@@ -196,7 +203,9 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       shadows[i] = argSlot[arg] = take(bytes);
       shadowBytes += bytes;
     }
+    // cuBLASLt wants its workspace 256-byte aligned (the arena itself is).
     workspaceBytes = kGemmWorkspaceBytes;
+    cursor = (cursor + 255) / 256 * 256;
     workspace = take(workspaceBytes);
   }
   for (unsigned i = 0; i < func.getNumResults(); ++i) {

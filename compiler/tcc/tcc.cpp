@@ -559,6 +559,8 @@ int main(int argc, char **argv) {
     rematOptions.statePerParam = planOptions.statePerParam;
     planPm.addPass(tcc::createRemat(rematOptions));
   }
+  if (target == Target::Cuda)
+    planPm.addPass(tcc::createMixedPrecision());
   if (!noFusion) {
     // Input fusion into reductions is lowered by the CPU emitter only so far.
     tcc::FuseOptions fuseOptions;

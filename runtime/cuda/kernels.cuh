@@ -1468,8 +1468,8 @@ __global__ void sce_loss_kernel(float *out, const float *log_prob, const I *labe
 }
 
 // ONE block: g_tcc_sce_scale = dout[0] (reduction 1) or dout[0] / wsum (2).
-template <class I, class TW>
-__global__ void sce_prep_kernel(const float *dout, const I *labels, const TW *weights, int64_t P, int64_t C,
+template <class I, class TW, class TD = float>
+__global__ void sce_prep_kernel(const TD *dout, const I *labels, const TW *weights, int64_t P, int64_t C,
                                 int reduction, bool has_ignore, int64_t ignore_index) {
   __shared__ double sh[32];
   double wsum = 0.0;
@@ -1482,14 +1482,14 @@ __global__ void sce_prep_kernel(const float *dout, const I *labels, const TW *we
     wsum = block_allreduce(wsum, SumOp(), sh);
   }
   if (threadIdx.x == 0) {
-    const double g = static_cast<double>(dout[0]);
+    const double g = static_cast<double>(ld(dout[0]));
     g_tcc_sce_scale = static_cast<float>(reduction == 2 ? g / wsum : g);
   }
 }
 
 // One thread per element of dscores [N, C, D].
-template <class TO, class I, class TW>
-__global__ void sce_grad_kernel(TO *dscores, const float *dout, const float *log_prob, const I *labels,
+template <class TO, class I, class TW, class TD = float>
+__global__ void sce_grad_kernel(TO *dscores, const TD *dout, const float *log_prob, const I *labels,
                                 const TW *weights, int64_t N, int64_t C, int64_t D, int reduction, bool has_ignore,
                                 int64_t ignore_index) {
   const int64_t n_all = N * C * D;
@@ -1508,7 +1508,7 @@ __global__ void sce_grad_kernel(TO *dscores, const float *dout, const float *log
       continue;
     }
     const float w = weights ? static_cast<float>(ld(weights[l])) : 1.0f;
-    const float s = reduction == 0 ? dout[p] : s_all;
+    const float s = reduction == 0 ? static_cast<float>(ld(dout[p])) : s_all;
     const float pr = expf(log_prob[e]) - (c == l ? 1.0f : 0.0f);
     dscores[e] = conv<TO>(pr * (w * s));
   }
@@ -1622,8 +1622,8 @@ inline void sce_loss(float *out, float *log_prob, const TS *scores, Shape ss, co
 
 /// Gradient of sce_loss w.r.t. scores; dout has the loss's shape. Ignored
 /// positions get an exact 0 gradient.
-template <class TO, class I, class TW>
-inline void sce_loss_grad(TO *dscores, const float *dout, const float *log_prob, Shape ss, const I *labels,
+template <class TO, class I, class TW, class TD>
+inline void sce_loss_grad(TO *dscores, const TD *dout, const float *log_prob, Shape ss, const I *labels,
                           const TW *weights, int reduction, bool has_ignore, int64_t ignore_index) {
   using namespace detail;
   const int64_t N = ss.dims[0], C = ss.dims[1];
@@ -1632,9 +1632,9 @@ inline void sce_loss_grad(TO *dscores, const float *dout, const float *log_prob,
   if (n <= 0)
     return;
   if (reduction != 0)
-    sce_prep_kernel<I, TW><<<1, 1024, 0, stream()>>>(dout, labels, weights, N * D, C, reduction, has_ignore,
+    sce_prep_kernel<I, TW, TD><<<1, 1024, 0, stream()>>>(dout, labels, weights, N * D, C, reduction, has_ignore,
                                                      ignore_index);
-  sce_grad_kernel<TO, I, TW><<<grid_for(n), kThreads, 0, stream()>>>(dscores, dout, log_prob, labels, weights, N, C,
+  sce_grad_kernel<TO, I, TW, TD><<<grid_for(n), kThreads, 0, stream()>>>(dscores, dout, log_prob, labels, weights, N, C,
                                                                      D, reduction, has_ignore, ignore_index);
 }
 

@@ -165,6 +165,9 @@ template <class TS, class I, class TW> void inst_sce(Shape s) {
   sce_loss(P<float>(), P<float>(), P<const TS>(), s, P<const I>(), P<const TW>(), 2, true, -100);
   sce_loss_grad(P<TS>(), P<const float>(), P<const float>(), s, P<const I>(), P<const TW>(), 2, true, -100);
   sce_loss_grad(P<float>(), P<const float>(), P<const float>(), s, P<const I>(), P<const TW>(), 0, false, 0);
+  sce_loss_grad(P<__half>(), P<const __half>(), P<const float>(), s, P<const I>(), P<const TW>(), 0, false, 0);
+  sce_loss_with_grad(P<float>(), P<__half>(), P<const __half>(), 4, 5, P<const I>(), P<const TW>(), P<const float>(),
+                     2, true, -100, P<double>());
 }
 
 } // namespace

@@ -1,0 +1,62 @@
+//===- MixedPrecision.cpp - fp16 operands for the CUDA target's GEMMs ------===//
+
+#include "passes/PlanMemory.h"
+#include "passes/Passes.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::tcc {
+#define GEN_PASS_DEF_MIXEDPRECISION
+#include "passes/Passes.h.inc"
+} // namespace mlir::tcc
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+namespace {
+
+class MixedPrecisionPass
+    : public tcc::impl::MixedPrecisionBase<MixedPrecisionPass> {
+public:
+  void runOnOperation() override {
+    SmallVector<Operation *> ops;
+    getOperation().walk([&](Operation *op) {
+      if (isa<MatMulOp>(op) || (isa<ConcatOp>(op) && !keepsF32(op->getResult(0))))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops)
+      for (OpOperand &use : op->getOpOperands()) {
+        Value v = use.get();
+        auto t = cast<RankedTensorType>(v.getType());
+        if (!isa<FloatType>(t.getElementType()) || !storedAsF32(v))
+          continue;
+        OpBuilder b(op);
+        auto c = b.create<CastOp>(op->getLoc(), t, v,
+                                  TypeAttr::get(t.getElementType()));
+        use.set(c.getResult());
+      }
+  }
+
+private:
+  /// fp32 under the plan: keepsF32, a parameter or input (their fp32
+  /// masters hold rank-0 values; others have fp16 copies), or a constant
+  /// kept in the library (float arrays).
+  static bool storedAsF32(Value v) {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return cast<RankedTensorType>(v.getType()).getRank() == 0;
+    if (keepsF32(v))
+      return true;
+    Operation *def = v.getDefiningOp();
+    while (def && isAliasView(def)) {
+      Value in = def->getOperand(0);
+      if (keepsF32(in))
+        return true;
+      def = in.getDefiningOp();
+    }
+    return def && isStaticConstant(def);
+  }
+};
+
+} // namespace
