@@ -41,6 +41,16 @@ struct Candidate {
 struct RematCostModel {
   int64_t floatBytes;
 
+  /// A matrix product, or a fusion around one (tcc-fuse's GEMM prologue).
+  static bool isGemm(Operation *op) {
+    if (isa<MatMulOp>(op))
+      return true;
+    auto fusion = dyn_cast<FusionOp>(op);
+    return fusion && llvm::any_of(fusion.getBody().front(), [](Operation &inner) {
+             return isa<MatMulOp>(inner);
+           });
+  }
+
   /// FLOPs to recompute `op`, or std::nullopt when it is not a candidate.
   std::optional<int64_t> recomputeFlops(Operation *op) const {
     if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
@@ -60,7 +70,23 @@ struct RematCostModel {
       return 8 * n;
     if (auto mm = dyn_cast<MatMulOp>(op)) {
       auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-      return 2 * n * lhs.getShape().back();
+      int64_t k = lhs.getShape().back();
+      if (auto t = mm.getLhs().getDefiningOp<TransposeOp>()) // GEMM prologue
+        k = cast<RankedTensorType>(t.getType()).getShape().back();
+      return 2 * n * k;
+    }
+    if (auto fusion = dyn_cast<FusionOp>(op)) {
+      // A fusion (tcc-fuse ran first) recomputes its whole body.
+      int64_t total = 0;
+      for (Operation &inner : fusion.getBody().front().without_terminator()) {
+        if (isa<TransposeOp>(inner) && isGemm(op))
+          continue; // read through the GEMM's transpose flag
+        std::optional<int64_t> f = recomputeFlops(&inner);
+        if (!f)
+          return std::nullopt;
+        total += *f;
+      }
+      return total;
     }
     if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormalizationOp, ReduceMeanOp,
             ReduceSumOp>(op)) {
@@ -93,7 +119,7 @@ static Value cloneChain(Operation *op, Operation *before, int64_t boundary,
     Operation *producer = operand.getDefiningOp();
     if (!producer || depth == 0 || map.contains(operand) ||
         producer->hasTrait<OpTrait::ConstantLike>() ||
-        isa<MatMulOp>(producer) || !model.recomputeFlops(producer))
+        RematCostModel::isGemm(producer) || !model.recomputeFlops(producer))
       continue;
     bool diesInForward = llvm::all_of(operand.getUsers(), [&](Operation *u) {
       return index.lookup(u) < boundary;
@@ -309,21 +335,40 @@ private:
     int64_t n = 0;
     for (Operation &op : body)
       index[&op] = n++;
-    std::vector<int64_t> delta(n + 2, 0);
+    // As tcc-plan-memory sees it: a view (reshape, ...) is its root's bytes
+    // and keeps the root alive until its own last use.
+    llvm::DenseMap<Value, Value> rootOf;
+    llvm::DenseMap<Value, std::pair<int64_t, int64_t>> range; // start, end
+    SmallVector<Value> roots;
     for (Operation &op : body.without_terminator()) {
       if (isStaticConstant(&op))
         continue;
       for (Value r : op.getResults()) {
-        int64_t start = index[&op], end = start;
+        int64_t end = index[&op];
         for (Operation *u : r.getUsers())
           end = std::max(end, index.lookup(u));
-        int64_t bytes = std::max<int64_t>(
-            (bufferBytes(r.getType(), floatBytes) + kArenaAlignment - 1) /
-                kArenaAlignment * kArenaAlignment,
-            kArenaAlignment);
-        delta[start] += bytes;
-        delta[end + 1] -= bytes;
+        if (isAliasView(&op)) {
+          Value in = op.getOperand(0);
+          Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
+          rootOf[r] = root;
+          auto it = range.find(root);
+          if (it != range.end())
+            it->second.second = std::max(it->second.second, end);
+          continue;
+        }
+        range[r] = {index[&op], end};
+        roots.push_back(r);
       }
+    }
+    std::vector<int64_t> delta(n + 2, 0);
+    for (Value r : roots) {
+      auto [start, end] = range.lookup(r);
+      int64_t bytes = std::max<int64_t>(
+          (valueBytes(r, floatBytes) + kArenaAlignment - 1) / kArenaAlignment *
+              kArenaAlignment,
+          kArenaAlignment);
+      delta[start] += bytes;
+      delta[end + 1] -= bytes;
     }
     int64_t live = 0, peak = 0;
     for (int64_t d : delta)
@@ -373,9 +418,9 @@ private:
             if (llvm::any_of(r.getUsers(), [&](Operation *u) {
                   return index.lookup(u) >= boundary;
                 }))
-              kept += bufferBytes(r.getType(), floatBytes);
+              kept += valueBytes(r, floatBytes);
           if (kept > 0)
-            candidates.push_back({&op, kept, *flops, isa<MatMulOp>(op)});
+            candidates.push_back({&op, kept, *flops, RematCostModel::isGemm(&op)});
         }
         if (candidates.empty())
           break;

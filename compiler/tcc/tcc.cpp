@@ -317,7 +317,9 @@ static std::string humanBytes(int64_t bytes) {
 /// A FLOP estimate of one op, for the report's recompute ratio: 2MNK for a
 /// matrix product, the number of elements it reads or writes otherwise.
 static int64_t estimateFlops(Operation *op) {
-  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
+  // A fusion's work is its body's (the walk visits it).
+  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>() ||
+      isa<tcc::FusionOp>(op))
     return 0;
   auto out = cast<RankedTensorType>(op->getResult(0).getType());
   if (auto mm = dyn_cast<tcc::MatMulOp>(op)) {
@@ -387,7 +389,9 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
   func.walk([&](Operation *op) {
     int64_t f = estimateFlops(op);
     stepFlops += f;
-    if (op->hasAttr("tcc.remat"))
+    // A recomputed fusion's body carries no mark of its own.
+    Operation *fusion = op->getParentOfType<tcc::FusionOp>();
+    if (op->hasAttr("tcc.remat") || (fusion && fusion->hasAttr("tcc.remat")))
       recomputedFlops += f;
   });
   llvm::json::Object report{
@@ -551,14 +555,8 @@ int main(int argc, char **argv) {
   planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
   planOptions.budget = budget;
   PassManager planPm(&context);
-  if (budget > 0 || rematPolicy != "greedy") {
-    tcc::RematOptions rematOptions;
-    rematOptions.policy = rematPolicy;
-    rematOptions.budget = budget;
-    rematOptions.floatBytes = planOptions.floatBytes;
-    rematOptions.statePerParam = planOptions.statePerParam;
-    planPm.addPass(tcc::createRemat(rematOptions));
-  }
+  // Fusion first, so that rematerialisation plans exactly what is emitted
+  // (and recomputes whole fused kernels).
   if (target == Target::Cuda)
     planPm.addPass(tcc::createMixedPrecision());
   if (!noFusion) {
@@ -566,6 +564,14 @@ int main(int argc, char **argv) {
     tcc::FuseOptions fuseOptions;
     fuseOptions.reductions = target == Target::Cpu;
     planPm.addPass(tcc::createFuse(fuseOptions));
+  }
+  if (budget > 0 || rematPolicy != "greedy") {
+    tcc::RematOptions rematOptions;
+    rematOptions.policy = rematPolicy;
+    rematOptions.budget = budget;
+    rematOptions.floatBytes = planOptions.floatBytes;
+    rematOptions.statePerParam = planOptions.statePerParam;
+    planPm.addPass(tcc::createRemat(rematOptions));
   }
   planPm.addPass(tcc::createPlanMemory(planOptions));
   if (failed(planPm.run(*module)))
