@@ -212,6 +212,43 @@ public:
     func::FuncOp original = func.clone();
     search(func);
     int64_t best = planFunction(func, floatBytes, statePerParam);
+    auto take = [&](func::FuncOp trial) {
+      func.getBody().takeBody(trial.getBody());
+      func->removeAttr("tcc.remat_decisions");
+      for (StringRef attr : {"tcc.layout", "tcc.remat_decisions"})
+        if (Attribute a = trial->getAttr(attr))
+          func->setAttr(attr, a);
+    };
+    if (best > budget) {
+      // Checkpoint the fewest whole layers (from the first) that, with the
+      // greedy search on the rest, meet the budget: binary search on the
+      // count, each try a full greedy search.
+      func::FuncOp probe = original.clone();
+      int64_t layers = checkpointSegments(probe, false, 0);
+      probe.erase();
+      int64_t lo = 1, hi = layers, found = -1;
+      while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        func::FuncOp trial = original.clone();
+        checkpointSegments(trial, false, mid);
+        search(trial);
+        int64_t planned = planFunction(trial, floatBytes, statePerParam);
+        if (planned <= budget) {
+          found = mid;
+          best = planned;
+          take(trial);
+          hi = mid - 1;
+        } else {
+          lo = mid + 1;
+        }
+        trial.erase();
+      }
+      if (found >= 0) {
+        planFunction(func, floatBytes, statePerParam);
+        original.erase();
+        return;
+      }
+    }
     if (best > budget) {
       // The first segment schedule that fits; if none does, the smallest
       // plan found, so that the error names the smallest budget reached.
@@ -221,11 +258,7 @@ public:
         int64_t planned = planFunction(trial, floatBytes, statePerParam);
         if (planned < best) {
           best = planned;
-          func.getBody().takeBody(trial.getBody());
-          func->removeAttr("tcc.remat_decisions");
-          for (StringRef attr : {"tcc.layout", "tcc.remat_decisions"})
-            if (Attribute a = trial->getAttr(attr))
-              func->setAttr(attr, a);
+          take(trial);
         }
         trial.erase();
         if (best <= budget)
@@ -252,12 +285,15 @@ public:
   /// The reference schedules: keep each segment's inputs, recompute the
   /// segment's whole forward pass once, before the first backward op that
   /// needs any of its values.
-  void checkpointSegments(func::FuncOp func, bool sqrtSegments) {
+  /// Checkpoints the first `limit` segments only (all when negative);
+  /// returns how many segments the step has.
+  int64_t checkpointSegments(func::FuncOp func, bool sqrtSegments,
+                             int64_t limit = -1) {
     Block &body = func.getBody().front();
     llvm::DenseMap<Operation *, int64_t> index;
     std::optional<int64_t> boundary = numberOps(body, index);
     if (!boundary)
-      return;
+      return 0;
     std::map<int64_t, SmallVector<Operation *>> blocks;
     int64_t numBlocks = 0;
     for (Operation &op : body) {
@@ -276,7 +312,10 @@ public:
       llvm::append_range(segments[blk / per], ops);
     Builder b(func.getContext());
     SmallVector<Attribute> decisions;
+    int64_t done = 0;
     for (auto &[segment, ops] : segments) {
+      if (limit >= 0 && done++ >= limit)
+        break;
       llvm::DenseSet<Operation *> inSegment(ops.begin(), ops.end());
       Operation *first = nullptr;
       int64_t kept = 0;
@@ -323,6 +362,7 @@ public:
     planFunction(func, floatBytes, statePerParam);
     if (!decisions.empty())
       func->setAttr("tcc.remat_decisions", b.getArrayAttr(decisions));
+    return segments.size();
   }
 
 private:
@@ -468,8 +508,14 @@ private:
       if (decisions.size() == before)
         break; // nothing more to recompute
     }
-    if (!decisions.empty())
-      func->setAttr("tcc.remat_decisions", b.getArrayAttr(decisions));
+    if (!decisions.empty()) {
+      // After a partial segment schedule: its decisions come first.
+      SmallVector<Attribute> all;
+      if (auto earlier = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions"))
+        all.assign(earlier.begin(), earlier.end());
+      all.append(decisions.begin(), decisions.end());
+      func->setAttr("tcc.remat_decisions", b.getArrayAttr(all));
+    }
   }
 
   static std::string locationName(Location loc) {
