@@ -289,8 +289,19 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     op.setAttr("tcc.offsets", b.getDenseI64ArrayAttr(offsets));
   }
   int64_t arenaBytes = persistent + temporaries;
+  // A CUDA step also holds its constants (after the arena) and the CUDA
+  // runtime's own allocations; the budget covers them.
+  int64_t reserve = 0;
+  if (mixed) {
+    for (Operation &op : body.without_terminator())
+      if (isStaticConstant(&op))
+        reserve += aligned(std::max<int64_t>(bufferBytes(op.getResult(0).getType(), 4), 1));
+    reserve += kCudaRuntimeReserveBytes;
+  }
   SmallVector<NamedAttribute> layout = {
       b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes)),
+      b.getNamedAttr("planned_bytes", b.getI64IntegerAttr(arenaBytes + reserve)),
+      b.getNamedAttr("device_reserve_bytes", b.getI64IntegerAttr(reserve)),
       b.getNamedAttr("params", b.getDenseI64ArrayAttr(params)),
       b.getNamedAttr("grads", b.getDenseI64ArrayAttr(grads)),
       b.getNamedAttr("state", b.getDenseI64ArrayAttr(state)),
@@ -313,7 +324,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     layout.push_back(b.getNamedAttr("workspace_bytes", b.getI64IntegerAttr(workspaceBytes)));
   }
   func->setAttr("tcc.layout", b.getDictionaryAttr(layout));
-  return arenaBytes;
+  return arenaBytes + reserve;
 }
 
 namespace {
@@ -347,7 +358,7 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
     return a ? a.getInt() : 0;
   };
   return func.emitError()
-         << "the step needs " << get("arena_bytes")
+         << "the step needs " << get("planned_bytes")
          << " bytes but the budget is " << budget << " (parameters "
          << get("param_bytes") << ", gradients " << get("grad_bytes")
          << ", optimizer state " << get("state_bytes") << ", inputs "
@@ -356,11 +367,15 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
                  ? ", fp16 working copies " + std::to_string(get("shadow_bytes")) +
                        ", GEMM workspace " + std::to_string(get("workspace_bytes"))
                  : std::string())
+         << (get("device_reserve_bytes") > 0
+                 ? ", constants and CUDA runtime reserve " +
+                       std::to_string(get("device_reserve_bytes"))
+                 : std::string())
          << ", activations and temporaries " << get("temporary_bytes")
          << ", of which " << get("saved_activation_bytes")
          << " are forward values kept for the backward pass); the smallest "
             "budget this plan meets is "
-         << get("arena_bytes") << " bytes"
+         << get("planned_bytes") << " bytes"
          << (func->hasAttr("tcc.remat_decisions")
                  ? " after rematerialising " +
                        std::to_string(func->getAttrOfType<ArrayAttr>(

@@ -30,6 +30,11 @@ inline constexpr int64_t kMixedPrecision = 2;
 /// Bytes of the cuBLASLt workspace a mixed-precision plan reserves.
 inline constexpr int64_t kGemmWorkspaceBytes = 32 << 20;
 
+/// Device memory a CUDA step holds outside its arena besides its constants
+/// (kernel images loaded on first launch, the cuBLASLt handle, the
+/// optimizer's tables): counted against the budget, not allocated by the plan.
+inline constexpr int64_t kCudaRuntimeReserveBytes = 64 << 20;
+
 /// Under mixed precision, whether `v` is stored in fp32 rather than fp16:
 /// reduction results, LayerNorm statistics, the loss and its log-probabilities,
 /// embedding gradients (accumulated by atomic adds) and scalars.
@@ -39,7 +44,10 @@ bool keepsF32(Value v);
 int64_t valueBytes(Value v, int64_t floatBytes);
 
 /// Plans `func`'s arena (see tcc-plan-memory): annotates `tcc.offsets` on
-/// every op and `tcc.layout` on the function; returns the arena's size.
+/// every op and `tcc.layout` on the function; returns the bytes the step
+/// holds on its device: the arena, and under mixed precision (CUDA) also the
+/// constants kept after it and kCudaRuntimeReserveBytes (`planned_bytes` in
+/// the layout; `arena_bytes` is the arena alone).
 int64_t planFunction(func::FuncOp func, int64_t floatBytes,
                      int64_t statePerParam);
 

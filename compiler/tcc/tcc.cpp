@@ -395,7 +395,8 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
       recomputedFlops += f;
   });
   llvm::json::Object report{
-      {"planned_peak_bytes", get("arena_bytes")},
+      {"planned_peak_bytes", get("planned_bytes")},
+      {"arena_bytes", get("arena_bytes")},
       {"budget_bytes", budget},
       {"categories",
        llvm::json::Object{
@@ -407,6 +408,7 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
            {"activations_and_temporaries", get("temporary_bytes")},
            {"fp16_working_copies", get("shadow_bytes")},
            {"library_workspace", get("workspace_bytes")},
+           {"constants_and_runtime_reserve", get("device_reserve_bytes")},
        }},
       {"saved_activation_bytes", get("saved_activation_bytes")},
       {"temporary_bytes_without_reuse", get("temporary_bytes_unshared")},
@@ -647,7 +649,9 @@ int main(int argc, char **argv) {
                        ? ", fp16 working copies " +
                              humanBytes(bytesOf("shadow_bytes")) +
                              ", GEMM workspace " +
-                             humanBytes(bytesOf("workspace_bytes"))
+                             humanBytes(bytesOf("workspace_bytes")) +
+                             "; plus constants and CUDA runtime reserve " +
+                             humanBytes(bytesOf("device_reserve_bytes"))
                        : std::string())
                << ")" << (budget ? ", budget " + humanBytes(budget) : "")
                << "\n";
