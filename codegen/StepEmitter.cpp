@@ -29,6 +29,18 @@ struct Buffer {
   bool inArena = true;
 };
 
+/// A fusion that is one GEMM whose operands are fusion inputs, each read
+/// as stored or with its last two dimensions swapped (tcc-fuse's GEMM
+/// prologue).
+struct GemmFusion {
+  MatMulOp matmul;
+  Value lhs, rhs;
+  bool transLhs = false, transRhs = false;
+  /// Elementwise ops computed on each product element (the epilogue), in
+  /// order; the first reads the matmul's result.
+  SmallVector<Operation *> epilogue;
+};
+
 class Emitter {
 public:
   Emitter(func::FuncOp func, const StepEmitOptions &options)
@@ -65,6 +77,9 @@ private:
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
+  /// A GEMM whose elementwise epilogue runs on each product element as it
+  /// is stored (CPU target).
+  LogicalResult emitGemmEpilogue(FusionOp fusion, const GemmFusion &g);
   /// result = op(a) x op(b), op swapping the last two dimensions when set.
   LogicalResult emitMatMul(Operation *op, Value result, Value a, bool ta,
                            Value b, bool tb);
@@ -336,15 +351,6 @@ static bool isSwapOfLastTwo(TransposeOp t) {
   return perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
 }
 
-/// A fusion that is one GEMM whose operands are fusion inputs, each read
-/// as stored or with its last two dimensions swapped (tcc-fuse's GEMM
-/// prologue).
-struct GemmFusion {
-  MatMulOp matmul;
-  Value lhs, rhs;
-  bool transLhs = false, transRhs = false;
-};
-
 static std::optional<GemmFusion> asGemmFusion(FusionOp f) {
   Block &body = f.getBody().front();
   GemmFusion g;
@@ -353,12 +359,16 @@ static std::optional<GemmFusion> asGemmFusion(FusionOp f) {
       if (g.matmul)
         return std::nullopt;
       g.matmul = m;
+    } else if (g.matmul) {
+      g.epilogue.push_back(&op); // after the GEMM: its epilogue
     } else if (!isa<TransposeOp>(op) || !isSwapOfLastTwo(cast<TransposeOp>(op))) {
       return std::nullopt;
     }
   }
+  Value result = g.epilogue.empty() ? Value(g.matmul.getResult())
+                                    : g.epilogue.back()->getResult(0);
   if (!g.matmul || f.getNumResults() != 1 ||
-      cast<YieldOp>(body.getTerminator()).getValues()[0] != g.matmul.getResult())
+      cast<YieldOp>(body.getTerminator()).getValues()[0] != result)
     return std::nullopt;
   auto resolve = [&](Value v, Value &input, bool &trans) {
     if (auto t = v.getDefiningOp<TransposeOp>()) {
@@ -456,9 +466,12 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
-        if (std::optional<GemmFusion> g = asGemmFusion(f))
+        if (std::optional<GemmFusion> g = asGemmFusion(f)) {
+          if (!g->epilogue.empty())
+            return emitGemmEpilogue(f, *g);
           return emitMatMul(f, f.getResult(0), g->lhs, g->transLhs, g->rhs,
                             g->transRhs);
+        }
         return cuda ? emitCudaFusion(f) : emitFusion(f);
       })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
@@ -884,6 +897,54 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
   os << "  if (matmul(" << nextGemm++ << ", " << out.name << ", " << ref(a)
      << ", " << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", "
      << shape(b) << ", " << flag(tb) << ") != 0) return gemm_failed();\n";
+  return success();
+}
+
+LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
+  MatMulOp matmul = g.matmul;
+  if (cuda)
+    return fusion.emitOpError("GEMM epilogues are not lowered to CUDA yet "
+                              "(run tcc-fuse with gemm-epilogues=false)");
+  Block &body = fusion.getBody().front();
+  ArrayRef<int64_t> outShape = tensor(fusion.getResult(0)).getShape();
+  int64_t n = tensor(fusion.getResult(0)).getNumElements();
+  SmallVector<int64_t> outStrides(outShape.size(), 1);
+  for (int64_t d = (int64_t)outShape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * outShape[d + 1];
+  std::string out = define(fusion.getResult(0)).name;
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  os << "  matmul_apply(" << ref(g.lhs) << ", " << shape(g.lhs) << ", "
+     << ref(g.rhs) << ", " << shape(g.rhs) << ", " << flag(g.transLhs) << ", "
+     << flag(g.transRhs) << ", [&](int64_t i, F c) {\n";
+  llvm::DenseMap<Value, std::string> scalar;
+  scalar[matmul.getResult()] = "c";
+  // Other inputs of the epilogue, read where the product element lands.
+  for (Operation *op : g.epilogue)
+    for (Value v : op->getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      if (!arg || scalar.count(v))
+        continue;
+      Value input = fusion.getInputs()[arg.getArgNumber()];
+      std::string name = "e" + std::to_string(nextId++);
+      os << "    const " << ctype(tensor(v).getElementType()) << " " << name
+         << " = " << ref(input) << "["
+         << broadcastIndex(input, outShape, outStrides, n) << "];\n";
+      scalar[v] = name;
+    }
+  for (Operation *op : g.epilogue) {
+    Value r = op->getResult(0);
+    std::string ty = ctype(tensor(r).getElementType());
+    std::string name = "e" + std::to_string(nextId++);
+    FailureOr<std::string> expr = scalarExpr(
+        *op, [&](unsigned k) { return scalar.lookup(op->getOperand(k)); }, ty);
+    if (failed(expr))
+      return failure();
+    os << "    const " << ty << " " << name << " = " << *expr << ";\n";
+    scalar[r] = name;
+  }
+  os << "    " << out << "[i] = "
+     << scalar.lookup(cast<YieldOp>(body.getTerminator()).getValues()[0])
+     << ";\n  });\n";
   return success();
 }
 

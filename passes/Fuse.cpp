@@ -86,6 +86,38 @@ private:
       ++gemmFusions;
     }
 
+    // GEMM epilogues: the single-reader chain of same-shape elementwise ops
+    // after a GEMM (bias, residual, activation) joins it.
+    if (gemmEpilogues) {
+      SmallVector<Operation *> gemms;
+      for (Operation &op : body)
+        if (isa<MatMulOp>(op) ||
+            (isa<FusionOp>(op) && llvm::any_of(cast<FusionOp>(op).getBody().front(),
+                                               [](Operation &o) { return isa<MatMulOp>(o); })))
+          gemms.push_back(&op);
+      for (Operation *gemm : gemms) {
+        if (gemm->getNumResults() != 1)
+          continue;
+        ArrayRef<int64_t> shape =
+            cast<RankedTensorType>(gemm->getResult(0).getType()).getShape();
+        SmallVector<Operation *> chain;
+        Value cur = gemm->getResult(0);
+        while (cur.hasOneUse()) {
+          Operation *user = *cur.getUsers().begin();
+          if (user->getBlock() != &body)
+            break;
+          FusionDecision d = model.canJoinEpilogue(user, shape, chain.size() + 1);
+          record(user, d, -1);
+          if (!d.fuse)
+            break;
+          chain.push_back(user);
+          cur = user->getResult(0);
+        }
+        if (!chain.empty())
+          outlineEpilogue(gemm, chain);
+      }
+    }
+
     // Form groups in one pass over the program. Several groups may be open
     // at once (interleaved chains); an op that reads a group's value without
     // joining it closes that group, so no group can grow past a reader of its
@@ -171,6 +203,48 @@ private:
                       b.getNamedAttr("fusions", b.getI64IntegerAttr(groups.size())),
                       b.getNamedAttr("gemm_fusions", b.getI64IntegerAttr(gemmFusions)),
                   }));
+  }
+
+  /// Replaces `gemm` (a matmul or a GEMM fusion) and `chain` (its epilogue,
+  /// each op the only reader of the previous result) by one fusion placed
+  /// where the chain's last op was.
+  static void outlineEpilogue(Operation *gemm, ArrayRef<Operation *> chain) {
+    llvm::DenseSet<Operation *> members(chain.begin(), chain.end());
+    llvm::SetVector<Value> inputs;
+    for (Value v : gemm->getOperands())
+      inputs.insert(v);
+    for (Operation *op : chain)
+      for (Value v : op->getOperands())
+        if (v != gemm->getResult(0) &&
+            !(v.getDefiningOp() && members.contains(v.getDefiningOp())))
+          inputs.insert(v);
+    Operation *last = chain.back();
+    OpBuilder b(last);
+    auto fusion = b.create<FusionOp>(last->getLoc(), last->getResultTypes(),
+                                     inputs.getArrayRef());
+    Block *block = b.createBlock(&fusion.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, block->addArgument(v.getType(), v.getLoc()));
+    b.setInsertionPointToStart(block);
+    if (auto inner = dyn_cast<FusionOp>(gemm)) {
+      Block &innerBody = inner.getBody().front();
+      for (auto [arg, operand] : llvm::zip(innerBody.getArguments(), inner.getInputs()))
+        map.map(arg, map.lookup(operand));
+      for (Operation &op : innerBody.without_terminator())
+        b.clone(op, map);
+      map.map(gemm->getResult(0),
+              map.lookup(cast<YieldOp>(innerBody.getTerminator()).getValues()[0]));
+    } else {
+      b.clone(*gemm, map);
+    }
+    for (Operation *op : chain)
+      b.clone(*op, map);
+    b.create<YieldOp>(fusion.getLoc(), map.lookup(last->getResult(0)));
+    last->getResult(0).replaceAllUsesWith(fusion.getResult(0));
+    for (Operation *op : llvm::reverse(chain))
+      op->erase();
+    gemm->erase();
   }
 
   /// Replaces t = transpose(mm(a, b)) by mm(transpose(b), transpose(a)); a

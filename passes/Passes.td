@@ -329,6 +329,9 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
   let options = [
     Option<"maxOps", "max-ops", "int64_t", /*default=*/"64",
            "the most ops one fusion may hold (kernel size limit)">,
+    Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
+           "fuse the chain of elementwise ops that consumes a GEMM's result "
+           "(bias, residual, activation) into the GEMM (CPU target)">,
     Option<"reductions", "reductions", "bool", /*default=*/"true",
            "fuse elementwise producers into the reduce_sum / reduce_mean that "
            "consumes them (input fusion; the CPU target emits one loop nest)">,

@@ -562,9 +562,11 @@ int main(int argc, char **argv) {
   if (target == Target::Cuda)
     planPm.addPass(tcc::createMixedPrecision());
   if (!noFusion) {
-    // Input fusion into reductions is lowered by the CPU emitter only so far.
+    // Reduction input fusion and GEMM epilogues are lowered by the CPU
+    // emitter only so far.
     tcc::FuseOptions fuseOptions;
     fuseOptions.reductions = target == Target::Cpu;
+    fuseOptions.gemmEpilogues = target == Target::Cpu;
     planPm.addPass(tcc::createFuse(fuseOptions));
   }
   if (budget > 0 || rematPolicy != "greedy") {

@@ -106,6 +106,26 @@ public:
                       " bytes"};
   }
 
+  /// May `op`, the only reader of a GEMM's (or its epilogue's) result, join
+  /// the GEMM as an epilogue computed on each product element as it is
+  /// stored?
+  FusionDecision canJoinEpilogue(Operation *op, ArrayRef<int64_t> shape,
+                                 size_t size) const {
+    if (!isElementwise(op))
+      return {false, "not elementwise: " + op->getName().getStringRef().str() +
+                         " cannot be a GEMM epilogue"};
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    if (t.getShape() != shape)
+      return {false, "result shape differs from the GEMM's"};
+    if ((int64_t)size >= maxOps)
+      return {false, "the GEMM fusion has reached the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "GEMM epilogue: computed on each product element as the GEMM "
+                  "stores it, saving writing and reading " +
+                      std::to_string(2 * t.getNumElements() * floatBytes) +
+                      " bytes"};
+  }
+
   /// Whether `t`, an operand of a matmul, folds into the GEMM's operand
   /// read (a GEMM reads an operand with its last two dimensions swapped for
   /// free, through its strides or the library's transpose flag).

@@ -485,10 +485,20 @@ template <class T> void fill(T *out, int64_t n, T value) {
 /// numpy matmul of op(a) and op(b), where op(x) swaps x's last two
 /// dimensions when `ta` / `tb` (the shapes are the stored ones); a
 /// transposed operand is read through strides, with the same summation order
-/// as the materialized transpose (bit-identical results).
+/// as the materialized transpose (bit-identical results). Each element of
+/// the product, rounded to T, goes to `store(flat output index, value)`: a
+/// fused epilogue computes on it there (tcc-fuse's GEMM epilogues).
+template <class T, class Store>
+void matmul_apply(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, Store &&store);
+
 template <class T>
 void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bool ta = false,
             bool tb = false) {
+  matmul_apply(a, as, b, bs, ta, tb, [out](int64_t i, T v) { out[i] = v; });
+}
+
+template <class T, class Store>
+void matmul_apply(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, Store &&store) {
   const bool a1 = as.rank == 1, b1 = bs.rank == 1;
   ta = ta && !a1;
   tb = tb && !b1;
@@ -527,7 +537,7 @@ void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bo
   const int64_t base[3] = {0, 0, 0};
   detail::nd_loop<3>(ob.rank, ob.dims, st, base, [&](const int64_t *o, int64_t nb, const int64_t *s) {
     for (int64_t i = 0; i < nb; ++i) {
-      T *po = out + o[0] + i * s[0];
+      const int64_t po = o[0] + i * s[0];
       const T *pb = b + o[2] + i * s[2];
       if (tb) {
         if (pb != packedFrom) {
@@ -541,7 +551,7 @@ void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bo
       detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], ta ? 1 : K, ta ? M : 1, pb, N, 1, acc.data(),
                          [&](int64_t m, const double *r) {
                            for (int64_t n = 0; n < N; ++n)
-                             po[m * N + n] = static_cast<T>(r[n]);
+                             store(po + m * N + n, static_cast<T>(r[n]));
                          });
     }
   });

@@ -1,6 +1,6 @@
-// RUN: tcc-opt %s --split-input-file --tcc-fuse | FileCheck %s
-// RUN: tcc-opt %s --split-input-file --tcc-fuse="max-ops=2" | FileCheck %s --check-prefix=LIMIT
-// RUN: tcc-opt %s --split-input-file --tcc-fuse="reductions=false" | FileCheck %s --check-prefix=NORED
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="gemm-epilogues=false" | FileCheck %s
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="max-ops=2 gemm-epilogues=false" | FileCheck %s --check-prefix=LIMIT
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="reductions=false gemm-epilogues=false" | FileCheck %s --check-prefix=NORED
 
 // A chain of elementwise ops of one shape becomes one fusion; a broadcast
 // operand is just an input; only the value used outside is a result.

@@ -1,0 +1,43 @@
+// RUN: tcc-opt %s --split-input-file --tcc-fuse | FileCheck %s
+
+// GEMM epilogue: the chain of same-shape elementwise ops that only read the
+// previous result (bias add, then a residual add) joins the GEMM (and its
+// transposed-weight prologue); the chain's last value is the fusion's
+// result, placed where the chain ended.
+// CHECK-LABEL: func.func @bias_residual
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x4x8xf32>, %[[W:[a-z0-9]+]]: tensor<16x8xf32>, %[[B:[a-z0-9]+]]: tensor<16xf32>, %[[R:[a-z0-9]+]]: tensor<2x4x16xf32>)
+// CHECK-SAME: reason = "GEMM epilogue: computed on each product element as the GEMM stores it, saving writing and reading 1024 bytes"
+// CHECK: %[[F:.+]] = tcc.fusion(%[[X]], %[[W]], %[[B]], %[[R]]) : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+// CHECK: tcc.transpose
+// CHECK: %[[M:.+]] = tcc.matmul
+// CHECK: %[[A1:.+]] = tcc.add %[[M]], %{{.+}}
+// CHECK: %[[A2:.+]] = tcc.add %{{.+}}, %[[A1]]
+// CHECK: tcc.yield %[[A2]]
+// CHECK: tcc.tanh %[[F]]
+// CHECK: tcc.exp %[[F]]
+func.func @bias_residual(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %r: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
+  %wt = tcc.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
+  %0 = tcc.matmul %x, %wt : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  %1 = tcc.add %0, %b : (tensor<2x4x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+  %2 = tcc.add %r, %1 : (tensor<2x4x16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %3 = tcc.tanh %2 : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  %4 = tcc.exp %2 : (tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
+  return %3, %4 : tensor<2x4x16xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Left alone: a GEMM result with two readers (the product is needed as it
+// is), and a reader of another shape.
+// CHECK-LABEL: func.func @no_epilogue
+// CHECK-SAME: reason = "result shape differs from the GEMM's"
+// CHECK: %[[M:.+]] = tcc.matmul
+// CHECK: %[[N:.+]] = tcc.matmul
+// CHECK: tcc.add %[[N]], %{{.+}} : (tensor<4x4xf32>, tensor<2x4x4xf32>)
+func.func @no_epilogue(%a: tensor<4x8xf32>, %w: tensor<8x4xf32>, %z: tensor<2x4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4x4xf32>) {
+  %0 = tcc.matmul %a, %w : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %1 = tcc.exp %0 : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %2 = tcc.matmul %a, %w : (tensor<4x8xf32>, tensor<8x4xf32>) -> tensor<4x4xf32>
+  %3 = tcc.add %2, %z : (tensor<4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  return %0, %1, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4x4xf32>
+}
