@@ -913,24 +913,47 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
     outStrides[d] = outStrides[d + 1] * outShape[d + 1];
   std::string out = define(fusion.getResult(0)).name;
   auto flag = [](bool t) { return t ? "true" : "false"; };
-  os << "  matmul_apply(" << ref(g.lhs) << ", " << shape(g.lhs) << ", "
-     << ref(g.rhs) << ", " << shape(g.rhs) << ", " << flag(g.transLhs) << ", "
-     << flag(g.transRhs) << ", [&](int64_t i, F c) {\n";
-  llvm::DenseMap<Value, std::string> scalar;
-  scalar[matmul.getResult()] = "c";
-  // Other inputs of the epilogue, read where the product element lands.
+  // The epilogue gets one row of the product at a time (its elements are
+  // consecutive in the output, the row's length the output's last
+  // dimension): each other input is read at its row start, plus k when its
+  // last dimension is the row's, or at the row start only when it is
+  // broadcast along the row.
+  std::string epi = "epi" + std::to_string(nextId++);
+  os << "  { auto " << epi
+     << " = [&](int64_t base, const double *row, int64_t count) {\n"
+     << "    const int64_t i = base;\n";
+  int64_t rowLength = outShape.empty() ? 1 : outShape.back();
+  llvm::DenseMap<Value, std::string> rowStart;
+  SmallVector<std::pair<Value, std::string>> loads;
   for (Operation *op : g.epilogue)
     for (Value v : op->getOperands()) {
       auto arg = dyn_cast<BlockArgument>(v);
-      if (!arg || scalar.count(v))
+      if (!arg || rowStart.count(v))
         continue;
       Value input = fusion.getInputs()[arg.getArgNumber()];
-      std::string name = "e" + std::to_string(nextId++);
-      os << "    const " << ctype(tensor(v).getElementType()) << " " << name
-         << " = " << ref(input) << "["
-         << broadcastIndex(input, outShape, outStrides, n) << "];\n";
-      scalar[v] = name;
+      auto t = tensor(input);
+      int64_t last = t.getRank() ? t.getShape().back() : 1;
+      if (last != rowLength && last != 1)
+        return fusion.emitOpError("an epilogue operand's last dimension is "
+                                  "neither the row's nor 1");
+      std::string j = "j" + std::to_string(nextId++);
+      os << "    const int64_t " << j << " = "
+         << broadcastIndex(input, outShape, outStrides, n) << ";\n";
+      rowStart[v] = j;
+      loads.push_back({v, ref(input) + "[" + j +
+                              (last == rowLength && rowLength != 1 ? " + k]" : "]")});
     }
+  os << "    (void)i;\n"
+     << "    for (int64_t k = 0; k < count; ++k) {\n"
+     << "    const F c = static_cast<F>(row[k]);\n";
+  llvm::DenseMap<Value, std::string> scalar;
+  scalar[matmul.getResult()] = "c";
+  for (auto &[v, load] : loads) {
+    std::string name = "e" + std::to_string(nextId++);
+    os << "    const " << ctype(tensor(v).getElementType()) << " " << name
+       << " = " << load << ";\n";
+    scalar[v] = name;
+  }
   for (Operation *op : g.epilogue) {
     Value r = op->getResult(0);
     std::string ty = ctype(tensor(r).getElementType());
@@ -942,9 +965,12 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
     os << "    const " << ty << " " << name << " = " << *expr << ";\n";
     scalar[r] = name;
   }
-  os << "    " << out << "[i] = "
+  os << "    " << out << "[base + k] = "
      << scalar.lookup(cast<YieldOp>(body.getTerminator()).getValues()[0])
-     << ";\n  });\n";
+     << ";\n    }\n  };\n";
+  os << "  matmul_rows(" << ref(g.lhs) << ", " << shape(g.lhs) << ", "
+     << ref(g.rhs) << ", " << shape(g.rhs) << ", " << flag(g.transLhs) << ", "
+     << flag(g.transRhs) << ", RowStore::of(" << epi << ")); }\n";
   return success();
 }
 

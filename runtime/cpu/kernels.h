@@ -482,23 +482,39 @@ template <class T> void fill(T *out, int64_t n, T value) {
 
 // ---- linear algebra ----------------------------------------------------------
 
+/// A row of a product handed to a GEMM epilogue: `n` accumulators (double)
+/// of the output elements starting at flat index `base`. Type-erased (a
+/// callable's address and a trampoline), so every epilogue shares one
+/// instantiation of the matmul.
+struct RowStore {
+  void *callable;
+  void (*call)(void *callable, int64_t base, const double *row, int64_t n);
+  template <class F> static RowStore of(F &f) {
+    return {&f, [](void *c, int64_t base, const double *row, int64_t n) { (*static_cast<F *>(c))(base, row, n); }};
+  }
+};
+
 /// numpy matmul of op(a) and op(b), where op(x) swaps x's last two
 /// dimensions when `ta` / `tb` (the shapes are the stored ones); a
 /// transposed operand is read through strides, with the same summation order
-/// as the materialized transpose (bit-identical results). Each element of
-/// the product, rounded to T, goes to `store(flat output index, value)`: a
-/// fused epilogue computes on it there (tcc-fuse's GEMM epilogues).
-template <class T, class Store>
-void matmul_apply(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, Store &&store);
+/// as the materialized transpose (bit-identical results). Each row of the
+/// product goes to `store`, which rounds it to T and writes it, or computes a
+/// fused epilogue on it first (tcc-fuse's GEMM epilogues).
+template <class T>
+void matmul_rows(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, RowStore store);
 
 template <class T>
 void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bool ta = false,
             bool tb = false) {
-  matmul_apply(a, as, b, bs, ta, tb, [out](int64_t i, T v) { out[i] = v; });
+  auto plain = [out](int64_t base, const double *row, int64_t n) {
+    for (int64_t k = 0; k < n; ++k)
+      out[base + k] = static_cast<T>(row[k]);
+  };
+  matmul_rows(a, as, b, bs, ta, tb, RowStore::of(plain));
 }
 
-template <class T, class Store>
-void matmul_apply(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, Store &&store) {
+template <class T>
+void matmul_rows(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, RowStore store) {
   const bool a1 = as.rank == 1, b1 = bs.rank == 1;
   ta = ta && !a1;
   tb = tb && !b1;
@@ -549,10 +565,7 @@ void matmul_apply(const T *a, const Shape &as, const T *b, const Shape &bs, bool
         pb = packed.data();
       }
       detail::mm_core<T>(M, N, K, a + o[1] + i * s[1], ta ? 1 : K, ta ? M : 1, pb, N, 1, acc.data(),
-                         [&](int64_t m, const double *r) {
-                           for (int64_t n = 0; n < N; ++n)
-                             store(po + m * N + n, static_cast<T>(r[n]));
-                         });
+                         [&](int64_t m, const double *r) { store.call(store.callable, po + m * N, r, N); });
     }
   });
 }
