@@ -205,6 +205,19 @@ private:
                   }));
   }
 
+  /// A new tcc.fusion before `at` with `inputs` as block arguments, the
+  /// builder inside its body, and `map` from each input to its argument.
+  static FusionOp createFusion(OpBuilder &b, Operation *at, TypeRange results,
+                               ArrayRef<Value> inputs, IRMapping &map) {
+    b.setInsertionPoint(at);
+    auto fusion = b.create<FusionOp>(at->getLoc(), results, inputs);
+    Block *block = b.createBlock(&fusion.getBody());
+    for (Value v : inputs)
+      map.map(v, block->addArgument(v.getType(), v.getLoc()));
+    b.setInsertionPointToStart(block);
+    return fusion;
+  }
+
   /// Replaces `gemm` (a matmul or a GEMM fusion) and `chain` (its epilogue,
   /// each op the only reader of the previous result) by one fusion placed
   /// where the chain's last op was.
@@ -220,13 +233,9 @@ private:
           inputs.insert(v);
     Operation *last = chain.back();
     OpBuilder b(last);
-    auto fusion = b.create<FusionOp>(last->getLoc(), last->getResultTypes(),
-                                     inputs.getArrayRef());
-    Block *block = b.createBlock(&fusion.getBody());
     IRMapping map;
-    for (Value v : inputs)
-      map.map(v, block->addArgument(v.getType(), v.getLoc()));
-    b.setInsertionPointToStart(block);
+    FusionOp fusion = createFusion(b, last, last->getResultTypes(),
+                                   inputs.getArrayRef(), map);
     if (auto inner = dyn_cast<FusionOp>(gemm)) {
       Block &innerBody = inner.getBody().front();
       for (auto [arg, operand] : llvm::zip(innerBody.getArguments(), inner.getInputs()))
@@ -293,13 +302,9 @@ private:
     inputs.insert(source(mm.getLhs()));
     inputs.insert(source(mm.getRhs()));
     OpBuilder b(mm);
-    auto fusion = b.create<FusionOp>(mm.getLoc(), TypeRange{mm.getType()},
-                                     inputs.getArrayRef());
-    Block *block = b.createBlock(&fusion.getBody());
     IRMapping map;
-    for (Value v : inputs)
-      map.map(v, block->addArgument(v.getType(), v.getLoc()));
-    b.setInsertionPointToStart(block);
+    FusionOp fusion = createFusion(b, mm, TypeRange{mm.getType()},
+                                   inputs.getArrayRef(), map);
     for (TransposeOp t : folds)
       b.clone(*t, map);
     Operation *clone = b.clone(*mm, map);
@@ -328,13 +333,9 @@ private:
     SmallVector<Type> resultTypes;
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
-    auto fusion = b.create<FusionOp>(group.back()->getLoc(), resultTypes,
-                                     inputs.getArrayRef());
-    Block *block = b.createBlock(&fusion.getBody());
     IRMapping map;
-    for (Value v : inputs)
-      map.map(v, block->addArgument(v.getType(), v.getLoc()));
-    b.setInsertionPointToStart(block);
+    FusionOp fusion = createFusion(b, group.back(), resultTypes,
+                                   inputs.getArrayRef(), map);
     for (Operation *op : group)
       b.clone(*op, map);
     SmallVector<Value> yielded;
