@@ -91,9 +91,7 @@ private:
     if (gemmEpilogues) {
       SmallVector<Operation *> gemms;
       for (Operation &op : body)
-        if (isa<MatMulOp>(op) ||
-            (isa<FusionOp>(op) && llvm::any_of(cast<FusionOp>(op).getBody().front(),
-                                               [](Operation &o) { return isa<MatMulOp>(o); })))
+        if (FusionCostModel::isGemm(&op))
           gemms.push_back(&op);
       for (Operation *gemm : gemms) {
         if (gemm->getNumResults() != 1)

@@ -59,9 +59,7 @@ bool mlir::tcc::keepsF32(Value v) {
   // backward pass's seed (the loss scale, 65536 by default, past fp16's
   // 65504) reaches elementwise ops through them.
   if (isa<ExpandOp, TransposeOp, ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
-    return keepsF32(op->getOperand(0)) ||
-           (isa<BlockArgument>(op->getOperand(0)) &&
-            cast<RankedTensorType>(op->getOperand(0).getType()).getRank() == 0);
+    return keepsF32(op->getOperand(0));
   return false;
 }
 

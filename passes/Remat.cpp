@@ -8,6 +8,7 @@
 
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
+#include "passes/fusion/FusionCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/Builders.h"
@@ -41,16 +42,6 @@ struct Candidate {
 struct RematCostModel {
   int64_t floatBytes;
 
-  /// A matrix product, or a fusion around one (tcc-fuse's GEMM prologue).
-  static bool isGemm(Operation *op) {
-    if (isa<MatMulOp>(op))
-      return true;
-    auto fusion = dyn_cast<FusionOp>(op);
-    return fusion && llvm::any_of(fusion.getBody().front(), [](Operation &inner) {
-             return isa<MatMulOp>(inner);
-           });
-  }
-
   /// FLOPs to recompute `op`, or std::nullopt when it is not a candidate.
   std::optional<int64_t> recomputeFlops(Operation *op) const {
     if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
@@ -79,7 +70,7 @@ struct RematCostModel {
       // A fusion (tcc-fuse ran first) recomputes its whole body.
       int64_t total = 0;
       for (Operation &inner : fusion.getBody().front().without_terminator()) {
-        if (isa<TransposeOp>(inner) && isGemm(op))
+        if (isa<TransposeOp>(inner) && FusionCostModel::isGemm(op))
           continue; // read through the GEMM's transpose flag
         std::optional<int64_t> f = recomputeFlops(&inner);
         if (!f)
@@ -119,7 +110,7 @@ static Value cloneChain(Operation *op, Operation *before, int64_t boundary,
     Operation *producer = operand.getDefiningOp();
     if (!producer || depth == 0 || map.contains(operand) ||
         producer->hasTrait<OpTrait::ConstantLike>() ||
-        RematCostModel::isGemm(producer) || !model.recomputeFlops(producer))
+        FusionCostModel::isGemm(producer) || !model.recomputeFlops(producer))
       continue;
     bool diesInForward = llvm::all_of(operand.getUsers(), [&](Operation *u) {
       return index.lookup(u) < boundary;
@@ -460,7 +451,7 @@ private:
                 }))
               kept += valueBytes(r, floatBytes);
           if (kept > 0)
-            candidates.push_back({&op, kept, *flops, RematCostModel::isGemm(&op)});
+            candidates.push_back({&op, kept, *flops, FusionCostModel::isGemm(&op)});
         }
         if (candidates.empty())
           break;

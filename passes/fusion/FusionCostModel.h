@@ -75,6 +75,16 @@ public:
                       " bytes"};
   }
 
+  /// A matrix product, or a fusion around one (a GEMM prologue/epilogue).
+  static bool isGemm(Operation *op) {
+    if (isa<MatMulOp>(op))
+      return true;
+    auto fusion = dyn_cast<FusionOp>(op);
+    return fusion && llvm::any_of(fusion.getBody().front(), [](Operation &inner) {
+             return isa<MatMulOp>(inner);
+           });
+  }
+
   /// Whether `t` swaps the last two dimensions and keeps the others.
   static bool isSwapOfLastTwo(TransposeOp t) {
     int64_t rank = cast<RankedTensorType>(t.getInput().getType()).getRank();

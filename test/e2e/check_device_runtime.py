@@ -63,7 +63,6 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -71,53 +70,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEMO = os.path.join(ROOT, "examples", "tiny_gpt_demo.onnx")
 TRAIN_BIN = os.path.join(ROOT, "examples", "data", "train.bin")
+sys.path.insert(0, HERE)
+from case_harness import CaseFailure, case, fresh, read_bytes, require, work  # noqa: E402
+import case_harness  # noqa: E402
 
 ARGS = None
-RESULTS = []
-
-
-class CaseFailure(Exception):
-    pass
-
-
-def require(cond, msg):
-    if not cond:
-        raise CaseFailure(msg)
-
-
-def case(name):
-    def deco(fn):
-        def wrapped(*a, **kw):
-            t0 = time.time()
-            try:
-                detail = fn(*a, **kw) or ""
-                ok = True
-            except CaseFailure as e:
-                ok, detail = False, str(e)
-            except Exception:
-                ok, detail = False, traceback.format_exc().strip().replace("\n", "\n      ")
-            detail = "%s%s(%.1fs)" % (detail, " " if detail else "", time.time() - t0)
-            RESULTS.append((name, ok, detail))
-            print("%s %-28s %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
-            return ok
-        return wrapped
-    return deco
-
-
-def work(*parts):
-    return os.path.join(ARGS.workdir, *parts)
-
-
-def fresh(*parts):
-    d = work(*parts)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def run(cmd, env=None, timeout=180):
@@ -547,6 +504,7 @@ def main():
     for k in ("tcc", "tcc_run", "fake_step", "fake_step_nodev", "workdir"):
         setattr(ARGS, k, os.path.abspath(getattr(ARGS, k)))
     os.makedirs(ARGS.workdir, exist_ok=True)
+    case_harness.WORKDIR = ARGS.workdir
     t0 = time.time()
     ARGS.cpu_step = work("demo_cpu.so")
 
@@ -570,11 +528,8 @@ def main():
         errors()
         budget_warning()
         cpu_default_off()
-    passed = sum(1 for _, ok, _ in RESULTS if ok)
-    failed = len(RESULTS) - passed
     print("total %.1fs" % (time.time() - t0))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(case_harness.summary())
 
 
 if __name__ == "__main__":

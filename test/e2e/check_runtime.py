@@ -41,7 +41,6 @@ import shutil
 import subprocess
 import sys
 import time
-import traceback
 
 import numpy as np
 
@@ -49,6 +48,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import step_abi  # noqa: E402
+from case_harness import CaseFailure, case, fresh, read_bytes, require, work  # noqa: E402
+import case_harness  # noqa: E402
 
 DEMO = os.path.join(ROOT, "examples", "tiny_gpt_demo.onnx")
 TRAIN_BIN = os.path.join(ROOT, "examples", "data", "train.bin")
@@ -56,41 +57,11 @@ EXPORT_MODELS = os.path.join(ROOT, "test", "models", "export_models.py")
 B, T = 8, 32  # the demo's idx/targets shape
 
 ARGS = None
-RESULTS = []  # (name, ok, detail)
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-class CaseFailure(Exception):
-    pass
-
-
-def require(cond, msg):
-    if not cond:
-        raise CaseFailure(msg)
-
-
-def case(name):
-    """Run fn() as case `name`: it returns a detail string or raises."""
-    def deco(fn):
-        def wrapped(*a, **kw):
-            t0 = time.time()
-            try:
-                detail = fn(*a, **kw) or ""
-                ok = True
-            except CaseFailure as e:
-                ok, detail = False, str(e)
-            except Exception:  # a bug in the check itself, or a crash
-                ok, detail = False, traceback.format_exc().strip().replace("\n", "\n      ")
-            detail = "%s%s(%.1fs)" % (detail, " " if detail else "", time.time() - t0)
-            RESULTS.append((name, ok, detail))
-            print("%s %-30s %s" % ("PASS" if ok else "FAIL", name, detail), flush=True)
-            return ok
-        return wrapped
-    return deco
-
-
 def run(cmd, timeout=120, check=False):
     p = subprocess.run([str(c) for c in cmd], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
@@ -102,22 +73,6 @@ def run(cmd, timeout=120, check=False):
 
 def tcc_run(*args, **kw):
     return run([ARGS.tcc_run] + list(args), **kw)
-
-
-def work(*parts):
-    return os.path.join(ARGS.workdir, *parts)
-
-
-def fresh(*parts):
-    d = work(*parts)
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    return d
-
-
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def npy_data(path):
@@ -594,6 +549,7 @@ def main():
     ARGS.tcc, ARGS.tcc_run = os.path.abspath(ARGS.tcc), os.path.abspath(ARGS.tcc_run)
     ARGS.workdir = os.path.abspath(ARGS.workdir)
     os.makedirs(ARGS.workdir, exist_ok=True)
+    case_harness.WORKDIR = ARGS.workdir
     t0 = time.time()
 
     ok = case("compile-demo")(lambda: (
@@ -610,11 +566,8 @@ def main():
         error_cases(step, sgd)
         metrics_case(step)
 
-    passed = sum(1 for _, ok_, _ in RESULTS if ok_)
-    failed = len(RESULTS) - passed
     print("total %.1fs" % (time.time() - t0))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    sys.exit(case_harness.summary())
 
 
 if __name__ == "__main__":
