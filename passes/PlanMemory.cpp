@@ -183,9 +183,9 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   int64_t seedSlot = -1;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (func.getArgAttr(i, kSeedAttr)) {
-      seedSlot = argSlot[func.getArgument(i)] =
-          take(bufferBytes(func.getArgument(i).getType(), persistentFloatBytes));
-      inputBytes += bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
+      int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
+      seedSlot = argSlot[func.getArgument(i)] = take(bytes);
+      inputBytes += bytes;
     }
   // Mixed precision: fp16 working copies of float parameters and inputs
   // (what the body reads), and the GEMM library's workspace.
@@ -194,7 +194,8 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   if (mixed) {
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       Value arg = func.getArgument(i);
-      if (func.getArgAttr(i, kSeedAttr) || keepsF32(arg) ||
+      // keepsF32: scalars (the seed among them) are read from their masters.
+      if (keepsF32(arg) ||
           !isa<FloatType>(cast<RankedTensorType>(arg.getType()).getElementType()))
         continue;
       int64_t bytes = bufferBytes(arg.getType(), 2);
