@@ -291,13 +291,14 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
 /// The element of a tensor of `t` shape (rank <= the loop's, numpy
 /// broadcasting) read at output index `i` of a loop over `shape`.
 static std::string broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,
-                                    ArrayRef<int64_t> outStrides) {
+                                    ArrayRef<int64_t> outStrides,
+                                    StringRef var = "i") {
   std::string expr;
   int64_t offset = shape.size() - t.size(), stride = 1;
   for (int64_t d = (int64_t)shape.size() - 1; d >= offset; --d) {
     int64_t dim = t[d - offset];
     if (dim != 1) {
-      std::string term = "((i / " + std::to_string(outStrides[d]) + "LL) % " +
+      std::string term = "((" + var.str() + " / " + std::to_string(outStrides[d]) + "LL) % " +
                          std::to_string(shape[d]) + "LL)";
       if (stride != 1)
         term += " * " + std::to_string(stride) + "LL";
@@ -766,95 +767,279 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
   return expr;
 }
 
-/// One loop over the fusion's output shape; every op of the body becomes a
-/// scalar expression (the same scalar functions the unfused kernels apply),
-/// inputs are read with their broadcast index, outputs written once.
+/// One loop nest over the fusion's loop shape; every op of the body becomes
+/// a scalar expression (the same scalar functions the unfused kernels
+/// apply), inputs are read with their broadcast index, outputs written once.
+///
+/// With row reductions (a reduce over the last axis whose result later ops
+/// read: softmax, LayerNorm and their backward passes) the nest is a loop
+/// over rows with one pass over the row per stage: pass k computes what the
+/// row reductions of stage k need, each row statistic is complete after its
+/// pass, and the ops that read it run in a later pass. Values of earlier
+/// passes are recomputed rather than stored, so the fusion writes only its
+/// results. Other reductions accumulate (in double, in the order the reduce
+/// kernel sums) across the whole nest; sums and means are computed as the
+/// reduce kernel computes them, so the fused step is bit-identical to the
+/// unfused one.
 LogicalResult Emitter::emitFusion(FusionOp fusion) {
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
   if (fusion.getNumResults() == 0)
     return success();
-  // An input fusion ends in a reduction: the loop runs over its input and
-  // accumulates into the reduced result (in double, in the order the
-  // reduce kernel sums).
-  Operation *reduction = nullptr;
+  SmallVector<int64_t> shape;
   for (Operation &op : body.without_terminator())
-    if (isa<ReduceSumOp, ReduceMeanOp>(op))
-      reduction = &op;
-  if (reduction && reduction != body.getTerminator()->getPrevNode())
-    return fusion.emitOpError("a reduction must be the last op of a fusion");
-  ArrayRef<int64_t> shape = reduction
-                                ? tensor(reduction->getOperand(0)).getShape()
-                                : tensor(fusion.getResult(0)).getShape();
-  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues()))
-    if (tensor(r).getShape() != shape &&
-        !(reduction && v == reduction->getResult(0)))
-      return fusion.emitOpError("results of different shapes cannot share a loop");
-  int64_t n = ShapedType::getNumElements(shape);
-  SmallVector<std::string> outNames;
-  for (Value r : fusion.getResults())
-    outNames.push_back(define(r).name);
-  std::string acc;
-  SmallVector<int64_t> keep;
-  if (reduction) {
-    uint32_t mask = reductionMask(reduction);
-    int64_t outN = tensor(reduction->getResult(0)).getNumElements();
-    for (auto [d, dim] : llvm::enumerate(shape))
-      keep.push_back(mask >> d & 1 ? 1 : dim);
-    acc = "acc" + std::to_string(nextId++);
-    os << "  { std::vector<double> " << acc << "(" << std::max<int64_t>(outN, 1)
-       << ", 0.0);\n";
+    if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
+      auto in = tensor(op.getOperand(0)).getShape();
+      shape.assign(in.begin(), in.end());
+      break;
+    }
+  if (llvm::none_of(body.without_terminator(), [](Operation &op) {
+        return isa<ReduceSumOp, ReduceMeanOp>(op);
+      })) {
+    auto r = tensor(fusion.getResult(0)).getShape();
+    shape.assign(r.begin(), r.end());
   }
+  SmallVector<int64_t> rowShape = FusionCostModel::rowShape(shape);
+
+  // Classify the body's ops and give each value its pass (stage).
+  enum class Kind { Element, Row, RowReduction, Reduction };
+  llvm::DenseMap<Operation *, Kind> kind;
+  llvm::DenseMap<Value, int64_t> stage;
+  bool rows = false;
+  int64_t lastPass = 0;
+  for (Operation &op : body.without_terminator()) {
+    auto stageOf = [&](Value v) { return stage.lookup(v); };
+    int64_t st = 0;
+    for (Value v : op.getOperands())
+      st = std::max(st, stageOf(v));
+    Value r = op.getResult(0);
+    if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
+      if (tensor(op.getOperand(0)).getShape() != ArrayRef(shape))
+        return op.emitOpError("reduces a value of another shape than the fusion's loop");
+      if (FusionCostModel::isRowReduction(&op, shape)) {
+        kind[&op] = Kind::RowReduction;
+        stage[r] = st + 1;
+        rows = true;
+      } else {
+        kind[&op] = Kind::Reduction;
+      }
+      lastPass = std::max(lastPass, st);
+      continue;
+    }
+    if (tensor(r).getShape() == ArrayRef(shape)) {
+      kind[&op] = Kind::Element;
+      lastPass = std::max(lastPass, st);
+    } else if (!rowShape.empty() && tensor(r).getShape() == ArrayRef(rowShape)) {
+      kind[&op] = Kind::Row;
+      rows = true;
+    } else {
+      return op.emitOpError("has a shape that is neither the fusion's loop's "
+                            "nor its rows'");
+    }
+    stage[r] = st;
+  }
+  for (Value v : yield.getValues())
+    if (!v.getDefiningOp())
+      return fusion.emitOpError("yields a body argument");
+
+  int64_t n = ShapedType::getNumElements(shape);
+  int64_t rowLength = rows ? shape.back() : n;
+  int64_t rowCount = rows ? n / std::max<int64_t>(rowLength, 1) : 1;
   SmallVector<int64_t> outStrides(shape.size(), 1);
   for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * shape[d + 1];
+  llvm::DenseMap<Value, std::string> outName;
+  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues()))
+    outName[v] = define(r).name;
 
-  auto index = [&](Value v) { return broadcastIndex(v, shape, outStrides, n); };
-
-  llvm::DenseMap<Value, std::string> scalar;
-  os << "  for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
-  for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments())) {
-    std::string name = "e" + std::to_string(nextId++);
-    os << "    const " << ctype(tensor(arg).getElementType()) << " " << name
-       << " = " << ref(input) << "[" << index(input) << "];\n";
-    scalar[arg] = name;
-  }
-  for (Operation &op : body.without_terminator()) {
-    Value r = op.getResult(0);
-    if (&op == reduction) {
-      os << "    " << acc << "[" << broadcastIndexOf(keep, shape, outStrides)
-         << "] += (double)" << scalar.lookup(op.getOperand(0)) << ";\n";
-      continue;
+  // The reduction results the nest accumulates across rows.
+  os << "  {\n";
+  llvm::DenseMap<Operation *, std::string> acc;
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> keep;
+  for (Operation &op : body.without_terminator())
+    if (kind.lookup(&op) == Kind::Reduction) {
+      uint32_t mask = reductionMask(&op);
+      for (auto [d, dim] : llvm::enumerate(shape))
+        keep[&op].push_back(mask >> d & 1 ? 1 : dim);
+      acc[&op] = "acc" + std::to_string(nextId++);
+      int64_t outN = tensor(op.getResult(0)).getNumElements();
+      os << "  std::vector<double> " << acc[&op] << "(" << std::max<int64_t>(outN, 1)
+         << ", 0.0);\n";
     }
+
+  // Where an element of `t` shape is read in the row loop: its row start
+  // (named per input) plus the column when its last dimension is the row's.
+  llvm::DenseMap<Value, std::string> rowBase;
+  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
+    if (!rows)
+      return t == ArrayRef(shape) ? "i"
+             : ShapedType::getNumElements(t) == 1 ? "0"
+                                                  : broadcastIndexOf(t, shape, outStrides);
+    std::string &base = rowBase[v];
+    if (base.empty()) {
+      base = "b" + std::to_string(nextId++);
+      os << "    const int64_t " << base << " = "
+         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
+    }
+    bool alongRow = !t.empty() && t.back() == rowLength && rowLength != 1;
+    return alongRow ? base + " + c" : base;
+  };
+
+  llvm::DenseMap<Value, std::string> rowScalar;  // this row's row values
+  // The C++ of `op` over the scalars in `scalar`, as a new local.
+  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                     StringRef indent) -> LogicalResult {
+    Value r = op.getResult(0);
     std::string ty = ctype(tensor(r).getElementType());
     std::string name = "e" + std::to_string(nextId++);
     FailureOr<std::string> expr = scalarExpr(
         op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
     if (failed(expr))
       return failure();
-    std::string exprText = *expr;
-    os << "    const " << ty << " " << name << " = " << exprText << ";\n";
+    os << indent << "const " << ty << " " << name << " = " << *expr << ";\n";
     scalar[r] = name;
-  }
-  int64_t reduced = -1;
-  for (auto [k, v] : llvm::enumerate(yield.getValues())) {
-    if (reduction && v == reduction->getResult(0)) {
-      reduced = k;
-      continue;
+    return success();
+  };
+  auto isArg = [](Value v) { return isa<BlockArgument>(v); };
+
+  // Row values of stage `k`: the row reductions that complete at `k` and
+  // the row ops over them.
+  llvm::DenseMap<Operation *, std::string> rowAcc;
+  auto emitRowValues = [&](int64_t k) -> LogicalResult {
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = kind.lookup(&op);
+      Value r = op.getResult(0);
+      if ((kd != Kind::Row && kd != Kind::RowReduction) || stage.lookup(r) != k)
+        continue;
+      std::string ty = ctype(tensor(r).getElementType());
+      if (kd == Kind::RowReduction) {
+        std::string name = "s" + std::to_string(nextId++);
+        os << "    const " << ty << " " << name << " = detail::conv<" << ty << ">("
+           << rowAcc[&op]
+           << (isa<ReduceMeanOp>(op) ? " * (1.0 / (double)" + std::to_string(rowLength) + ")"
+                                     : std::string())
+           << ");\n";
+        rowScalar[r] = name;
+      } else {
+        llvm::DenseMap<Value, std::string> scalar = rowScalar;
+        for (Value v : op.getOperands())
+          if (isArg(v) && !scalar.count(v)) {
+            Value input = fusion.getInputs()[cast<BlockArgument>(v).getArgNumber()];
+            std::string name = "e" + std::to_string(nextId++);
+            std::string at = elementIndex(v, tensor(v).getShape());
+            os << "    const " << ctype(tensor(v).getElementType()) << " " << name
+               << " = " << ref(input) << "[" << at << "];\n";
+            rowScalar[v] = name;
+            scalar[v] = name;
+          }
+        if (failed(compute(op, scalar, "    ")))
+          return failure();
+        rowScalar[r] = scalar[r];
+      }
+      if (outName.count(r))
+        os << "    " << outName[r] << "[row] = " << rowScalar[r] << ";\n";
     }
-    os << "    " << outNames[k] << "[i] = " << scalar.lookup(v) << ";\n";
+    return success();
+  };
+
+  if (rows)
+    os << "  for (int64_t row = 0; row < " << rowCount << "LL; ++row) {\n"
+       << "    const int64_t row0 = row * " << rowLength << "LL;\n";
+  if (failed(emitRowValues(0)))
+    return failure();
+  for (int64_t pass = 0; pass <= lastPass; ++pass) {
+    if (pass > 0 && failed(emitRowValues(pass)))
+      return failure();
+    // The sinks of this pass and the element values they need.
+    llvm::DenseSet<Value> needed;
+    SmallVector<Value> work;
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = kind.lookup(&op);
+      if ((kd == Kind::RowReduction || kd == Kind::Reduction) &&
+          stage.lookup(op.getOperand(0)) == pass)
+        work.push_back(op.getOperand(0));
+      if (kd == Kind::Element && stage.lookup(op.getResult(0)) == pass &&
+          outName.count(op.getResult(0)))
+        work.push_back(op.getResult(0));
+    }
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!needed.insert(v).second)
+        continue;
+      if (Operation *def = v.getDefiningOp())
+        if (kind.lookup(def) == Kind::Element)
+          for (Value operand : def->getOperands())
+            work.push_back(operand);
+    }
+    if (needed.empty())
+      continue;
+    for (Operation &op : body.without_terminator())
+      if (kind.lookup(&op) == Kind::RowReduction && stage.lookup(op.getOperand(0)) == pass) {
+        rowAcc[&op] = "r" + std::to_string(nextId++);
+        os << "    double " << rowAcc[&op] << " = 0.0;\n";
+      }
+    // Row starts of the inputs read in this pass, before the loop.
+    if (rows)
+      for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments()))
+        if (needed.contains(arg))
+          (void)elementIndex(arg, tensor(arg).getShape());
+    std::string indent = rows ? "      " : "    ";
+    if (rows)
+      os << "    for (int64_t c = 0; c < " << rowLength << "LL; ++c) {\n"
+         << "      const int64_t i = row0 + c;\n      (void)i;\n";
+    else
+      os << "    for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
+    llvm::DenseMap<Value, std::string> scalar = rowScalar;
+    for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments())) {
+      if (!needed.contains(arg))
+        continue;
+      std::string name = "e" + std::to_string(nextId++);
+      std::string at = elementIndex(arg, tensor(arg).getShape());
+      os << indent << "const " << ctype(tensor(arg).getElementType()) << " " << name
+         << " = " << ref(input) << "[" << at << "];\n";
+      scalar[arg] = name;
+    }
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = kind.lookup(&op);
+      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
+        if (failed(compute(op, scalar, indent)))
+          return failure();
+        Value r = op.getResult(0);
+        if (stage.lookup(r) == pass && outName.count(r))
+          os << indent << outName[r] << "[i] = " << scalar[r] << ";\n";
+      } else if (kd == Kind::RowReduction && stage.lookup(op.getOperand(0)) == pass) {
+        os << indent << rowAcc[&op] << " += (double)" << scalar.lookup(op.getOperand(0))
+           << ";\n";
+      } else if (kd == Kind::Reduction && stage.lookup(op.getOperand(0)) == pass) {
+        os << indent << acc[&op] << "[" << broadcastIndexOf(keep[&op], shape, outStrides)
+           << "] += (double)"
+           << scalar.lookup(op.getOperand(0)) << ";\n";
+      }
+    }
+    os << "    }\n";
+  }
+  if (failed(emitRowValues(lastPass + 1)))
+    return failure();
+  if (rows)
+    os << "  }\n";
+  for (Operation &op : body.without_terminator()) {
+    if (kind.lookup(&op) != Kind::Reduction)
+      continue;
+    Value r = op.getResult(0);
+    if (!outName.count(r))
+      continue;
+    int64_t outN = tensor(r).getNumElements();
+    int64_t count = outN ? n / outN : 0;
+    std::string ty = ctype(tensor(r).getElementType());
+    os << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << outName[r]
+       << "[j] = detail::conv<" << ty << ">("
+       << (isa<ReduceMeanOp>(op)
+               ? (count == 0 ? std::string("std::numeric_limits<double>::quiet_NaN()")
+                             : acc[&op] + "[j] * (1.0 / (double)" + std::to_string(count) + ")")
+               : acc[&op] + "[j]")
+       << ");\n";
   }
   os << "  }\n";
-  if (reduction) {
-    int64_t outN = tensor(reduction->getResult(0)).getNumElements();
-    int64_t count = outN ? n / outN : 0;
-    if (reduced >= 0)
-      os << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << outNames[reduced]
-         << "[j] = static_cast<F>(" << acc << "[j]"
-         << (isa<ReduceMeanOp>(reduction) ? " / " + std::to_string(count) + ".0" : "")
-         << ");\n";
-    os << "  }\n";
-  }
   return success();
 }
 

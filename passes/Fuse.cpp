@@ -117,64 +117,215 @@ private:
     }
 
     // Form groups in one pass over the program. Several groups may be open
-    // at once (interleaved chains); an op that reads a group's value without
-    // joining it closes that group, so no group can grow past a reader of its
-    // values, which is what keeps fusions acyclic.
+    // at once (interleaved chains); an op that reads a group's result
+    // without joining it closes that group, so no group can grow past a
+    // reader of its values, which is what keeps fusions acyclic. An op that
+    // reads several open groups merges them; one that reads none of a
+    // group's values but shares a full-size input with it joins it as a
+    // sibling. With reductions on, a reduction over the last axis keeps the
+    // group open (later ops read its per-row result: softmax, LayerNorm and
+    // their backward passes), and any other reduction joins as an output.
     struct Group {
+      int64_t id = 0;
       SmallVector<Operation *> ops;
-      llvm::DenseSet<Value> values;
-      SmallVector<int64_t> shape;
+      llvm::DenseSet<Value> values;   // results later members may read
+      llvm::DenseSet<Value> results;  // every member's results
+      llvm::SetVector<Value> inputs;  // values from outside that members read
+      SmallVector<int64_t> shape;     // the loop's shape
+      bool rows = false;              // has a row reduction
+      SmallVector<Operation *> views; // views of results, moved after it
     };
-    SmallVector<SmallVector<Operation *>> groups;
+    struct Closed {
+      SmallVector<Operation *> ops, views;
+    };
+    SmallVector<Closed> groups;
     std::vector<Group> open;
     auto close = [&](size_t k) {
       if (open[k].ops.size() > 1)
-        groups.push_back(open[k].ops);
+        groups.push_back({open[k].ops, open[k].views});
       open.erase(open.begin() + k);
     };
-    for (Operation &op : body.without_terminator()) {
-      SmallVector<size_t> read;
-      for (size_t k = 0; k < open.size(); ++k)
-        if (llvm::any_of(op.getOperands(),
-                         [&](Value v) { return open[k].values.contains(v); }))
-          read.push_back(k);
-      if (read.size() == 1 && reductions &&
-          isa<ReduceSumOp, ReduceMeanOp>(op) &&
-          open[read[0]].values.contains(op.getOperand(0))) {
-        // Input fusion: the reduction ends the group (its result has another
-        // shape, so nothing elementwise can follow it in this loop).
-        Group &g = open[read[0]];
-        FusionDecision d = model.canRootReduction(&op, g.shape, g.ops.size());
-        record(&op, d, groups.size());
-        if (d.fuse) {
-          g.ops.push_back(&op);
-          close(read[0]);
-          continue;
-        }
-      } else if (read.size() == 1) {
-        Group &g = open[read[0]];
-        FusionDecision d = model.canJoin(&op, g.shape, g.ops.size());
-        record(&op, d, groups.size());
-        if (d.fuse) {
-          g.ops.push_back(&op);
-          for (Value r : op.getResults())
-            g.values.insert(r);
-          continue;
-        }
-      } else if (read.size() > 1) {
-        record(&op, {false, "reads the values of " + std::to_string(read.size()) +
-                                " groups; groups are not merged"},
-               groups.size());
+    auto shapeOf = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
+    // The decision for `op` joining `g` (whose values or inputs it reads),
+    // and whether its results become values later members may read.
+    auto decide = [&](Operation *op, const Group &g, size_t size,
+                      bool &readable) -> FusionDecision {
+      readable = true;
+      // Every group result `op` reads must be readable inside the loop.
+      for (Value v : op->getOperands())
+        if (g.results.contains(v) && !g.values.contains(v))
+          return {false, "reads a reduction's result, which is complete only "
+                         "after the group's loop"};
+      if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
+        if (!reductions)
+          return {false, "reductions are not fused for this target"};
+        FusionDecision d = model.canJoinReduction(op, g.shape, size);
+        readable = FusionCostModel::isRowReduction(op, g.shape);
+        return d;
       }
-      for (size_t k : llvm::reverse(read))
-        close(k);
-      if (FusionCostModel::isElementwise(&op)) {
-        Group g;
-        g.ops.push_back(&op);
-        for (Value r : op.getResults())
+      if (FusionCostModel::isElementwise(op) &&
+          shapeOf(op->getResult(0)) != ArrayRef(g.shape) && g.rows)
+        return model.canJoinRow(op, g.shape, size);
+      return model.canJoin(op, g.shape, size);
+    };
+    auto add = [&](Group &g, Operation *op, bool readable) {
+      g.ops.push_back(op);
+      for (Value v : op->getOperands())
+        if (!g.results.contains(v))
+          g.inputs.insert(v);
+      for (Value r : op->getResults()) {
+        g.results.insert(r);
+        if (readable)
           g.values.insert(r);
-        auto t = cast<RankedTensorType>(op.getResult(0).getType());
-        g.shape.assign(t.getShape().begin(), t.getShape().end());
+      }
+      if (reductions && FusionCostModel::isRowReduction(op, g.shape))
+        g.rows = true;
+    };
+    // Merges the groups `ks` (indices into `open`, ascending) into the
+    // first; the members stay in program order.
+    auto merge = [&](ArrayRef<size_t> ks) {
+      Group &into = open[ks[0]];
+      for (size_t k : ks.drop_front()) {
+        Group &from = open[k];
+        into.ops.append(from.ops.begin(), from.ops.end());
+        into.values.insert(from.values.begin(), from.values.end());
+        into.results.insert(from.results.begin(), from.results.end());
+        into.inputs.insert(from.inputs.begin(), from.inputs.end());
+        into.rows |= from.rows;
+        into.views.append(from.views.begin(), from.views.end());
+      }
+      llvm::sort(into.ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      for (size_t k : llvm::reverse(ks.drop_front()))
+        open.erase(open.begin() + k);
+      for (Value v : into.results)
+        into.inputs.remove(v);
+    };
+    auto indexOf = [&](int64_t id) -> size_t {
+      for (size_t k = 0; k < open.size(); ++k)
+        if (open[k].id == id)
+          return k;
+      llvm_unreachable("no open group with this id");
+    };
+    auto loopShapeOf = [&](Operation &op) {
+      return shapeOf(isa<ReduceSumOp, ReduceMeanOp>(op) ? op.getOperand(0)
+                                                        : op.getResult(0));
+    };
+    int64_t nextGroupId = 0;
+    for (Operation &op : body.without_terminator()) {
+      // The open groups whose values `op` reads (it may join them) and
+      // those with a result it reads that no member may read (a reduction
+      // complete only after the loop, or a view moved after the fusion):
+      // `op` closes those.
+      SmallVector<int64_t> joinable, blocking;
+      for (Group &g : open) {
+        bool other = false, value = false;
+        for (Value v : op.getOperands()) {
+          other |= g.results.contains(v) && !g.values.contains(v);
+          value |= g.values.contains(v);
+        }
+        if (other)
+          blocking.push_back(g.id);
+        else if (value)
+          joinable.push_back(g.id);
+      }
+      bool fusable = FusionCostModel::isElementwise(&op) ||
+                     (reductions && isa<ReduceSumOp, ReduceMeanOp>(op));
+      // A view of a group's result (a reshape of a reduced gradient) does
+      // not end the group: it moves after the fusion, and its own readers
+      // count as readers of the group.
+      if (!fusable && isAliasView(&op) && joinable.size() + blocking.size() == 1) {
+        Group &g = open[indexOf(joinable.empty() ? blocking[0] : joinable[0])];
+        g.views.push_back(&op);
+        for (Value r : op.getResults())
+          g.results.insert(r);
+        continue;
+      }
+      bool joined = false;
+      if (fusable && !joinable.empty()) {
+        SmallVector<size_t> ks;
+        for (int64_t id : joinable)
+          ks.push_back(indexOf(id));
+        bool sameShape = llvm::all_of(ks, [&](size_t k) {
+          return open[k].shape == open[ks[0]].shape;
+        });
+        size_t size = 0;
+        for (size_t k : ks)
+          size += open[k].ops.size();
+        FusionDecision d{true, ""};
+        if (ks.size() > 1)
+          d = model.canMerge(ks.size(), sameShape, size);
+        if (d.fuse) {
+          // Decide against the merged group before merging.
+          Group probe;
+          probe.shape = open[ks[0]].shape;
+          for (size_t k : ks) {
+            probe.values.insert(open[k].values.begin(), open[k].values.end());
+            probe.results.insert(open[k].results.begin(), open[k].results.end());
+            probe.rows |= open[k].rows;
+          }
+          bool readable;
+          FusionDecision j = decide(&op, probe, size, readable);
+          if (ks.size() > 1 && j.fuse)
+            j.reason = d.reason + "; " + j.reason;
+          d = j;
+          if (d.fuse) {
+            merge(ks);
+            add(open[indexOf(joinable[0])], &op, readable);
+            joined = true;
+          }
+        }
+        record(&op, d, groups.size());
+      } else if (!joinable.empty() || !blocking.empty()) {
+        record(&op,
+               fusable ? FusionDecision{false, "reads a reduction's result (or a "
+                                               "view of one), which is complete "
+                                               "only after the group's loop"}
+                       : model.canJoin(&op, {}, 0),
+               groups.size());
+      } else if (fusable) {
+        // A sibling: the most recent open group over the same loop that
+        // reads one of this op's full-size operands.
+        ArrayRef<int64_t> loop = loopShapeOf(op);
+        for (size_t k = open.size(); k-- > 0 && !joined;) {
+          Group &g = open[k];
+          if (ArrayRef(g.shape) != loop)
+            continue;
+          for (Value v : op.getOperands()) {
+            if (!g.inputs.contains(v) || shapeOf(v) != loop)
+              continue;
+            FusionDecision d = model.canJoinSibling(&op, v, g.shape, g.ops.size());
+            bool readable = true;
+            if (d.fuse) {
+              FusionDecision j = decide(&op, g, g.ops.size(), readable);
+              if (j.fuse)
+                j.reason = d.reason + "; " + j.reason;
+              d = j;
+            }
+            record(&op, d, groups.size());
+            if (d.fuse) {
+              add(g, &op, readable);
+              joined = true;
+            }
+            break;
+          }
+        }
+      }
+      for (int64_t id : blocking)
+        close(indexOf(id));
+      if (joined)
+        continue;
+      for (int64_t id : joinable)
+        close(indexOf(id));
+      if (fusable) {
+        Group g;
+        g.id = nextGroupId++;
+        ArrayRef<int64_t> loop = loopShapeOf(op);
+        g.shape.assign(loop.begin(), loop.end());
+        bool readable = !isa<ReduceSumOp, ReduceMeanOp>(op) ||
+                        FusionCostModel::isRowReduction(&op, g.shape);
+        add(g, &op, readable);
         open.push_back(std::move(g));
       }
     }
@@ -185,12 +336,19 @@ private:
     int64_t pos = 0;
     for (Operation &op : body)
       position[&op] = pos++;
-    llvm::sort(groups, [&](const auto &a, const auto &b) {
-      return position[a.back()] < position[b.back()];
+    llvm::sort(groups, [&](const Closed &a, const Closed &b) {
+      return position[a.ops.back()] < position[b.ops.back()];
     });
 
-    for (auto [index, group] : llvm::enumerate(groups))
-      outline(group);
+    for (Closed &group : groups) {
+      FusionOp fusion = outline(group.ops);
+      // The views read the fusion's results now; they follow it in order.
+      Operation *after = fusion;
+      for (Operation *view : group.views) {
+        view->moveAfter(after);
+        after = view;
+      }
+    }
 
     func->setAttr("tcc.fusion_decisions", b.getArrayAttr(decisions));
     func->setAttr("tcc.fusion_stats",
@@ -316,7 +474,7 @@ private:
 
   /// Replaces `group` (in program order) by one tcc.fusion where its last
   /// op was.
-  static void outline(ArrayRef<Operation *> group) {
+  static FusionOp outline(ArrayRef<Operation *> group) {
     llvm::DenseSet<Operation *> members(group.begin(), group.end());
     llvm::SetVector<Value> inputs, outputs;
     for (Operation *op : group) {
@@ -348,6 +506,7 @@ private:
     }
     for (Operation *op : llvm::reverse(group))
       op->erase();
+    return fusion;
   }
 };
 

@@ -368,11 +368,32 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   else
     for (int64_t i = rank - 1; i >= 0; --i)
       perm.push_back(i);
-  bool identity = true;
-  for (int64_t i = 0; i < rank; ++i)
-    identity &= perm[i] == i;
-  if (identity)
+  auto isIdentity = [rank](ArrayRef<int64_t> p) {
+    for (int64_t i = 0; i < rank; ++i)
+      if (p[i] != i)
+        return false;
+    return true;
+  };
+  if (isIdentity(perm))
     return getInput();
+  // transpose(transpose(x)) = x when the permutations cancel: the backward
+  // pass of `x @ W^T` reads W through two transposes. Other compositions are
+  // left alone: a last-two-dimension swap on either side may fold into a GEMM
+  // as a transpose flag, which a composed permutation would hide.
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    auto innerType = cast<RankedTensorType>(inner.getInput().getType());
+    SmallVector<int64_t> innerPerm;
+    if (auto p = inner.getPerm())
+      innerPerm.assign(p->begin(), p->end());
+    else
+      for (int64_t i = innerType.getRank() - 1; i >= 0; --i)
+        innerPerm.push_back(i);
+    SmallVector<int64_t> composed;
+    for (int64_t i = 0; i < rank; ++i)
+      composed.push_back(innerPerm[perm[i]]);
+    if (isIdentity(composed))
+      return inner.getInput();
+  }
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
   if (!c)
     return {};

@@ -54,9 +54,38 @@ public:
                       " bytes of its operand"};
   }
 
-  /// May `op`, a reduction reading a value of the group, close the group as
-  /// its root (input fusion: the reduction's loop computes the group)?
-  FusionDecision canRootReduction(Operation *op, ArrayRef<int64_t> shape,
+  /// The shape of one row's statistics in a loop over `shape`: the loop's
+  /// shape with its last dimension 1 (what a reduction over the last axis
+  /// with keepdims yields); empty when the loop has no rows to reduce.
+  static SmallVector<int64_t> rowShape(ArrayRef<int64_t> shape) {
+    if (shape.empty() || shape.back() <= 1)
+      return {};
+    SmallVector<int64_t> row(shape);
+    row.back() = 1;
+    return row;
+  }
+
+  /// Whether `op` is a float reduce_sum / reduce_mean over the last axis of
+  /// a loop over `shape`, keeping it (the row statistics of softmax and
+  /// LayerNorm and of their backward passes). Inside a fusion its result
+  /// is a per-row scalar that the rest of the row's loop can read.
+  static bool isRowReduction(Operation *op, ArrayRef<int64_t> shape) {
+    if (!isa<ReduceSumOp, ReduceMeanOp>(op) ||
+        !isa<FloatType>(cast<RankedTensorType>(op->getOperand(0).getType())
+                            .getElementType()))
+      return false;
+    SmallVector<int64_t> row = rowShape(shape);
+    auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto out = cast<RankedTensorType>(op->getResult(0).getType());
+    return !row.empty() && in.getShape() == shape && out.getShape() == ArrayRef(row);
+  }
+
+  /// May `op`, a reduction whose input is a value (or, for a sibling, an
+  /// input) of a group looping over `shape`, join it? A reduction over the
+  /// last axis is a row reduction: later ops of the group may read its
+  /// result. Any other reduction accumulates as the loop runs and ends the
+  /// group's use of its value (its result is complete only after the loop).
+  FusionDecision canJoinReduction(Operation *op, ArrayRef<int64_t> shape,
                                   size_t size) const {
     if (!isa<ReduceSumOp, ReduceMeanOp>(op))
       return {false, "not a reduction"};
@@ -68,11 +97,69 @@ public:
     if ((int64_t)size >= maxOps)
       return {false, "the group has reached the kernel size limit of " +
                          std::to_string(maxOps) + " ops"};
+    std::string saved = std::to_string(2 * in.getNumElements() * floatBytes);
+    if (isRowReduction(op, shape))
+      return {true, "row reduction (last axis) of the group's loop: each row is "
+                    "reduced, then the group's later ops read the row's result "
+                    "in the same loop nest, saving writing and reading " +
+                        saved + " bytes"};
     return {true, "reduction of the group's value (input fusion): the "
                   "reduction's loop computes its input, saving writing and "
-                  "reading " +
-                      std::to_string(2 * in.getNumElements() * floatBytes) +
-                      " bytes"};
+                  "reading " + saved + " bytes"};
+  }
+
+  /// May `op`, an elementwise op over one row's statistics (its result has
+  /// the group's row shape), join a group that has row reductions? It is
+  /// computed once per row, between the row's loops.
+  FusionDecision canJoinRow(Operation *op, ArrayRef<int64_t> shape,
+                            size_t size) const {
+    if (!isElementwise(op))
+      return {false, "not elementwise: " + op->getName().getStringRef().str() +
+                         " is a kernel of its own"};
+    auto t = cast<RankedTensorType>(op->getResult(0).getType());
+    if (t.getShape() != ArrayRef(rowShape(shape)))
+      return {false, "result shape is neither the group's nor its rows'"};
+    if ((int64_t)size >= maxOps)
+      return {false, "the group has reached the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "elementwise op on the group's row statistics: computed "
+                  "once per row, saving a kernel over " +
+                      std::to_string(t.getNumElements()) + " elements"};
+  }
+
+  /// May the `count` open groups that `op` reads merge (with `op`) into one
+  /// fusion? They can when their loops agree: no op outside an open group
+  /// reads its values, so no path leaves one group and enters another, and
+  /// the merged group has no cycle.
+  FusionDecision canMerge(size_t count, bool sameShape, size_t size) const {
+    if (!sameShape)
+      return {false, "reads the values of " + std::to_string(count) +
+                         " groups whose loops have different shapes"};
+    if ((int64_t)size >= maxOps)
+      return {false, "merging " + std::to_string(count) +
+                         " groups would pass the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "reads the values of " + std::to_string(count) +
+                      " groups over the same loop: they merge into one kernel "
+                      "(no op outside an open group reads it, so no cycle)"};
+  }
+
+  /// May `op`, which reads none of a group's values but reads `shared`, an
+  /// input of the group, with the group's loop shape, join it (sibling
+  /// multi-output fusion: one loop reads `shared` once for both)?
+  FusionDecision canJoinSibling(Operation *op, Value shared,
+                                ArrayRef<int64_t> shape, size_t size) const {
+    auto t = cast<RankedTensorType>(shared.getType());
+    if (t.getShape() != shape)
+      return {false, "shares only a broadcast operand with the group"};
+    if ((int64_t)size >= maxOps)
+      return {false, "the group has reached the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "sibling of the group: reads the group's input of " +
+                      std::to_string(t.getNumElements()) +
+                      " elements in the same loop, saving reading " +
+                      std::to_string(t.getNumElements() * floatBytes) +
+                      " bytes and a kernel"};
   }
 
   /// A matrix product, or a fusion around one (a GEMM prologue/epilogue).

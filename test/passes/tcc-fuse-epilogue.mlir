@@ -13,8 +13,10 @@
 // CHECK: %[[A1:.+]] = tcc.add %[[M]], %{{.+}}
 // CHECK: %[[A2:.+]] = tcc.add %{{.+}}, %[[A1]]
 // CHECK: tcc.yield %[[A2]]
-// CHECK: tcc.tanh %[[F]]
-// CHECK: tcc.exp %[[F]]
+// The two readers of the chain's value are siblings: one loop computes both.
+// CHECK: tcc.fusion(%[[F]])
+// CHECK: tcc.tanh
+// CHECK: tcc.exp
 func.func @bias_residual(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %r: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
   %wt = tcc.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
   %0 = tcc.matmul %x, %wt : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>

@@ -30,16 +30,17 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 
 // A matmul is never fused or duplicated; the elementwise op after it and the
 // reduction of its value become one input fusion (the loop over the
-// reduction's input computes exp and sums); the relu of the reduced value has
-// another shape and stays alone. With reductions=false the reduction is a
-// kernel of its own.
+// reduction's input computes exp and sums); the reduction is over the first
+// axis, so its result is complete only after the loop, and the relu of it
+// stays alone. With reductions=false the reduction is a kernel of its own.
 // CHECK-LABEL: func.func @not_elementwise
 // CHECK-SAME: reason = "reduction of the group's value (input fusion): the reduction's loop computes its input, saving writing and reading 256 bytes"
+// CHECK-SAME: reason = "reads a reduction's result (or a view of one), which is complete only after the group's loop"
 // CHECK: %[[M:.+]] = tcc.matmul
-// CHECK: %[[F:.+]] = tcc.fusion(%[[M]]) : (tensor<4x8xf32>) -> tensor<4x1xf32> {
+// CHECK: %[[F:.+]] = tcc.fusion(%[[M]]) : (tensor<4x8xf32>) -> tensor<1x8xf32> {
 // CHECK: tcc.exp
 // CHECK: %[[R:.+]] = tcc.reduce_sum
-// CHECK: tcc.yield %[[R]] : tensor<4x1xf32>
+// CHECK: tcc.yield %[[R]] : tensor<1x8xf32>
 // CHECK: tcc.relu %[[F]]
 // NORED-LABEL: func.func @not_elementwise
 // NORED-SAME: not elementwise: tcc.reduce_sum is a kernel of its own
@@ -48,12 +49,94 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 // NORED: tcc.exp
 // NORED: tcc.reduce_sum
 // NORED: tcc.relu
-func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x1xf32> {
+func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x8xf32> {
   %0 = tcc.matmul %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %1 = tcc.exp %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %2 = tcc.reduce_sum %1 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
-  %3 = tcc.relu %2 : (tensor<4x1xf32>) -> tensor<4x1xf32>
-  return %3 : tensor<4x1xf32>
+  %2 = tcc.reduce_sum %1 {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %3 = tcc.relu %2 : (tensor<1x8xf32>) -> tensor<1x8xf32>
+  return %3 : tensor<1x8xf32>
+}
+
+// -----
+
+// Row reductions (softmax's pattern): a reduction over the last axis keeps
+// the group open, later ops read its per-row result (broadcast), and an op
+// on the row statistics (the reciprocal) is computed once per row; exp,
+// the sum, the reciprocal and the division are one fusion that yields only
+// the division. With reductions=false, only the elementwise ops fuse.
+// CHECK-LABEL: func.func @row_softmax
+// CHECK-SAME: reason = "row reduction (last axis) of the group's loop
+// CHECK-SAME: reason = "elementwise op on the group's row statistics: computed once per row
+// CHECK-SAME: kernel_count = 1 : i64
+// CHECK: %[[F:.+]] = tcc.fusion(%{{.+}}) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK: %[[E:.+]] = tcc.exp
+// CHECK: %[[S:.+]] = tcc.reduce_sum %[[E]] {axes = array<i64: 1>}
+// CHECK: %[[R:.+]] = tcc.reciprocal %[[S]]
+// CHECK: %[[D:.+]] = tcc.mul %[[E]], %[[R]]
+// CHECK: tcc.yield %[[D]] : tensor<4x8xf32>
+// CHECK: return %[[F]]
+// NORED-LABEL: func.func @row_softmax
+// NORED: tcc.exp
+// NORED: tcc.reduce_sum
+// NORED: tcc.reciprocal
+// NORED: tcc.mul
+func.func @row_softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = tcc.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tcc.reduce_sum %0 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %2 = tcc.reciprocal %1 : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %3 = tcc.mul %0, %2 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+}
+
+// -----
+
+// Merging and siblings (LayerNorm's backward pattern): two chains over the
+// same loop merge when an op reads both; a reduction that reads none of the
+// group's values but shares its full-size input joins as a sibling (one loop
+// reads %g once), and the reshape of a reduced result moves after the
+// fusion instead of ending the group.
+// CHECK-LABEL: func.func @merge_and_siblings
+// CHECK-SAME: reason = "reads the values of 2 groups over the same loop: they merge into one kernel
+// CHECK-SAME: reason = "sibling of the group: reads the group's input of 32 elements in the same loop
+// CHECK-SAME: kernel_count = 1 : i64
+// CHECK: %[[F:.+]]:3 = tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) {
+// CHECK: tcc.mul
+// CHECK: tcc.exp
+// CHECK: tcc.sub
+// CHECK: tcc.reduce_sum
+// CHECK: tcc.reduce_sum
+// CHECK: tcc.yield
+// CHECK: tcc.reshape %[[F]]#1
+func.func @merge_and_siblings(%g: tensor<4x8xf32>, %x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<1x8xf32>) {
+  %0 = tcc.mul %g, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tcc.exp %y : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = tcc.sub %0, %1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = tcc.reduce_sum %2 {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %4 = tcc.reshape %3 {shape = array<i64: 8>} : (tensor<1x8xf32>) -> tensor<8xf32>
+  %5 = tcc.reduce_sum %g {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  return %2, %4, %5 : tensor<4x8xf32>, tensor<8xf32>, tensor<1x8xf32>
+}
+
+// -----
+
+// Leaves alone: groups over different loops do not merge, and an op that
+// reads a reduction's result that is complete only after the loop (a sum
+// over the first axis) cannot join the loop that computes it.
+// CHECK-LABEL: func.func @no_merge
+// CHECK-SAME: reason = "reads the values of 2 groups whose loops have different shapes"
+// CHECK-SAME: reason = "reads a reduction's result (or a view of one), which is complete only after the group's loop"
+// CHECK: tcc.fusion
+// CHECK: tcc.reduce_sum
+// CHECK: tcc.yield
+// CHECK: tcc.mul %{{.+}}, %{{.+}} : (tensor<4x8xf32>, tensor<1x8xf32>)
+func.func @no_merge(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = tcc.exp %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = tcc.neg %b : (tensor<8xf32>) -> tensor<8xf32>
+  %2 = tcc.add %0, %1 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %3 = tcc.tanh %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = tcc.reduce_sum %3 {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %5 = tcc.mul %3, %4 : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  return %2, %5 : tensor<4x8xf32>, tensor<4x8xf32>
 }
 
 // -----
