@@ -1,9 +1,9 @@
 """The memory/recompute sweep: tcc's plan under shrinking --mem-budget.
 
 Usage: /usr/bin/python3 bench/remat_sweep.py --tcc build/bin/tcc --tcc-run build/bin/tcc-run
-                                             [--layers 8] [--workdir DIR]
+                                             [--layers 8] [--width 64] [--context 128] [--batch 8] [--workdir DIR]
 
-Exports a GPT (LAYERS layers, width 64, 4 heads, context 32, batch 8, tanh
+Exports a GPT (LAYERS layers, WIDTH 64, 4 heads, CONTEXT 128, BATCH 8, tanh
 GELU, tied embeddings) from PyTorch, compiles it for the CPU target without a
 budget, then with budgets from the unconstrained peak down in ten steps to
 the smallest budget tcc's rematerialisation reaches. For each budget it prints
@@ -63,15 +63,18 @@ def main():
     p.add_argument("--tcc", required=True)
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
     p.add_argument("--workdir", default="/tmp/tcc-remat-sweep")
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    L, C, T, B, V = args.layers, 64, 32, 8, 65
+    L, C, T, B, V = args.layers, args.width, args.context, args.batch, 65
 
     torch.manual_seed(0)
     model = TinyGPT(vocab=V, block_size=T, n_embd=C, n_layer=L, n_head=4, gelu_approx="tanh")
     model.train()
-    onnx_path = os.path.join(args.workdir, "gpt%d.onnx" % L)
+    onnx_path = os.path.join(args.workdir, "gpt%d_%d_%d_%d.onnx" % (L, C, T, B))
     idx = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(1))
     tgt = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(2))
     torch.onnx.export(model, (idx, tgt), onnx_path, training=torch.onnx.TrainingMode.TRAINING,
