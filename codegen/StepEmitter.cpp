@@ -350,10 +350,15 @@ static std::optional<GemmFusion> asGemmFusion(FusionOp f) {
       return std::nullopt;
     }
   }
-  Value result = g.epilogue.empty() ? Value(g.matmul.getResult())
-                                    : g.epilogue.back()->getResult(0);
-  if (!g.matmul || f.getNumResults() != 1 ||
-      cast<YieldOp>(body.getTerminator()).getValues()[0] != result)
+  if (!g.matmul)
+    return std::nullopt;
+  // Each result is the product or an epilogue value (a multi-output
+  // epilogue writes every value read outside the fusion).
+  for (Value v : cast<YieldOp>(body.getTerminator()).getValues())
+    if (v != g.matmul.getResult() &&
+        !llvm::is_contained(g.epilogue, v.getDefiningOp()))
+      return std::nullopt;
+  if (g.epilogue.empty() && f.getNumResults() != 1)
     return std::nullopt;
   auto resolve = [&](Value v, Value &input, bool &trans) {
     if (auto t = v.getDefiningOp<TransposeOp>()) {
@@ -1080,7 +1085,9 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
   SmallVector<int64_t> outStrides(outShape.size(), 1);
   for (int64_t d = (int64_t)outShape.size() - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * outShape[d + 1];
-  std::string out = define(fusion.getResult(0)).name;
+  SmallVector<std::string> outs;
+  for (Value r : fusion.getResults())
+    outs.push_back(define(r).name);
   auto flag = [](bool t) { return t ? "true" : "false"; };
   // The epilogue gets one row of the product at a time (its elements are
   // consecutive in the output, the row's length the output's last
@@ -1134,9 +1141,9 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
     os << "    const " << ty << " " << name << " = " << *expr << ";\n";
     scalar[r] = name;
   }
-  os << "    " << out << "[base + k] = "
-     << scalar.lookup(cast<YieldOp>(body.getTerminator()).getValues()[0])
-     << ";\n    }\n  };\n";
+  for (auto [k, v] : llvm::enumerate(cast<YieldOp>(body.getTerminator()).getValues()))
+    os << "    " << outs[k] << "[base + k] = " << scalar.lookup(v) << ";\n";
+  os << "    }\n  };\n";
   os << "  matmul_rows(" << ref(g.lhs) << ", " << shape(g.lhs) << ", "
      << ref(g.rhs) << ", " << shape(g.rhs) << ", " << flag(g.transLhs) << ", "
      << flag(g.transRhs) << ", RowStore::of(" << epi << ")); }\n";

@@ -86,8 +86,11 @@ private:
       ++gemmFusions;
     }
 
-    // GEMM epilogues: the single-reader chain of same-shape elementwise ops
-    // after a GEMM (bias, residual, activation) joins it.
+    // GEMM epilogues: the chain of same-shape elementwise ops after a GEMM
+    // (bias, residual, activation) joins it. The chain goes on through the
+    // first reader of each value; a value with other readers (the
+    // pre-activation that the backward pass reads) is also a result of the
+    // fusion, and the chain takes one more op after it at most.
     if (gemmEpilogues) {
       SmallVector<Operation *> gemms;
       for (Operation &op : body)
@@ -100,16 +103,38 @@ private:
             cast<RankedTensorType>(gemm->getResult(0).getType()).getShape();
         SmallVector<Operation *> chain;
         Value cur = gemm->getResult(0);
-        while (cur.hasOneUse()) {
-          Operation *user = *cur.getUsers().begin();
-          if (user->getBlock() != &body)
+        while (!cur.use_empty()) {
+          SmallVector<Operation *> users;
+          for (Operation *u : cur.getUsers())
+            if (!llvm::is_contained(users, u))
+              users.push_back(u);
+          if (llvm::any_of(users, [&](Operation *u) { return u->getBlock() != &body; }))
             break;
-          FusionDecision d = model.canJoinEpilogue(user, shape, chain.size() + 1);
-          record(user, d, -1);
+          // The chain goes on through the first reader; the others follow
+          // it, so they follow the fusion placed at the chain's end.
+          llvm::sort(users, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+          Operation *next = users.front();
+          FusionDecision d = model.canJoinEpilogue(next, shape, chain.size() + 1);
+          // Past a value with other readers the chain takes one more op, and
+          // only one whose value only GEMMs read (an activation): it is
+          // written either way, whereas an elementwise reader might fuse
+          // into a loop that never writes it.
+          bool forked = users.size() > 1;
+          if (d.fuse && forked && !onlyGemmsRead(next->getResult(0))) {
+            d = {false, "the value it reads has other readers, and its own value "
+                        "is read by more than GEMMs (it may fuse into a loop "
+                        "that does not write it)"};
+          }
+          if (d.fuse && forked)
+            d.reason += " (the value it reads is also a result, for its " +
+                        std::to_string(users.size() - 1) + " other reader(s))";
+          record(next, d, -1);
           if (!d.fuse)
             break;
-          chain.push_back(user);
-          cur = user->getResult(0);
+          chain.push_back(next);
+          cur = next->getResult(0);
+          if (forked)
+            break;
         }
         if (!chain.empty())
           outlineEpilogue(gemm, chain);
@@ -361,6 +386,14 @@ private:
                   }));
   }
 
+  /// Whether only GEMMs read `v`, directly or through views.
+  static bool onlyGemmsRead(Value v) {
+    return llvm::all_of(v.getUsers(), [](Operation *u) {
+      return FusionCostModel::isGemm(u) ||
+             (isAliasView(u) && onlyGemmsRead(u->getResult(0)));
+    });
+  }
+
   /// A new tcc.fusion before `at` with `inputs` as block arguments, the
   /// builder inside its body, and `map` from each input to its argument.
   static FusionOp createFusion(OpBuilder &b, Operation *at, TypeRange results,
@@ -375,23 +408,31 @@ private:
   }
 
   /// Replaces `gemm` (a matmul or a GEMM fusion) and `chain` (its epilogue,
-  /// each op the only reader of the previous result) by one fusion placed
-  /// where the chain's last op was.
+  /// each op reading the previous result) by one fusion placed where the
+  /// chain's last op was; every value of the GEMM and the chain that is read
+  /// outside them is a result.
   static void outlineEpilogue(Operation *gemm, ArrayRef<Operation *> chain) {
     llvm::DenseSet<Operation *> members(chain.begin(), chain.end());
+    members.insert(gemm);
     llvm::SetVector<Value> inputs;
     for (Value v : gemm->getOperands())
       inputs.insert(v);
     for (Operation *op : chain)
       for (Value v : op->getOperands())
-        if (v != gemm->getResult(0) &&
-            !(v.getDefiningOp() && members.contains(v.getDefiningOp())))
+        if (!(v.getDefiningOp() && members.contains(v.getDefiningOp())))
           inputs.insert(v);
+    SmallVector<Value> outputs;
+    for (Operation *op : llvm::concat<Operation *const>(ArrayRef<Operation *>(gemm), chain))
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation *u) { return !members.contains(u); }))
+          outputs.push_back(r);
     Operation *last = chain.back();
     OpBuilder b(last);
     IRMapping map;
-    FusionOp fusion = createFusion(b, last, last->getResultTypes(),
-                                   inputs.getArrayRef(), map);
+    SmallVector<Type> types;
+    for (Value v : outputs)
+      types.push_back(v.getType());
+    FusionOp fusion = createFusion(b, last, types, inputs.getArrayRef(), map);
     if (auto inner = dyn_cast<FusionOp>(gemm)) {
       Block &innerBody = inner.getBody().front();
       for (auto [arg, operand] : llvm::zip(innerBody.getArguments(), inner.getInputs()))
@@ -405,8 +446,12 @@ private:
     }
     for (Operation *op : chain)
       b.clone(*op, map);
-    b.create<YieldOp>(fusion.getLoc(), map.lookup(last->getResult(0)));
-    last->getResult(0).replaceAllUsesWith(fusion.getResult(0));
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    b.create<YieldOp>(fusion.getLoc(), yielded);
+    for (auto [v, r] : llvm::zip(outputs, fusion.getResults()))
+      v.replaceUsesWithIf(r, [&](OpOperand &use) { return !members.contains(use.getOwner()); });
     for (Operation *op : llvm::reverse(chain))
       op->erase();
     gemm->erase();

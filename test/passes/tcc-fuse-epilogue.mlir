@@ -43,3 +43,45 @@ func.func @no_epilogue(%a: tensor<4x8xf32>, %w: tensor<8x4xf32>, %z: tensor<2x4x
   %3 = tcc.add %2, %z : (tensor<4x4xf32>, tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
   return %0, %1, %3 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4x4xf32>
 }
+
+// -----
+
+// An activation epilogue whose input has another reader (the backward pass
+// reads the pre-activation): the chain goes through the GELU, whose value
+// only GEMMs read, and the pre-activation is a second result of the fusion.
+// CHECK-LABEL: func.func @forked_activation
+// CHECK-SAME: (the value it reads is also a result, for its 1 other reader(s))
+// CHECK: %[[F:.+]]:2 = tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+// CHECK: %[[M:.+]] = tcc.matmul
+// CHECK: %[[H:.+]] = tcc.add %[[M]], %{{.+}}
+// CHECK: %[[G:.+]] = tcc.gelu %[[H]]
+// CHECK: tcc.yield %[[H]], %[[G]]
+// CHECK: tcc.matmul %[[F]]#1
+// CHECK: tcc.gelu_grad %{{.+}}, %[[F]]#0
+func.func @forked_activation(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %w2: tensor<16x4xf32>, %d: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x16xf32>) {
+  %0 = tcc.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %1 = tcc.add %0, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %2 = tcc.gelu %1 {approximate = "tanh"} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %3 = tcc.matmul %2, %w2 : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %4 = tcc.gelu_grad %d, %1 {approximate = "tanh"} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %3, %4 : tensor<8x4xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// Left alone past a fork: the product's first reader is elementwise but its
+// value is read by more than GEMMs (it may fuse into a loop that never
+// writes it), so the product is the GEMM's only value and both readers form
+// a loop fusion of their own.
+// CHECK-LABEL: func.func @forked_left_alone
+// CHECK-SAME: reason = "the value it reads has other readers, and its own value is read by more than GEMMs
+// CHECK: %[[M:.+]] = tcc.matmul
+// CHECK: tcc.fusion(%[[M]], %{{.+}})
+// CHECK: tcc.mul
+// CHECK: tcc.exp
+func.func @forked_left_alone(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %s: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  %0 = tcc.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
+  %1 = tcc.mul %0, %s : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = tcc.exp %0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %1, %2 : tensor<8x16xf32>, tensor<8x16xf32>
+}
