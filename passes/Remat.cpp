@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace mlir::tcc {
 #define GEN_PASS_DEF_REMAT
@@ -33,6 +34,7 @@ struct Candidate {
   int64_t bytes;   // bytes of the op's results that the backward pass keeps
   int64_t flops;   // work to recompute them
   bool gemm;       // a matrix product: tried only after every cheaper one
+  int result = -1; // >= 0: only this result of a multi-output fusion
   double score() const { return (double)bytes / (double)std::max<int64_t>(flops, 1); }
 };
 
@@ -151,6 +153,93 @@ static Applied rematerialize(Operation *op, int64_t boundary,
     Value original = use->get();
     applied.uses.push_back({use, original});
     use->set(clone->getResult(cast<OpResult>(original).getResultNumber()));
+  }
+  return applied;
+}
+
+/// The ops of `fusion`'s body that compute its result `resultNumber` from
+/// body arguments and the fusion's other results (the elementwise tail of a
+/// multi-output fusion, such as the GELU after a GEMM whose pre-activation
+/// is also a result), in program order; std::nullopt when that needs a
+/// matrix product or the result is not computed in the body.
+static std::optional<SmallVector<Operation *>> tailOf(FusionOp fusion,
+                                                      unsigned resultNumber) {
+  auto yield = cast<YieldOp>(fusion.getBody().front().getTerminator());
+  Value target = yield.getValues()[resultNumber];
+  llvm::SetVector<Operation *> ops;
+  SmallVector<Value> work{target};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      continue; // a body argument: the fusion's input
+    if (v != target && llvm::is_contained(yield.getValues(), v))
+      continue; // another result of the fusion
+    if (isa<MatMulOp>(def) || !FusionCostModel::isElementwise(def))
+      return std::nullopt;
+    if (ops.insert(def))
+      llvm::append_range(work, def->getOperands());
+  }
+  if (ops.empty())
+    return std::nullopt;
+  SmallVector<Operation *> ordered(ops.begin(), ops.end());
+  llvm::sort(ordered, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  return ordered;
+}
+
+/// Recomputes only result `resultNumber` of `fusion` (its elementwise tail,
+/// see tailOf) in a new fusion before the first of its uses at or after
+/// `boundary`, reading the fusion's inputs and other results.
+static Applied rematerializeTail(FusionOp fusion, unsigned resultNumber,
+                                 ArrayRef<Operation *> tail, int64_t boundary,
+                                 llvm::DenseMap<Operation *, int64_t> &index,
+                                 const RematCostModel &model) {
+  Value result = fusion.getResult(resultNumber);
+  SmallVector<OpOperand *> late;
+  Operation *first = nullptr;
+  for (OpOperand &use : result.getUses()) {
+    Operation *user = use.getOwner();
+    if (index.lookup(user) < boundary)
+      continue;
+    late.push_back(&use);
+    if (!first || index.lookup(user) < index.lookup(first))
+      first = user;
+  }
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  // The tail's operands from outside it, as values outside the fusion.
+  llvm::SetVector<Value> inner;
+  SmallVector<Value> outer;
+  for (Operation *op : tail)
+    for (Value v : op->getOperands()) {
+      if (v.getDefiningOp() && llvm::is_contained(tail, v.getDefiningOp()))
+        continue;
+      if (!inner.insert(v))
+        continue;
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        outer.push_back(fusion.getInputs()[arg.getArgNumber()]);
+      else
+        outer.push_back(fusion.getResult(
+            llvm::find(yield.getValues(), v) - yield.getValues().begin()));
+    }
+  OpBuilder b(first);
+  auto clone = b.create<FusionOp>(fusion.getLoc(), TypeRange{result.getType()}, outer);
+  Block *block = b.createBlock(&clone.getBody());
+  IRMapping map;
+  for (Value v : inner)
+    map.map(v, block->addArgument(v.getType(), v.getLoc()));
+  b.setInsertionPointToStart(block);
+  Applied applied;
+  for (Operation *op : tail) {
+    b.clone(*op, map);
+    applied.flops += model.recomputeFlops(op).value_or(0);
+  }
+  b.create<YieldOp>(fusion.getLoc(), map.lookup(yield.getValues()[resultNumber]));
+  clone->setAttr("tcc.remat", b.getUnitAttr());
+  applied.clones.push_back(clone);
+  for (OpOperand *use : late) {
+    applied.uses.push_back({use, use->get()});
+    use->set(clone.getResult(0));
   }
   return applied;
 }
@@ -418,7 +507,7 @@ private:
     Builder b(func.getContext());
     int64_t planned = planFunction(func, floatBytes, statePerParam);
     SmallVector<Attribute> decisions;
-    llvm::DenseSet<Operation *> tried;
+    std::set<std::pair<Operation *, int>> tried;
     // Rounds: a greedy search on the live-bytes bound towards the budget,
     // then the full plan; fragmentation (plan minus bound) measured anew.
     for (int round = 0; planned > budget && round < 8; ++round) {
@@ -439,16 +528,36 @@ private:
 
         SmallVector<Candidate> candidates;
         for (Operation &op : body) {
-          if (index[&op] >= boundary || tried.contains(&op) || &op == lossOp)
+          if (index[&op] >= boundary || &op == lossOp)
+            continue;
+          auto keptByBackward = [&](Value r) {
+            return llvm::any_of(r.getUsers(), [&](Operation *u) {
+              return index.lookup(u) >= boundary;
+            });
+          };
+          // One result of a multi-output fusion: its elementwise tail,
+          // recomputed from the fusion's inputs and other results (the
+          // activation of a GEMM epilogue, from the pre-activation).
+          if (auto fusion = dyn_cast<FusionOp>(op); fusion && op.getNumResults() > 1)
+            for (unsigned i = 0; i < op.getNumResults(); ++i) {
+              if (tried.count({&op, (int)i}) || !keptByBackward(op.getResult(i)))
+                continue;
+              if (std::optional<SmallVector<Operation *>> tail = tailOf(fusion, i)) {
+                int64_t flops = 0;
+                for (Operation *t : *tail)
+                  flops += model.recomputeFlops(t).value_or(0);
+                candidates.push_back({&op, valueBytes(op.getResult(i), floatBytes),
+                                      flops, false, (int)i});
+              }
+            }
+          if (tried.count({&op, -1}))
             continue;
           std::optional<int64_t> flops = model.recomputeFlops(&op);
           if (!flops)
             continue;
           int64_t kept = 0;
           for (Value r : op.getResults())
-            if (llvm::any_of(r.getUsers(), [&](Operation *u) {
-                  return index.lookup(u) >= boundary;
-                }))
+            if (keptByBackward(r))
               kept += valueBytes(r, floatBytes);
           if (kept > 0)
             candidates.push_back({&op, kept, *flops, FusionCostModel::isGemm(&op)});
@@ -466,8 +575,12 @@ private:
         });
         bool kept = false;
         for (const Candidate &c : candidates) {
-          tried.insert(c.op);
-          Applied a = rematerialize(c.op, boundary, index, model);
+          tried.insert({c.op, c.result});
+          Applied a = c.result >= 0
+                          ? rematerializeTail(cast<FusionOp>(c.op), c.result,
+                                              *tailOf(cast<FusionOp>(c.op), c.result),
+                                              boundary, index, model)
+                          : rematerialize(c.op, boundary, index, model);
           int64_t after = liveTemporaries(func);
           // Kept when the bound does not grow: one value rarely lowers the
           // peak alone (other saved values hold it), but each one dropped
@@ -483,8 +596,12 @@ private:
                 b.getNamedAttr("reason", b.getStringAttr(
                     c.gemm ? "saved matmul output: no cheaper recomputation "
                              "is left"
-                           : "saved activation with the most bytes per "
-                             "recomputed FLOP")),
+                    : c.result >= 0
+                        ? "saved activation with the most bytes per recomputed "
+                          "FLOP: the elementwise tail of a multi-output fusion, "
+                          "recomputed from its other results"
+                        : "saved activation with the most bytes per "
+                          "recomputed FLOP")),
             }));
             live = after;
             kept = true;
