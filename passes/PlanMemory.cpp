@@ -19,6 +19,21 @@ bool mlir::tcc::isAliasView(Operation *op) {
   return isa<ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
 }
 
+std::optional<unsigned> mlir::tcc::inPlaceOperand(Operation *op, unsigned result) {
+  if (isa<SoftmaxCrossEntropyLossWithGradOp>(op) && result == 1)
+    return 0;
+  return std::nullopt;
+}
+
+bool mlir::tcc::diesAt(Value v, int64_t at,
+                       const llvm::DenseMap<Operation *, int64_t> &index) {
+  return llvm::all_of(v.getUsers(), [&](Operation *u) {
+    if (isAliasView(u))
+      return diesAt(u->getResult(0), at, index);
+    return index.lookup(u) <= at;
+  });
+}
+
 bool mlir::tcc::isStaticConstant(Operation *op) {
   if (!isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op))
     return false;
@@ -254,7 +269,19 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
             std::max(intervals[it->second].end, lastUse(r, index[&op]));
       continue;
     }
-    for (Value r : op.getResults()) {
+    for (auto [k, r] : llvm::enumerate(op.getResults())) {
+      // A result written over an operand that dies here takes its buffer.
+      if (std::optional<unsigned> operand = inPlaceOperand(&op, k)) {
+        Value base = root(op.getOperand(*operand));
+        auto it = intervalOf.find(base);
+        if (it != intervalOf.end() && diesAt(base, index[&op], index) &&
+            intervals[it->second].bytes == valueBytes(r, floatBytes)) {
+          rootOf[r] = base;
+          intervals[it->second].end =
+              std::max(intervals[it->second].end, lastUse(r, index[&op]));
+          continue;
+        }
+      }
       intervalOf[r] = intervals.size();
       intervals.push_back({r, valueBytes(r, floatBytes),
                            index[&op], lastUse(r, index[&op])});

@@ -4,6 +4,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <optional>
 
 namespace mlir::tcc {
 
@@ -17,6 +20,15 @@ bool isStaticConstant(Operation *op);
 /// Whether `op` only reinterprets its operand's bytes (reshape, squeeze,
 /// unsqueeze, identity): its result shares the operand's buffer.
 bool isAliasView(Operation *op);
+
+/// The operand whose buffer result `result` of `op` may take over when that
+/// operand dies at `op` (the fused loss's gradient over the logits: each row
+/// is read before it is written), or std::nullopt.
+std::optional<unsigned> inPlaceOperand(Operation *op, unsigned result);
+
+/// Whether no op after `at` (in `index`'s numbering) reads `v`, directly or
+/// through views.
+bool diesAt(Value v, int64_t at, const llvm::DenseMap<Operation *, int64_t> &index);
 
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);

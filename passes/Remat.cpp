@@ -467,8 +467,16 @@ private:
         int64_t end = index[&op];
         for (Operation *u : r.getUsers())
           end = std::max(end, index.lookup(u));
-        if (isAliasView(&op)) {
-          Value in = op.getOperand(0);
+        std::optional<unsigned> inPlace = inPlaceOperand(&op, cast<OpResult>(r).getResultNumber());
+        if (inPlace) {
+          Value in = op.getOperand(*inPlace);
+          Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
+          if (!(range.count(root) && diesAt(root, index[&op], index) &&
+                valueBytes(root, floatBytes) == valueBytes(r, floatBytes)))
+            inPlace.reset();
+        }
+        if (isAliasView(&op) || inPlace) {
+          Value in = op.getOperand(inPlace ? *inPlace : 0);
           Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
           rootOf[r] = root;
           auto it = range.find(root);
@@ -517,6 +525,9 @@ private:
       int64_t fragmentation = temporaries - live;
       int64_t target = budget - persistent - fragmentation;
       size_t before = decisions.size();
+      // A candidate rejected in an earlier round may fit now (a value it
+      // reads became saved for another reason, say): each round tries all.
+      tried.clear();
       while (live > target) {
         Block &body = func.getBody().front();
         llvm::DenseMap<Operation *, int64_t> index;

@@ -1539,6 +1539,10 @@ __global__ void sce_with_grad_row_kernel(TO *dscores, double *total, const TS *s
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
       m = fmaxf(m, static_cast<float>(ld(s[c])));
     m = block_allreduce(m, MaxOp(), sh);
+    // The label's score is read before the sum's barrier: `dscores` may be
+    // `scores` (the planner writes the gradient over the logits), and no
+    // thread writes before every thread has passed that barrier.
+    const float sl = static_cast<float>(ld(s[l]));
     float sum = 0.0f;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
       sum += expf(static_cast<float>(ld(s[c])) - m);
@@ -1550,8 +1554,7 @@ __global__ void sce_with_grad_row_kernel(TO *dscores, double *total, const TS *s
       d[c] = conv<TO>(p * (w * scale));
     }
     if (threadIdx.x == 0)
-      atomicAdd(total, -static_cast<double>(w) *
-                           (static_cast<double>(ld(s[l])) - static_cast<double>(lse)));
+      atomicAdd(total, -static_cast<double>(w) * (static_cast<double>(sl) - static_cast<double>(lse)));
   }
 }
 

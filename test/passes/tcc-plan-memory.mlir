@@ -87,3 +87,29 @@ func.func @views(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<4x4xf32> {tcc.
   %3 = tcc.add %1, %2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %3 : tensor<4x4xf32>
 }
+
+// -----
+
+// In place: the fused loss writes its gradient over the logits when they die
+// there (each row is read before it is written), so the logits and the
+// gradient share one slot; the logits of @kept are read again afterwards,
+// so their gradient gets a slot of its own.
+// CHECK-LABEL: func.func @loss_in_place
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 1216>}
+// CHECK: tcc.softmax_cross_entropy_loss_with_grad {{.*}}tcc.offsets = array<i64: {{[0-9]+}}, 1216>
+// CHECK-LABEL: func.func @kept
+// CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 1216>}
+// CHECK: tcc.softmax_cross_entropy_loss_with_grad {{.*}}tcc.offsets = array<i64: 2752, 1728>
+func.func @loss_in_place(%x: tensor<8x16xf32> {tcc.input = "x"}, %l: tensor<8xi64> {tcc.input = "l"}, %seed: tensor<f32> {tcc.input = "seed"}) -> (tensor<f32> {tcc.output = "loss"}, tensor<8x16xf32> {tcc.output = "g"}) {
+  %0 = tcc.exp %x : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %0, %l, %seed {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x16xf32>)
+  %1 = tcc.exp %d : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %loss, %1 : tensor<f32>, tensor<8x16xf32>
+}
+
+func.func @kept(%x: tensor<8x16xf32> {tcc.input = "x"}, %l: tensor<8xi64> {tcc.input = "l"}, %seed: tensor<f32> {tcc.input = "seed"}) -> (tensor<f32> {tcc.output = "loss"}, tensor<8x16xf32> {tcc.output = "g"}) {
+  %0 = tcc.exp %x : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %0, %l, %seed {ignore_index = -100 : i64} : (tensor<8x16xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x16xf32>)
+  %1 = tcc.add %d, %0 : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %loss, %1 : tensor<f32>, tensor<8x16xf32>
+}
