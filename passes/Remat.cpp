@@ -324,6 +324,22 @@ public:
         trial.erase();
       }
       if (found >= 0) {
+        // The fewest checkpointed layers need not recompute the least: the
+        // greedy search on the rest may recompute more than a layer's
+        // forward pass. Checkpointing one more layer, or every layer, is
+        // taken when it fits and recomputes fewer FLOPs.
+        for (int64_t count : {found + 1, layers}) {
+          if (count > layers || count <= found)
+            continue;
+          func::FuncOp trial = original.clone();
+          checkpointSegments(trial, false, count);
+          if (count < layers)
+            search(trial);
+          if (planFunction(trial, floatBytes, statePerParam) <= budget &&
+              recomputedFlops(trial) < recomputedFlops(func))
+            take(trial);
+          trial.erase();
+        }
         planFunction(func, floatBytes, statePerParam);
         original.erase();
         return;
@@ -347,6 +363,16 @@ public:
       planFunction(func, floatBytes, statePerParam);
     }
     original.erase();
+  }
+
+  /// The FLOPs `func`'s remat decisions recompute.
+  static int64_t recomputedFlops(func::FuncOp func) {
+    int64_t total = 0;
+    if (auto decisions = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions"))
+      for (Attribute a : decisions)
+        if (auto flops = cast<DictionaryAttr>(a).getAs<IntegerAttr>("flops"))
+          total += flops.getInt();
+    return total;
   }
 
   /// The block a node belongs to, from its name: /h.3/attn/MatMul -> 3.
