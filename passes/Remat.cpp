@@ -575,7 +575,11 @@ private:
           // One result of a multi-output fusion: its elementwise tail,
           // recomputed from the fusion's inputs and other results (the
           // activation of a GEMM epilogue, from the pre-activation).
-          if (auto fusion = dyn_cast<FusionOp>(op); fusion && op.getNumResults() > 1)
+          // Not under mixed precision: a fused kernel computes in fp32 and
+          // stores fp16, so a tail recomputed from the stored result would
+          // round differently from the original.
+          if (auto fusion = dyn_cast<FusionOp>(op);
+              fusion && op.getNumResults() > 1 && floatBytes != kMixedPrecision)
             for (unsigned i = 0; i < op.getNumResults(); ++i) {
               if (tried.count({&op, (int)i}) || !keptByBackward(op.getResult(i)))
                 continue;

@@ -80,6 +80,33 @@ public:
     return !row.empty() && in.getShape() == shape && out.getShape() == ArrayRef(row);
   }
 
+  /// Whether a fused loop that adds each element, in order, to its output's
+  /// double accumulator sums exactly as the CPU reduce kernel does. The
+  /// kernel walks the input in order with size-1 dimensions dropped and
+  /// contiguous ones merged; when the innermost run is reduced it sums the
+  /// run from 0 and then adds it to the accumulator, which is the same only
+  /// if each output gets one run: the reduced dimensions (of size > 1) must
+  /// then be a suffix.
+  static bool sumsInOrder(Operation *op) {
+    auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+    int64_t rank = in.getRank();
+    auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+    SmallVector<bool> reduced(rank, !axes || axes.empty());
+    if (axes)
+      for (int64_t a : axes.asArrayRef())
+        reduced[a < 0 ? a + rank : a] = true;
+    SmallVector<bool> big;
+    for (int64_t d = 0; d < rank; ++d)
+      if (in.getShape()[d] != 1)
+        big.push_back(reduced[d]);
+    if (big.empty() || !big.back())
+      return true; // the innermost run is kept: element by element, in order
+    size_t d = big.size();
+    while (d > 0 && big[d - 1])
+      --d;
+    return llvm::none_of(ArrayRef(big).take_front(d), [](bool r) { return r; });
+  }
+
   /// May `op`, a reduction whose input is a value (or, for a sibling, an
   /// input) of a group looping over `shape`, join it? A reduction over the
   /// last axis is a row reduction: later ops of the group may read its
@@ -94,6 +121,10 @@ public:
       return {false, "an integer reduction stays a kernel of its own"};
     if (in.getShape() != shape)
       return {false, "the reduction's input has another shape than the group"};
+    if (!sumsInOrder(op))
+      return {false, "the reduce kernel sums this reduction's runs separately "
+                     "(the last axis is reduced with a non-adjacent one); a fused "
+                     "loop would round differently"};
     if ((int64_t)size >= maxOps)
       return {false, "the group has reached the kernel size limit of " +
                          std::to_string(maxOps) + " ops"};

@@ -273,3 +273,20 @@ func.func @gemm_result_transpose(%x: tensor<6x4xf32>, %g: tensor<6x10xf32>) -> t
   %1 = tcc.transpose %0 {perm = array<i64: 1, 0>} : (tensor<4x10xf32>) -> tensor<10x4xf32>
   return %1 : tensor<10x4xf32>
 }
+
+// -----
+
+// Leaves alone: a reduction over the first and last axes with a kept axis
+// between them. The reduce kernel sums each innermost run separately and
+// then adds the runs, so a fused loop that adds element by element would
+// round differently; the exp stays a loop of its own.
+// CHECK-LABEL: func.func @split_runs
+// CHECK-SAME: reason = "the reduce kernel sums this reduction's runs separately
+// CHECK-NOT: tcc.fusion(
+// CHECK: tcc.exp
+// CHECK: tcc.reduce_sum %{{.+}} {axes = array<i64: 0, 2>}
+func.func @split_runs(%a: tensor<4x16x32xf32>) -> tensor<1x16x1xf32> {
+  %0 = tcc.exp %a : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
+  %1 = tcc.reduce_sum %0 {axes = array<i64: 0, 2>} : (tensor<4x16x32xf32>) -> tensor<1x16x1xf32>
+  return %1 : tensor<1x16x1xf32>
+}
