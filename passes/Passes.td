@@ -292,21 +292,28 @@ def FuseLoss : Pass<"tcc-fuse-loss", "ModuleOp"> {
 }
 
 def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
-  let summary = "Fuses chains of elementwise ops into tcc.fusion kernels";
+  let summary = "Fuses elementwise ops, reductions and GEMM prologues/epilogues into tcc.fusion kernels";
   let description = [{
-    Groups elementwise ops of one result shape (broadcast operands fuse for
+    Groups elementwise ops of one loop shape (broadcast operands fuse for
     free) that feed one another into a `tcc.fusion` region, which a code
-    generator emits as one loop with no intermediate buffers; values used
-    outside the group become the fusion's results.
+    generator emits as one loop nest with no intermediate buffers; values
+    used outside the group become the fusion's results. Groups that an op
+    reads merge, and an op that shares a full-size input with a group joins
+    it as a sibling (`passes/fusion/LoopGroups.h` states the rules that keep
+    the result acyclic). With `reductions`, producers fuse into the
+    reductions that read them, and a reduction over the last axis keeps its
+    group open for the ops that read its per-row result (softmax, LayerNorm
+    and their backward passes). A transpose of the last two dimensions read
+    by a matmul, and a transpose of a matmul's result, fold into the GEMM;
+    with `gemm-epilogues`, the elementwise chain after a GEMM joins it.
 
     The profitability model (`passes/fusion/FusionCostModel.h`) is apart
     from the transformation and returns a decision with a reason for every
     op it is asked about; the decisions are recorded on the function
     (`tcc.fusion_decisions`) with the op and kernel counts, and the driver's
-    `--fusion-report` writes them as JSON. A group is contiguous in program
-    order except for ops that do not touch it, and it is placed where its
-    last op was, so fusion never creates a cycle or lengthens a lifetime;
-    it never fuses a matmul. Before:
+    `--fusion-report` writes them as JSON. A group is placed where its last
+    op was, and no op outside it reads its values before that, so fusion
+    never creates a cycle; it never duplicates a matmul. Before:
 
     ```mlir
     %0 = tcc.mul %a, %b : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
