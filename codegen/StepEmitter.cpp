@@ -110,6 +110,7 @@ private:
   std::string kernels;            // CUDA: __global__ functions
   std::string shadowRefresh;      // CUDA: fp16 copies of the parameters
   std::string inputShadows;       // CUDA: fp16 copies of float inputs
+  std::string seedFill;           // CUDA: sets the backward seed (outside the graph)
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
   llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
@@ -1366,7 +1367,7 @@ std::string Emitter::assembleCuda(bool training,
     << " (CUDA target: fp16 storage, fp32 math, cuBLASLt GEMMs). Do not edit.\n"
     << "#include \"tcc_step.h\"\n#include \"kernels.cuh\"\n#include \"gemm.cuh\"\n"
     << "#include <algorithm>\n#include <cmath>\n#include <cstdint>\n"
-    << "#include <cstdio>\n#include <cstring>\n#include <vector>\n\n"
+    << "#include <cstdio>\n#include <cstdlib>\n#include <cstring>\n#include <vector>\n\n"
     << "#define TCC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
     << "namespace {\nusing namespace tcc::cuda;\nusing F = float;\n\n"
     << "inline unsigned grid_for(int64_t n) {\n"
@@ -1399,6 +1400,11 @@ std::string Emitter::assembleCuda(bool training,
     << "#endif\n\n"
     << "uint64_t g_baseline = 0, g_peak = 0;\n"
     << "bool g_params_dirty = false;\n"
+    << "// The micro-step as a CUDA graph (TCC_CUDA_GRAPHS=1): -1 undecided, 0 off, 1 on.\n"
+    << "int g_graph_mode = -1;\n"
+    << "int g_graph_calls = 0;\n"
+    << "cudaGraphExec_t g_graph = nullptr;\n"
+    << "void *g_graph_arena = nullptr;\n"
     << "char *g_arena = nullptr;\n"
     << "ApplyTensor *g_table = nullptr;\n"
     << "int64_t *g_chunks = nullptr;\n"
@@ -1484,6 +1490,8 @@ std::string Emitter::assembleCuda(bool training,
     << "  cudaStreamSynchronize(stream());\n"
     << "  if (g_table) cudaFree(g_table);\n  if (g_chunks) cudaFree(g_chunks);\n"
     << "  if (g_scratch) cudaFree(g_scratch);\n"
+    << "  if (g_graph) cudaGraphExecDestroy(g_graph);\n"
+    << "  g_graph = nullptr; g_graph_arena = nullptr; g_graph_calls = 0;\n"
     << "  g_table = nullptr; g_chunks = nullptr; g_scratch = nullptr;\n"
     << "  cudaFree(arena);\n  g_arena = nullptr;\n"
     << "  cudaStreamDestroy(stream());\n  stream() = 0;\n  return 0;\n}\n\n"
@@ -1548,11 +1556,49 @@ std::string Emitter::assembleCuda(bool training,
              : "  sgd_multi(g_table, g_chunks, kNumApply, g_nchunks, a->lr, a->momentum, a->nesterov != 0, a->step, mult);\n")
     << "  (void)arena_;\n"
     << "  return check_device(\"apply\");\n}\n\n"
+    << "// The micro-step's kernels and GEMMs, with no host synchronisation: what\n"
+    << "// a CUDA graph captures.\n"
+    << "int micro_step_body(void *arena_) {\n"
+    << "  {\n" << body << "  }\n  return 0;\n}\n\n"
+    << "// Runs the body directly, or (TCC_CUDA_GRAPHS=1) as a CUDA graph captured\n"
+    << "// on the second call (the first creates the GEMM plans) and replayed after;\n"
+    << "// a capture that fails falls back to direct launches, with a note.\n"
+    << "int launch_graph() {\n"
+    << "  cudaError_t e = cudaGraphLaunch(g_graph, stream());\n"
+    << "  if (e == cudaSuccess) return 0;\n"
+    << "  std::fprintf(stderr, \"tcc step: launching the micro-step's CUDA graph: %s (%s)\\n\",\n"
+    << "               cudaGetErrorName(e), cudaGetErrorString(e));\n"
+    << "  return 5;\n}\n\n"
+    << "int run_micro_step(void *arena_) {\n"
+    << "  if (g_graph_mode < 0) {\n"
+    << "    const char *env = std::getenv(\"TCC_CUDA_GRAPHS\");\n"
+    << "    g_graph_mode = env && std::strcmp(env, \"1\") == 0 ? 1 : 0;\n"
+    << "  }\n"
+    << "  if (g_graph_mode == 0 || g_graph_calls++ == 0) return micro_step_body(arena_);\n"
+    << "  if (g_graph && g_graph_arena == arena_) return launch_graph();\n"
+    << "  if (g_graph) { cudaGraphExecDestroy(g_graph); g_graph = nullptr; }\n"
+    << "  cudaGraph_t graph = nullptr;\n"
+    << "  cudaError_t e = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);\n"
+    << "  int rc = e == cudaSuccess ? micro_step_body(arena_) : 0;\n"
+    << "  if (e == cudaSuccess) e = cudaStreamEndCapture(stream(), &graph);\n"
+    << "  if (e == cudaSuccess && rc == 0) e = cudaGraphInstantiate(&g_graph, graph, 0);\n"
+    << "  if (graph) cudaGraphDestroy(graph);\n"
+    << "  if (e != cudaSuccess || rc != 0) {\n"
+    << "    std::fprintf(stderr, \"tcc step: note: capturing the micro-step as a CUDA graph failed (%s); \"\n"
+    << "                 \"running it without graphs\\n\", cudaGetErrorName(e));\n"
+    << "    cudaGetLastError();\n"
+    << "    g_graph = nullptr;\n"
+    << "    g_graph_mode = 0;\n"
+    << "    return micro_step_body(arena_);\n"
+    << "  }\n"
+    << "  g_graph_arena = arena_;\n"
+    << "  return launch_graph();\n"
+    << "}\n\n"
     << "TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {\n"
-    << "  (void)grad_scale;\n"
     << "  char *arena = static_cast<char *>(arena_);\n"
     << "  if (g_params_dirty) { refresh_shadows(arena); g_params_dirty = false; }\n"
-    << "  {\n" << body << "  }\n"
+    << (seedFill.empty() ? std::string("  (void)grad_scale;\n") : seedFill)
+    << "  if (int rc = run_micro_step(arena_)) return rc;\n"
     << "  int rc = check_device(\"micro_step\");\n"
     << "  sample_memory();\n"
     << "  return rc;\n}\n";
@@ -1609,7 +1655,8 @@ FailureOr<EmittedStep> Emitter::run() {
     } else if (func.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale.
       if (cuda)
-        os << "  fill(" << b.name << ", 1LL, grad_scale);\n";
+        seedFill = "  fill((" + b.type + " *)(arena + " + std::to_string(b.offset) +
+                   "ULL), 1LL, grad_scale);\n";
       else
         os << "  " << b.name << "[0] = (F)grad_scale;\n";
     } else {

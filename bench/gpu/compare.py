@@ -73,8 +73,9 @@ def curves(cpu_path, cuda_path):
 def gpt2(out):
     rows = []
     gib = 2.0 ** 30
-    for b in ("none", "8G", "5G", "4G", "3G"):
-        m = os.path.join(out, "gpt2_%s.jsonl" % b)
+    for key in ("none", "none_graphs", "8G", "5G", "4G", "3G"):
+        b, graphs = key.split("_")[0], key.endswith("_graphs")
+        m = os.path.join(out, "gpt2_%s.jsonl" % key)
         err = os.path.join(out, "payload_err_%s.txt" % b)
         budget = None if b == "none" else float(b[:-1]) * gib
         if os.path.exists(err):
@@ -84,9 +85,9 @@ def gpt2(out):
                     if smallest else text.strip()[:160])
             rows.append(("tcc --mem-budget=" + b, None, None, None, budget, note))
             continue
+        name = "tcc" + ("" if b == "none" else " --mem-budget=" + b) + (" (CUDA graphs)" if graphs else "")
         if not os.path.exists(m) or not load(m):
-            rows.append(("tcc" + ("" if b == "none" else " --mem-budget=" + b), None, None, None, budget,
-                         "no result (see the log)"))
+            rows.append((name, None, None, None, budget, "no result (see the log)"))
             continue
         r = load(m)
         el = [x["elapsed_s"] for x in r]
@@ -94,7 +95,7 @@ def gpt2(out):
         ms = statistics.median(dt) * 1e3 if dt else float("nan")
         toks = (r[-1]["tokens"] / len(r)) / (ms / 1e3)
         peak = r[-1].get("device_peak_bytes")
-        rows.append(("tcc" + ("" if b == "none" else " --mem-budget=" + b), ms, toks, peak, budget,
+        rows.append((name, ms, toks, peak, budget,
                      "loss %.3f, scale %s, skipped %s" % (r[-1]["loss"], r[-1].get("loss_scale"),
                                                           r[-1].get("skipped_total"))))
     ref = None

@@ -13,6 +13,8 @@
 #    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
 #    autocast, GradScaler, fused AdamW) in the same run;
 # 3. the budget: the measured device peak against --mem-budget.
+# The demo run and the unconstrained GPT-2 step also run with the micro-step
+# captured as a CUDA graph (TCC_CUDA_GRAPHS=1).
 # Each stage has a time limit, so one failure does not cost the others.
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -49,6 +51,11 @@ stage "training: 200 steps of the demo GPT, CUDA vs CPU"
 timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda.jsonl" 2>&1 | tail -6
 $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
 
+stage "training: the same run with the micro-step as a CUDA graph (TCC_CUDA_GRAPHS=1)"
+# shellcheck disable=SC2046
+TCC_CUDA_GRAPHS=1 timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda_graphs.jsonl" 2>&1 | tail -6
+$py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda_graphs.jsonl"
+
 stage "GPT-2 small: tcc"
 timeout 120 $py bench/gpu/torch_bench.py weights $p/gpt2.manifest /tmp/gpt2_weights.bin
 $py -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/gpt2_tokens.bin')"
@@ -59,6 +66,9 @@ for b in none 8G 5G 4G 3G; do
   timeout 120 $tr $p/steps/gpt2_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
     --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_$b.jsonl" 2>&1 | tail -4
 done
+echo "none, with the micro-step as a CUDA graph:"
+TCC_CUDA_GRAPHS=1 timeout 120 $tr $p/steps/gpt2_none.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+  --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_graphs.jsonl" 2>&1 | tail -4
 
 stage "GPT-2 small: PyTorch eager"
 timeout 120 $py bench/gpu/torch_bench.py bench --mode eager > "$out/torch_eager.json" 2> "$out/torch_eager.log" || tail -5 "$out/torch_eager.log"
