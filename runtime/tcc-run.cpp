@@ -132,6 +132,10 @@ const char *const kUsage =
     "  --seed N       (--data random) the PRNG seed (default 0)\n"
     "  --no-prefetch  prepare each micro-batch when it is needed instead of on\n"
     "                 a background thread (the batches are the same)\n"
+    "  --cuda-graphs  (--target=cuda steps) capture the micro-step as a CUDA\n"
+    "                 graph on its second run and replay it after (the same as\n"
+    "                 TCC_CUDA_GRAPHS=1); a capture that fails falls back to\n"
+    "                 launching the kernels one by one, with a note\n"
     "\n"
     "training:\n"
     "  --steps N      optimizer steps in all (default 1); with --resume, the\n"
@@ -646,7 +650,7 @@ struct Options {
          clipNorm = 0, minLr = 0;
   double weightDecay = 0;
   bool haveWeightDecay = false;
-  bool nesterov = false, quiet = false, noPrefetch = false;
+  bool nesterov = false, quiet = false, noPrefetch = false, cudaGraphs = false;
   bool cosine = false;
   bool sequential = false;
   /// --loss-scale; without it, dynamic for device steps and off for host
@@ -749,13 +753,15 @@ int parseArgs(int argc, char **argv, Options &opts) {
       opts.gradsOnly = true;
       continue;
     }
-    if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch") {
+    if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch" ||
+        a == "--cuda-graphs") {
       if (opts.wasGiven(a.c_str()))
         return error(a + " is given twice");
       opts.given.push_back(a);
-      (a == "--nesterov" ? opts.nesterov
-                         : a == "--quiet" ? opts.quiet : opts.noPrefetch) =
-          true;
+      (a == "--nesterov"      ? opts.nesterov
+       : a == "--quiet"       ? opts.quiet
+       : a == "--no-prefetch" ? opts.noPrefetch
+                              : opts.cudaGraphs) = true;
       continue;
     }
     std::string flag = a, value;
@@ -2033,6 +2039,13 @@ int run(int argc, char **argv) {
   std::string err = loadStep(opts.step, step);
   if (!err.empty())
     return error(err);
+  if (opts.cudaGraphs) {
+    if (step.info->device_arena != 1)
+      return error("--cuda-graphs needs a step compiled with --target=cuda (" +
+                   opts.step + " runs on the CPU)");
+    // The step reads it at its first micro-step.
+    ::setenv("TCC_CUDA_GRAPHS", "1", 1);
+  }
   return opts.gradsOnly ? runGradsOnly(opts, step) : runTraining(opts, step);
 }
 

@@ -53,7 +53,7 @@ $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
 
 stage "training: the same run with the micro-step as a CUDA graph (TCC_CUDA_GRAPHS=1)"
 # shellcheck disable=SC2046
-TCC_CUDA_GRAPHS=1 timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda_graphs.jsonl" 2>&1 | tail -6
+timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --cuda-graphs --metrics "$out/train_cuda_graphs.jsonl" 2>&1 | tail -6
 $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda_graphs.jsonl"
 
 stage "GPT-2 small: tcc"
@@ -67,7 +67,7 @@ for b in none 8G 5G 4G 3G; do
     --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_$b.jsonl" 2>&1 | tail -4
 done
 echo "none, with the micro-step as a CUDA graph:"
-TCC_CUDA_GRAPHS=1 timeout 120 $tr $p/steps/gpt2_none.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+timeout 120 $tr $p/steps/gpt2_none.so --cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
   --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_graphs.jsonl" 2>&1 | tail -4
 
 stage "GPT-2 small: PyTorch eager"

@@ -457,7 +457,10 @@ def errors():
     p = device("--feed", base, "--grads-only", "--loss-scale", "off", check=False)
     require(p.returncode == 1 and "cannot be combined with --loss-scale" in p.stderr,
             "--grads-only --loss-scale: %r" % p.stderr)
-    return "%s; missing device functions; bad --loss-scale" % ", ".join(out)
+    p = tcc_run(ARGS.cpu_step, *COMMON, "--steps", "1", "--cuda-graphs", check=False)
+    require(p.returncode == 1 and "--cuda-graphs needs a step compiled with --target=cuda"
+            in p.stderr, "--cuda-graphs on a CPU step: %r" % p.stderr)
+    return "%s; missing device functions; bad --loss-scale; --cuda-graphs on a CPU step" % ", ".join(out)
 
 
 @case("budget-warning")
