@@ -12,7 +12,12 @@ shape and of broadcast shapes and one input, and ends in a scalar loss. For
 each, tcc compiles the training step with and without fusion, tcc-run runs
 one micro-step of each on the same input, and the loss and every gradient
 must be bit-identical. The fusion report's kernel count must also be below
-the op count. Prints one line per model and ends with `N passed, M failed`.
+the op count. Each model is also compiled under a budget that leaves 85% of
+its activations' and temporaries' bytes:
+when tcc finds a plan (or says which smallest budget it would meet), the
+plan must be within the budget and the step bit-identical to the
+unconstrained one. Prints one line per model and ends with `N passed, M
+failed`.
 """
 import argparse
 import json
@@ -118,8 +123,18 @@ def make_model(seed, path):
     row = list(shape)
     row[-1] = 1
     b.param(row)
-    for _ in range(random.randint(8, 20)):
-        b.step()
+    # Residual blocks of random ops, like a transformer's layers: each block
+    # reads the running value and the parameters, and adds its last
+    # full-size value to the running value (so early blocks' values are
+    # saved for a late backward pass, which is what remat recomputes).
+    params = list(b.pool[1:])
+    cur = "x"
+    for _ in range(random.randint(2, 4)):
+        b.pool = params + [(cur, tuple(shape))]
+        for _ in range(random.randint(4, 9)):
+            b.step()
+        full = [v for v, s in b.pool[len(params):] if s == tuple(shape)]
+        cur = b.node("Add", [cur, full[-1]], shape)
     # The loss: the mean of the sum of the last values (all of them feed it).
     last = [p for p in b.pool[-4:]]
     acc, sacc = last[0]
@@ -161,24 +176,53 @@ def check(args, seed):
     np.save(os.path.join(feed, "x.npy"),
             np.random.default_rng(seed + 1000).uniform(-1, 1, shape).astype(np.float32))
     fused, plain = os.path.join(work, "fused.so"), os.path.join(work, "plain.so")
-    report = os.path.join(work, "fusion.json")
-    for so, extra in ((fused, ["--fusion-report", report]), (plain, ["--no-fusion"])):
+    report, memory = os.path.join(work, "fusion.json"), os.path.join(work, "memory.json")
+    for so, extra in ((fused, ["--fusion-report", report, "--memory-report", memory]),
+                      (plain, ["--no-fusion"])):
         r = run([args.tcc, onnx_path, "-o", so] + extra)
         if r.returncode != 0:
             return "tcc failed: " + r.stdout.strip().splitlines()[-1][:300], None
     stats = json.load(open(report))
     a = grads(args.tcc_run, fused, feed, os.path.join(work, "a"))
     b = grads(args.tcc_run, plain, feed, os.path.join(work, "b"))
-    if a.keys() != b.keys():
-        return "different outputs: %s vs %s" % (sorted(a), sorted(b)), stats
-    for k in sorted(a):
-        if not np.array_equal(a[k], b[k], equal_nan=True):
-            diff = np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))
-            return "%s differs (max |diff| %.3g)" % (k, diff), stats
+
+    def differs(x, y):
+        if x.keys() != y.keys():
+            return "different outputs: %s vs %s" % (sorted(x), sorted(y))
+        for k in sorted(x):
+            if not np.array_equal(x[k], y[k], equal_nan=True):
+                diff = np.max(np.abs(x[k].astype(np.float64) - y[k].astype(np.float64)))
+                return "%s differs (max |diff| %.3g)" % (k, diff)
+        return None
+
+    problem = differs(a, b)
+    if problem:
+        return problem, stats
     if not all(np.all(np.isfinite(v)) for v in a.values()):
         return "non-finite values", stats
     if stats["kernel_count"] >= stats["op_count"]:
         return "no fusion: %d kernels for %d ops" % (stats["kernel_count"], stats["op_count"]), stats
+    # Remat: under a budget that leaves 85% of the activations' and
+    # temporaries' bytes, when tcc finds a plan, the step is bit-identical
+    # to the unconstrained one and within the budget.
+    plan = json.load(open(memory))
+    peak = plan["planned_peak_bytes"]
+    budget = peak - int(0.15 * plan["categories"]["activations_and_temporaries"])
+    tight = os.path.join(work, "tight.so")
+    r = run([args.tcc, onnx_path, "-o", tight, "--mem-budget=%d" % budget,
+             "--memory-report", memory])
+    stats["remat"] = "remat: no plan (the error names the smallest)"
+    if r.returncode == 0:
+        planned = json.load(open(memory))["planned_peak_bytes"]
+        if planned > budget:
+            return "remat: planned %d over the budget %d" % (planned, budget), stats
+        problem = differs(grads(args.tcc_run, tight, feed, os.path.join(work, "c")), a)
+        if problem:
+            return "remat: " + problem, stats
+        stats["remat"] = "remat: same (%d recomputed)" % len(
+            json.load(open(memory))["remat_decisions"])
+    elif "smallest budget this plan meets" not in r.stdout:
+        return "remat: " + r.stdout.strip().splitlines()[-1][:300], stats
     return None, stats
 
 
@@ -201,7 +245,8 @@ def main():
         counts = ("%3d ops -> %3d kernels" % (stats["op_count"], stats["kernel_count"])
                   if stats else "")
         print("%-6s model %3d  %-26s %s" % ("FAIL" if problem else "ok", seed, counts,
-                                            problem or "loss and gradients bit-identical"))
+                                            problem or "loss and gradients bit-identical; " +
+                                            stats.get("remat", "")))
         if problem:
             failed += 1
         else:
