@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -155,6 +156,7 @@ def make_model(seed, path):
 
 
 def grads(tcc_run, so, feed, out):
+    shutil.rmtree(out, ignore_errors=True)  # a dump of an earlier run
     r = run([tcc_run, so, "--feed", feed, "--grads-only", "--dump", out])
     if r.returncode != 0:
         raise RuntimeError("tcc-run failed:\n" + r.stdout[-600:])
