@@ -75,6 +75,11 @@ private:
   LogicalResult emitReturn(func::ReturnOp ret);
   LogicalResult emitFusion(FusionOp fusion);
   LogicalResult emitCudaFusion(FusionOp fusion);
+  /// A split or concat with the views and transposes of its parts: one
+  /// copy loop (CPU target).
+  LogicalResult emitMoveFusion(FusionOp fusion);
+  /// The general copy loop (index arithmetic per element) of a move fusion.
+  LogicalResult emitMoveLoop(FusionOp fusion);
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
@@ -457,6 +462,10 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
+        if (llvm::any_of(f.getBody().front(), [](Operation &o) {
+              return isa<SplitOp, ConcatOp>(o);
+            }))
+          return emitMoveFusion(f);
         if (std::optional<GemmFusion> g = asGemmFusion(f)) {
           if (!g->epilogue.empty())
             return emitGemmEpilogue(f, *g);
@@ -1046,6 +1055,323 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
        << ");\n";
   }
   os << "  }\n";
+  return success();
+}
+
+/// The C++ array of a shape (at least one element, for rank 0).
+static std::string dimsArray(ArrayRef<int64_t> shape) {
+  std::string s = "{";
+  for (auto [k, d] : llvm::enumerate(shape))
+    s += (k ? ", " : "") + std::to_string(d) + "LL";
+  return s + (shape.empty() ? "1LL}" : "}");
+}
+
+/// Code that moves the coordinates `c` of an element of `from`'s value to
+/// those of the same element in `to`'s value, through the view or transpose
+/// `op` (forward: from its operand to its result; else back).
+static std::string moveCoords(Operation *op, bool forward) {
+  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto out = cast<RankedTensorType>(op->getResult(0).getType());
+  if (auto t = dyn_cast<TransposeOp>(op)) {
+    int64_t rank = in.getRank();
+    SmallVector<int64_t> perm;
+    if (auto p = t.getPerm())
+      perm.assign(p->begin(), p->end());
+    else
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    // result[i] = operand[perm[i]]
+    std::string s = "      { int64_t t[8]; for (int d = 0; d < " + std::to_string(rank) +
+                    "; ++d) t[d] = c[d];";
+    for (int64_t i = 0; i < rank; ++i)
+      s += forward ? " c[" + std::to_string(i) + "] = t[" + std::to_string(perm[i]) + "];"
+                   : " c[" + std::to_string(perm[i]) + "] = t[" + std::to_string(i) + "];";
+    return s + " }\n";
+  }
+  // A view: the same flat index in the other shape.
+  auto fromShape = forward ? in.getShape() : out.getShape();
+  auto toShape = forward ? out.getShape() : in.getShape();
+  return "      { static const int64_t sf[] = " + dimsArray(fromShape) +
+         ", st[] = " + dimsArray(toShape) + "; move_delin(move_lin(c, sf, " +
+         std::to_string(fromShape.size()) + "), st, " + std::to_string(toShape.size()) +
+         ", c); }\n";
+}
+
+/// A value read as a strided view of a buffer: element `c` of `shape` is at
+/// `offset + sum c[i] * strides[i]`.
+struct StridedView {
+  SmallVector<int64_t> shape, strides;
+  int64_t offset = 0;
+
+  static StridedView contiguous(ArrayRef<int64_t> shape) {
+    StridedView v;
+    v.shape.assign(shape.begin(), shape.end());
+    v.strides.assign(shape.size(), 1);
+    for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+      v.strides[d] = v.strides[d + 1] * shape[d + 1];
+    return v;
+  }
+
+  /// The same elements in `to`'s shape, without a copy (numpy's rule: each
+  /// group of dimensions that is merged or split must be contiguous).
+  bool reshape(ArrayRef<int64_t> to) {
+    SmallVector<int64_t> os, ost;
+    for (auto [d, st] : llvm::zip(shape, strides))
+      if (d != 1) {
+        os.push_back(d);
+        ost.push_back(st);
+      }
+    SmallVector<int64_t> ns(to.begin(), to.end()), nst(to.size(), 0);
+    SmallVector<size_t> big;
+    for (size_t i = 0; i < ns.size(); ++i)
+      if (ns[i] != 1)
+        big.push_back(i);
+    size_t oi = 0, bi = 0;
+    while (oi < os.size() && bi < big.size()) {
+      int64_t op = os[oi], np = ns[big[bi]];
+      size_t oj = oi + 1, bj = bi + 1;
+      while (op != np) {
+        if (np < op) {
+          if (bj >= big.size())
+            return false;
+          np *= ns[big[bj++]];
+        } else {
+          if (oj >= os.size())
+            return false;
+          op *= os[oj++];
+        }
+      }
+      for (size_t k = oi; k + 1 < oj; ++k)
+        if (ost[k] != os[k + 1] * ost[k + 1])
+          return false;
+      nst[big[bj - 1]] = ost[oj - 1];
+      for (size_t k = bj - 1; k > bi; --k)
+        nst[big[k - 1]] = nst[big[k]] * ns[big[k]];
+      oi = oj;
+      bi = bj;
+    }
+    if (oi != os.size() || bi != big.size())
+      return false;
+    shape = ns;
+    strides = nst;
+    return true;
+  }
+
+  /// Through `op` (a view or a transpose) from its operand to its result.
+  bool through(Operation *op) {
+    auto out = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+    if (auto t = dyn_cast<TransposeOp>(op)) {
+      int64_t rank = shape.size();
+      SmallVector<int64_t> perm;
+      if (auto p = t.getPerm())
+        perm.assign(p->begin(), p->end());
+      else
+        for (int64_t i = rank - 1; i >= 0; --i)
+          perm.push_back(i);
+      SmallVector<int64_t> sh, st;
+      for (int64_t p : perm) {
+        sh.push_back(shape[p]);
+        st.push_back(strides[p]);
+      }
+      shape = sh;
+      strides = st;
+      return true;
+    }
+    return reshape(out);
+  }
+};
+
+/// A loop nest that copies `from` (a strided view of `src`) into `to` (one of
+/// `dst`), both of the same shape.
+static std::string stridedCopy(const std::string &dst, const StridedView &to,
+                               const std::string &src, const StridedView &from) {
+  std::string s, indent = "  ";
+  for (size_t d = 0; d < from.shape.size(); ++d) {
+    s += indent + "for (int64_t i" + std::to_string(d) + " = 0; i" + std::to_string(d) +
+         " < " + std::to_string(from.shape[d]) + "LL; ++i" + std::to_string(d) + ")\n";
+    indent += "  ";
+  }
+  auto index = [](const StridedView &v) {
+    std::string e = std::to_string(v.offset) + "LL";
+    for (size_t d = 0; d < v.shape.size(); ++d)
+      if (v.shape[d] != 1)
+        e += " + i" + std::to_string(d) + " * " + std::to_string(v.strides[d]) + "LL";
+    return e;
+  };
+  return s + indent + dst + "[" + index(to) + "] = " + src + "[" + index(from) + "];\n";
+}
+
+LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
+  if (!cuda) {
+    // Every result (a split's part, or a concat's operand region) as a
+    // strided loop nest reading its input, when the chain's views are
+    // strided views (they are for the head split and merge); else the
+    // general copy loop below.
+    Block &body = fusion.getBody().front();
+    auto yield = cast<YieldOp>(body.getTerminator());
+    std::string code;
+    bool strided = true;
+    auto argInput = [&](Value v) -> Value {
+      auto arg = dyn_cast<BlockArgument>(v);
+      return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
+    };
+    SmallVector<std::string> outs;
+    for (Value r : fusion.getResults())
+      outs.push_back(define(r).name);
+    auto split = llvm::find_if(body, [](Operation &o) { return isa<SplitOp>(o); });
+    if (split != body.end()) {
+      auto sp = cast<SplitOp>(*split);
+      Value input = argInput(sp.getInput());
+      auto t = tensor(sp.getInput());
+      int64_t axis = *normalizeAxis(sp.getAxis(), t.getRank());
+      int64_t offset = 0;
+      for (auto [k, part] : llvm::enumerate(sp.getResults())) {
+        StridedView v = StridedView::contiguous(t.getShape());
+        v.offset = offset * v.strides[axis];
+        v.shape[axis] = sp.getSplit()[k];
+        offset += sp.getSplit()[k];
+        Value cur = part;
+        while (strided && input && !llvm::is_contained(yield.getValues(), cur) && cur.hasOneUse()) {
+          Operation *u = *cur.getUsers().begin();
+          strided = v.through(u);
+          cur = u->getResult(0);
+        }
+        strided &= input && llvm::is_contained(yield.getValues(), cur);
+        if (!strided)
+          break;
+        unsigned r = llvm::find(yield.getValues(), cur) - yield.getValues().begin();
+        code += stridedCopy(outs[r], StridedView::contiguous(tensor(cur).getShape()),
+                            ref(input), v);
+      }
+    } else if (auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp())) {
+      auto t = tensor(concat.getResult());
+      int64_t axis = *normalizeAxis(concat.getAxis(), t.getRank());
+      int64_t offset = 0;
+      for (Value operand : concat.getInputs()) {
+        SmallVector<Operation *> chain;
+        Value root = operand;
+        while (Operation *def = root.getDefiningOp()) {
+          chain.push_back(def);
+          root = def->getOperand(0);
+        }
+        Value input = argInput(root);
+        std::reverse(chain.begin(), chain.end()); // root first
+        // The source through the chain's prefix that stays a strided view;
+        // the rest must be views, which the destination (a strided region
+        // of the concat) takes back instead: the loop runs over the shape
+        // between them (the heads' merge: transpose, then reshape).
+        StridedView v = StridedView::contiguous(tensor(root).getShape());
+        size_t k = 0;
+        for (; k < chain.size(); ++k) {
+          StridedView next = v;
+          if (!next.through(chain[k]))
+            break;
+          v = next;
+        }
+        StridedView to = StridedView::contiguous(t.getShape());
+        to.offset = offset * to.strides[axis];
+        to.shape[axis] = tensor(operand).getShape()[axis];
+        offset += to.shape[axis];
+        strided &= bool(input) && llvm::all_of(ArrayRef(chain).drop_front(k), [](Operation *o) {
+          return isAliasView(o);
+        });
+        if (strided && k < chain.size())
+          strided = to.reshape(v.shape);
+        if (!strided)
+          break;
+        code += stridedCopy(outs[0], to, ref(input), v);
+      }
+    } else {
+      strided = false;
+    }
+    if (strided) {
+      os << "  {\n" << code << "  }\n";
+      return success();
+    }
+  }
+  return emitMoveLoop(fusion);
+}
+
+LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
+  if (cuda)
+    return fusion.emitOpError("data-movement fusions are not lowered to CUDA yet "
+                              "(run tcc-fuse with data-movement=false)");
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  auto argInput = [&](Value v) -> Value {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
+  };
+  SmallVector<std::string> outs;
+  for (Value r : fusion.getResults())
+    outs.push_back(buffers.count(r) ? buffers.lookup(r).name : define(r).name);
+  os << "  {\n";
+  for (Operation &op : body.without_terminator()) {
+    if (auto split = dyn_cast<SplitOp>(op)) {
+      // Scatter: one loop over the split's input; each element goes to its
+      // part, through the part's views and transposes, to the result.
+      Value input = argInput(split.getInput());
+      if (!input)
+        return fusion.emitOpError("a split in a copy loop must read a fusion input");
+      auto t = tensor(split.getInput());
+      int64_t rank = t.getRank();
+      int64_t axis = *normalizeAxis(split.getAxis(), rank);
+      os << "  for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) {\n"
+         << "    static const int64_t sx[] = " << dimsArray(t.getShape()) << ";\n"
+         << "    int64_t c[8];\n    move_delin(i, sx, " << rank << ", c);\n";
+      int64_t offset = 0;
+      for (auto [k, part] : llvm::enumerate(split.getResults())) {
+        int64_t size = split.getSplit()[k];
+        os << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
+           << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
+        offset += size;
+        Value v = part;
+        while (!llvm::is_contained(yield.getValues(), v)) {
+          if (!v.hasOneUse())
+            return fusion.emitOpError("a split part in a copy loop must end at a result");
+          Operation *u = *v.getUsers().begin();
+          os << moveCoords(u, /*forward=*/true);
+          v = u->getResult(0);
+        }
+        unsigned k2 = llvm::find(yield.getValues(), v) - yield.getValues().begin();
+        auto rt = tensor(v);
+        os << "      static const int64_t so[] = " << dimsArray(rt.getShape()) << ";\n"
+           << "      " << outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
+           << ref(input) << "[i];\n    }\n";
+      }
+      os << "  }\n  }\n";
+      return success();
+    }
+  }
+  // Gather: one loop over the concat's result; each element comes from its
+  // operand, back through that operand's transposes and views, from an input.
+  auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp());
+  if (!concat || fusion.getNumResults() != 1)
+    return fusion.emitOpError("a copy loop is a split or ends in a concat");
+  auto t = tensor(concat.getResult());
+  int64_t rank = t.getRank();
+  int64_t axis = *normalizeAxis(concat.getAxis(), rank);
+  os << "  for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) {\n"
+     << "    static const int64_t sy[] = " << dimsArray(t.getShape()) << ";\n"
+     << "    int64_t c[8];\n    move_delin(i, sy, " << rank << ", c);\n";
+  int64_t offset = 0;
+  for (auto [k, operand] : llvm::enumerate(concat.getInputs())) {
+    int64_t size = tensor(operand).getShape()[axis];
+    os << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
+       << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
+    offset += size;
+    Value v = operand;
+    while (Operation *def = v.getDefiningOp()) {
+      os << moveCoords(def, /*forward=*/false);
+      v = def->getOperand(0);
+    }
+    Value input = argInput(v);
+    auto st = tensor(v);
+    os << "      static const int64_t ss[] = " << dimsArray(st.getShape()) << ";\n"
+       << "      " << outs[0] << "[i] = " << ref(input) << "[move_lin(c, ss, " << st.getRank()
+       << ")];\n    }\n";
+  }
+  os << "  }\n  }\n";
   return success();
 }
 

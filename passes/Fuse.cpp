@@ -142,6 +142,12 @@ private:
       }
     }
 
+    // Data movement (CPU target): a split whose parts each go through views
+    // and transposes (attention's head split), and a concat of such chains
+    // (its backward pass), are one copy loop each.
+    if (moves)
+      fuseDataMovement(body, model, record);
+
     // Loop fusion: groups of elementwise ops and reductions (see
     // LoopGrouper), each outlined where its last op was.
     LoopGrouper grouper(model, reductions, record);
@@ -165,6 +171,84 @@ private:
                       b.getNamedAttr("fusions", b.getI64IntegerAttr(groups.size())),
                       b.getNamedAttr("gemm_fusions", b.getI64IntegerAttr(gemmFusions)),
                   }));
+  }
+
+  /// The ops from `v` through single-reader views and transposes, up to
+  /// the last transpose (what a copy loop can take with it).
+  static SmallVector<Operation *> forwardChain(Value v) {
+    SmallVector<Operation *> chain;
+    size_t lastTranspose = 0;
+    while (v.hasOneUse()) {
+      Operation *u = *v.getUsers().begin();
+      if (!isAliasView(u) && !isa<TransposeOp>(u))
+        break;
+      chain.push_back(u);
+      if (isa<TransposeOp>(u))
+        lastTranspose = chain.size();
+      v = u->getResult(0);
+    }
+    chain.resize(lastTranspose);
+    return chain;
+  }
+
+  /// The single-reader views and transposes that make `v`, first to last.
+  static SmallVector<Operation *> backwardChain(Value v) {
+    SmallVector<Operation *> chain;
+    while (Operation *def = v.getDefiningOp()) {
+      if ((!isAliasView(def) && !isa<TransposeOp>(def)) || !v.hasOneUse())
+        break;
+      chain.push_back(def);
+      v = def->getOperand(0);
+    }
+    std::reverse(chain.begin(), chain.end());
+    return chain;
+  }
+
+  static void fuseDataMovement(Block &body, const FusionCostModel &model,
+                               llvm::function_ref<void(Operation *, const FusionDecision &, int64_t)> record) {
+    SmallVector<SmallVector<Operation *>> groups;
+    llvm::DenseSet<Operation *> taken;
+    for (Operation &op : body) {
+      SmallVector<Operation *> group{&op};
+      bool transposes = false;
+      if (auto split = dyn_cast<SplitOp>(op)) {
+        for (Value r : split.getResults()) {
+          SmallVector<Operation *> chain = forwardChain(r);
+          transposes |= !chain.empty();
+          group.append(chain.begin(), chain.end());
+        }
+      } else if (auto concat = dyn_cast<ConcatOp>(op)) {
+        for (Value v : concat.getInputs()) {
+          SmallVector<Operation *> chain = backwardChain(v);
+          transposes |= llvm::any_of(chain, [](Operation *o) { return isa<TransposeOp>(o); });
+          group.append(chain.begin(), chain.end());
+        }
+      } else {
+        continue;
+      }
+      if (!transposes || llvm::any_of(group, [&](Operation *m) { return taken.contains(m); }))
+        continue;
+      llvm::sort(group, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+      // The fusion takes the place of the group's last op: every reader of
+      // its values must come after that.
+      llvm::DenseSet<Operation *> members(group.begin(), group.end());
+      Operation *last = group.back();
+      bool ordered = llvm::all_of(group, [&](Operation *m) {
+        return llvm::all_of(m->getUsers(), [&](Operation *u) {
+          return members.contains(u) || last->isBeforeInBlock(u);
+        });
+      });
+      FusionDecision d = model.canFuseDataMovement(&op, group.size(), ordered);
+      for (Operation *m : group)
+        if (isa<TransposeOp>(m))
+          record(m, d, -1);
+      if (d.fuse) {
+        taken.insert(group.begin(), group.end());
+        groups.push_back(group);
+      }
+    }
+    for (ArrayRef<Operation *> group : groups)
+      outline(group);
   }
 
   /// Whether only GEMMs read `v`, directly or through views.

@@ -339,6 +339,9 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
            "fuse the chain of elementwise ops that consumes a GEMM's result "
            "(bias, residual, activation) into the GEMM (CPU target)">,
+    Option<"moves", "data-movement", "bool", /*default=*/"true",
+           "fuse a split with the views and transposes of its parts, and a "
+           "concat with those of its operands, into one copy loop (CPU target)">,
     Option<"reductions", "reductions", "bool", /*default=*/"true",
            "fuse elementwise producers into the reduce_sum / reduce_mean that "
            "consumes them (input fusion; the CPU target emits one loop nest)">,

@@ -53,6 +53,9 @@ struct RematCostModel {
     if (isa<ReshapeOp, UnsqueezeOp, SqueezeOp, IdentityOp, TransposeOp,
             ExpandOp, SliceOp, ConcatOp, CastOp>(op))
       return n; // a copy
+    if (isa<SplitOp>(op)) // a copy of its whole input
+      return std::max<int64_t>(
+          cast<RankedTensorType>(op->getOperand(0).getType()).getNumElements(), 1);
     if (isa<AddOp, SubOp, MulOp, DivOp, NegOp, ReluOp, AbsOp, WhereOp,
             EqualOp, LessOp, GreaterOp, AndOp, OrOp, NotOp>(op))
       return n;

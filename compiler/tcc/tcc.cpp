@@ -566,6 +566,7 @@ int main(int argc, char **argv) {
     // emitter only so far.
     tcc::FuseOptions fuseOptions;
     fuseOptions.reductions = target == Target::Cpu;
+    fuseOptions.moves = target == Target::Cpu;
     fuseOptions.gemmEpilogues = target == Target::Cpu;
     planPm.addPass(tcc::createFuse(fuseOptions));
   }

@@ -254,6 +254,21 @@ public:
                       " bytes"};
   }
 
+  /// May `op` (a split or a concat) and the views and transposes between it
+  /// and its parts (`size` ops in all) be one copy loop? `ordered`: every
+  /// reader of the group's values comes after its last op.
+  FusionDecision canFuseDataMovement(Operation *op, size_t size, bool ordered) const {
+    if (!ordered)
+      return {false, "a value of the " + op->getName().getStringRef().str() +
+                         "'s chains is read before the chains end"};
+    if ((int64_t)size > maxOps)
+      return {false, "the copy loop would pass the kernel size limit of " +
+                         std::to_string(maxOps) + " ops"};
+    return {true, "data movement: the " + op->getName().getStringRef().str() +
+                      " and the transposes of its parts are one copy loop (" +
+                      std::to_string(size) + " ops), each element moved once"};
+  }
+
   /// Whether `t`, an operand of a matmul, folds into the GEMM's operand
   /// read (a GEMM reads an operand with its last two dimensions swapped for
   /// free, through its strides or the library's transpose flag).

@@ -6,8 +6,9 @@ Usage: /usr/bin/python3 check_fusion_fuzz.py --tcc TCC --tcc-run TCC_RUN --workd
 Builds N random ONNX models (opset 17) out of the ops tcc-fuse groups:
 unary and broadcasting binary elementwise ops, reductions over random axes
 (keepdims, so their results broadcast back into later ops: the row-reduction
-and sibling patterns), softmax over the last axis, and a few matmuls (GEMM
-prologues and epilogues). Every model has float parameters of the loop's
+and sibling patterns), softmax over the last axis, a few matmuls (GEMM
+prologues and epilogues), and attention's head split and merge (split,
+reshape, transpose ... transpose, reshape, concat: the copy loops). Every model has float parameters of the loop's
 shape and of broadcast shapes and one input, and ends in a scalar loss. For
 each, tcc compiles the training step with and without fusion, tcc-run runs
 one micro-step of each on the same input, and the loss and every gradient
@@ -64,6 +65,36 @@ class Builder:
         self.pool.append((out, tuple(shape)))
         return out
 
+    def heads(self):
+        """Attention's head split and merge: split the last axis in two, give
+        each part a head axis moved to the front (reshape, transpose), apply
+        tanh, move it back and concat (the data-movement copy loops)."""
+        v, s = self.pick(full=True)
+        half = s[-1] // 2
+        sizes = self.const_i64([half, half])
+        parts = [self.name("part"), self.name("part")]
+        self.nodes.append(helper.make_node("Split", [v, sizes], parts, name="/" + self.name("split"),
+                                           axis=-1))
+        r = len(s)
+        part_shape = list(s[:-1]) + [half]
+        head_shape = list(s[:-1]) + [2, half // 2]
+        perm = [r - 1] + list(range(r - 1)) + [r]
+        inverse = [perm.index(i) for i in range(r + 1)]
+        moved_shape = [head_shape[p] for p in perm]
+        moved = []
+        for part in parts:
+            h = self.node("Reshape", [part, self.const_i64(head_shape)], head_shape)
+            moved.append(self.node("Transpose", [h], moved_shape, perm=perm))
+        back = []
+        for t in moved:
+            a = self.node("Tanh", [t], moved_shape)
+            u = self.node("Transpose", [a], head_shape, perm=inverse)
+            back.append(self.node("Reshape", [u, self.const_i64(part_shape)], part_shape))
+        # The pool keeps the loop's shape only (views and heads are local).
+        self.pool = [p for p in self.pool if len(p[1]) == r and
+                     all(x in (1, y) for x, y in zip(p[1], s))]
+        return self.node("Concat", back, s, axis=-1)
+
     def pick(self, full=False):
         choices = [p for p in self.pool if not full or p[1] == tuple(self.shape)]
         # Prefer recent values so that chains form.
@@ -72,7 +103,11 @@ class Builder:
 
     def step(self):
         kind = random.choice(["unary", "unary", "binary", "binary", "binary", "reduce",
-                              "reduce", "softmax", "matmul"])
+                              "reduce", "softmax", "matmul", "heads"])
+        if kind == "heads" and self.shape[-1] % 4 == 0:
+            return self.heads()
+        if kind == "heads":
+            kind = "unary"
         if kind == "unary":
             v, s = self.pick()
             op = random.choice(["Tanh", "Sigmoid", "Neg", "Relu", "Abs", "ExpTanh"])

@@ -1,6 +1,7 @@
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="gemm-epilogues=false" | FileCheck %s
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="max-ops=2 gemm-epilogues=false" | FileCheck %s --check-prefix=LIMIT
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="reductions=false gemm-epilogues=false" | FileCheck %s --check-prefix=NORED
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="data-movement=false gemm-epilogues=false" | FileCheck %s --check-prefix=MOVES
 
 // A chain of elementwise ops of one shape becomes one fusion; a broadcast
 // operand is just an input; only the value used outside is a result.
@@ -289,4 +290,57 @@ func.func @split_runs(%a: tensor<4x16x32xf32>) -> tensor<1x16x1xf32> {
   %0 = tcc.exp %a : (tensor<4x16x32xf32>) -> tensor<4x16x32xf32>
   %1 = tcc.reduce_sum %0 {axes = array<i64: 0, 2>} : (tensor<4x16x32xf32>) -> tensor<1x16x1xf32>
   return %1 : tensor<1x16x1xf32>
+}
+
+// -----
+
+// Data movement: attention's head split (a split whose parts go through a
+// reshape and a transpose) is one copy loop with the three transposed parts
+// as results, and the merge of the heads' gradients (transposes and reshapes
+// into a concat) is another. With data-movement=false, they stay apart.
+// CHECK-LABEL: func.func @heads
+// CHECK-SAME: reason = "data movement: the tcc.split and the transposes of its parts are one copy loop (7 ops), each element moved once"
+// CHECK-SAME: reason = "data movement: the tcc.concat and the transposes of its parts are one copy loop (5 ops), each element moved once"
+// CHECK: %[[S:.+]]:3 = tcc.fusion(%{{.+}}) : (tensor<2x4x24xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) {
+// CHECK: tcc.split
+// CHECK-COUNT-3: tcc.transpose
+// CHECK: %[[C:.+]] = tcc.fusion(%{{.+}}, %{{.+}}) : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x16xf32> {
+// CHECK-COUNT-2: tcc.transpose
+// CHECK: tcc.concat
+// MOVES-LABEL: func.func @heads
+// MOVES-NOT: tcc.fusion(
+func.func @heads(%qkv: tensor<2x4x24xf32>, %dq: tensor<2x2x4x4xf32>, %dv: tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x4x16xf32>) {
+  %q, %k, %v = tcc.split %qkv {axis = 2 : i64, split = array<i64: 8, 8, 8>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  %q4 = tcc.reshape %q {shape = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %qt = tcc.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %k4 = tcc.reshape %k {shape = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %v4 = tcc.reshape %v {shape = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %vt = tcc.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %a = tcc.transpose %dq {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x4xf32>) -> tensor<2x4x2x4xf32>
+  %a3 = tcc.reshape %a {shape = array<i64: 2, 4, 8>} : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+  %b = tcc.transpose %dv {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x4x4xf32>) -> tensor<2x4x2x4xf32>
+  %b3 = tcc.reshape %b {shape = array<i64: 2, 4, 8>} : (tensor<2x4x2x4xf32>) -> tensor<2x4x8xf32>
+  %cat = tcc.concat %a3, %b3 {axis = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x16xf32>
+  return %qt, %kt, %vt, %cat : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x4x16xf32>
+}
+
+// -----
+
+// Leaves alone: a part's transpose is read (by the exp) before the last
+// part's chain ends, so a copy loop placed at the end would be read before
+// it is written.
+// CHECK-LABEL: func.func @heads_read_early
+// CHECK-SAME: reason = "a value of the tcc.split's chains is read before the chains end"
+// CHECK: tcc.split
+// CHECK: tcc.transpose
+// CHECK: tcc.exp
+func.func @heads_read_early(%qk: tensor<2x4x16xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) {
+  %q, %k = tcc.split %qk {axis = 2 : i64, split = array<i64: 8, 8>} : (tensor<2x4x16xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+  %q4 = tcc.reshape %q {shape = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %qt = tcc.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  %e = tcc.exp %qt : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %k4 = tcc.reshape %k {shape = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
+  return %e, %kt : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
 }
