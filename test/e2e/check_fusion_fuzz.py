@@ -86,13 +86,26 @@ class Builder:
             h = self.node("Reshape", [part, self.const_i64(head_shape)], head_shape)
             moved.append(self.node("Transpose", [h], moved_shape, perm=perm))
         back = []
+        # Sometimes each part's first two dimensions are swapped before the
+        # concat (and the concat's after): the concat's chains are then not
+        # strided views, which exercises the general copy loop.
+        swap = r >= 3 and random.random() < 0.5
+        swapped_shape = [part_shape[1], part_shape[0]] + part_shape[2:]
         for t in moved:
             a = self.node("Tanh", [t], moved_shape)
             u = self.node("Transpose", [a], head_shape, perm=inverse)
-            back.append(self.node("Reshape", [u, self.const_i64(part_shape)], part_shape))
+            m = self.node("Reshape", [u, self.const_i64(part_shape)], part_shape)
+            if swap:
+                m = self.node("Transpose", [m], swapped_shape, perm=[1, 0] + list(range(2, r)))
+            back.append(m)
         # The pool keeps the loop's shape only (views and heads are local).
         self.pool = [p for p in self.pool if len(p[1]) == r and
                      all(x in (1, y) for x, y in zip(p[1], s))]
+        if swap:
+            cat_shape = [s[1], s[0]] + list(s[2:])
+            cat = self.node("Concat", back, cat_shape, axis=-1)
+            self.pool.pop()  # not of the loop's shape
+            return self.node("Transpose", [cat], s, perm=[1, 0] + list(range(2, r)))
         return self.node("Concat", back, s, axis=-1)
 
     def pick(self, full=False):
