@@ -563,13 +563,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
-        int64_t rank = tensor(t.getInput()).getRank();
-        SmallVector<int64_t> perm;
-        if (auto p = t.getPerm())
-          perm.assign(p->begin(), p->end());
-        else
-          for (int64_t i = rank - 1; i >= 0; --i)
-            perm.push_back(i);
+        SmallVector<int64_t> perm = t.getPermutation();
         const Buffer &out = define(t.getResult());
         os << "  { static const int64_t perm[] = " << i64List(perm)
            << "; transpose(" << out.name << ", " << ref(t.getInput()) << ", "
@@ -1074,12 +1068,7 @@ static std::string moveCoords(Operation *op, bool forward) {
   auto out = cast<RankedTensorType>(op->getResult(0).getType());
   if (auto t = dyn_cast<TransposeOp>(op)) {
     int64_t rank = in.getRank();
-    SmallVector<int64_t> perm;
-    if (auto p = t.getPerm())
-      perm.assign(p->begin(), p->end());
-    else
-      for (int64_t i = rank - 1; i >= 0; --i)
-        perm.push_back(i);
+    SmallVector<int64_t> perm = t.getPermutation();
     // result[i] = operand[perm[i]]
     std::string s = "      { int64_t t[8]; for (int d = 0; d < " + std::to_string(rank) +
                     "; ++d) t[d] = c[d];";
@@ -1161,15 +1150,8 @@ struct StridedView {
   bool through(Operation *op) {
     auto out = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
     if (auto t = dyn_cast<TransposeOp>(op)) {
-      int64_t rank = shape.size();
-      SmallVector<int64_t> perm;
-      if (auto p = t.getPerm())
-        perm.assign(p->begin(), p->end());
-      else
-        for (int64_t i = rank - 1; i >= 0; --i)
-          perm.push_back(i);
       SmallVector<int64_t> sh, st;
-      for (int64_t p : perm) {
+      for (int64_t p : t.getPermutation()) {
         sh.push_back(shape[p]);
         st.push_back(strides[p]);
       }

@@ -132,14 +132,14 @@ static Value cloneChain(Operation *op, Operation *before, int64_t boundary,
   return clone->getResult(resultNumber);
 }
 
-/// Recomputes `op` (and the chain feeding it) before the first of its uses
-/// at or after `boundary` and moves those uses to the recomputed values.
-static Applied rematerialize(Operation *op, int64_t boundary,
-                             llvm::DenseMap<Operation *, int64_t> &index,
-                             const RematCostModel &model) {
+/// The uses of `values` at or after `boundary` (the backward pass's), and
+/// in `first` the earliest op that makes one: where a recomputation goes.
+static SmallVector<OpOperand *> lateUses(ValueRange values, int64_t boundary,
+                                         llvm::DenseMap<Operation *, int64_t> &index,
+                                         Operation *&first) {
   SmallVector<OpOperand *> late;
-  Operation *first = nullptr;
-  for (Value r : op->getResults())
+  first = nullptr;
+  for (Value r : values)
     for (OpOperand &use : r.getUses()) {
       Operation *user = use.getOwner();
       if (index.lookup(user) < boundary)
@@ -148,6 +148,16 @@ static Applied rematerialize(Operation *op, int64_t boundary,
       if (!first || index.lookup(user) < index.lookup(first))
         first = user;
     }
+  return late;
+}
+
+/// Recomputes `op` (and the chain feeding it) before the first of its uses
+/// at or after `boundary` and moves those uses to the recomputed values.
+static Applied rematerialize(Operation *op, int64_t boundary,
+                             llvm::DenseMap<Operation *, int64_t> &index,
+                             const RematCostModel &model) {
+  Operation *first;
+  SmallVector<OpOperand *> late = lateUses(op->getResults(), boundary, index, first);
   Applied applied;
   IRMapping map;
   cloneChain(op, first, boundary, index, model, map, applied, /*depth=*/6, 0);
@@ -198,16 +208,8 @@ static Applied rematerializeTail(FusionOp fusion, unsigned resultNumber,
                                  llvm::DenseMap<Operation *, int64_t> &index,
                                  const RematCostModel &model) {
   Value result = fusion.getResult(resultNumber);
-  SmallVector<OpOperand *> late;
-  Operation *first = nullptr;
-  for (OpOperand &use : result.getUses()) {
-    Operation *user = use.getOwner();
-    if (index.lookup(user) < boundary)
-      continue;
-    late.push_back(&use);
-    if (!first || index.lookup(user) < index.lookup(first))
-      first = user;
-  }
+  Operation *first;
+  SmallVector<OpOperand *> late = lateUses(result, boundary, index, first);
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
   // The tail's operands from outside it, as values outside the fusion.

@@ -362,12 +362,7 @@ OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
 OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   auto inType = cast<RankedTensorType>(getInput().getType());
   int64_t rank = inType.getRank();
-  SmallVector<int64_t> perm;
-  if (auto p = getPerm())
-    perm.assign(p->begin(), p->end());
-  else
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
+  SmallVector<int64_t> perm = getPermutation();
   auto isIdentity = [rank](ArrayRef<int64_t> p) {
     for (int64_t i = 0; i < rank; ++i)
       if (p[i] != i)
@@ -381,13 +376,7 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   // left alone: a last-two-dimension swap on either side may fold into a GEMM
   // as a transpose flag, which a composed permutation would hide.
   if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
-    auto innerType = cast<RankedTensorType>(inner.getInput().getType());
-    SmallVector<int64_t> innerPerm;
-    if (auto p = inner.getPerm())
-      innerPerm.assign(p->begin(), p->end());
-    else
-      for (int64_t i = innerType.getRank() - 1; i >= 0; --i)
-        innerPerm.push_back(i);
+    SmallVector<int64_t> innerPerm = inner.getPermutation();
     SmallVector<int64_t> composed;
     for (int64_t i = 0; i < rank; ++i)
       composed.push_back(innerPerm[perm[i]]);

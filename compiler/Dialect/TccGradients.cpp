@@ -467,12 +467,7 @@ LogicalResult TransposeOp::buildGradients(OpBuilder &b, ValueRange rg,
                                           SmallVectorImpl<Value> &og) {
   GradBuilder g{b, getLoc()};
   int64_t rank = GradBuilder::type(getInput()).getRank();
-  SmallVector<int64_t> perm, inverse(rank);
-  if (auto p = getPerm())
-    perm.assign(p->begin(), p->end());
-  else
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
+  SmallVector<int64_t> perm = getPermutation(), inverse(rank);
   for (int64_t i = 0; i < rank; ++i)
     inverse[perm[i]] = i;
   og.assign({g.transpose(rg[0], inverse)});

@@ -438,12 +438,7 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
                                             SmallVectorImpl<Type> &types) {
   auto input = cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t rank = input.getRank();
-  SmallVector<int64_t> perm;
-  if (auto p = adaptor.getPerm())
-    perm.assign(p->begin(), p->end());
-  else
-    for (int64_t i = rank - 1; i >= 0; --i)
-      perm.push_back(i);
+  SmallVector<int64_t> perm = transposePermutation(adaptor.getPerm(), rank);
   SmallVector<bool> seen(rank, false);
   if ((int64_t)perm.size() != rank)
     return opError(loc, getOperationName(),
@@ -887,6 +882,20 @@ LogicalResult FusionOp::verify() {
     if (!isa<TccDialect>(op.getDialect()) || op.getNumRegions() != 0)
       return op.emitOpError("cannot be inside a tcc.fusion");
   return success();
+}
+
+SmallVector<int64_t> mlir::tcc::transposePermutation(std::optional<ArrayRef<int64_t>> perm,
+                                                    int64_t rank) {
+  if (perm)
+    return SmallVector<int64_t>(perm->begin(), perm->end());
+  SmallVector<int64_t> reversed;
+  for (int64_t i = rank - 1; i >= 0; --i)
+    reversed.push_back(i);
+  return reversed;
+}
+
+SmallVector<int64_t> TransposeOp::getPermutation() {
+  return transposePermutation(getPerm(), cast<RankedTensorType>(getInput().getType()).getRank());
 }
 
 #define GET_OP_CLASSES

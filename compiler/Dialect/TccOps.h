@@ -55,6 +55,11 @@ LogicalResult resolveSlice(std::optional<Location> loc, ArrayRef<int64_t> shape,
                            std::optional<ArrayRef<int64_t>> steps,
                            SmallVectorImpl<SliceDim> &dims);
 
+/// ONNX Transpose's permutation: `perm`, or the dimensions of a rank-`rank`
+/// input reversed when it is absent.
+SmallVector<int64_t> transposePermutation(std::optional<ArrayRef<int64_t>> perm,
+                                          int64_t rank);
+
 /// Folds an elementwise op whose operands are all constants; null when it
 /// cannot (a non-constant operand, or a result too large to keep in the IR).
 OpFoldResult foldElementwise(EwKind kind, Type resultType,

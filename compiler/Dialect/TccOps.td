@@ -331,6 +331,10 @@ def Tcc_TransposeOp : Tcc_Op<"transpose", [Differentiable]> {
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// `perm`, or the input's dimensions reversed when it is absent.
+    SmallVector<int64_t> getPermutation();
+  }];
 }
 
 def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze", [Differentiable]> {

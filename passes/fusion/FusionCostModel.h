@@ -206,12 +206,7 @@ public:
   /// Whether `t` swaps the last two dimensions and keeps the others.
   static bool isSwapOfLastTwo(TransposeOp t) {
     int64_t rank = cast<RankedTensorType>(t.getInput().getType()).getRank();
-    SmallVector<int64_t> perm;
-    if (auto p = t.getPerm())
-      perm.assign(p->begin(), p->end());
-    else
-      for (int64_t i = rank - 1; i >= 0; --i)
-        perm.push_back(i);
+    SmallVector<int64_t> perm = t.getPermutation();
     bool swap = rank >= 2 && perm[rank - 2] == rank - 1 && perm[rank - 1] == rank - 2;
     for (int64_t i = 0; swap && i + 2 < rank; ++i)
       swap = perm[i] == i;
