@@ -43,6 +43,10 @@ static bool isCuda(const tcc::EmittedStep &step) { return step.target == "cuda";
 std::vector<std::string>
 mlir::tcc::stepBuildArguments(const EmittedStep &step,
                               const StepBuildOptions &options) {
+  if (isCuda(step) && options.cudaEmulation)
+    return {"-std=c++17", "-O2", "-fno-strict-aliasing", "-DTCC_CUDA_EMU", "-x", "c++", "-I", "emu",
+            "-I", ".", "-shared", "-fPIC", "-fvisibility=hidden", "-o",
+            "step.so", "step.cu"};
   if (isCuda(step))
     return {"-std=c++17", "-O3", "-arch=sm_" + options.cudaArch,
             "-diag-suppress=177,550", "-shared",
@@ -63,7 +67,8 @@ LogicalResult mlir::tcc::writeStepSources(const EmittedStep &step, StringRef dir
     return failure();
   std::string script = "#!/bin/sh\n# Builds step.so from this folder (written by tcc).\n"
                        "set -e\ncd \"$(dirname \"$0\")\"\n";
-  script += isCuda(step) ? "${NVCC:-nvcc}" : "${CXX:-c++}";
+  const bool nvcc = isCuda(step) && !options.cudaEmulation;
+  script += nvcc ? "${NVCC:-nvcc}" : "${CXX:-c++}";
   for (const std::string &a : stepBuildArguments(step, options))
     script += " " + a;
   script += "\n";
@@ -74,6 +79,15 @@ LogicalResult mlir::tcc::writeStepSources(const EmittedStep &step, StringRef dir
   llvm::sys::fs::setPermissions(sh, llvm::sys::fs::all_read | llvm::sys::fs::all_exe |
                                         llvm::sys::fs::owner_write);
   for (const EmbeddedFile &f : kRuntimeFiles) {
+    // The emulation's cuda_runtime.h etc. live in emu/, used only when asked.
+    if (StringRef(f.name).starts_with("emu/")) {
+      if (!isCuda(step) || !options.cudaEmulation)
+        continue;
+      SmallString<256> sub(dir);
+      llvm::sys::path::append(sub, "emu");
+      if (std::error_code ec = llvm::sys::fs::create_directories(sub))
+        return emitError(loc) << "cannot create " << sub << ": " << ec.message();
+    }
     SmallString<256> p(dir);
     llvm::sys::path::append(p, f.name);
     if (failed(writeFile(p, f.text, loc)))
@@ -113,8 +127,9 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
                                              StringRef weights,
                                              StringRef outPath, Location loc,
                                              const StepBuildOptions &options) {
-  std::string cxx = isCuda(step) ? findNvcc(options) : findCompiler(options);
-  if (cxx.empty() && isCuda(step))
+  const bool nvcc = isCuda(step) && !options.cudaEmulation;
+  std::string cxx = nvcc ? findNvcc(options) : findCompiler(options);
+  if (cxx.empty() && nvcc)
     return emitError(loc) << "nvcc not found (looked for $CUDACXX, "
                              "/usr/local/cuda/bin/nvcc and PATH); the CUDA "
                              "target needs it to build "
@@ -122,7 +137,8 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
                           << " (or use --emit=source -o DIR and build there)";
   if (cxx.empty())
     return emitError(loc) << "no C++ compiler found (looked for $CXX, c++, "
-                             "g++, clang++); the CPU target needs one to build "
+                             "g++, clang++); the CPU target and the CUDA "
+                             "emulation need one to build "
                           << outPath;
   SmallString<256> dir;
   if (std::error_code ec =
@@ -160,7 +176,8 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
   if (rc != 0) {
     auto text = llvm::MemoryBuffer::getFile(log);
     InFlightDiagnostic diag = emitError(loc)
-                              << "compiling the " << (isCuda(step) ? "CUDA" : "CPU")
+                              << "compiling the "
+                              << (nvcc ? "CUDA" : isCuda(step) ? "emulated CUDA" : "CPU")
                               << " step with " << cxx
                               << " failed (exit code " << rc << ")"
                               << (message.empty() ? "" : ": " + message);

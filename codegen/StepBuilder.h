@@ -19,6 +19,9 @@ struct StepBuildOptions {
   /// nvcc on PATH) and the GPU architecture it compiles for (sm_<arch>).
   std::string nvcc;
   std::string cudaArch = "90";
+  /// CUDA target: build with the host compiler against tcc's CUDA emulation
+  /// (runtime/cuda/emu), so the step runs on the CPU, for tests.
+  bool cudaEmulation = false;
 };
 
 /// The command that builds the step in its source folder (what build.sh in

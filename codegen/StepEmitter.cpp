@@ -1595,8 +1595,8 @@ LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
     ks << "  }\n}\n\n";
   }
   kernels += k;
-  os << "  if (" << n << "LL > 0) " << name << "<<<grid_for(" << (vec ? n / 8 : n)
-     << "LL), 256, 0, stream()>>>(" << n << "LL";
+  os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << (vec ? n / 8 : n)
+     << "LL), 256, 0, stream(), " << name << ")(" << n << "LL";
   for (const std::string &a : args)
     os << ", " << a;
   os << ");\n";
@@ -1752,6 +1752,9 @@ std::string Emitter::assembleCuda(bool training,
     << "  size_t f = 0, t = 0;\n"
     << "  if ((e = cudaMemGetInfo(&f, &t)) != cudaSuccess) return fail(e, \"cudaMemGetInfo\", err, err_len);\n"
     << "  g_baseline = t - f; g_peak = 0;\n"
+    << "#ifdef TCC_CUDA_EMU\n"
+    << "  std::fprintf(stderr, \"tcc step: note: built with --cuda-emulation: its CUDA code runs on the CPU\\n\");\n"
+    << "#endif\n"
     << "  if ((e = cudaStreamCreateWithFlags(&stream(), cudaStreamNonBlocking)) != cudaSuccess)\n"
     << "    return fail(e, \"cannot create a stream\", err, err_len);\n"
     << "  char *arena = nullptr;\n"

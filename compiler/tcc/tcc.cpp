@@ -95,6 +95,12 @@ static cl::opt<std::string> cudaArch(
     cl::desc("GPU architecture of the CUDA target: 90 (default, H100/H200), "
              "80, 89, ... or sm_90"),
     cl::init("90"), cl::cat(tccCategory));
+static cl::opt<bool> cudaEmulation(
+    "cuda-emulation",
+    cl::desc("With --target=cuda: build the step with the host compiler "
+             "against tcc's CUDA emulation, so it runs (slowly) on the CPU; "
+             "for testing the CUDA target without a GPU"),
+    cl::init(false), cl::cat(tccCategory));
 static cl::opt<std::string> lossSpec(
     "loss",
     cl::desc("Append a loss to a model that outputs logits or predictions: "
@@ -546,6 +552,11 @@ int main(int argc, char **argv) {
                  << ": expected a compute capability such as 90 or sm_90\n";
     return 1;
   }
+  if (cudaEmulation && target != Target::Cuda) {
+    llvm::errs() << "tcc: error: --cuda-emulation applies to --target=cuda "
+                    "only\n";
+    return 1;
+  }
   if (target == Target::Cuda && cpuPrecision == Precision::F64) {
     llvm::errs() << "tcc: error: --cpu-precision=f64 applies to --target=cpu "
                     "only\n";
@@ -616,6 +627,7 @@ int main(int argc, char **argv) {
   tcc::StepBuildOptions buildOptions;
   buildOptions.keepTemps = keepTemps;
   buildOptions.cudaArch = arch;
+  buildOptions.cudaEmulation = cudaEmulation;
   if (emit == EmitKind::Source) {
     if (failed(tcc::writeStepSources(*step, outputFile, fileLoc, buildOptions)))
       return 1;

@@ -39,6 +39,17 @@
 #include <type_traits>
 #include <vector>
 
+/// A kernel launch: TCC_LAUNCH(grid, block, shared_bytes, stream, kernel)(args...)
+/// is kernel<<<grid, block, shared_bytes, stream>>>(args...). Built for the
+/// host against tcc's CUDA emulation (-DTCC_CUDA_EMU, runtime/cuda/emu), it
+/// runs the grid on the CPU instead.
+#ifdef TCC_CUDA_EMU
+#define TCC_LAUNCH(grid, block, shared_bytes, stream, ...)                                                           \
+  ::tcc_emu::launch(grid, block, shared_bytes, stream, &__VA_ARGS__)
+#else
+#define TCC_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
+#endif
+
 namespace tcc::cuda {
 
 struct Shape {
@@ -222,12 +233,17 @@ template <class TO, class TI> __device__ __forceinline__ TO conv(TI x) {
   } else if constexpr (std::is_floating_point_v<TI> && std::is_integral_v<TO>) {
     if (!(x == x))
       return TO(0);
-    // Device float -> integer conversions saturate (cvt.rzi.sat), which is
-    // the CPU header's clamp to the int64 range.
+    // The CPU header's clamp to the int64 range. Device conversions saturate
+    // (cvt.rzi.sat) anyway; the explicit clamp keeps host builds (tcc's CUDA
+    // emulation) defined.
     if constexpr (std::is_unsigned_v<TO> && sizeof(TO) == 8) {
       if (x >= TI(9223372036854775808.0))
         return static_cast<TO>(x);
     }
+    if (x >= TI(9223372036854775808.0))
+      return static_cast<TO>(INT64_MAX);
+    if (x < TI(-9223372036854775808.0))
+      return static_cast<TO>(INT64_MIN);
     return static_cast<TO>(static_cast<int64_t>(x));
   } else {
     return static_cast<TO>(x);
@@ -358,7 +374,8 @@ struct alignas(16) half8 {
 /// Loads 8 halves from a 16-byte-aligned p with one 16-byte load.
 __device__ __forceinline__ void load8(const __half *p, float (&f)[8]) {
   const uint4 u = *reinterpret_cast<const uint4 *>(p);
-  const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+  __half2 h[4];
+  memcpy(h, &u, sizeof h); // not a pointer cast: a compiler may assume u and h do not alias
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 t = __half22float2(h[i]);
@@ -370,11 +387,12 @@ __device__ __forceinline__ void load8(const __half *p, float (&f)[8]) {
 /// Stores 8 floats as halves (round to nearest) to a 16-byte-aligned p with
 /// one 16-byte store.
 __device__ __forceinline__ void store8(__half *p, const float (&f)[8]) {
-  uint4 u;
-  __half2 *h = reinterpret_cast<__half2 *>(&u);
+  __half2 h[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
     h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+  uint4 u;
+  memcpy(&u, h, sizeof u);
   *reinterpret_cast<uint4 *>(p) = u;
 }
 
@@ -642,7 +660,7 @@ inline void binary(BinaryOp op, TO *out, Shape os, const TA *a, Shape as, const 
   switch (op) {
 #define TCC_BINARY_CASE(K)                                                                                  \
   case BinaryOp::K:                                                                                         \
-    binary_kernel<BinaryOp::K, TO, TA, TB><<<g, kThreads, 0, s>>>(out, a, b, ix, n);                        \
+    TCC_LAUNCH(g, kThreads, 0, s, binary_kernel<BinaryOp::K, TO, TA, TB>)(out, a, b, ix, n);                        \
     break;
     TCC_BINARY_CASE(Add)
     TCC_BINARY_CASE(Sub)
@@ -669,7 +687,7 @@ template <class TO, class TI> inline void unary(UnaryOp op, TO *out, const TI *i
   switch (op) {
 #define TCC_UNARY_CASE(K)                                                                                   \
   case UnaryOp::K:                                                                                          \
-    unary_kernel<UnaryOp::K, TO, TI><<<g, kThreads, 0, s>>>(out, in, n);                                    \
+    TCC_LAUNCH(g, kThreads, 0, s, unary_kernel<UnaryOp::K, TO, TI>)(out, in, n);                                    \
     break;
     TCC_UNARY_CASE(Sqrt)
     TCC_UNARY_CASE(Neg)
@@ -690,14 +708,14 @@ template <class TO, class TI> inline void unary(UnaryOp op, TO *out, const TI *i
 template <class TO, class TI> inline void cast(TO *out, const TI *in, int64_t n) {
   if (n <= 0)
     return;
-  detail::cast_kernel<TO, TI><<<detail::grid_for(n), detail::kThreads, 0, stream()>>>(out, in, n);
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::cast_kernel<TO, TI>)(out, in, n);
 }
 
 /// out[i] = in[i] != 0 (NaN -> 1).
 template <class TI> inline void cast_to_bool(uint8_t *out, const TI *in, int64_t n) {
   if (n <= 0)
     return;
-  detail::cast_to_bool_kernel<TI><<<detail::grid_for(n), detail::kThreads, 0, stream()>>>(out, in, n);
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::cast_to_bool_kernel<TI>)(out, in, n);
 }
 
 /// out = c ? x : y, all three broadcast to os.
@@ -712,7 +730,7 @@ inline void where(TO *out, Shape os, const uint8_t *c, Shape cs, const TX *x, Sh
   bcast_strides(os, xs, st[1]);
   bcast_strides(os, ys, st[2]);
   const NdIndex<3> ix = make_nd<3>(os.rank, os.dims, st);
-  where_kernel<TO, TX, TY><<<grid_for(n), kThreads, 0, stream()>>>(out, c, x, y, ix, n);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), where_kernel<TO, TX, TY>)(out, c, x, y, ix, n);
 }
 
 template <class TO, class TI> inline void broadcast_to(TO *out, Shape os, const TI *in, Shape is) {
@@ -723,7 +741,7 @@ template <class TO, class TI> inline void broadcast_to(TO *out, Shape os, const 
   int64_t st[1][8];
   bcast_strides(os, is, st[0]);
   const NdIndex<1> ix = make_nd<1>(os.rank, os.dims, st);
-  gather1_kernel<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(out, in, ix, 0, n);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), gather1_kernel<TO, TI>)(out, in, ix, 0, n);
 }
 
 /// Converting copy of n elements (out and in must not overlap unless equal).
@@ -743,28 +761,27 @@ template <class TO, class TI> inline void copy(TO *out, const TI *in, int64_t n)
 template <class T> inline void fill(T *out, int64_t n, double value) {
   if (n <= 0)
     return;
-  detail::fill_kernel<T><<<detail::grid_for(n), detail::kThreads, 0, stream()>>>(out, n, value);
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::fill_kernel<T>)(out, n, value);
 }
 
 template <class TO, class TI> inline void gelu(TO *out, const TI *in, int64_t n, bool tanh_approx) {
   if (n <= 0)
     return;
-  detail::gelu_kernel<TO, TI><<<detail::grid_for(n), detail::kThreads, 0, stream()>>>(out, in, n, tanh_approx);
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::gelu_kernel<TO, TI>)(out, in, n, tanh_approx);
 }
 
 template <class TO, class TG, class TI>
 inline void gelu_grad(TO *out, const TG *g, const TI *in, int64_t n, bool tanh_approx) {
   if (n <= 0)
     return;
-  detail::gelu_grad_kernel<TO, TG, TI>
-      <<<detail::grid_for(n), detail::kThreads, 0, stream()>>>(out, g, in, n, tanh_approx);
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::gelu_grad_kernel<TO, TG, TI>)(out, g, in, n, tanh_approx);
 }
 
 /// acc[i] += float(g[i]) (gradient accumulation).
 template <class TG> inline void accumulate(float *acc, const TG *g, int64_t n) {
   if (n <= 0)
     return;
-  detail::accumulate_kernel<TG><<<detail::grid_for(n), detail::kThreads, 0, stream()>>>(acc, g, n);
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::accumulate_kernel<TG>)(acc, g, n);
 }
 
 //===----------------------------------------------------------------------===//
@@ -917,13 +934,13 @@ template <class TO, class TI> inline void softmax(TO *out, const TI *in, Shape s
   if (inner == 1) {
     if (L <= 1024) {
       const int64_t blocks = std::min<int64_t>((outer + 7) / 8, kMaxBlocks);
-      softmax_warp_kernel<TO, TI><<<static_cast<unsigned>(blocks), kThreads, 0, st>>>(out, in, outer, L, log);
+      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, softmax_warp_kernel<TO, TI>)(out, in, outer, L, log);
     } else {
       const int64_t blocks = std::min<int64_t>(outer, kMaxBlocks);
-      softmax_block_kernel<TO, TI><<<static_cast<unsigned>(blocks), 512, 0, st>>>(out, in, outer, L, log);
+      TCC_LAUNCH(static_cast<unsigned>(blocks), 512, 0, st, softmax_block_kernel<TO, TI>)(out, in, outer, L, log);
     }
   } else {
-    softmax_strided_kernel<TO, TI><<<grid_for(outer * inner), kThreads, 0, st>>>(out, in, outer, L, inner, log);
+    TCC_LAUNCH(grid_for(outer * inner), kThreads, 0, st, softmax_strided_kernel<TO, TI>)(out, in, outer, L, inner, log);
   }
 }
 
@@ -963,7 +980,7 @@ inline void layer_norm(TY *y, float *mean, float *inv_std_dev, const TX *x, Shap
   if (threads < 32)
     threads = 32;
   const int64_t blocks = std::min<int64_t>(rows, kMaxBlocks);
-  layer_norm_kernel<TY, TX, TS, TB><<<static_cast<unsigned>(blocks), threads, 0, stream()>>>(
+  TCC_LAUNCH(static_cast<unsigned>(blocks), threads, 0, stream(), layer_norm_kernel<TY, TX, TS, TB>)(
       y, mean, inv_std_dev, x, rows, C, scale, sidx, sdirect, bias, bidx, bdirect, static_cast<float>(eps));
 }
 
@@ -1187,10 +1204,10 @@ template <class TO, class TI> inline void reduce(TO *out, const TI *in, Shape is
   if (trailing && count >= 32 && (on >= 1024 || count < 4096)) {
     if (count >= 4096) {
       const int64_t blocks = std::min<int64_t>(on, kMaxBlocks);
-      reduce_rows_block_kernel<TO, TI><<<static_cast<unsigned>(blocks), kThreads, 0, st>>>(out, in, on, count, mean);
+      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_block_kernel<TO, TI>)(out, in, on, count, mean);
     } else {
       const int64_t blocks = std::min<int64_t>((on + 7) / 8, kMaxBlocks);
-      reduce_rows_warp_kernel<TO, TI><<<static_cast<unsigned>(blocks), kThreads, 0, st>>>(out, in, on, count, mean);
+      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_warp_kernel<TO, TI>)(out, in, on, count, mean);
     }
     return;
   }
@@ -1210,22 +1227,20 @@ template <class TO, class TI> inline void reduce(TO *out, const TI *in, Shape is
       if (splits >= 2) {
         const int64_t chunk = (count + splits - 1) / splits;
         splits = (count + chunk - 1) / chunk;
-        reduce_split_kernel<TO, TI><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
-                                      dim3(bx, by), 0, st>>>(out, in, on, kept, count, red, mean, chunk);
+        TCC_LAUNCH(dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(bx, by), 0, st, reduce_split_kernel<TO, TI>)(out, in, on, kept, count, red, mean, chunk);
         return;
       }
     }
   }
   if (trailing && count >= 32) {
     const int64_t blocks = std::min<int64_t>(on, kMaxBlocks);
-    reduce_rows_block_kernel<TO, TI><<<static_cast<unsigned>(blocks), kThreads, 0, st>>>(out, in, on, count, mean);
+    TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_block_kernel<TO, TI>)(out, in, on, count, mean);
     return;
   }
   const int by = count >= 256 ? 16 : count >= 16 ? 4 : 1;
   const int bx = kThreads / by;
   const int64_t blocks = std::min<int64_t>((on + bx - 1) / bx, kMaxBlocks);
-  reduce_general_kernel<TO, TI>
-      <<<static_cast<unsigned>(blocks), dim3(bx, by), 0, st>>>(out, in, on, kept, count, red, mean);
+  TCC_LAUNCH(static_cast<unsigned>(blocks), dim3(bx, by), 0, st, reduce_general_kernel<TO, TI>)(out, in, on, kept, count, red, mean);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1306,7 +1321,7 @@ inline void gather(TO *out, const TD *data, Shape ds, const I *idx, int64_t num_
   const int64_t n = outer * num_idx * inner;
   if (n <= 0)
     return;
-  gather_kernel<TO, TD, I><<<grid_for(n), kThreads, 0, stream()>>>(out, data, idx, outer, A, num_idx, inner);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), gather_kernel<TO, TD, I>)(out, data, idx, outer, A, num_idx, inner);
 }
 
 /// Gradient of gather: out (float, shape ds) = 0, then each grad row is
@@ -1326,7 +1341,7 @@ inline void gather_grad(float *out, Shape ds, const TG *grad, const I *idx, int6
   const int64_t n = outer * num_idx * inner;
   if (n <= 0)
     return;
-  gather_grad_kernel<TG, I><<<grid_for(n), kThreads, 0, stream()>>>(out, grad, idx, outer, A, num_idx, inner);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), gather_grad_kernel<TG, I>)(out, grad, idx, outer, A, num_idx, inner);
 }
 
 /// out dims[i] = is.dims[perm[i]] (perm: host array of is.rank entries).
@@ -1343,7 +1358,7 @@ template <class TO, class TI> inline void transpose(TO *out, const TI *in, Shape
     st[0][i] = ist[perm[i]];
   }
   const NdIndex<1> ix = make_nd<1>(os.rank, os.dims, st);
-  gather1_kernel<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(out, in, ix, 0, n);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), gather1_kernel<TO, TI>)(out, in, ix, 0, n);
 }
 
 /// out[i_0, ...] = in[starts[d] + i_d * steps[d], ...] (host arrays of
@@ -1362,7 +1377,7 @@ inline void slice(TO *out, Shape os, const TI *in, Shape is, const int64_t *star
     st[0][d] = steps[d] * ist[d];
   }
   const NdIndex<1> ix = make_nd<1>(os.rank, os.dims, st);
-  gather1_kernel<TO, TI><<<grid_for(n), kThreads, 0, stream()>>>(out, in, ix, b, n);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), gather1_kernel<TO, TI>)(out, in, ix, b, n);
 }
 
 /// Gradient of slice: out (shape os = the slice's input shape) is 0 except at
@@ -1385,7 +1400,7 @@ inline void slice_grad(TO *out, Shape os, const TG *g, Shape gs, const int64_t *
     st[0][d] = steps[d] * ost[d];
   }
   const NdIndex<1> ix = make_nd<1>(gs.rank, gs.dims, st);
-  scatter1_kernel<TO, TG><<<grid_for(n), kThreads, 0, stream()>>>(out, g, ix, b, n);
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), scatter1_kernel<TO, TG>)(out, g, ix, b, n);
 }
 
 /// Concatenation along axis of n inputs (ins / sizes: host arrays of n device
@@ -1404,7 +1419,7 @@ inline void concat(TO *out, Shape os, int axis, int n, const TI *const *ins, con
   for (int i = 0; i < n; ++i) {
     const int64_t blk = sizes[i] * inner;
     if (blk > 0)
-      concat_kernel<TO, TI><<<grid_for(outer * blk), kThreads, 0, stream()>>>(out, ins[i], outer, blk, out_blk, col);
+      TCC_LAUNCH(grid_for(outer * blk), kThreads, 0, stream(), concat_kernel<TO, TI>)(out, ins[i], outer, blk, out_blk, col);
     col += blk;
   }
 }
@@ -1587,14 +1602,13 @@ inline void sce_loss_with_grad(float *out, TO *dscores, const TS *scores, int64_
                                const TW *weights, const float *dout, int reduction, bool has_ignore,
                                int64_t ignore_index, double *scratch) {
   using namespace detail;
-  sce_prep_kernel<I, TW><<<1, 1024, 0, stream()>>>(dout, labels, weights, N, C, reduction, has_ignore,
+  TCC_LAUNCH(1, 1024, 0, stream(), sce_prep_kernel<I, TW>)(dout, labels, weights, N, C, reduction, has_ignore,
                                                    ignore_index);
   cudaMemsetAsync(scratch, 0, sizeof(double), stream());
   if (N > 0 && C > 0)
-    sce_with_grad_row_kernel<TO, TS, I, TW>
-        <<<static_cast<unsigned>(N < 65535 * 8 ? N : 65535 * 8), 256, 0, stream()>>>(
+    TCC_LAUNCH(static_cast<unsigned>(N < 65535 * 8 ? N : 65535 * 8), 256, 0, stream(), sce_with_grad_row_kernel<TO, TS, I, TW>)(
             dscores, scratch, scores, labels, weights, N, C, has_ignore, ignore_index);
-  sce_with_grad_finish_kernel<I, TW><<<1, 1024, 0, stream()>>>(out, scratch, labels, weights, N, C, reduction,
+  TCC_LAUNCH(1, 1024, 0, stream(), sce_with_grad_finish_kernel<I, TW>)(out, scratch, labels, weights, N, C, reduction,
                                                                has_ignore, ignore_index);
 }
 
@@ -1614,11 +1628,11 @@ inline void sce_loss(float *out, float *log_prob, const TS *scores, Shape ss, co
   if (reduction == 0) {
     if (P <= 0)
       return;
-    sce_loss_kernel<I, TW><<<grid_for(P), kThreads, 0, stream()>>>(out, log_prob, labels, weights, N, C, D, 0,
+    TCC_LAUNCH(grid_for(P), kThreads, 0, stream(), sce_loss_kernel<I, TW>)(out, log_prob, labels, weights, N, C, D, 0,
                                                                      has_ignore, ignore_index);
   } else {
     // P == 0 still writes out[0] (0, or NaN for a mean).
-    sce_loss_kernel<I, TW><<<1, 1024, 0, stream()>>>(out, log_prob, labels, weights, N, C, D, reduction, has_ignore,
+    TCC_LAUNCH(1, 1024, 0, stream(), sce_loss_kernel<I, TW>)(out, log_prob, labels, weights, N, C, D, reduction, has_ignore,
                                                       ignore_index);
   }
 }
@@ -1635,9 +1649,9 @@ inline void sce_loss_grad(TO *dscores, const TD *dout, const float *log_prob, Sh
   if (n <= 0)
     return;
   if (reduction != 0)
-    sce_prep_kernel<I, TW, TD><<<1, 1024, 0, stream()>>>(dout, labels, weights, N * D, C, reduction, has_ignore,
+    TCC_LAUNCH(1, 1024, 0, stream(), sce_prep_kernel<I, TW, TD>)(dout, labels, weights, N * D, C, reduction, has_ignore,
                                                      ignore_index);
-  sce_grad_kernel<TO, I, TW, TD><<<grid_for(n), kThreads, 0, stream()>>>(dscores, dout, log_prob, labels, weights, N, C,
+  TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), sce_grad_kernel<TO, I, TW, TD>)(dscores, dout, log_prob, labels, weights, N, C,
                                                                      D, reduction, has_ignore, ignore_index);
 }
 
@@ -1852,7 +1866,7 @@ inline void sum_squares_multi(const ApplyTensor *table_dev, const int64_t *chunk
                               int64_t nchunks, double *out_dev) {
   if (ntensors <= 0 || nchunks <= 0)
     return;
-  detail::sum_squares_kernel<<<detail::apply_grid(nchunks), detail::kThreads, 0, stream()>>>(
+  TCC_LAUNCH(detail::apply_grid(nchunks), detail::kThreads, 0, stream(), detail::sum_squares_kernel)(
       table_dev, chunk_start_dev, ntensors, nchunks, out_dev);
 }
 
@@ -1892,7 +1906,7 @@ inline void adamw_multi(const ApplyTensor *table_dev, const int64_t *chunk_start
   a.step_size = static_cast<float>(lr / bc1);
   a.bc2_sqrt = static_cast<float>(std::sqrt(bc2));
   a.grad_mult = static_cast<float>(grad_mult);
-  detail::adamw_kernel<<<detail::apply_grid(nchunks), detail::kThreads, 0, stream()>>>(table_dev, chunk_start_dev,
+  TCC_LAUNCH(detail::apply_grid(nchunks), detail::kThreads, 0, stream(), detail::adamw_kernel)(table_dev, chunk_start_dev,
                                                                                         ntensors, nchunks, a);
 }
 
@@ -1909,7 +1923,7 @@ inline void sgd_multi(const ApplyTensor *table_dev, const int64_t *chunk_start_d
   a.grad_mult = static_cast<float>(grad_mult);
   a.nesterov = nesterov ? 1 : 0;
   a.first_step = step == 1 ? 1 : 0;
-  detail::sgd_kernel<<<detail::apply_grid(nchunks), detail::kThreads, 0, stream()>>>(table_dev, chunk_start_dev,
+  TCC_LAUNCH(detail::apply_grid(nchunks), detail::kThreads, 0, stream(), detail::sgd_kernel)(table_dev, chunk_start_dev,
                                                                                       ntensors, nchunks, a);
 }
 

@@ -176,7 +176,7 @@ template <class TS, class I, class TW> void inst_sce(Shape s) {
 void tcc_cuda_kernels_instantiate_all() {
   const Shape s{2, {3, 4}};
 
-  scalar_helpers_kernel<<<1, 1, 0, stream()>>>(nullptr, nullptr, nullptr, nullptr, nullptr);
+  TCC_LAUNCH(1, 1, 0, stream(), scalar_helpers_kernel)(nullptr, nullptr, nullptr, nullptr, nullptr);
 
   // binary
   inst_binary<half, half, half>(s);

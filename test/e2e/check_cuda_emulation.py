@@ -1,0 +1,222 @@
+"""The CUDA target's code, run on the CPU through tcc's CUDA emulation.
+
+Usage: /usr/bin/python3 check_cuda_emulation.py --tcc TCC --tcc-run TCC_RUN --workdir DIR
+                                                [--train-steps N] [MODEL ...]
+
+`tcc --target=cuda --cuda-emulation` builds the same CUDA source as
+`--target=cuda` (fp16 storage, fp32 master weights, the generated fusion
+kernels, runtime/cuda/kernels.cuh, cuBLASLt GEMMs, dynamic loss scaling, the
+memory plan's arena offsets) with the host compiler against
+runtime/cuda/emu, which runs kernels on the CPU with GPU thread semantics.
+Checked here, without a GPU:
+  1. parity: for every test model, the loss and every gradient of the CUDA
+     step against the CPU target's (fp32), relative error < 1e-2 (the bound
+     bench/gpu/run.sh applies on a GPU; bench/gpu/compare.py);
+  2. the same under a --mem-budget that makes the CUDA plan recompute (15% of
+     the activations cut), with the plan's peak within the budget;
+  3. training: the demo GPT for N optimizer steps (accumulation 2, AdamW,
+     warmup + cosine) on the CPU target and on the emulated CUDA step: the
+     loss curves must track (mean |cuda - cpu| < 0.03 over all steps, the
+     means of the last 10 steps within 2%; fp16 and fp32 runs drift apart
+     step by step, so single steps are not compared);
+     the same run with the micro-step captured as a CUDA graph
+     (--cuda-graphs) must give bit-identical losses, with the graph in use;
+  4. no device: with TCC_CUDA_EMU_NO_DEVICE=1 (what a machine without a
+     driver reports), tcc-run exits 1 naming cudaErrorInsufficientDriver.
+Prints tables and ends with `N passed, M failed`.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402  (bench/gpu/compare.py: the GPU check's parity table)
+import export_models  # noqa: E402
+from check_gradients import APPENDED_LOSS, DEFAULT_MODELS  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+DEMO_FLAGS = ["--accum", "2", "--lr", "3e-3", "--warmup", "10", "--lr-schedule", "cosine",
+              "--min-lr", "3e-4", "--seed", "0", "--print-every", "10"]
+
+
+def run(cmd, check=True, env=None):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stdout[-3000:]))
+    return r
+
+
+def prepare(name, args):
+    """Exports the model; returns (onnx path, feed dir, extra tcc flags)."""
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    export_models.export_one(name, work)
+    onnx_path = os.path.join(work, name + ".onnx")
+    feed_dir = os.path.join(work, name + ".feed")
+    extra = []
+    if name in APPENDED_LOSS:
+        extra.append("--loss=" + APPENDED_LOSS[name][0])
+        gen = torch.Generator().manual_seed(99)
+        idx = np.load(os.path.join(feed_dir, "idx.npy"))
+        np.save(os.path.join(feed_dir, "targets.npy"),
+                torch.randint(0, 65, idx.shape, generator=gen).numpy())
+    return work, onnx_path, feed_dir, extra
+
+
+def grads(args, so, feed_dir, dump):
+    shutil.rmtree(dump, ignore_errors=True)
+    return run([args.tcc_run, so, "--feed", feed_dir, "--grads-only", "--dump", dump]).stdout
+
+
+def parity_stage(args, models):
+    ref, got = os.path.join(args.workdir, "ref"), os.path.join(args.workdir, "emu")
+    failed = []
+    for name in models:
+        try:
+            work, onnx_path, feed_dir, extra = prepare(name, args)
+            cpu = os.path.join(work, "step-cpu.so")
+            emu = os.path.join(work, "step-emu.so")
+            run([args.tcc, onnx_path, "-o", cpu] + extra)
+            run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", emu] + extra)
+            grads(args, cpu, feed_dir, os.path.join(ref, name))
+            out = grads(args, emu, feed_dir, os.path.join(got, name))
+            if "built with --cuda-emulation" not in out:
+                failed.append(name + ": the step does not say it is emulated")
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            print("%s: %s" % (name, e))
+    bad = compare.parity(ref, got, models, label="cuda emu")
+    return bad, failed
+
+
+def budget_stage(args, name):
+    """CUDA plan under a budget that forces recomputation: parity again."""
+    work, onnx_path, feed_dir, extra = prepare(name, args)
+    report = os.path.join(work, "mem-none.json")
+    run([args.tcc, onnx_path, "--target=cuda", "--emit=planned", "--memory-report", report,
+         "-o", os.devnull] + extra)
+    m = json.load(open(report))
+    act = m["categories"]["activations_and_temporaries"]
+    budget = m["planned_peak_bytes"] - int(0.15 * act)
+    so = os.path.join(work, "step-emu-budget.so")
+    report_b = os.path.join(work, "mem-budget.json")
+    run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "--mem-budget=%d" % budget,
+         "--memory-report", report_b, "-o", so] + extra)
+    mb = json.load(open(report_b))
+    problems = []
+    if mb["planned_peak_bytes"] > budget:
+        problems.append("plan %d bytes over the budget %d" % (mb["planned_peak_bytes"], budget))
+    if not mb["remat_decisions"]:
+        problems.append("the budget made no recomputation (test too weak)")
+    got = os.path.join(args.workdir, "emu-budget")
+    grads(args, so, feed_dir, os.path.join(got, name))
+    print("budget %d bytes (unconstrained %d, activations %d): planned %d, recompute %.2f%% of the step's FLOPs"
+          % (budget, m["planned_peak_bytes"], act, mb["planned_peak_bytes"],
+             100.0 * mb["recomputed_flops"] / max(mb["step_flops"], 1)))
+    bad = compare.parity(os.path.join(args.workdir, "ref"), got, [name], label="emu budget")
+    return bad, problems
+
+
+def load_losses(path):
+    return [json.loads(line)["loss"] for line in open(path) if line.strip()]
+
+
+def training_stage(args):
+    demo = os.path.join(ROOT, "examples", "tiny_gpt_demo.onnx")
+    data = os.path.join(ROOT, "examples", "data", "train.bin")
+    work = os.path.join(args.workdir, "demo")
+    os.makedirs(work, exist_ok=True)
+    cpu, emu = os.path.join(work, "demo-cpu.so"), os.path.join(work, "demo-emu.so")
+    run([args.tcc, demo, "-o", cpu])
+    run([args.tcc, demo, "--target=cuda", "--cuda-emulation", "-o", emu])
+    flags = ["--data", data, "--steps", str(args.train_steps)] + DEMO_FLAGS
+    curves = {}
+    logs = {}
+    for key, so, more in (("cpu", cpu, []), ("emu", emu, []), ("emu-graphs", emu, ["--cuda-graphs"])):
+        metrics = os.path.join(work, key + ".jsonl")
+        logs[key] = run([args.tcc_run, so] + flags + more + ["--metrics", metrics]).stdout
+        curves[key] = load_losses(metrics)
+    problems = []
+    a, b, g = (np.array(curves[k]) for k in ("cpu", "emu", "emu-graphs"))
+    if len(a) != args.train_steps or len(b) != args.train_steps or len(g) != args.train_steps:
+        problems.append("step counts %d/%d/%d" % (len(a), len(b), len(g)))
+    else:
+        diff = np.abs(a - b)
+        print("training the demo GPT, %d steps: loss cpu %.4f -> %.4f, cuda (emulated) %.4f -> %.4f; "
+              "max |cuda - cpu| %.4f, mean %.4f" % (len(a), a[0], a[-1], b[0], b[-1], diff.max(), diff.mean()))
+        for s in range(0, len(a), max(1, len(a) // 6)):
+            print("  step %4d  cpu %.4f  cuda %.4f  cuda+graphs %.4f" % (s + 1, a[s], b[s], g[s]))
+        tail_cpu, tail_cuda = a[-10:].mean(), b[-10:].mean()
+        print("  mean of the last 10 steps: cpu %.4f, cuda %.4f (rel %.2e)"
+              % (tail_cpu, tail_cuda, abs(tail_cuda - tail_cpu) / tail_cpu))
+        if not diff.mean() < 0.03:
+            problems.append("the curves part: mean |cuda - cpu| %.4f" % diff.mean())
+        if not abs(tail_cuda - tail_cpu) / tail_cpu < 0.02:
+            problems.append("last 10 steps: cuda %.4f vs cpu %.4f" % (tail_cuda, tail_cpu))
+        if not np.array_equal(b, g):
+            problems.append("--cuda-graphs changed the losses (first at step %d)"
+                            % (int(np.argmax(b != g)) + 1))
+    if "running it without graphs" in logs["emu-graphs"]:
+        problems.append("the CUDA graph capture failed: " + logs["emu-graphs"][-400:])
+    return problems
+
+
+def no_device_stage(args):
+    so = os.path.join(args.workdir, "demo", "demo-emu.so")
+    env = dict(os.environ, TCC_CUDA_EMU_NO_DEVICE="1")
+    r = run([args.tcc_run, so, "--data", os.path.join(ROOT, "examples", "data", "train.bin"),
+             "--steps", "1"], check=False, env=env)
+    if r.returncode != 1 or "cudaErrorInsufficientDriver" not in r.stdout:
+        return ["without a device: exit %d, %r" % (r.returncode, r.stdout[-300:])]
+    return []
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--tcc-run", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--train-steps", type=int, default=30)
+    p.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    passed = failed = 0
+
+    def report(what, problems):
+        nonlocal passed, failed
+        print("%-40s %s" % (what, "ok" if not problems else "FAIL"))
+        for pr in problems:
+            print("    " + str(pr))
+        passed += not problems
+        failed += bool(problems)
+
+    bad, problems = parity_stage(args, args.models)
+    report("parity (%d models)" % len(args.models),
+           problems + (["%d models over the bound" % bad] if bad else []))
+    try:
+        bad, problems = budget_stage(args, "tiny_gpt_opset17")
+        report("parity under --mem-budget", problems + (["over the bound"] if bad else []))
+    except Exception as e:  # noqa: BLE001
+        report("parity under --mem-budget", [e])
+    try:
+        report("training %d steps, CUDA graphs" % args.train_steps, training_stage(args))
+    except Exception as e:  # noqa: BLE001
+        report("training %d steps, CUDA graphs" % args.train_steps, [e])
+    try:
+        report("no device", no_device_stage(args))
+    except Exception as e:  # noqa: BLE001
+        report("no device", [e])
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

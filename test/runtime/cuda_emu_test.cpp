@@ -1,0 +1,160 @@
+// Unit tests of tcc's CUDA emulation itself (runtime/cuda/emu): the GPU
+// semantics the emulated CUDA steps rely on, and the errors it must report
+// instead of hiding. Prints "N passed, M failed".
+#include "cuda/kernels.cuh"
+#include "cublasLt.h"
+
+#include <cstdio>
+#include <vector>
+
+static int g_pass = 0, g_fail = 0;
+static void check(bool ok, const char *what) {
+  std::printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
+  (ok ? g_pass : g_fail)++;
+}
+
+// Each warp sums its lanes' values with xor shuffles; lane 0 writes.
+__global__ void warp_sum(const float *in, float *out) {
+  float v = in[blockIdx.x * blockDim.x + threadIdx.x];
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0)
+    out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = v;
+}
+
+// Thread t writes shared[t]; after the barrier it reads its neighbour's.
+__global__ void rotate(int *out) {
+  __shared__ int sh[256];
+  sh[threadIdx.x] = static_cast<int>(threadIdx.x + 1000 * blockIdx.x);
+  __syncthreads();
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sh[(threadIdx.x + 1) % blockDim.x];
+}
+
+// Threads that exit early do not hold up the barrier of the others.
+__global__ void early_exit(int *out) {
+  if (threadIdx.x >= 40)
+    return;
+  __shared__ int sh[64];
+  sh[threadIdx.x] = static_cast<int>(threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = sh[39 - threadIdx.x];
+}
+
+// Lane 0 waits at the block barrier while lanes 1..31 of its warp wait at a
+// shuffle, which needs lane 0: a deadlock on a GPU.
+__global__ void divergent(int *out) {
+  if (threadIdx.x == 0) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
+  }
+}
+
+__global__ void add_one(float *p, int n) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    p[i] += 1.0f;
+}
+
+int main() {
+  std::vector<float> in(256);
+  for (int i = 0; i < 256; ++i)
+    in[i] = static_cast<float>(i);
+  std::vector<float> sums(8);
+  TCC_LAUNCH(2, 128, 0, nullptr, warp_sum)(in.data(), sums.data());
+  bool ok = true;
+  for (int w = 0; w < 8; ++w) {
+    float want = 0;
+    for (int l = 0; l < 32; ++l)
+      want += static_cast<float>(w * 32 + l);
+    ok = ok && sums[w] == want;
+  }
+  check(ok && cudaGetLastError() == cudaSuccess, "warp shuffles sum each warp");
+
+  std::vector<int> rot(512);
+  TCC_LAUNCH(2, 256, 0, nullptr, rotate)(rot.data());
+  ok = true;
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 256; ++t)
+      ok = ok && rot[b * 256 + t] == (t + 1) % 256 + 1000 * b;
+  check(ok, "shared memory and __syncthreads within each block");
+
+  std::vector<int> ee(40, -1);
+  TCC_LAUNCH(1, 64, 0, nullptr, early_exit)(ee.data());
+  ok = cudaGetLastError() == cudaSuccess;
+  for (int t = 0; t < 40; ++t)
+    ok = ok && ee[t] == 39 - t;
+  check(ok, "exited threads do not count at a barrier");
+
+  std::vector<int> dv(64, 0);
+  TCC_LAUNCH(1, 32, 0, nullptr, divergent)(dv.data());
+  check(cudaGetLastError() == cudaErrorLaunchFailure, "a divergent barrier is a failed launch");
+
+  TCC_LAUNCH(1, 2048, 0, nullptr, add_one)(in.data(), 1);
+  check(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads per block is refused");
+
+  // Capture: work on the captured stream is recorded, replayed by launches.
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  float x = 0.0f;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  TCC_LAUNCH(1, 32, 0, s, add_one)(&x, 1);
+  const bool deferred = x == 0.0f;
+  ok = cudaStreamEndCapture(s, &g) == cudaSuccess && cudaGraphInstantiate(&e, g, 0) == cudaSuccess;
+  for (int i = 0; i < 3; ++i)
+    ok = ok && cudaGraphLaunch(e, s) == cudaSuccess;
+  check(ok && deferred && x == 3.0f, "a captured kernel runs once per graph launch");
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  const bool sync_fails = cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported;
+  check(sync_fails && cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && !g,
+        "synchronising during a capture invalidates it");
+  cudaGetLastError();
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  const bool legacy_fails = cudaMemsetAsync(&x, 0, 4, nullptr) == cudaErrorStreamCaptureImplicit;
+  check(legacy_fails && cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated,
+        "the legacy stream during a capture invalidates it");
+  cudaGetLastError();
+
+  // cuBLASLt: C(2x2) = A(2x3) B(3x2), column-major, then the same with a
+  // D pointer less aligned than the plan promised.
+  cublasLtHandle_t h;
+  cublasLtCreate(&h);
+  cublasLtMatmulDesc_t d;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, 2, 3, 2);
+  cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, 3, 2, 3);
+  cublasLtMatrixLayoutCreate(&lc, CUDA_R_16F, 2, 2, 2);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  const uint32_t align = 16; // the default is 256
+  for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(h, d, la, lb, lc, lc, pref, 1, &res, &found);
+  alignas(16) __half A[6], B[6], C[6];
+  for (int i = 0; i < 6; ++i) {
+    A[i] = __half(static_cast<float>(i + 1)); // A = [[1,3,5],[2,4,6]]
+    B[i] = __half(static_cast<float>(i % 3)); // B = [[0,0],[1,1],[2,2]]
+  }
+  const float one = 1.0f, zero = 0.0f;
+  cublasStatus_t st = cublasLtMatmul(h, d, &one, A, la, B, lb, &zero, C, lc, C, lc, &res.algo, nullptr, 0, s);
+  check(found == 1 && st == CUBLAS_STATUS_SUCCESS && static_cast<float>(C[0]) == 13.0f &&
+            static_cast<float>(C[1]) == 16.0f && static_cast<float>(C[2]) == 13.0f &&
+            static_cast<float>(C[3]) == 16.0f,
+        "cublasLtMatmul computes A*B");
+  st = cublasLtMatmul(h, d, &one, A, la, B, lb, &zero, C + 1, lc, C + 1, lc, &res.algo, nullptr, 0, s);
+  check(st == CUBLAS_STATUS_INVALID_VALUE, "a less aligned operand than the plan's is refused");
+  cublasLtMatrixLayout_t bad;
+  cublasLtMatrixLayoutCreate(&bad, CUDA_R_16F, 4, 2, 4);
+  check(cublasLtMatmulAlgoGetHeuristic(h, d, la, bad, lc, lc, pref, 1, &res, &found) == CUBLAS_STATUS_INVALID_VALUE,
+        "layouts that do not fit the product are refused");
+  std::printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
