@@ -20,7 +20,6 @@ using namespace mlir::tcc;
 
 namespace {
 
-
 /// An arena slot or a constant array that holds a value.
 struct Buffer {
   std::string name;  // the C++ expression of its pointer
@@ -41,6 +40,25 @@ struct GemmFusion {
   /// order; the first reads the matmul's result.
   SmallVector<Operation *> epilogue;
 };
+
+/// The loop structure of an elementwise / reduction fusion: the shape of its
+/// loop, each body op's kind, and the pass (stage) that computes each value.
+/// A row reduction's result is complete after the pass that reads its
+/// operand, so the values that read it belong to the next pass.
+struct LoopFusion {
+  enum class Kind { Element, Row, RowReduction, Reduction };
+  SmallVector<int64_t> shape, rowShape;
+  llvm::DenseMap<Operation *, Kind> kind;
+  llvm::DenseMap<Value, int64_t> stage;
+  bool rows = false;
+  int64_t lastPass = 0;
+};
+
+} // namespace
+
+static FailureOr<LoopFusion> classifyLoopFusion(FusionOp fusion);
+
+namespace {
 
 class Emitter {
 public:
@@ -75,6 +93,9 @@ private:
   LogicalResult emitReturn(func::ReturnOp ret);
   LogicalResult emitFusion(FusionOp fusion);
   LogicalResult emitCudaFusion(FusionOp fusion);
+  /// A fusion with row reductions (softmax, LayerNorm and their backward
+  /// passes) on CUDA: one warp per row (one block for rows over 1024).
+  LogicalResult emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf);
   /// A split or concat with the views and transposes of its parts: one
   /// copy loop (CPU target).
   LogicalResult emitMoveFusion(FusionOp fusion);
@@ -472,7 +493,17 @@ LogicalResult Emitter::emitOp(Operation *op) {
           return emitMatMul(f, f.getResult(0), g->lhs, g->transLhs, g->rhs,
                             g->transRhs);
         }
-        return cuda ? emitCudaFusion(f) : emitFusion(f);
+        if (!cuda)
+          return emitFusion(f);
+        if (llvm::any_of(f.getBody().front(), [](Operation &o) {
+              return isa<ReduceSumOp, ReduceMeanOp>(o);
+            })) {
+          FailureOr<LoopFusion> lf = classifyLoopFusion(f);
+          if (failed(lf))
+            return failure();
+          return emitCudaRowFusion(f, *lf);
+        }
+        return emitCudaFusion(f);
       })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
         const Buffer &out = define(c.getResult());
@@ -790,12 +821,14 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
 /// kernel sums) across the whole nest; sums and means are computed as the
 /// reduce kernel computes them, so the fused step is bit-identical to the
 /// unfused one.
-LogicalResult Emitter::emitFusion(FusionOp fusion) {
+
+static FailureOr<LoopFusion> classifyLoopFusion(FusionOp fusion) {
+  using Kind = LoopFusion::Kind;
+  auto tensor = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+  LoopFusion lf;
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
-  if (fusion.getNumResults() == 0)
-    return success();
-  SmallVector<int64_t> shape;
+  SmallVector<int64_t> &shape = lf.shape;
   for (Operation &op : body.without_terminator())
     if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
       auto in = tensor(op.getOperand(0)).getShape();
@@ -808,14 +841,14 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
     auto r = tensor(fusion.getResult(0)).getShape();
     shape.assign(r.begin(), r.end());
   }
-  SmallVector<int64_t> rowShape = FusionCostModel::rowShape(shape);
+  lf.rowShape = FusionCostModel::rowShape(shape);
+  SmallVector<int64_t> &rowShape = lf.rowShape;
 
   // Classify the body's ops and give each value its pass (stage).
-  enum class Kind { Element, Row, RowReduction, Reduction };
-  llvm::DenseMap<Operation *, Kind> kind;
-  llvm::DenseMap<Value, int64_t> stage;
-  bool rows = false;
-  int64_t lastPass = 0;
+  llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
+  llvm::DenseMap<Value, int64_t> &stage = lf.stage;
+  bool &rows = lf.rows;
+  int64_t &lastPass = lf.lastPass;
   for (Operation &op : body.without_terminator()) {
     auto stageOf = [&](Value v) { return stage.lookup(v); };
     int64_t st = 0;
@@ -850,6 +883,24 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
   for (Value v : yield.getValues())
     if (!v.getDefiningOp())
       return fusion.emitOpError("yields a body argument");
+  return lf;
+}
+
+LogicalResult Emitter::emitFusion(FusionOp fusion) {
+  using Kind = LoopFusion::Kind;
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (fusion.getNumResults() == 0)
+    return success();
+  FailureOr<LoopFusion> classified = classifyLoopFusion(fusion);
+  if (failed(classified))
+    return failure();
+  const LoopFusion &lf = *classified;
+  ArrayRef<int64_t> shape = lf.shape;
+  const llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
+  const llvm::DenseMap<Value, int64_t> &stage = lf.stage;
+  const bool rows = lf.rows;
+  const int64_t lastPass = lf.lastPass;
 
   int64_t n = ShapedType::getNumElements(shape);
   int64_t rowLength = rows ? shape.back() : n;
@@ -1597,6 +1648,227 @@ LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
   kernels += k;
   os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << (vec ? n / 8 : n)
      << "LL), 256, 0, stream(), " << name << ")(" << n << "LL";
+  for (const std::string &a : args)
+    os << ", " << a;
+  os << ");\n";
+  return success();
+}
+
+LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) {
+  using Kind = LoopFusion::Kind;
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  if (fusion.getNumResults() == 0)
+    return success();
+  if (!lf.rows)
+    return fusion.emitOpError("a CUDA reduction fusion needs a reduction over "
+                              "the last axis (run tcc-fuse with row-reductions-only)");
+  for (auto &[op, kd] : lf.kind)
+    if (kd == Kind::Reduction)
+      return op->emitOpError("only reductions over the last axis are fused on "
+                             "CUDA (run tcc-fuse with row-reductions-only)");
+  ArrayRef<int64_t> shape = lf.shape;
+  int64_t n = ShapedType::getNumElements(shape);
+  int64_t rowLength = shape.back();
+  int64_t rowCount = n / std::max<int64_t>(rowLength, 1);
+  SmallVector<int64_t> outStrides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * shape[d + 1];
+
+  // Kernel parameters: o<k> per result, a<k> per input.
+  SmallVector<std::string> params, args;
+  llvm::DenseMap<Value, std::pair<std::string, std::string>> out; // name, type
+  for (auto [k, pair] : llvm::enumerate(llvm::zip(fusion.getResults(), yield.getValues()))) {
+    auto [r, v] = pair;
+    const Buffer &b = define(r);
+    std::string o = "o" + std::to_string(k);
+    params.push_back(b.type + " *__restrict__ " + o);
+    args.push_back(b.name);
+    out[v] = {o, b.type};
+  }
+  llvm::DenseMap<Value, std::string> argName;
+  for (auto [k, pair] : llvm::enumerate(llvm::zip(fusion.getInputs(), body.getArguments()))) {
+    auto [input, arg] = pair;
+    const Buffer &b = buffers[input];
+    std::string a = "a" + std::to_string(k);
+    params.push_back("const " + b.type + " *__restrict__ " + a);
+    args.push_back(b.name);
+    argName[arg] = a;
+  }
+
+  // Rows of up to 1024 elements: one warp each (8 per block); longer rows:
+  // one block of 256 threads each.
+  const bool warpRows = rowLength <= 1024;
+  const std::string first = warpRows ? "lane" : "threadIdx.x";
+  const std::string step = warpRows ? "32" : "blockDim.x";
+  const std::string leader = warpRows ? "lane == 0" : "threadIdx.x == 0";
+  std::string name = "fusion" + std::to_string(nextKernel++);
+  std::string text;
+  llvm::raw_string_ostream ks(text);
+  ks << "// " << fusion->getName() << " at " << fusion.getLoc() << "\n"
+     << "// rows of " << rowLength << ": one " << (warpRows ? "warp" : "block")
+     << " per row, " << lf.lastPass + 1 << " pass(es) over each\n";
+  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t rows";
+  for (const std::string &p : params)
+    ks << ", " << p;
+  ks << ") {\n";
+  if (warpRows)
+    ks << "  const int lane = threadIdx.x & 31;\n"
+       << "  const int64_t nrows = ((int64_t)gridDim.x * blockDim.x) >> 5;\n"
+       << "  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; "
+          "row < rows; row += nrows) {\n";
+  else
+    ks << "  __shared__ float sh[32];\n"
+       << "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  ks << "    const int64_t row0 = row * " << rowLength << "LL;\n";
+
+  unsigned id = 0;
+  llvm::DenseMap<Value, std::string> rowBase;
+  // Where an input of shape `t` is read: its row start plus the column when
+  // its last dimension is the row's.
+  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
+    std::string &base = rowBase[v];
+    if (base.empty()) {
+      base = "b" + std::to_string(id++);
+      ks << "    const int64_t " << base << " = "
+         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
+    }
+    bool alongRow = !t.empty() && t.back() == rowLength && rowLength != 1;
+    return alongRow ? base + " + c" : base;
+  };
+  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                     StringRef indent) -> LogicalResult {
+    Value r = op.getResult(0);
+    std::string ty = computeType(tensor(r).getElementType());
+    std::string e = "e" + std::to_string(id++);
+    FailureOr<std::string> expr = scalarExpr(
+        op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
+    if (failed(expr))
+      return failure();
+    ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
+    scalar[r] = e;
+    return success();
+  };
+
+  llvm::DenseMap<Value, std::string> rowScalar; // this row's row values
+  llvm::DenseMap<Operation *, std::string> rowAcc;
+  auto emitRowValues = [&](int64_t k) -> LogicalResult {
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = lf.kind.lookup(&op);
+      Value r = op.getResult(0);
+      if ((kd != Kind::Row && kd != Kind::RowReduction) || lf.stage.lookup(r) != k)
+        continue;
+      std::string ty = computeType(tensor(r).getElementType());
+      if (kd == Kind::RowReduction) {
+        std::string s = "s" + std::to_string(id++);
+        ks << "    const " << ty << " " << s << " = " << rowAcc[&op]
+           << (isa<ReduceMeanOp>(op)
+                   ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
+                   : std::string())
+           << ";\n";
+        rowScalar[r] = s;
+      } else {
+        llvm::DenseMap<Value, std::string> scalar = rowScalar;
+        for (Value v : op.getOperands())
+          if (isa<BlockArgument>(v) && !scalar.count(v)) {
+            std::string e = "e" + std::to_string(id++);
+            std::string at = elementIndex(v, tensor(v).getShape());
+            ks << "    const " << computeType(tensor(v).getElementType()) << " " << e
+               << " = ld(" << argName[v] << "[" << at << "]);\n";
+            rowScalar[v] = e;
+            scalar[v] = e;
+          }
+        if (failed(compute(op, scalar, "    ")))
+          return failure();
+        rowScalar[r] = scalar[r];
+      }
+      if (out.count(r))
+        ks << "    if (" << leader << ") " << out[r].first << "[row] = conv<"
+           << out[r].second << ">(" << rowScalar[r] << ");\n";
+    }
+    return success();
+  };
+
+  if (failed(emitRowValues(0)))
+    return failure();
+  for (int64_t pass = 0; pass <= lf.lastPass; ++pass) {
+    if (pass > 0 && failed(emitRowValues(pass)))
+      return failure();
+    // The sinks of this pass and the element values they need (values of
+    // earlier passes are recomputed: nothing is kept between passes).
+    llvm::DenseSet<Value> needed;
+    SmallVector<Value> work;
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = lf.kind.lookup(&op);
+      if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass)
+        work.push_back(op.getOperand(0));
+      if (kd == Kind::Element && lf.stage.lookup(op.getResult(0)) == pass &&
+          out.count(op.getResult(0)))
+        work.push_back(op.getResult(0));
+    }
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!needed.insert(v).second)
+        continue;
+      if (Operation *def = v.getDefiningOp())
+        if (lf.kind.lookup(def) == Kind::Element)
+          for (Value operand : def->getOperands())
+            work.push_back(operand);
+    }
+    if (needed.empty())
+      continue;
+    SmallVector<Operation *> reductions;
+    for (Operation &op : body.without_terminator())
+      if (lf.kind.lookup(&op) == Kind::RowReduction &&
+          lf.stage.lookup(op.getOperand(0)) == pass) {
+        rowAcc[&op] = "r" + std::to_string(id++);
+        ks << "    float " << rowAcc[&op] << " = 0.0f;\n";
+        reductions.push_back(&op);
+      }
+    for (Value arg : body.getArguments())
+      if (needed.contains(arg))
+        (void)elementIndex(arg, tensor(arg).getShape());
+    ks << "    for (int64_t c = " << first << "; c < " << rowLength << "LL; c += " << step
+       << ") {\n";
+    llvm::DenseMap<Value, std::string> scalar = rowScalar;
+    for (Value arg : body.getArguments()) {
+      if (!needed.contains(arg))
+        continue;
+      std::string e = "e" + std::to_string(id++);
+      ks << "      const " << computeType(tensor(arg).getElementType()) << " " << e
+         << " = ld(" << argName[arg] << "[" << elementIndex(arg, tensor(arg).getShape())
+         << "]);\n";
+      scalar[arg] = e;
+    }
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = lf.kind.lookup(&op);
+      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
+        if (failed(compute(op, scalar, "      ")))
+          return failure();
+        Value r = op.getResult(0);
+        if (lf.stage.lookup(r) == pass && out.count(r))
+          ks << "      " << out[r].first << "[row0 + c] = conv<" << out[r].second << ">("
+             << scalar[r] << ");\n";
+      } else if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass) {
+        ks << "      " << rowAcc[&op] << " += (float)" << scalar.lookup(op.getOperand(0))
+           << ";\n";
+      }
+    }
+    ks << "    }\n";
+    for (Operation *op : reductions)
+      ks << "    " << rowAcc[op] << " = "
+         << (warpRows ? "detail::warp_allreduce(" + rowAcc[op] + ", detail::SumOp())"
+                      : "detail::block_allreduce(" + rowAcc[op] + ", detail::SumOp(), sh)")
+         << ";\n";
+  }
+  if (failed(emitRowValues(lf.lastPass + 1)))
+    return failure();
+  ks << "  }\n}\n\n";
+  kernels += text;
+  int64_t blocks = warpRows ? (rowCount + 7) / 8 : rowCount;
+  blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 32));
+  os << "  if (" << rowCount << "LL > 0) TCC_LAUNCH(" << blocks << "u, 256, 0, stream(), "
+     << name << ")(" << rowCount << "LL";
   for (const std::string &a : args)
     os << ", " << a;
   os << ");\n";

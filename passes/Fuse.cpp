@@ -150,7 +150,7 @@ private:
 
     // Loop fusion: groups of elementwise ops and reductions (see
     // LoopGrouper), each outlined where its last op was.
-    LoopGrouper grouper(model, reductions, record);
+    LoopGrouper grouper(model, reductions, rowReductionsOnly, record);
     SmallVector<LoopGroup> groups = grouper.run(body);
     for (LoopGroup &group : groups) {
       FusionOp fusion = outline(group.ops);

@@ -345,6 +345,10 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
     Option<"reductions", "reductions", "bool", /*default=*/"true",
            "fuse elementwise producers into the reduce_sum / reduce_mean that "
            "consumes them (input fusion; the CPU target emits one loop nest)">,
+    Option<"rowReductionsOnly", "row-reductions-only", "bool", /*default=*/"false",
+           "with reductions, fuse only reductions over the last axis (row "
+           "statistics, one warp or block per row on the CUDA target); other "
+           "reductions stay separate kernels">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }

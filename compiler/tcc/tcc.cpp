@@ -573,10 +573,11 @@ int main(int argc, char **argv) {
   if (target == Target::Cuda)
     planPm.addPass(tcc::createMixedPrecision());
   if (!noFusion) {
-    // Reduction input fusion and GEMM epilogues are lowered by the CPU
-    // emitter only so far.
+    // GEMM epilogues, data movement and reductions across rows are lowered
+    // by the CPU emitter only so far; CUDA fuses row reductions.
     tcc::FuseOptions fuseOptions;
-    fuseOptions.reductions = target == Target::Cpu;
+    fuseOptions.reductions = true;
+    fuseOptions.rowReductionsOnly = target == Target::Cuda;
     fuseOptions.moves = target == Target::Cpu;
     fuseOptions.gemmEpilogues = target == Target::Cpu;
     planPm.addPass(tcc::createFuse(fuseOptions));

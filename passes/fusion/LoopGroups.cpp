@@ -18,7 +18,10 @@ static void sortInProgramOrder(SmallVectorImpl<Operation *> &ops) {
 }
 
 bool LoopGrouper::isFusable(Operation *op) const {
-  return FusionCostModel::isElementwise(op) || (reductions && isReduction(op));
+  if (isReduction(op))
+    return reductions &&
+           (!rowsOnly || FusionCostModel::isRowReduction(op, shapeOf(op->getOperand(0))));
+  return FusionCostModel::isElementwise(op);
 }
 
 ArrayRef<int64_t> LoopGrouper::loopShapeOf(Operation *op) {
@@ -49,6 +52,8 @@ FusionDecision LoopGrouper::decide(Operation *op, const Group &g, size_t size,
   if (isReduction(op)) {
     if (!reductions)
       return {false, "reductions are not fused for this target"};
+    if (rowsOnly && !FusionCostModel::isRowReduction(op, g.shape))
+      return {false, "only reductions over the last axis are fused for this target"};
     readable = FusionCostModel::isRowReduction(op, g.shape);
     return model.canJoinReduction(op, g.shape, size);
   }
@@ -187,6 +192,9 @@ SmallVector<LoopGroup> LoopGrouper::run(Block &body) {
              fusable ? FusionDecision{false, "reads a reduction's result (or a view "
                                              "of one), which is complete only after "
                                              "the group's loop"}
+                 : isReduction(&op) && reductions
+                     ? FusionDecision{false, "only reductions over the last axis are "
+                                             "fused for this target"}
                      : model.canJoin(&op, {}, 0),
              closed.size());
     else if (fusable)

@@ -44,8 +44,10 @@ class LoopGrouper {
 public:
   using Record = std::function<void(Operation *, const FusionDecision &, int64_t group)>;
 
-  LoopGrouper(const FusionCostModel &model, bool reductions, Record record)
-      : model(model), reductions(reductions), record(std::move(record)) {}
+  /// `rowsOnly`: of the reductions, only those over the last axis join
+  /// groups (a target that emits row fusions but no cross-row sums).
+  LoopGrouper(const FusionCostModel &model, bool reductions, bool rowsOnly, Record record)
+      : model(model), reductions(reductions), rowsOnly(rowsOnly), record(std::move(record)) {}
 
   /// The groups of `body` with more than one op, sorted by the position of
   /// their last op.
@@ -85,6 +87,7 @@ private:
 
   const FusionCostModel &model;
   bool reductions;
+  bool rowsOnly;
   Record record;
   std::vector<Group> open;
   SmallVector<LoopGroup> closed;

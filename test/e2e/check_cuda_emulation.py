@@ -185,7 +185,8 @@ def main():
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--train-steps", type=int, default=30)
-    p.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    # wide_rows: rows over 1024 elements (one block per row on CUDA).
+    p.add_argument("models", nargs="*", default=DEFAULT_MODELS + ["wide_rows"])
     args = p.parse_args()
     torch.set_num_threads(1)
     passed = failed = 0

@@ -192,6 +192,23 @@ class MLPGemm(nn.Module):
         return torch.mean((pred - target) * (pred - target))
 
 
+class WideRows(nn.Module):
+    """LayerNorm and softmax over rows of 1200 features: on the CUDA target
+    their backward passes are row fusions with one block per row (rows over
+    1024 elements), which the other test models' short rows do not reach."""
+
+    def __init__(self, width=1200):
+        super().__init__()
+        self.fc = nn.Linear(16, width)
+        self.ln = nn.LayerNorm(width)
+        self.out = nn.Linear(width, 8)
+
+    def forward(self, x, target):
+        h = self.ln(self.fc(x))
+        pred = self.out(torch.softmax(h, dim=-1) * h)
+        return torch.mean((pred - target) * (pred - target))
+
+
 class MHADecoder(nn.Module):
     def __init__(self, vocab=40, seq=10, d=32, n_head=4):
         super().__init__()
@@ -270,6 +287,13 @@ def spec_mha_decoder(gen):
     return model, 17, feed, ["loss"]
 
 
+def spec_wide_rows(gen):
+    model = WideRows()
+    feed = {"x": torch.randn((6, 16), generator=gen),
+            "target": torch.randn((6, 8), generator=gen)}
+    return model, 17, feed, ["loss"]
+
+
 def spec_tiny_gpt_logits(gen):
     model = TinyGPT(gelu_approx="tanh", with_loss=False)
     feed = {"idx": _tokens(gen, (4, 16), 65)}
@@ -283,6 +307,7 @@ MODELS = collections.OrderedDict([
     ("mlp_gemm", spec_mlp_gemm),
     ("mha_decoder", spec_mha_decoder),
     ("tiny_gpt_logits", spec_tiny_gpt_logits),
+    ("wide_rows", spec_wide_rows),
 ])
 
 

@@ -2,6 +2,7 @@
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="max-ops=2 gemm-epilogues=false" | FileCheck %s --check-prefix=LIMIT
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="reductions=false gemm-epilogues=false" | FileCheck %s --check-prefix=NORED
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="data-movement=false gemm-epilogues=false" | FileCheck %s --check-prefix=MOVES
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="row-reductions-only=true gemm-epilogues=false data-movement=false" | FileCheck %s --check-prefix=ROWS
 
 // A chain of elementwise ops of one shape becomes one fusion; a broadcast
 // operand is just an input; only the value used outside is a result.
@@ -50,6 +51,12 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 // NORED: tcc.exp
 // NORED: tcc.reduce_sum
 // NORED: tcc.relu
+// With row-reductions-only (the CUDA target), a reduction over another axis
+// than the last is a kernel of its own too.
+// ROWS-LABEL: func.func @not_elementwise
+// ROWS-SAME: reason = "only reductions over the last axis are fused for this target"
+// ROWS-NOT: tcc.fusion(
+// ROWS: tcc.reduce_sum
 func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x8xf32> {
   %0 = tcc.matmul %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   %1 = tcc.exp %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -81,6 +88,10 @@ func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1
 // NORED: tcc.reduce_sum
 // NORED: tcc.reciprocal
 // NORED: tcc.mul
+// ROWS-LABEL: func.func @row_softmax
+// ROWS: tcc.fusion
+// ROWS: tcc.reduce_sum
+// ROWS: tcc.yield
 func.func @row_softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = tcc.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %1 = tcc.reduce_sum %0 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
