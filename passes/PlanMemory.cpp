@@ -63,9 +63,21 @@ bool mlir::tcc::keepsF32(Value v) {
     return false;
   if (t.getRank() == 0)
     return true;
+  // What only reductions to one element read (a composite loss: the squared
+  // errors of an MSE, a per-token loss before its mean) is the loss's
+  // input, computed in fp32 as the loss is (fp16 overflows past 65504).
+  if (!v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *u) {
+        return isa<ReduceSumOp, ReduceMeanOp>(u) &&
+               cast<RankedTensorType>(u->getResult(0).getType()).getNumElements() == 1;
+      }))
+    return true;
   Operation *op = v.getDefiningOp();
   if (!op)
     return false;
+  // A fusion's result is stored as the value its body yields would be.
+  if (auto fusion = dyn_cast<FusionOp>(op))
+    return keepsF32(cast<YieldOp>(fusion.getBody().front().getTerminator())
+                        .getValues()[cast<OpResult>(v).getResultNumber()]);
   if (isa<ReduceSumOp, ReduceMeanOp, SoftmaxCrossEntropyLossOp, GatherGradOp>(op))
     return true;
   if (isa<LayerNormalizationOp>(op))

@@ -49,7 +49,9 @@ inline constexpr int64_t kCudaRuntimeReserveBytes = 64 << 20;
 
 /// Under mixed precision, whether `v` is stored in fp32 rather than fp16:
 /// reduction results, LayerNorm statistics, the loss and its log-probabilities,
-/// embedding gradients (accumulated by atomic adds) and scalars.
+/// the inputs of reductions to one element (a composite loss's terms),
+/// embedding gradients (accumulated by atomic adds) and scalars; a fusion's
+/// result as the value it yields.
 bool keepsF32(Value v);
 
 /// Bytes `v` takes in the arena under `floatBytes` (see kMixedPrecision).

@@ -231,9 +231,13 @@ const char *const kUsage =
     "                 by a step compiled with tcc --no-weights\n"
     "\n"
     "gradients only:\n"
-    "  --grads-only   run one micro-step (forward, and backward with grad\n"
-    "                 scale 1) without an optimizer step; needs --feed DIR\n"
-    "                 with DIR/<input>.npy; takes no training options\n"
+    "  --grads-only   run one micro-step (forward and backward) without an\n"
+    "                 optimizer step; needs --feed DIR with DIR/<input>.npy;\n"
+    "                 takes no training options but --loss-scale: the\n"
+    "                 backward pass runs with that loss scale (default:\n"
+    "                 dynamic for --target=cuda steps, starting at 65536 and\n"
+    "                 halved while the gradients are not finite; off for CPU\n"
+    "                 steps) and the gradients are divided by it\n"
     "  --dump OUT     (with --grads-only) write OUT/loss.npy,\n"
     "                 OUT/outputs/<name>.npy and OUT/grads/<param>.npy (each\n"
     "                 file written atomically)\n"
@@ -245,7 +249,8 @@ const char *const kUsage =
     "prints `trained N steps: loss first X -> last Y, T s, Z tok/s` on stdout\n"
     "at the end (with loss scaling followed by `, loss scale S (K of N steps\n"
     "skipped)`). With --grads-only it prints `loss <value>` (with a backward\n"
-    "pass) and one `output <name> <dtype> [dims]` line per output. A\n"
+    "pass; then `loss scale S ...` if S is not 1) and one\n"
+    "`output <name> <dtype> [dims]` line per output. A\n"
     "--target=cuda step then adds `device peak P GiB (arena A GiB, budget B\n"
     "GiB, device D GiB)`, the measured device memory, with a warning if it\n"
     "exceeds the budget the step was compiled for.\n"
@@ -303,6 +308,49 @@ double halfToDouble(uint16_t h) {
   else
     v = std::ldexp(mant | 0x400, exp - 25);
   return sign ? -v : v;
+}
+
+/// Whether every element of the float tensor `d` in `arena` is finite (other
+/// element types are).
+bool allFinite(const tcc_tensor_desc &d, const char *arena) {
+  const char *p = arena + d.offset;
+  if (d.dtype == TCC_DTYPE_F32) {
+    for (uint64_t k = 0; k < d.bytes / 4; ++k) {
+      float v;
+      std::memcpy(&v, p + 4 * k, 4);
+      if (!std::isfinite(v))
+        return false;
+    }
+  } else if (d.dtype == TCC_DTYPE_F64) {
+    for (uint64_t k = 0; k < d.bytes / 8; ++k) {
+      double v;
+      std::memcpy(&v, p + 8 * k, 8);
+      if (!std::isfinite(v))
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Multiplies the float tensor `d` in `arena` by `factor` (a power of two,
+/// so exactly).
+void scaleTensor(const tcc_tensor_desc &d, char *arena, double factor) {
+  char *p = arena + d.offset;
+  if (d.dtype == TCC_DTYPE_F32) {
+    for (uint64_t k = 0; k < d.bytes / 4; ++k) {
+      float v;
+      std::memcpy(&v, p + 4 * k, 4);
+      v = static_cast<float>(v * factor);
+      std::memcpy(p + 4 * k, &v, 4);
+    }
+  } else if (d.dtype == TCC_DTYPE_F64) {
+    for (uint64_t k = 0; k < d.bytes / 8; ++k) {
+      double v;
+      std::memcpy(&v, p + 8 * k, 8);
+      v *= factor;
+      std::memcpy(p + 8 * k, &v, 8);
+    }
+  }
 }
 
 /// The first element at `p`, as a double.
@@ -884,7 +932,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
                  "--data FILE) [training options]; see tcc-run --help)");
   if (opts.gradsOnly) {
     for (const std::string &f : opts.given)
-      if (f != "--quiet" && f != "--init-weights")
+      if (f != "--quiet" && f != "--init-weights" && f != "--loss-scale")
         return error("--grads-only runs one micro-step without training; it "
                      "cannot be combined with " +
                      f);
@@ -1244,29 +1292,53 @@ int runGradsOnly(const Options &opts, const Step &step) {
   for (int32_t i = 0; i < info.num_inputs; ++i)
     if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty())
       return error(err);
-  if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
-    return error(err);
 
-  if ((rc = step.microStep(mem.stepArena(), 1.0)) != 0) {
-    std::string msg = "the step failed (code " + std::to_string(rc) + ")";
-    if (const char *meaning = stepErrorMeaning(rc))
-      msg += ": " + std::string(meaning);
-    return error(msg);
-  }
-  // From a device: the loss (printed), and what --dump writes.
-  if (info.has_backward && !(err = mem.copyOut(info.outputs[0])).empty())
-    return error(err);
-  if (opts.haveDump && mem.device) {
-    if (!(err = mem.copyOut(info.outputs, info.num_outputs)).empty())
+  // The backward pass runs with a loss scale, as in training: fp16
+  // gradients of a mean over many tokens underflow unscaled. Device steps
+  // default to GradScaler's (2^16, halved while the gradients overflow, as
+  // a skipped step would); the gradients written are divided by it.
+  tcc::LossScaler scaler = opts.haveLossScale ? opts.lossScaler
+                           : step.device    ? tcc::LossScaler::dynamic()
+                                            : tcc::LossScaler::off();
+  double scale = scaler.enabled() ? scaler.scale() : 1.0;
+  for (int attempt = 0;; ++attempt) {
+    if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
       return error(err);
-    if (info.has_backward &&
-        !(err = mem.copyOut(info.grads, info.num_params)).empty())
+    if (info.has_backward && attempt > 0 && (rc = step.zeroGrads(mem.stepArena())) != 0)
+      return error("zeroing the gradients failed (code " + std::to_string(rc) + ")");
+    if ((rc = step.microStep(mem.stepArena(), scale)) != 0) {
+      std::string msg = "the step failed (code " + std::to_string(rc) + ")";
+      if (const char *meaning = stepErrorMeaning(rc))
+        msg += ": " + std::string(meaning);
+      return error(msg);
+    }
+    // From a device: the loss (printed), and what --dump writes.
+    if (info.has_backward && !(err = mem.copyOut(info.outputs[0])).empty())
       return error(err);
+    if (mem.device && (opts.haveDump || scaler.isDynamic())) {
+      if (!(err = mem.copyOut(info.outputs, info.num_outputs)).empty())
+        return error(err);
+      if (info.has_backward &&
+          !(err = mem.copyOut(info.grads, info.num_params)).empty())
+        return error(err);
+    }
+    bool finite = true;
+    if (info.has_backward && scaler.isDynamic())
+      for (int32_t i = 0; i < info.num_params && finite; ++i)
+        finite = allFinite(info.grads[i], arena);
+    if (finite || scale <= 1.0)
+      break;
+    scale *= 0.5;
   }
+  if (info.has_backward && scale != 1.0)
+    for (int32_t i = 0; i < info.num_params; ++i)
+      scaleTensor(info.grads[i], arena, 1.0 / scale);
 
   if (info.has_backward) {
     const tcc_tensor_desc &loss = info.outputs[0];
     std::printf("loss %.9g\n", elementAsDouble(arena + loss.offset, loss.dtype));
+    if (scale != 1.0)
+      std::printf("loss scale %g (the gradients are divided by it)\n", scale);
   }
   for (int32_t i = 0; i < info.num_outputs; ++i) {
     const tcc_tensor_desc &d = info.outputs[i];

@@ -47,6 +47,12 @@ struct Key {
   int64_t stride_a, stride_b, stride_c;
   uint32_t align_a, align_b, align_c, pad2_;
   uint64_t workspace;
+  // Epilogue (matmul_epilogue): cublasLtEpilogue_t (0: none), whether C is
+  // a residual, and the bias and auxiliary pointers (the heuristic reads
+  // their alignment) with the auxiliary output's leading dimension.
+  int32_t epilogue, residual;
+  uint64_t bias, aux;
+  int64_t aux_ld;
 };
 
 struct Plan {
@@ -170,6 +176,23 @@ inline cublasStatus_t build(Plan &p, const Key &k, cublasLtHandle_t h) {
   if ((s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb))) !=
       CUBLAS_STATUS_SUCCESS)
     return s;
+  if (k.epilogue) {
+    const cublasLtEpilogue_t epi = static_cast<cublasLtEpilogue_t>(k.epilogue);
+    const void *bias = reinterpret_cast<const void *>(k.bias);
+    if ((s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi))) !=
+            CUBLAS_STATUS_SUCCESS ||
+        (s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias))) !=
+            CUBLAS_STATUS_SUCCESS)
+      return s;
+    if (k.aux) {
+      void *aux = reinterpret_cast<void *>(k.aux);
+      if ((s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                              sizeof(aux))) != CUBLAS_STATUS_SUCCESS ||
+          (s = cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &k.aux_ld,
+                                              sizeof(k.aux_ld))) != CUBLAS_STATUS_SUCCESS)
+        return s;
+    }
+  }
   if ((s = make_layout(&p.la, k.rows_a, k.cols_a, k.ld_a, k.batch, k.stride_a)) != CUBLAS_STATUS_SUCCESS)
     return s;
   if ((s = make_layout(&p.lb, k.rows_b, k.cols_b, k.ld_b, k.batch, k.stride_b)) != CUBLAS_STATUS_SUCCESS)
@@ -215,10 +238,12 @@ inline cublasStatus_t get_plan(Plan &p, const Key &k, cublasLtHandle_t h) {
   return build(p, k, h);
 }
 
-inline cublasStatus_t launch(Plan &p, cublasLtHandle_t h, const __half *A, const __half *B, __half *C) {
-  const float alpha = 1.0f, beta = 0.0f;
+/// D = A B (+ C when C is given: beta 1), in cuBLAS's operand order.
+inline cublasStatus_t launch(Plan &p, cublasLtHandle_t h, const __half *A, const __half *B, __half *D,
+                             const __half *C = nullptr) {
+  const float alpha = 1.0f, beta = C ? 1.0f : 0.0f;
   Workspace &w = workspace();
-  return cublasLtMatmul(h, p.op, &alpha, A, p.la, B, p.lb, &beta, C, p.lc, C, p.lc, &p.algo,
+  return cublasLtMatmul(h, p.op, &alpha, A, p.la, B, p.lb, &beta, C ? C : D, p.lc, D, p.lc, &p.algo,
                         p.ws_needed ? w.p : nullptr, p.ws_needed, stream());
 }
 
@@ -411,6 +436,75 @@ inline int matmul(int id, __half *out, const __half *a, Shape as, bool trans_a, 
     }
   }
   return 0;
+}
+
+/// out = act(a · op(b) + bias [+ residual]) as one cuBLASLt matmul with an
+/// epilogue: b is an unbatched [K, N] (trans_b: stored [N, K]) matrix, a is
+/// [..., M, K] (its batch folds into M, so trans_a must be false), bias has
+/// N elements (added along each row), residual (optional) is out's shape.
+/// With gelu, act is the tanh GELU and aux (optional, out's shape) receives
+/// its input a · op(b) + bias; N must then be a multiple of 8. Without
+/// gelu, aux must be null. Returns 0 or a cublasStatus_t.
+inline int matmul_epilogue(int id, __half *out, const __half *a, Shape as, bool trans_a, const __half *b, Shape bs,
+                           bool trans_b, const __half *bias, const __half *residual, __half *aux, bool gelu) {
+  using namespace gemm_detail;
+  if (id < 0 || as.rank < 2 || as.rank > 8 || bs.rank != 2 || trans_a || !bias || (aux && !gelu)) {
+    set_error(CUBLAS_STATUS_INVALID_VALUE, id, "an epilogue needs an unbatched b, an untransposed a and a bias",
+              0, 0, 0, 0);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const int64_t K = as.dims[as.rank - 1];
+  int64_t M = 1;
+  for (int i = 0; i < as.rank - 1; ++i)
+    M *= as.dims[i];
+  const int64_t Kb = trans_b ? bs.dims[1] : bs.dims[0], N = trans_b ? bs.dims[0] : bs.dims[1];
+  if (K != Kb || (aux && N % 8 != 0)) {
+    set_error(CUBLAS_STATUS_INVALID_VALUE, id, K != Kb ? "inner dimensions differ" : "aux rows not a multiple of 8",
+              M, N, K, 1);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (M == 0 || N == 0)
+    return 0;
+  cublasStatus_t st;
+  cublasLtHandle_t h = handle(&st);
+  if (!h) {
+    set_error(st, id, "cublasLtCreate", M, N, K, 1);
+    return st;
+  }
+  std::vector<Plan> &ps = plans();
+  if (static_cast<size_t>(id) >= ps.size())
+    ps.resize(static_cast<size_t>(id) + 1);
+  Plan &plan = ps[static_cast<size_t>(id)];
+  // As matmul's case (1), column-major: out^T [N, M] = op(b)^T [N, K] a^T [K, M].
+  Key k;
+  std::memset(&k, 0, sizeof(k));
+  k.m = N;
+  k.n = M;
+  k.k = K;
+  k.op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  k.rows_a = trans_b ? K : N;
+  k.cols_a = trans_b ? N : K;
+  k.ld_a = k.rows_a;
+  k.op_b = CUBLAS_OP_N;
+  k.rows_b = K;
+  k.cols_b = M;
+  k.ld_b = K;
+  k.ld_c = N;
+  k.batch = 1;
+  k.workspace = workspace().bytes;
+  k.align_a = align_of(b);
+  k.align_b = align_of(a);
+  k.align_c = residual ? min_u(align_of(out), align_of(residual)) : align_of(out);
+  k.epilogue = gelu ? (aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS) : CUBLASLT_EPILOGUE_BIAS;
+  k.residual = residual ? 1 : 0;
+  k.bias = reinterpret_cast<uint64_t>(bias);
+  k.aux = reinterpret_cast<uint64_t>(aux);
+  k.aux_ld = aux ? N : 0;
+  if ((st = get_plan(plan, k, h)) == CUBLAS_STATUS_SUCCESS)
+    st = launch(plan, h, b, a, out, residual);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    set_error(st, id, "with an epilogue", M, N, K, 1);
+  return st;
 }
 
 } // namespace tcc::cuda

@@ -21,7 +21,10 @@ Checked here, without a GPU:
      step by step, so single steps are not compared);
      the same run with the micro-step captured as a CUDA graph
      (--cuda-graphs) must give bit-identical losses, with the graph in use;
-  4. no device: with TCC_CUDA_EMU_NO_DEVICE=1 (what a machine without a
+  4. --grads-only runs the backward pass with a loss scale, as training does
+     (fp16 gradients of a mean over many tokens underflow unscaled), halved
+     while the gradients overflow: a model whose gradients overflow at 65536;
+  5. no device: with TCC_CUDA_EMU_NO_DEVICE=1 (what a machine without a
      driver reports), tcc-run exits 1 naming cudaErrorInsufficientDriver.
 Prints tables and ends with `N passed, M failed`.
 """
@@ -100,6 +103,9 @@ def parity_stage(args, models):
 def budget_stage(args, name):
     """CUDA plan under a budget that forces recomputation: parity again."""
     work, onnx_path, feed_dir, extra = prepare(name, args)
+    cpu = os.path.join(work, "step-cpu.so")
+    run([args.tcc, onnx_path, "-o", cpu] + extra)
+    grads(args, cpu, feed_dir, os.path.join(args.workdir, "ref", name))
     report = os.path.join(work, "mem-none.json")
     run([args.tcc, onnx_path, "--target=cuda", "--emit=planned", "--memory-report", report,
          "-o", os.devnull] + extra)
@@ -123,6 +129,35 @@ def budget_stage(args, name):
              100.0 * mb["recomputed_flops"] / max(mb["step_flops"], 1)))
     bad = compare.parity(os.path.join(args.workdir, "ref"), got, [name], label="emu budget")
     return bad, problems
+
+
+def overflow_stage(args):
+    """--grads-only backs the loss scale off while fp16 gradients overflow:
+    mlp_gemm with targets 30x larger has output gradients of about 2, which
+    overflow fp16 at the default scale 65536 (its loss, about 900, stays in
+    fp16's range, and its squared errors are fp32 anyway)."""
+    work, onnx_path, feed_dir, extra = prepare("mlp_gemm", args)
+    big = os.path.join(work, "feed-big")
+    shutil.rmtree(big, ignore_errors=True)
+    shutil.copytree(feed_dir, big)
+    t = np.load(os.path.join(big, "target.npy"))
+    np.save(os.path.join(big, "target.npy"), (t * 30.0).astype(t.dtype))
+    cpu = os.path.join(work, "step-cpu.so")
+    emu = os.path.join(work, "step-emu.so")
+    run([args.tcc, onnx_path, "-o", cpu] + extra)
+    run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", emu] + extra)
+    ref, got = os.path.join(args.workdir, "ref-big"), os.path.join(args.workdir, "emu-big")
+    grads(args, cpu, big, os.path.join(ref, "mlp_gemm"))
+    out = grads(args, emu, big, os.path.join(got, "mlp_gemm"))
+    problems = []
+    scale = [l for l in out.splitlines() if l.startswith("loss scale ")]
+    if not scale or float(scale[0].split()[2]) >= 65536:
+        problems.append("the loss scale did not back off: %r" % out[-300:])
+    else:
+        print("mlp_gemm with 30x targets: " + scale[0])
+    if compare.parity(ref, got, ["mlp_gemm"], label="emu overflow"):
+        problems.append("over the bound")
+    return problems
 
 
 def load_losses(path):
@@ -207,6 +242,10 @@ def main():
         report("parity under --mem-budget", problems + (["over the bound"] if bad else []))
     except Exception as e:  # noqa: BLE001
         report("parity under --mem-budget", [e])
+    try:
+        report("--grads-only backs the loss scale off", overflow_stage(args))
+    except Exception as e:  # noqa: BLE001
+        report("--grads-only backs the loss scale off", [e])
     try:
         report("training %d steps, CUDA graphs" % args.train_steps, training_stage(args))
     except Exception as e:  # noqa: BLE001

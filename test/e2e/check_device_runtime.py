@@ -41,6 +41,7 @@ examples/tiny_gpt_demo.onnx and checks, each as a named case:
                              CPU and the device, to the uninterrupted run's
                              bytes; an unknown version is refused
   device-grads-only          --grads-only --dump equals the CPU step's files
+                             (with the default loss scale, off and 1024)
   device-errors              no driver (cudaErrorInsufficientDriver), no
                              memory, a failing copy, a step without the
                              device functions, a bad --loss-scale: exit 1, a
@@ -405,20 +406,29 @@ def grads_only():
     tok = np.fromfile(TRAIN_BIN, dtype=np.uint16)[:8 * 33].astype(np.int64).reshape(8, 33)
     np.save(os.path.join(feed, "idx.npy"), np.ascontiguousarray(tok[:, :32]))
     np.save(os.path.join(feed, "targets.npy"), np.ascontiguousarray(tok[:, 1:]))
-    A, B = os.path.join(base, "cpu"), os.path.join(base, "dev")
+    A = os.path.join(base, "cpu")
     pa = tcc_run(ARGS.cpu_step, "--feed", feed, "--grads-only", "--dump", A)
-    pb = device("--feed", feed, "--grads-only", "--dump", B)
-    require(pb.stdout.startswith(pa.stdout), "stdout %r vs %r" % (pb.stdout, pa.stdout))
-    require("device peak" in pb.stdout.splitlines()[-1], "no device line: %r" % pb.stdout)
-    files = []
-    for dp, _, fn in os.walk(A):
-        for f in fn:
-            rel = os.path.relpath(os.path.join(dp, f), A)
-            files.append(rel)
-            require(read_bytes(os.path.join(A, rel)) == read_bytes(os.path.join(B, rel)),
-                    "%s differs" % rel)
-    require(any(f.startswith("grads") for f in files), "no grads dumped: %s" % files)
-    return "%d files identical" % len(files)
+    # A device step runs the backward pass with a loss scale (65536 by
+    # default, as training) and divides the gradients by it: a power of two,
+    # so the fp32 gradients are the unscaled run's bit for bit.
+    for flags, scale in (([], "65536"), (["--loss-scale", "off"], None), (["--loss-scale", "1024"], "1024")):
+        B = os.path.join(base, "dev-" + (scale or "off"))
+        pb = device("--feed", feed, "--grads-only", "--dump", B, *flags)
+        lines = pb.stdout.splitlines()
+        want = pa.stdout.splitlines()
+        if scale:
+            want.insert(1, "loss scale %s (the gradients are divided by it)" % scale)
+        require(lines[:len(want)] == want, "stdout %r vs %r" % (pb.stdout, want))
+        require("device peak" in lines[-1], "no device line: %r" % pb.stdout)
+        files = []
+        for dp, _, fn in os.walk(A):
+            for f in fn:
+                rel = os.path.relpath(os.path.join(dp, f), A)
+                files.append(rel)
+                require(read_bytes(os.path.join(A, rel)) == read_bytes(os.path.join(B, rel)),
+                        "%s differs (loss scale %s)" % (rel, scale))
+        require(any(f.startswith("grads") for f in files), "no grads dumped: %s" % files)
+    return "%d files identical, with loss scales 65536, off and 1024" % len(files)
 
 
 def snapshot(d):
@@ -454,9 +464,9 @@ def errors():
     for bad in ("dynamik", "0", "-2", "nan"):
         p = device(*COMMON, "--loss-scale", bad, check=False)
         require(p.returncode == 1 and "--loss-scale" in p.stderr, "%s: %r" % (bad, p.stderr))
-    p = device("--feed", base, "--grads-only", "--loss-scale", "off", check=False)
-    require(p.returncode == 1 and "cannot be combined with --loss-scale" in p.stderr,
-            "--grads-only --loss-scale: %r" % p.stderr)
+    p = device("--feed", base, "--grads-only", "--lr", "0.1", check=False)
+    require(p.returncode == 1 and "cannot be combined with --lr" in p.stderr,
+            "--grads-only --lr: %r" % p.stderr)
     p = tcc_run(ARGS.cpu_step, *COMMON, "--steps", "1", "--cuda-graphs", check=False)
     require(p.returncode == 1 and "--cuda-graphs needs a step compiled with --target=cuda"
             in p.stderr, "--cuda-graphs on a CPU step: %r" % p.stderr)

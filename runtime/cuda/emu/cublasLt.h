@@ -11,6 +11,9 @@
 // preference promised; a matmul whose operands (any batch of them) are less
 // aligned fails, as a real kernel chosen for that alignment would. The
 // heuristic asks for a workspace (up to 1 MiB), which every matmul overwrites.
+// Epilogues (unbatched): BIAS adds a vector along D's rows after alpha/beta;
+// GELU applies the tanh approximation, GELU_AUX first writes its input to
+// the auxiliary matrix (fp16, leading dimension a multiple of 8).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_CUDA_EMU_CUBLASLT_H
@@ -39,7 +42,22 @@ typedef enum {
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
 typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2 } cudaDataType;
 typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
-typedef enum { CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4 } cublasLtMatmulDescAttributes_t;
+typedef enum {
+  CUBLASLT_MATMUL_DESC_TRANSA = 3,
+  CUBLASLT_MATMUL_DESC_TRANSB = 4,
+  CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+  CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12
+} cublasLtMatmulDescAttributes_t;
+typedef enum {
+  CUBLASLT_EPILOGUE_DEFAULT = 1,
+  CUBLASLT_EPILOGUE_BIAS = 4,
+  CUBLASLT_EPILOGUE_GELU = 32,
+  CUBLASLT_EPILOGUE_GELU_AUX = 32 | 128,
+  CUBLASLT_EPILOGUE_GELU_BIAS = 32 | 4,
+  CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 32 | 128 | 4
+} cublasLtEpilogue_t;
 typedef enum {
   CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
   CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6
@@ -57,6 +75,10 @@ struct Context {};
 struct Desc {
   int compute = 0, scale = 0;
   int op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
+  int epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void *bias = nullptr;
+  void *aux = nullptr;
+  int64_t aux_ld = 0;
 };
 struct Layout {
   int type = 0;
@@ -110,15 +132,43 @@ inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
 }
 inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
                                                      const void *buf, size_t size) {
-  if (!d || size != sizeof(int32_t))
+  if (!d)
     return CUBLAS_STATUS_INVALID_VALUE;
-  int32_t v;
-  std::memcpy(&v, buf, sizeof v);
-  if (v != CUBLAS_OP_N && v != CUBLAS_OP_T)
-    return CUBLAS_STATUS_INVALID_VALUE;
+  int32_t v = 0;
   switch (attr) {
-  case CUBLASLT_MATMUL_DESC_TRANSA: d->op_a = v; return CUBLAS_STATUS_SUCCESS;
-  case CUBLASLT_MATMUL_DESC_TRANSB: d->op_b = v; return CUBLAS_STATUS_SUCCESS;
+  case CUBLASLT_MATMUL_DESC_TRANSA:
+  case CUBLASLT_MATMUL_DESC_TRANSB:
+    if (size != sizeof(int32_t))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&v, buf, sizeof v);
+    if (v != CUBLAS_OP_N && v != CUBLAS_OP_T)
+      return CUBLAS_STATUS_INVALID_VALUE;
+    (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->op_a : d->op_b) = v;
+    return CUBLAS_STATUS_SUCCESS;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE:
+    if (size != sizeof(int32_t))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&v, buf, sizeof v);
+    if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS && v != CUBLASLT_EPILOGUE_GELU &&
+        v != CUBLASLT_EPILOGUE_GELU_AUX && v != CUBLASLT_EPILOGUE_GELU_BIAS && v != CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+      return CUBLAS_STATUS_NOT_SUPPORTED; // not emulated
+    d->epilogue = v;
+    return CUBLAS_STATUS_SUCCESS;
+  case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    if (size != sizeof(void *))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&d->bias, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+    if (size != sizeof(void *))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&d->aux, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    if (size != sizeof(int64_t))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&d->aux_ld, buf, size);
+    return CUBLAS_STATUS_SUCCESS;
   }
   return CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -192,6 +242,17 @@ inline bool shapes(const Desc &d, const Layout &a, const Layout &b, const Layout
                   c.ld >= static_cast<int64_t>(c.rows) && a.batch == c.batch && b.batch == c.batch &&
                   dl.batch == c.batch && a.type == CUDA_R_16F && b.type == CUDA_R_16F && c.type == CUDA_R_16F &&
                   d.compute == CUBLAS_COMPUTE_32F && d.scale == CUDA_R_32F;
+  // Epilogues: a bias needs its pointer; an auxiliary output (GELU_AUX) its
+  // pointer and a leading dimension divisible by 8, no less than D's rows.
+  const bool has_bias = d.epilogue & CUBLASLT_EPILOGUE_BIAS;
+  const bool has_aux = d.epilogue & 128;
+  if ((has_bias && !d.bias) || (has_aux && (!d.aux || d.aux_ld % 8 != 0 || d.aux_ld < static_cast<int64_t>(c.rows))) ||
+      ((has_bias || has_aux || (d.epilogue & CUBLASLT_EPILOGUE_GELU)) && c.batch != 1)) {
+    std::fprintf(stderr, "tcc CUDA emulation: cublasLt: epilogue %d without its bias or auxiliary pointer, an "
+                         "auxiliary leading dimension %lld (rows %llu), or on %d batches\n",
+                 d.epilogue, (long long)d.aux_ld, (unsigned long long)c.rows, c.batch);
+    return false;
+  }
   if (!ok)
     std::fprintf(stderr,
                  "tcc CUDA emulation: cublasLt: layouts do not fit the matmul (op(A) %llux%llu, op(B) %llux%llu, "
@@ -285,6 +346,14 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
           float r = al * acc;
           if (be != 0.0f)
             r += be * static_cast<float>(pc[t * c.stride + i + j * c.ld]);
+          if (desc.epilogue & CUBLASLT_EPILOGUE_BIAS)
+            r += static_cast<float>(static_cast<const __half *>(desc.bias)[i]);
+          if (desc.epilogue & CUBLASLT_EPILOGUE_GELU) {
+            if (desc.epilogue & 128)
+              static_cast<__half *>(desc.aux)[i + j * desc.aux_ld] = __half(r);
+            // cuBLASLt's GELU is the tanh approximation.
+            r = 0.5f * r * (1.0f + std::tanh(0.7978845608028654f * (r + 0.044715f * r * r * r)));
+          }
           out[i + j * m] = r;
         }
       // D may alias C: write after every element of this batch is computed.
