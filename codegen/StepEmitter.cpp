@@ -107,6 +107,9 @@ private:
   /// A GEMM whose elementwise epilogue runs on each product element as it
   /// is stored (CPU target).
   LogicalResult emitGemmEpilogue(FusionOp fusion, const GemmFusion &g);
+  /// The same on CUDA, as one cuBLASLt matmul with an epilogue (bias, then
+  /// a tanh GELU or a residual; tcc-fuse's cublaslt-epilogues).
+  LogicalResult emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g);
   /// result = op(a) x op(b), op swapping the last two dimensions when set.
   LogicalResult emitMatMul(Operation *op, Value result, Value a, bool ta,
                            Value b, bool tb);
@@ -1437,8 +1440,7 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
 LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
   MatMulOp matmul = g.matmul;
   if (cuda)
-    return fusion.emitOpError("GEMM epilogues are not lowered to CUDA yet "
-                              "(run tcc-fuse with gemm-epilogues=false)");
+    return emitCublasLtEpilogue(fusion, g);
   Block &body = fusion.getBody().front();
   ArrayRef<int64_t> outShape = tensor(fusion.getResult(0)).getShape();
   int64_t n = tensor(fusion.getResult(0)).getNumElements();
@@ -1507,6 +1509,70 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
   os << "  matmul_rows(" << ref(g.lhs) << ", " << shape(g.lhs) << ", "
      << ref(g.rhs) << ", " << shape(g.rhs) << ", " << flag(g.transLhs) << ", "
      << flag(g.transRhs) << ", RowStore::of(" << epi << ")); }\n";
+  return success();
+}
+
+LogicalResult Emitter::emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g) {
+  Block &body = fusion.getBody().front();
+  auto yield = cast<YieldOp>(body.getTerminator());
+  auto inputOf = [&](Value v) -> Value {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
+  };
+  auto otherOperand = [](Operation *op, Value v) {
+    return op->getOperand(0) == v ? op->getOperand(1) : op->getOperand(0);
+  };
+  auto unsupported = [&]() {
+    return fusion.emitOpError("a CUDA GEMM epilogue is a bias add, then a tanh GELU or a "
+                              "residual add (run tcc-fuse with cublaslt-epilogues)");
+  };
+  Value product = MatMulOp(g.matmul).getResult();
+  auto add = g.epilogue.empty() ? AddOp() : dyn_cast<AddOp>(g.epilogue[0]);
+  if (!add || g.epilogue.size() > 2 || g.transLhs)
+    return unsupported();
+  Value bias = inputOf(otherOperand(add, product));
+  Value biased = add.getResult(), last = biased, residual;
+  bool gelu = false;
+  if (g.epilogue.size() == 2) {
+    Operation *second = g.epilogue[1];
+    if (auto gl = dyn_cast<GeluOp>(second)) {
+      if (gl.getApproximate() != "tanh")
+        return unsupported();
+      gelu = true;
+    } else if (isa<AddOp>(second)) {
+      residual = inputOf(otherOperand(second, biased));
+      if (!residual)
+        return unsupported();
+    } else {
+      return unsupported();
+    }
+    last = second->getResult(0);
+  }
+  if (!bias)
+    return unsupported();
+  std::string out, aux = "nullptr";
+  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
+    if (v == last)
+      out = define(r).name;
+    else if (v == biased && gelu)
+      aux = define(r).name;
+    else
+      return fusion.emitOpError("yields a value cuBLASLt's epilogue does not write");
+    if (buffers.lookup(r).type != "__half")
+      return fusion.emitOpError("the CUDA target writes GEMM results in fp16");
+  }
+  if (out.empty())
+    return fusion.emitOpError("does not yield its epilogue's last value");
+  for (Value v : {g.lhs, g.rhs, bias, residual})
+    if (v && buffers.lookup(v).type != "__half")
+      return fusion.emitOpError("cuBLASLt's epilogue reads fp16 operands; one is stored as ")
+             << buffers.lookup(v).type;
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  os << "  if (matmul_epilogue(" << nextGemm++ << ", " << out << ", " << ref(g.lhs) << ", "
+     << shape(g.lhs) << ", " << flag(g.transLhs) << ", " << ref(g.rhs) << ", " << shape(g.rhs)
+     << ", " << flag(g.transRhs) << ", " << ref(bias) << ", "
+     << (residual ? ref(residual) : std::string("nullptr")) << ", " << aux << ", "
+     << flag(gelu) << ") != 0) return gemm_failed();\n";
   return success();
 }
 

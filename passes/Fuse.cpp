@@ -121,6 +121,8 @@ private:
           // written either way, whereas an elementwise reader might fuse
           // into a loop that never writes it.
           bool forked = users.size() > 1;
+          if (d.fuse && cublasLtEpilogues)
+            d = cublasLtEpilogue(gemm, chain, next, cur, forked);
           if (d.fuse && forked && !onlyGemmsRead(next->getResult(0))) {
             d = {false, "the value it reads has other readers, and its own value "
                         "is read by more than GEMMs (it may fuse into a loop "
@@ -249,6 +251,69 @@ private:
     }
     for (ArrayRef<Operation *> group : groups)
       outline(group);
+  }
+
+  /// The matmul of `gemm` (a matmul or a GEMM prologue fusion), and in
+  /// `lhsTransposed` whether the fusion reads its first operand transposed.
+  static MatMulOp gemmOf(Operation *gemm, bool &lhsTransposed) {
+    MatMulOp mm = dyn_cast<MatMulOp>(gemm);
+    if (auto f = dyn_cast<FusionOp>(gemm))
+      for (Operation &op : f.getBody().front())
+        if (auto m = dyn_cast<MatMulOp>(op))
+          mm = m;
+    lhsTransposed = mm && isa<FusionOp>(gemm) && mm.getLhs().getDefiningOp<TransposeOp>();
+    return mm;
+  }
+
+  /// Whether cuBLASLt can compute `next` as the next op of the epilogue
+  /// `chain` of `gemm`, whose value `cur` it reads (`forked`: `cur` has other
+  /// readers). cuBLASLt's epilogues: D = op(A) op(B) + C (beta 1, a residual)
+  /// + bias (a vector along the rows), then GELU (the tanh approximation),
+  /// whose input can also be written (the auxiliary output). gemm.cuh runs
+  /// them on one GEMM, so the second operand must be unbatched and the first
+  /// untransposed; the auxiliary output's rows must be a multiple of 8.
+  static FusionDecision cublasLtEpilogue(Operation *gemm, ArrayRef<Operation *> chain,
+                                         Operation *next, Value cur, bool forked) {
+    auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
+    auto other = [&](Operation *op) -> Value {
+      return op->getOperand(0) == cur ? op->getOperand(1) : op->getOperand(0);
+    };
+    auto fp16 = [&](Value v) { return isa<FloatType>(type(v).getElementType()) && !keepsF32(v); };
+    if (chain.empty()) {
+      bool lhsTransposed = false;
+      MatMulOp mm = gemmOf(gemm, lhsTransposed);
+      ArrayRef<int64_t> shape = type(cur).getShape();
+      if (!mm || forked)
+        return {false, "cuBLASLt epilogue: the product itself is read elsewhere"};
+      if (type(mm.getRhs()).getRank() != 2 || lhsTransposed || type(mm.getLhs()).getRank() < 2)
+        return {false, "cuBLASLt epilogue: only over a GEMM with an unbatched second operand "
+                       "and an untransposed first one"};
+      if (shape.back() % 8 != 0)
+        return {false, "cuBLASLt epilogue: the product's rows are not a multiple of 8 elements"};
+      if (!isa<AddOp>(next))
+        return {false, "cuBLASLt epilogue: starts with a bias add"};
+      Value bias = other(next);
+      if (type(bias).getNumElements() != shape.back() ||
+          (type(bias).getRank() && type(bias).getShape().back() != shape.back()) || !fp16(bias))
+        return {false, "cuBLASLt epilogue: the add's other operand is not an fp16 bias along "
+                       "the rows"};
+      return {true, "cuBLASLt epilogue: bias, added as the GEMM stores its product"};
+    }
+    if (chain.size() == 1) {
+      if (auto g = dyn_cast<GeluOp>(next)) {
+        if (g.getApproximate() != "tanh")
+          return {false, "cuBLASLt epilogue: its GELU is the tanh approximation"};
+        return {true, forked ? "cuBLASLt epilogue: bias and GELU, the GELU's input kept as "
+                               "the auxiliary output"
+                             : "cuBLASLt epilogue: bias and GELU"};
+      }
+      if (isa<AddOp>(next) && !forked && type(other(next)).getShape() == type(cur).getShape() &&
+          fp16(other(next)))
+        return {true, "cuBLASLt epilogue: the residual added as C (beta = 1)"};
+      return {false, "cuBLASLt epilogue: after the bias only a tanh GELU, or a residual add "
+                     "when the biased value is not read elsewhere"};
+    }
+    return {false, "cuBLASLt epilogue: at most a bias and a GELU or residual"};
   }
 
   /// Whether only GEMMs read `v`, directly or through views.

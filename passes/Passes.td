@@ -339,6 +339,11 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
            "fuse the chain of elementwise ops that consumes a GEMM's result "
            "(bias, residual, activation) into the GEMM (CPU target)">,
+    Option<"cublasLtEpilogues", "cublaslt-epilogues", "bool", /*default=*/"false",
+           "with gemm-epilogues, only the epilogues cuBLASLt runs (CUDA "
+           "target): a bias over a GEMM with an unbatched second operand, then "
+           "a tanh GELU (its input kept as the auxiliary output when it is "
+           "read elsewhere) or a residual add">,
     Option<"moves", "data-movement", "bool", /*default=*/"true",
            "fuse a split with the views and transposes of its parts, and a "
            "concat with those of its operands, into one copy loop (CPU target)">,

@@ -573,13 +573,15 @@ int main(int argc, char **argv) {
   if (target == Target::Cuda)
     planPm.addPass(tcc::createMixedPrecision());
   if (!noFusion) {
-    // GEMM epilogues, data movement and reductions across rows are lowered
-    // by the CPU emitter only so far; CUDA fuses row reductions.
+    // Data movement and reductions across rows are lowered by the CPU
+    // emitter only so far; CUDA fuses row reductions, and the GEMM
+    // epilogues cuBLASLt runs.
     tcc::FuseOptions fuseOptions;
     fuseOptions.reductions = true;
     fuseOptions.rowReductionsOnly = target == Target::Cuda;
     fuseOptions.moves = target == Target::Cpu;
-    fuseOptions.gemmEpilogues = target == Target::Cpu;
+    fuseOptions.gemmEpilogues = true;
+    fuseOptions.cublasLtEpilogues = target == Target::Cuda;
     planPm.addPass(tcc::createFuse(fuseOptions));
   }
   if (budget > 0 || rematPolicy != "greedy") {

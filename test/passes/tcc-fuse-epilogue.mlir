@@ -1,4 +1,5 @@
 // RUN: tcc-opt %s --split-input-file --tcc-fuse | FileCheck %s
+// RUN: tcc-opt %s --split-input-file --tcc-fuse="cublaslt-epilogues=true row-reductions-only=true data-movement=false" | FileCheck %s --check-prefix=CUBLAS
 
 // GEMM epilogue: the chain of same-shape elementwise ops that only read the
 // previous result (bias add, then a residual add) joins the GEMM (and its
@@ -17,6 +18,16 @@
 // CHECK: tcc.fusion(%[[F]])
 // CHECK: tcc.tanh
 // CHECK: tcc.exp
+// cuBLASLt runs this one too: bias, then the residual as C.
+// CUBLAS-LABEL: func.func @bias_residual
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: bias, added as the GEMM stores its product"
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: the residual added as C (beta = 1)"
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: at most a bias and a GELU or residual"
+// CUBLAS: tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+// CUBLAS: tcc.matmul
+// CUBLAS: tcc.add
+// CUBLAS: tcc.add
+// CUBLAS: tcc.yield
 func.func @bias_residual(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>, %r: tensor<2x4x16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf32>) {
   %wt = tcc.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
   %0 = tcc.matmul %x, %wt : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
@@ -58,6 +69,12 @@ func.func @no_epilogue(%a: tensor<4x8xf32>, %w: tensor<8x4xf32>, %z: tensor<2x4x
 // CHECK: tcc.yield %[[H]], %[[G]]
 // CHECK: tcc.matmul %[[F]]#1
 // CHECK: tcc.gelu_grad %{{.+}}, %[[F]]#0
+// cuBLASLt: bias and GELU, the pre-activation as the auxiliary output.
+// CUBLAS-LABEL: func.func @forked_activation
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: bias and GELU, the GELU's input kept as the auxiliary output
+// CUBLAS: tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+// CUBLAS: tcc.gelu
+// CUBLAS: tcc.yield
 func.func @forked_activation(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %w2: tensor<16x4xf32>, %d: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x16xf32>) {
   %0 = tcc.matmul %x, %w : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
   %1 = tcc.add %0, %b : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
@@ -84,4 +101,38 @@ func.func @forked_left_alone(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %s: tens
   %1 = tcc.mul %0, %s : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
   %2 = tcc.exp %0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
   return %1, %2 : tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// What cuBLASLt has no epilogue for stays apart under cublaslt-epilogues: an
+// erf GELU after the bias, a batched second operand (attention's products),
+// rows that are not a multiple of 8 elements, and an add that is not a bias.
+// CUBLAS-LABEL: func.func @cublaslt_left_alone
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: its GELU is the tanh approximation"
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: only over a GEMM with an unbatched second operand and an untransposed first one"
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: the product's rows are not a multiple of 8 elements"
+// CUBLAS-SAME: reason = "cuBLASLt epilogue: the add's other operand is not an fp16 bias along the rows"
+// CUBLAS: %[[F:.+]] = tcc.fusion
+// CUBLAS: tcc.matmul
+// CUBLAS: tcc.add
+// CUBLAS: tcc.yield
+// CUBLAS: tcc.gelu %[[F]] :
+// CUBLAS: %[[Q:.+]] = tcc.matmul %{{.+}}, %{{.+}} : (tensor<2x8x16xf32>, tensor<2x16x8xf32>)
+// CUBLAS: tcc.add %[[Q]]
+// CUBLAS: %[[R:.+]] = tcc.matmul %{{.+}}, %{{.+}} : (tensor<8x16xf32>, tensor<16x12xf32>)
+// CUBLAS: tcc.add %[[R]]
+// CUBLAS: %[[S:.+]] = tcc.matmul %{{.+}}, %{{.+}} : (tensor<8x16xf32>, tensor<16x8xf32>)
+// CUBLAS: tcc.add %[[S]]
+func.func @cublaslt_left_alone(%x: tensor<8x16xf32>, %w: tensor<16x8xf32>, %b: tensor<8xf32>, %q: tensor<2x8x16xf32>, %k: tensor<2x16x8xf32>, %w12: tensor<16x12xf32>, %b12: tensor<12xf32>, %m: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<2x8x8xf32>, tensor<8x12xf32>, tensor<8x8xf32>) {
+  %0 = tcc.matmul %x, %w : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  %1 = tcc.add %0, %b : (tensor<8x8xf32>, tensor<8xf32>) -> tensor<8x8xf32>
+  %2 = tcc.gelu %1 {approximate = "none"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %3 = tcc.matmul %q, %k : (tensor<2x8x16xf32>, tensor<2x16x8xf32>) -> tensor<2x8x8xf32>
+  %4 = tcc.add %3, %b : (tensor<2x8x8xf32>, tensor<8xf32>) -> tensor<2x8x8xf32>
+  %5 = tcc.matmul %x, %w12 : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+  %6 = tcc.add %5, %b12 : (tensor<8x12xf32>, tensor<12xf32>) -> tensor<8x12xf32>
+  %7 = tcc.matmul %x, %w : (tensor<8x16xf32>, tensor<16x8xf32>) -> tensor<8x8xf32>
+  %8 = tcc.add %7, %m : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %2, %4, %6, %8 : tensor<8x8xf32>, tensor<2x8x8xf32>, tensor<8x12xf32>, tensor<8x8xf32>
 }

@@ -4,6 +4,7 @@
 #include "cuda/kernels.cuh"
 #include "cublasLt.h"
 
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -155,6 +156,31 @@ int main() {
   cublasLtMatrixLayoutCreate(&bad, CUDA_R_16F, 4, 2, 4);
   check(cublasLtMatmulAlgoGetHeuristic(h, d, la, bad, lc, lc, pref, 1, &res, &found) == CUBLAS_STATUS_INVALID_VALUE,
         "layouts that do not fit the product are refused");
+
+  // Epilogue: bias along D's rows, GELU, its input as the auxiliary output
+  // (leading dimension a multiple of 8), as gemm.cuh's matmul_epilogue asks.
+  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  alignas(16) __half bias[2] = {__half(1.0f), __half(-20.0f)}, aux[16];
+  const void *bias_p = bias;
+  void *aux_p = aux;
+  int64_t aux_ld = 4;
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_p, sizeof bias_p);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_p, sizeof aux_p);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+  check(cublasLtMatmulAlgoGetHeuristic(h, d, la, lb, lc, lc, pref, 1, &res, &found) == CUBLAS_STATUS_INVALID_VALUE,
+        "an auxiliary leading dimension that is not a multiple of 8 is refused");
+  aux_ld = 8;
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld);
+  cublasLtMatmulAlgoGetHeuristic(h, d, la, lb, lc, lc, pref, 1, &res, &found);
+  st = cublasLtMatmul(h, d, &one, A, la, B, lb, &zero, C, lc, C, lc, &res.algo, nullptr, 0, s);
+  // Pre-activations: column 0 and 1 are (13 + 1, 16 - 20) = (14, -4).
+  auto gelu = [](float x) { return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x))); };
+  check(st == CUBLAS_STATUS_SUCCESS && static_cast<float>(aux[0]) == 14.0f && static_cast<float>(aux[1]) == -4.0f &&
+            static_cast<float>(aux[8]) == 14.0f && static_cast<float>(aux[9]) == -4.0f &&
+            static_cast<float>(C[0]) == static_cast<float>(__half(gelu(14.0f))) &&
+            static_cast<float>(C[1]) == static_cast<float>(__half(gelu(-4.0f))),
+        "the bias, GELU and auxiliary-output epilogue");
   std::printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

@@ -831,6 +831,38 @@ static void test_matmul() {
     got.erase(got.begin());
     expect_close(got, want, 2e-2, 2e-3, "matmul misaligned values");
   }
+  // Epilogues (matmul_epilogue): out = act(a op(b) + bias [+ residual]), the
+  // GELU's input as the auxiliary output; [2, 24, 40] x [40, 64] (b stored
+  // transposed), as a GPT's linear layers run.
+  for (int kind = 0; kind < 4; ++kind) { // bias, bias+residual, GELU, GELU+aux
+    const int64_t B = 2, T = 24, K = 40, N = 64, R = B * T;
+    const bool gelu = kind >= 2, with_aux = kind == 3, with_res = kind == 1;
+    std::vector<float> a = round_half(randf(R * K)), w = round_half(randf(N * K, -0.3f, 0.3f));
+    std::vector<float> bias = round_half(randf(N)), res = round_half(randf(R * N));
+    std::vector<float> pre(R * N), want(R * N);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += double(a[r * K + k]) * double(w[n * K + k]);
+        pre[r * N + n] = static_cast<float>(acc + bias[n] + (with_res ? res[r * N + n] : 0.0f));
+      }
+    for (size_t i = 0; i < want.size(); ++i)
+      want[i] = gelu ? cpu::gelu_scalar(pre[i], true) : pre[i];
+    DevBuf<half> ha(to_half(a)), hw(to_half(w)), hb(to_half(bias)), hr(to_half(res)), out(R * N), aux(R * N);
+    const std::string nm = "matmul_epilogue kind " + std::to_string(kind);
+    for (int rep = 0; rep < 2; ++rep) { // second call: cached plan
+      const int st = gpu::matmul_epilogue(100 + kind, out.p, ha.p, gpu::Shape{3, {B, T, K}}, false, hw.p,
+                                          gpu::Shape{2, {N, K}}, true, hb.p, with_res ? hr.p : nullptr,
+                                          with_aux ? aux.p : nullptr, gelu);
+      check(st == 0, nm + " status");
+      if (st != 0)
+        std::printf("  %s\n", gpu::last_error());
+      expect_close(getf(out), want, 2e-2, 5e-3, nm + " values rep=" + std::to_string(rep));
+      if (with_aux)
+        expect_close(getf(aux), pre, 2e-2, 5e-3, nm + " auxiliary output rep=" + std::to_string(rep));
+    }
+  }
   gpu::set_workspace(nullptr, 0);
 }
 
