@@ -13,7 +13,8 @@ Checked here, without a GPU:
      step against the CPU target's (fp32), relative error < 1e-2 (the bound
      bench/gpu/run.sh applies on a GPU; bench/gpu/compare.py);
   2. the same under a --mem-budget that makes the CUDA plan recompute (15% of
-     the activations cut), with the plan's peak within the budget;
+     the activations cut; a GELU among them, from its stored fp16 input),
+     with the plan's peak within the budget;
   3. training: the demo GPT for N optimizer steps (accumulation 2, AdamW,
      warmup + cosine) on the CPU target and on the emulated CUDA step: the
      loss curves must track (mean |cuda - cpu| < 0.03 over all steps, the
@@ -122,6 +123,10 @@ def budget_stage(args, name):
         problems.append("plan %d bytes over the budget %d" % (mb["planned_peak_bytes"], budget))
     if not mb["remat_decisions"]:
         problems.append("the budget made no recomputation (test too weak)")
+    # Under mixed precision too, the GELU of a cuBLASLt epilogue is recomputed
+    # from its stored fp16 input (it may differ in the last bit).
+    if not any("elementwise tail" in d["reason"] for d in mb["remat_decisions"]):
+        problems.append("no GELU recomputed from its stored input (the test no longer covers it)")
     got = os.path.join(args.workdir, "emu-budget")
     grads(args, so, feed_dir, os.path.join(got, name))
     print("budget %d bytes (unconstrained %d, activations %d): planned %d, recompute %.2f%% of the step's FLOPs"
