@@ -1117,7 +1117,9 @@ static std::string dimsArray(ArrayRef<int64_t> shape) {
 /// Code that moves the coordinates `c` of an element of `from`'s value to
 /// those of the same element in `to`'s value, through the view or transpose
 /// `op` (forward: from its operand to its result; else back).
-static std::string moveCoords(Operation *op, bool forward) {
+static std::string moveCoords(Operation *op, bool forward, bool deviceCode = false) {
+  // Device code has no static locals: the shape arrays are plain constants.
+  const std::string constArray = deviceCode ? "const int64_t" : "static const int64_t";
   auto in = cast<RankedTensorType>(op->getOperand(0).getType());
   auto out = cast<RankedTensorType>(op->getResult(0).getType());
   if (auto t = dyn_cast<TransposeOp>(op)) {
@@ -1134,7 +1136,7 @@ static std::string moveCoords(Operation *op, bool forward) {
   // A view: the same flat index in the other shape.
   auto fromShape = forward ? in.getShape() : out.getShape();
   auto toShape = forward ? out.getShape() : in.getShape();
-  return "      { static const int64_t sf[] = " + dimsArray(fromShape) +
+  return "      { " + constArray + " sf[] = " + dimsArray(fromShape) +
          ", st[] = " + dimsArray(toShape) + "; move_delin(move_lin(c, sf, " +
          std::to_string(fromShape.size()) + "), st, " + std::to_string(toShape.size()) +
          ", c); }\n";
@@ -1329,19 +1331,66 @@ LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
 }
 
 LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
-  if (cuda)
-    return fusion.emitOpError("data-movement fusions are not lowered to CUDA yet "
-                              "(run tcc-fuse with data-movement=false)");
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
   auto argInput = [&](Value v) -> Value {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
   };
-  SmallVector<std::string> outs;
-  for (Value r : fusion.getResults())
-    outs.push_back(buffers.count(r) ? buffers.lookup(r).name : define(r).name);
-  os << "  {\n";
+  // On CUDA the loop is a kernel (one thread per element, grid-stride) over
+  // parameters o<k> (results) and a<k> (inputs); on the CPU it is inline.
+  std::string kernelText;
+  llvm::raw_string_ostream ks(kernelText);
+  llvm::raw_ostream &out = cuda ? static_cast<llvm::raw_ostream &>(ks) : os;
+  const std::string constArray = cuda ? "const int64_t" : "static const int64_t";
+  SmallVector<std::string> outs, outTypes, params, args;
+  for (auto [k, r] : llvm::enumerate(fusion.getResults())) {
+    const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
+    outs.push_back(cuda ? "o" + std::to_string(k) : b.name);
+    outTypes.push_back(b.type);
+    params.push_back(b.type + " *__restrict__ o" + std::to_string(k));
+    args.push_back(b.name);
+  }
+  auto inputName = [&](Value input) -> std::string {
+    if (!cuda)
+      return ref(input);
+    unsigned k = llvm::find(fusion.getInputs(), input) - fusion.getInputs().begin();
+    return "a" + std::to_string(k);
+  };
+  for (auto [k, input] : llvm::enumerate(fusion.getInputs())) {
+    params.push_back("const " + buffers.lookup(input).type + " *__restrict__ a" + std::to_string(k));
+    args.push_back(buffers.lookup(input).name);
+  }
+  auto copy = [&](unsigned result, const std::string &src) {
+    return cuda ? "conv<" + outTypes[result] + ">(ld(" + src + "))" : src;
+  };
+  auto loop = [&](int64_t n) {
+    return cuda ? "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " +
+                      std::to_string(n) + "LL; i += (int64_t)gridDim.x * blockDim.x) {\n"
+                : "  for (int64_t i = 0; i < " + std::to_string(n) + "LL; ++i) {\n";
+  };
+  std::string name = "move" + std::to_string(nextKernel++);
+  if (cuda) {
+    ks << "// " << fusion->getName() << " (a copy loop) at " << fusion.getLoc() << "\n"
+       << "__global__ void __launch_bounds__(256) " << name << "(";
+    for (auto [k, p] : llvm::enumerate(params))
+      ks << (k ? ", " : "") << p;
+    ks << ") {\n";
+  }
+  // Launches the kernel over `n` elements (CUDA).
+  auto finish = [&](int64_t n) {
+    out << "  }\n  }\n";
+    if (!cuda)
+      return;
+    ks << "}\n\n";
+    kernels += kernelText;
+    os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << n << "LL), 256, 0, stream(), " << name
+       << ")(";
+    for (auto [k, a] : llvm::enumerate(args))
+      os << (k ? ", " : "") << a;
+    os << ");\n";
+  };
+  out << "  {\n";
   for (Operation &op : body.without_terminator()) {
     if (auto split = dyn_cast<SplitOp>(op)) {
       // Scatter: one loop over the split's input; each element goes to its
@@ -1352,30 +1401,30 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
       auto t = tensor(split.getInput());
       int64_t rank = t.getRank();
       int64_t axis = *normalizeAxis(split.getAxis(), rank);
-      os << "  for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) {\n"
-         << "    static const int64_t sx[] = " << dimsArray(t.getShape()) << ";\n"
-         << "    int64_t c[8];\n    move_delin(i, sx, " << rank << ", c);\n";
+      out << loop(t.getNumElements()) << "    " << constArray
+          << " sx[] = " << dimsArray(t.getShape()) << ";\n"
+          << "    int64_t c[8];\n    move_delin(i, sx, " << rank << ", c);\n";
       int64_t offset = 0;
       for (auto [k, part] : llvm::enumerate(split.getResults())) {
         int64_t size = split.getSplit()[k];
-        os << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
-           << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
+        out << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
+            << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
         offset += size;
         Value v = part;
         while (!llvm::is_contained(yield.getValues(), v)) {
           if (!v.hasOneUse())
             return fusion.emitOpError("a split part in a copy loop must end at a result");
           Operation *u = *v.getUsers().begin();
-          os << moveCoords(u, /*forward=*/true);
+          out << moveCoords(u, /*forward=*/true, cuda);
           v = u->getResult(0);
         }
         unsigned k2 = llvm::find(yield.getValues(), v) - yield.getValues().begin();
         auto rt = tensor(v);
-        os << "      static const int64_t so[] = " << dimsArray(rt.getShape()) << ";\n"
-           << "      " << outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
-           << ref(input) << "[i];\n    }\n";
+        out << "      " << constArray << " so[] = " << dimsArray(rt.getShape()) << ";\n"
+            << "      " << outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
+            << copy(k2, inputName(input) + "[i]") << ";\n    }\n";
       }
-      os << "  }\n  }\n";
+      finish(t.getNumElements());
       return success();
     }
   }
@@ -1387,27 +1436,30 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
   auto t = tensor(concat.getResult());
   int64_t rank = t.getRank();
   int64_t axis = *normalizeAxis(concat.getAxis(), rank);
-  os << "  for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) {\n"
-     << "    static const int64_t sy[] = " << dimsArray(t.getShape()) << ";\n"
-     << "    int64_t c[8];\n    move_delin(i, sy, " << rank << ", c);\n";
+  out << loop(t.getNumElements()) << "    " << constArray << " sy[] = " << dimsArray(t.getShape())
+      << ";\n"
+      << "    int64_t c[8];\n    move_delin(i, sy, " << rank << ", c);\n";
   int64_t offset = 0;
   for (auto [k, operand] : llvm::enumerate(concat.getInputs())) {
     int64_t size = tensor(operand).getShape()[axis];
-    os << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
-       << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
+    out << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
+        << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
     offset += size;
     Value v = operand;
     while (Operation *def = v.getDefiningOp()) {
-      os << moveCoords(def, /*forward=*/false);
+      out << moveCoords(def, /*forward=*/false, cuda);
       v = def->getOperand(0);
     }
     Value input = argInput(v);
+    if (!input)
+      return fusion.emitOpError("a concat operand's chain in a copy loop must start at an input");
     auto st = tensor(v);
-    os << "      static const int64_t ss[] = " << dimsArray(st.getShape()) << ";\n"
-       << "      " << outs[0] << "[i] = " << ref(input) << "[move_lin(c, ss, " << st.getRank()
-       << ")];\n    }\n";
+    out << "      " << constArray << " ss[] = " << dimsArray(st.getShape()) << ";\n"
+        << "      " << outs[0] << "[i] = "
+        << copy(0, inputName(input) + "[move_lin(c, ss, " + std::to_string(st.getRank()) + ")]")
+        << ";\n    }\n";
   }
-  os << "  }\n  }\n";
+  finish(t.getNumElements());
   return success();
 }
 

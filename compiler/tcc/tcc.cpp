@@ -573,13 +573,12 @@ int main(int argc, char **argv) {
   if (target == Target::Cuda)
     planPm.addPass(tcc::createMixedPrecision());
   if (!noFusion) {
-    // Data movement and reductions across rows are lowered by the CPU
-    // emitter only so far; CUDA fuses row reductions, and the GEMM
-    // epilogues cuBLASLt runs.
+    // Reductions across rows are lowered by the CPU emitter only so far;
+    // CUDA fuses row reductions, and the GEMM epilogues cuBLASLt runs.
     tcc::FuseOptions fuseOptions;
     fuseOptions.reductions = true;
     fuseOptions.rowReductionsOnly = target == Target::Cuda;
-    fuseOptions.moves = target == Target::Cpu;
+    fuseOptions.moves = true;
     fuseOptions.gemmEpilogues = true;
     fuseOptions.cublasLtEpilogues = target == Target::Cuda;
     planPm.addPass(tcc::createFuse(fuseOptions));
