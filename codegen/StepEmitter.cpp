@@ -889,6 +889,35 @@ static FailureOr<LoopFusion> classifyLoopFusion(FusionOp fusion) {
   return lf;
 }
 
+/// The values pass `pass` of a loop fusion computes: the operands of the
+/// reductions it feeds and the element values it writes (`isResult`), with
+/// the element values (and body arguments) they are computed from.
+static llvm::DenseSet<Value> passValues(Block &body, const LoopFusion &lf, int64_t pass,
+                                        llvm::function_ref<bool(Value)> isResult) {
+  using Kind = LoopFusion::Kind;
+  llvm::DenseSet<Value> needed;
+  SmallVector<Value> work;
+  for (Operation &op : body.without_terminator()) {
+    Kind kd = lf.kind.lookup(&op);
+    if ((kd == Kind::RowReduction || kd == Kind::Reduction) &&
+        lf.stage.lookup(op.getOperand(0)) == pass)
+      work.push_back(op.getOperand(0));
+    if (kd == Kind::Element && lf.stage.lookup(op.getResult(0)) == pass &&
+        isResult(op.getResult(0)))
+      work.push_back(op.getResult(0));
+  }
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!needed.insert(v).second)
+      continue;
+    if (Operation *def = v.getDefiningOp())
+      if (lf.kind.lookup(def) == Kind::Element)
+        for (Value operand : def->getOperands())
+          work.push_back(operand);
+  }
+  return needed;
+}
+
 LogicalResult Emitter::emitFusion(FusionOp fusion) {
   using Kind = LoopFusion::Kind;
   Block &body = fusion.getBody().front();
@@ -1013,27 +1042,8 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
   for (int64_t pass = 0; pass <= lastPass; ++pass) {
     if (pass > 0 && failed(emitRowValues(pass)))
       return failure();
-    // The sinks of this pass and the element values they need.
-    llvm::DenseSet<Value> needed;
-    SmallVector<Value> work;
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = kind.lookup(&op);
-      if ((kd == Kind::RowReduction || kd == Kind::Reduction) &&
-          stage.lookup(op.getOperand(0)) == pass)
-        work.push_back(op.getOperand(0));
-      if (kd == Kind::Element && stage.lookup(op.getResult(0)) == pass &&
-          outName.count(op.getResult(0)))
-        work.push_back(op.getResult(0));
-    }
-    while (!work.empty()) {
-      Value v = work.pop_back_val();
-      if (!needed.insert(v).second)
-        continue;
-      if (Operation *def = v.getDefiningOp())
-        if (kind.lookup(def) == Kind::Element)
-          for (Value operand : def->getOperands())
-            work.push_back(operand);
-    }
+    llvm::DenseSet<Value> needed =
+        passValues(body, lf, pass, [&](Value v) { return outName.count(v) != 0; });
     if (needed.empty())
       continue;
     for (Operation &op : body.without_terminator())
@@ -1912,27 +1922,9 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
   for (int64_t pass = 0; pass <= lf.lastPass; ++pass) {
     if (pass > 0 && failed(emitRowValues(pass)))
       return failure();
-    // The sinks of this pass and the element values they need (values of
-    // earlier passes are recomputed: nothing is kept between passes).
-    llvm::DenseSet<Value> needed;
-    SmallVector<Value> work;
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = lf.kind.lookup(&op);
-      if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass)
-        work.push_back(op.getOperand(0));
-      if (kd == Kind::Element && lf.stage.lookup(op.getResult(0)) == pass &&
-          out.count(op.getResult(0)))
-        work.push_back(op.getResult(0));
-    }
-    while (!work.empty()) {
-      Value v = work.pop_back_val();
-      if (!needed.insert(v).second)
-        continue;
-      if (Operation *def = v.getDefiningOp())
-        if (lf.kind.lookup(def) == Kind::Element)
-          for (Value operand : def->getOperands())
-            work.push_back(operand);
-    }
+    // Values of earlier passes are recomputed: nothing is kept between passes.
+    llvm::DenseSet<Value> needed =
+        passValues(body, lf, pass, [&](Value v) { return out.count(v) != 0; });
     if (needed.empty())
       continue;
     SmallVector<Operation *> reductions;

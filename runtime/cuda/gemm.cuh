@@ -232,6 +232,36 @@ inline cublasStatus_t build(Plan &p, const Key &k, cublasLtHandle_t h) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
+/// The key's operation and the layout of cuBLAS's A (our b) and C, common
+/// to every case: out [.., M, N] = op(a) op(b) is out^T = op(b)^T op(a)^T.
+inline Key base_key(int64_t N, int64_t K, bool trans_a, bool trans_b) {
+  Key k;
+  std::memset(&k, 0, sizeof(k));
+  k.m = N;
+  k.k = K;
+  k.op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  k.rows_a = trans_b ? K : N;
+  k.cols_a = trans_b ? N : K;
+  k.ld_a = k.rows_a;
+  k.op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  k.ld_c = N;
+  k.workspace = workspace().bytes;
+  k.batch = 1;
+  return k;
+}
+
+/// Case (1): b unbatched and a untransposed, a's batch folded into its
+/// rows: one GEMM with n = Mf (a's rows, all batches).
+inline void fold_rows(Key &k, int64_t Mf, int64_t K, const void *a, const void *b, const void *out) {
+  k.n = Mf;
+  k.rows_b = K;
+  k.cols_b = Mf;
+  k.ld_b = K;
+  k.align_a = align_of(b);
+  k.align_b = align_of(a);
+  k.align_c = align_of(out);
+}
+
 inline cublasStatus_t get_plan(Plan &p, const Key &k, cublasLtHandle_t h) {
   if (p.valid && std::memcmp(&p.key, &k, sizeof(Key)) == 0)
     return CUBLAS_STATUS_SUCCESS;
@@ -320,29 +350,12 @@ inline int matmul(int id, __half *out, const __half *a, Shape as, bool trans_a, 
     ps.resize(static_cast<size_t>(id) + 1);
   Plan &plan = ps[static_cast<size_t>(id)];
 
-  Key k;
-  std::memset(&k, 0, sizeof(k));
-  k.m = N;
-  k.k = K;
-  k.op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  k.rows_a = trans_b ? K : N;
-  k.cols_a = trans_b ? N : K;
-  k.ld_a = k.rows_a;
-  k.op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  k.ld_c = N;
-  k.workspace = workspace().bytes;
-  k.batch = 1;
+  Key k = base_key(N, K, trans_a, trans_b);
 
   // (1) b unbatched and a not transposed: fold a's batch into M.
   if (nb == 1 && !trans_a) {
     const int64_t Mf = na * M; // == nbatch * M
-    k.n = Mf;
-    k.rows_b = K;
-    k.cols_b = Mf;
-    k.ld_b = K;
-    k.align_a = align_of(b);
-    k.align_b = align_of(a);
-    k.align_c = align_of(out);
+    fold_rows(k, Mf, K, a, b, out);
     if ((st = get_plan(plan, k, h)) == CUBLAS_STATUS_SUCCESS)
       st = launch(plan, h, b, a, out);
     if (st != CUBLAS_STATUS_SUCCESS)
@@ -476,25 +489,10 @@ inline int matmul_epilogue(int id, __half *out, const __half *a, Shape as, bool 
     ps.resize(static_cast<size_t>(id) + 1);
   Plan &plan = ps[static_cast<size_t>(id)];
   // As matmul's case (1), column-major: out^T [N, M] = op(b)^T [N, K] a^T [K, M].
-  Key k;
-  std::memset(&k, 0, sizeof(k));
-  k.m = N;
-  k.n = M;
-  k.k = K;
-  k.op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  k.rows_a = trans_b ? K : N;
-  k.cols_a = trans_b ? N : K;
-  k.ld_a = k.rows_a;
-  k.op_b = CUBLAS_OP_N;
-  k.rows_b = K;
-  k.cols_b = M;
-  k.ld_b = K;
-  k.ld_c = N;
-  k.batch = 1;
-  k.workspace = workspace().bytes;
-  k.align_a = align_of(b);
-  k.align_b = align_of(a);
-  k.align_c = residual ? min_u(align_of(out), align_of(residual)) : align_of(out);
+  Key k = base_key(N, K, false, trans_b);
+  fold_rows(k, M, K, a, b, out);
+  if (residual)
+    k.align_c = min_u(k.align_c, align_of(residual));
   k.epilogue = gelu ? (aux ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS) : CUBLASLT_EPILOGUE_BIAS;
   k.residual = residual ? 1 : 0;
   k.bias = reinterpret_cast<uint64_t>(bias);

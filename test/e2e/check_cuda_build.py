@@ -59,8 +59,11 @@ class Info(ctypes.Structure):
                 ("weights_embedded", ctypes.c_int32)]
 
 
-def check(name, args, have_gpu):
-    work = os.path.join(args.workdir, name)
+def prepare_model(name, workdir):
+    """Exports test model `name` into workdir/name with its feed (and, for a
+    model whose loss tcc appends, its targets); returns (folder, ONNX path,
+    feed folder, the tcc flags it needs)."""
+    work = os.path.join(workdir, name)
     os.makedirs(work, exist_ok=True)
     export_models.export_one(name, work)
     onnx_path = os.path.join(work, name + ".onnx")
@@ -72,6 +75,11 @@ def check(name, args, have_gpu):
         idx = np.load(os.path.join(feed_dir, "idx.npy"))
         np.save(os.path.join(feed_dir, "targets.npy"),
                 torch.randint(0, 65, idx.shape, generator=gen).numpy())
+    return work, onnx_path, feed_dir, extra
+
+
+def check(name, args, have_gpu):
+    work, onnx_path, feed_dir, extra = prepare_model(name, args.workdir)
     so = os.path.join(work, "step-cuda.so")
     out = run([args.tcc, onnx_path, "--target=cuda", "-o", so] + extra).stdout
     problems = []

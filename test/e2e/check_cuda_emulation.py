@@ -42,8 +42,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
 sys.path.insert(0, HERE)
 import compare  # noqa: E402  (bench/gpu/compare.py: the GPU check's parity table)
-import export_models  # noqa: E402
-from check_gradients import APPENDED_LOSS, DEFAULT_MODELS  # noqa: E402
+from check_cuda_build import prepare_model  # noqa: E402
+from check_gradients import DEFAULT_MODELS  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -60,20 +60,8 @@ def run(cmd, check=True, env=None):
 
 
 def prepare(name, args):
-    """Exports the model; returns (onnx path, feed dir, extra tcc flags)."""
-    work = os.path.join(args.workdir, name)
-    os.makedirs(work, exist_ok=True)
-    export_models.export_one(name, work)
-    onnx_path = os.path.join(work, name + ".onnx")
-    feed_dir = os.path.join(work, name + ".feed")
-    extra = []
-    if name in APPENDED_LOSS:
-        extra.append("--loss=" + APPENDED_LOSS[name][0])
-        gen = torch.Generator().manual_seed(99)
-        idx = np.load(os.path.join(feed_dir, "idx.npy"))
-        np.save(os.path.join(feed_dir, "targets.npy"),
-                torch.randint(0, 65, idx.shape, generator=gen).numpy())
-    return work, onnx_path, feed_dir, extra
+    """Exports the model; returns (folder, ONNX path, feed dir, tcc flags)."""
+    return prepare_model(name, args.workdir)
 
 
 def grads(args, so, feed_dir, dump):
