@@ -4,7 +4,7 @@ Usage: /usr/bin/python3 check_cuda_build.py --tcc TCC --tcc-run TCC_RUN --workdi
                                             [--payload DIR] [MODEL ...]
 
 For each test model (test/models/export_models.py, the models
-check_gradients.py checks on the CPU target):
+check_gradients.py checks on the CPU target, and wide_rows):
   1. export it and compile it with `tcc --target=cuda -o step.so` (nvcc);
   2. load the library (ctypes) and check its step table: target "cuda", a
      device arena, ABI 4, every parameter with a gradient accumulator;
@@ -119,7 +119,8 @@ def main():
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--payload")
-    p.add_argument("models", nargs="*", default=DEFAULT_MODELS)
+    # wide_rows: rows over 1024 elements (the one-block-per-row kernels).
+    p.add_argument("models", nargs="*", default=DEFAULT_MODELS + ["wide_rows"])
     args = p.parse_args()
     torch.set_num_threads(1)
     have_gpu = os.path.exists("/dev/nvidia0")
