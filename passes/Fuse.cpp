@@ -278,7 +278,7 @@ private:
     auto other = [&](Operation *op) -> Value {
       return op->getOperand(0) == cur ? op->getOperand(1) : op->getOperand(0);
     };
-    auto fp16 = [&](Value v) { return isa<FloatType>(type(v).getElementType()) && !keepsF32(v); };
+    auto fp16 = [&](Value v) { return isa<FloatType>(type(v).getElementType()) && !storedAsF32(v); };
     if (chain.empty()) {
       bool lhsTransposed = false;
       MatMulOp mm = gemmOf(gemm, lhsTransposed);

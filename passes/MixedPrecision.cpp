@@ -38,25 +38,6 @@ public:
         use.set(c.getResult());
       }
   }
-
-private:
-  /// fp32 under the plan: keepsF32, a parameter or input (their fp32
-  /// masters hold rank-0 values; others have fp16 copies), or a constant
-  /// kept in the library (float arrays).
-  static bool storedAsF32(Value v) {
-    if (auto arg = dyn_cast<BlockArgument>(v))
-      return cast<RankedTensorType>(v.getType()).getRank() == 0;
-    if (keepsF32(v))
-      return true;
-    Operation *def = v.getDefiningOp();
-    while (def && isAliasView(def)) {
-      Value in = def->getOperand(0);
-      if (keepsF32(in))
-        return true;
-      def = in.getDefiningOp();
-    }
-    return def && isStaticConstant(def);
-  }
 };
 
 } // namespace

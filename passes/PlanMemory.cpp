@@ -2,6 +2,7 @@
 
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
+#include "passes/fusion/FusionCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/Builders.h"
@@ -57,23 +58,52 @@ int64_t mlir::tcc::bufferBytes(Type type, int64_t floatBytes) {
   return t.getNumElements() * bytes;
 }
 
+/// Whether `v` is read, directly or through views, only by reductions to one
+/// element.
+static bool onlyScalarReductionsRead(Value v) {
+  return !v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *u) {
+    if (isAliasView(u))
+      return onlyScalarReductionsRead(u->getResult(0));
+    return isa<ReduceSumOp, ReduceMeanOp>(u) &&
+           cast<RankedTensorType>(u->getResult(0).getType()).getNumElements() == 1;
+  });
+}
+
+bool mlir::tcc::storedAsF32(Value v) {
+  if (isa<BlockArgument>(v))
+    return cast<RankedTensorType>(v.getType()).getRank() == 0;
+  if (keepsF32(v))
+    return true;
+  Operation *def = v.getDefiningOp();
+  while (def && isAliasView(def)) {
+    Value in = def->getOperand(0);
+    if (keepsF32(in))
+      return true;
+    def = in.getDefiningOp();
+  }
+  return def && isStaticConstant(def);
+}
+
 bool mlir::tcc::keepsF32(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   if (!isa<FloatType>(t.getElementType()))
     return false;
   if (t.getRank() == 0)
     return true;
-  // What only reductions to one element read (a composite loss: the squared
-  // errors of an MSE, a per-token loss before its mean) is the loss's
-  // input, computed in fp32 as the loss is (fp16 overflows past 65504).
-  if (!v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *u) {
-        return isa<ReduceSumOp, ReduceMeanOp>(u) &&
-               cast<RankedTensorType>(u->getResult(0).getType()).getNumElements() == 1;
-      }))
-    return true;
   Operation *op = v.getDefiningOp();
   if (!op)
     return false;
+  // What only reductions to one element read (a composite loss: the squared
+  // errors of an MSE, a per-token loss before its mean), directly or through
+  // views, is the loss's input, computed in fp32 as the loss is (fp16
+  // overflows past 65504). Only for values of elementwise code: GEMMs and
+  // copies write fp16, and a view is stored as its root.
+  if (!isAliasView(op) && onlyScalarReductionsRead(v) &&
+      (FusionCostModel::isElementwise(op) ||
+       (isa<FusionOp>(op) && llvm::none_of(cast<FusionOp>(op).getBody().front(), [](Operation &o) {
+          return isa<MatMulOp, SplitOp, ConcatOp>(o);
+        }))))
+    return true;
   // A fusion's result is stored as the value its body yields would be.
   if (auto fusion = dyn_cast<FusionOp>(op))
     return keepsF32(cast<YieldOp>(fusion.getBody().front().getTerminator())

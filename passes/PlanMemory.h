@@ -54,6 +54,12 @@ inline constexpr int64_t kCudaRuntimeReserveBytes = 64 << 20;
 /// result as the value it yields.
 bool keepsF32(Value v);
 
+/// Under mixed precision, whether the CUDA code reads `v` as fp32: keepsF32,
+/// through views; a rank-0 parameter or input (their fp32 masters; the
+/// others have fp16 working copies); a constant kept in the library (float
+/// arrays).
+bool storedAsF32(Value v);
+
 /// Bytes `v` takes in the arena under `floatBytes` (see kMixedPrecision).
 int64_t valueBytes(Value v, int64_t floatBytes);
 

@@ -332,22 +332,22 @@ bool allFinite(const tcc_tensor_desc &d, const char *arena) {
   return true;
 }
 
-/// Multiplies the float tensor `d` in `arena` by `factor` (a power of two,
-/// so exactly).
-void scaleTensor(const tcc_tensor_desc &d, char *arena, double factor) {
+/// Divides the float tensor `d` in `arena` by `divisor` (exactly when it is
+/// a power of two, else rounded once).
+void divideTensor(const tcc_tensor_desc &d, char *arena, double divisor) {
   char *p = arena + d.offset;
   if (d.dtype == TCC_DTYPE_F32) {
     for (uint64_t k = 0; k < d.bytes / 4; ++k) {
       float v;
       std::memcpy(&v, p + 4 * k, 4);
-      v = static_cast<float>(v * factor);
+      v = static_cast<float>(v / divisor);
       std::memcpy(p + 4 * k, &v, 4);
     }
   } else if (d.dtype == TCC_DTYPE_F64) {
     for (uint64_t k = 0; k < d.bytes / 8; ++k) {
       double v;
       std::memcpy(&v, p + 8 * k, 8);
-      v *= factor;
+      v /= divisor;
       std::memcpy(p + 8 * k, &v, 8);
     }
   }
@@ -1326,13 +1326,17 @@ int runGradsOnly(const Options &opts, const Step &step) {
     if (info.has_backward && scaler.isDynamic())
       for (int32_t i = 0; i < info.num_params && finite; ++i)
         finite = allFinite(info.grads[i], arena);
-    if (finite || scale <= 1.0)
+    if (finite)
       break;
+    if (scale <= 1.0) {
+      warning("the gradients are not finite even with loss scale 1; writing them as they are");
+      break;
+    }
     scale *= 0.5;
   }
   if (info.has_backward && scale != 1.0)
     for (int32_t i = 0; i < info.num_params; ++i)
-      scaleTensor(info.grads[i], arena, 1.0 / scale);
+      divideTensor(info.grads[i], arena, scale);
 
   if (info.has_backward) {
     const tcc_tensor_desc &loss = info.outputs[0];

@@ -73,6 +73,9 @@ def parity_stage(args, models):
     ref, got = os.path.join(args.workdir, "ref"), os.path.join(args.workdir, "emu")
     failed = []
     for name in models:
+        # No result from an earlier run may stand in for this one's.
+        shutil.rmtree(os.path.join(ref, name), ignore_errors=True)
+        shutil.rmtree(os.path.join(got, name), ignore_errors=True)
         try:
             work, onnx_path, feed_dir, extra = prepare(name, args)
             cpu = os.path.join(work, "step-cpu.so")
@@ -85,6 +88,7 @@ def parity_stage(args, models):
                 failed.append(name + ": the step does not say it is emulated")
         except Exception as e:  # noqa: BLE001 - reported in the table
             print("%s: %s" % (name, e))
+            failed.append("%s: %s" % (name, str(e).splitlines()[0]))
     bad = compare.parity(ref, got, models, label="cuda emu")
     return bad, failed
 
@@ -116,7 +120,7 @@ def budget_stage(args, name):
     if not any("elementwise tail" in d["reason"] for d in mb["remat_decisions"]):
         problems.append("no GELU recomputed from its stored input (the test no longer covers it)")
     got = os.path.join(args.workdir, "emu-budget")
-    grads(args, so, feed_dir, os.path.join(got, name))
+    grads(args, so, feed_dir, os.path.join(got, name))  # grads() clears the folder first
     print("budget %d bytes (unconstrained %d, activations %d): planned %d, recompute %.2f%% of the step's FLOPs"
           % (budget, m["planned_peak_bytes"], act, mb["planned_peak_bytes"],
              100.0 * mb["recomputed_flops"] / max(mb["step_flops"], 1)))

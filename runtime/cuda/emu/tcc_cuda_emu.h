@@ -12,10 +12,11 @@
 //  * kernels: every block runs on the calling thread, one block after the
 //    other; the threads of a block run on fibers (a small x86-64 context
 //    switch) that switch only at __syncthreads() and warp shuffles, so
-//    barriers, warp shuffles and shared memory behave as on a GPU.
-//    __shared__ is `static`. Threads that exit stop counting at barriers; a
-//    barrier that the live threads of the block (or warp) never all reach is
-//    reported as a deadlock and fails the launch (cudaErrorLaunchFailure).
+//    barriers, warp shuffles and shared memory are shared and ordered as on a
+//    GPU. __shared__ is `static`. Threads that exit stop counting at
+//    barriers; a barrier that the live threads of the block (or warp) never
+//    all reach is reported as a deadlock and fails the launch
+//    (cudaErrorLaunchFailure), as does a shuffle from an exited lane.
 //  * launch checks: block size <= 1024, grid limits, a zero-size grid
 //    (cudaErrorInvalidConfiguration), reported by cudaGetLastError.
 //  * memory: cudaMalloc is host memory, filled with 0xff (NaN in fp16 and fp32)
@@ -32,11 +33,19 @@
 //  * TCC_CUDA_EMU_NO_DEVICE=1 makes cudaFree(0) fail with
 //    cudaErrorInsufficientDriver (the error a machine without a driver gives).
 //
-// What it does not model: concurrency between blocks or streams (so it cannot
-// find races), timing, the GPU's floating-point contraction and
-// special-function accuracy (glibc's are used), and device memory protection
-// (device pointers are host ones). The build uses -fno-strict-aliasing: CUDA
-// code reads fp16 data through uint4 pointers.
+//  * TCC_CUDA_EMU_ORDER=reverse runs a block's threads last to first between
+//    switch points; =greedy always runs the first runnable thread, so warp 0
+//    runs ahead as far as barriers allow (a missing barrier before shared
+//    memory is reused shows).
+//
+// What it does not model, so a kernel can pass here and fail on a GPU:
+// concurrency (blocks run one after another, and a block's threads in a fixed
+// order between barriers, so most races, within a block or between blocks,
+// stay hidden), uninitialised shared memory (`static`: zero at first, then
+// what the last block left), host pointers passed to kernels (device
+// pointers are host ones), timing, and the GPU's floating-point contraction
+// and special-function accuracy (glibc's are used). The build uses
+// -fno-strict-aliasing: CUDA code reads fp16 data through uint4 pointers.
 //
 // Header-only; include it in one translation unit.
 //
@@ -375,9 +384,19 @@ inline bool run_block(const dim3 &bd, const std::function<void()> &body) {
   }
   unsigned remaining = n;
   bool ok = true;
+  // The order threads run in between switch points: round-robin (default),
+  // TCC_CUDA_EMU_ORDER=reverse (last to first) or =greedy (always the first
+  // runnable thread: warp 0 runs ahead of the others as far as barriers let
+  // it, which shows a missing barrier before shared memory is reused).
+  static const int order = [] {
+    const char *o = std::getenv("TCC_CUDA_EMU_ORDER");
+    return !o ? 0 : std::strcmp(o, "reverse") == 0 ? 1 : std::strcmp(o, "greedy") == 0 ? 2 : 0;
+  }();
+  const bool reverse = order == 1, greedy = order == 2;
   while (remaining) {
     bool progressed = false;
-    for (unsigned i = 0; i < n; ++i) {
+    for (unsigned k = 0; k < n; ++k) {
+      const unsigned i = reverse ? n - 1 - k : k;
       Thread &t = b.threads[i];
       if (!runnable(b, t, i))
         continue;
@@ -393,6 +412,8 @@ inline bool run_block(const dim3 &bd, const std::function<void()> &body) {
         b.free_workers.push_back(t.worker);
         --remaining;
       }
+      if (greedy)
+        break; // rescan from the first thread
     }
     if (!progressed) {
       ok = false;
@@ -482,11 +503,19 @@ template <class T> T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask, int 
   tcc_emu::barrier(true);
   const unsigned lane = tid % 32, base = tid - lane;
   const unsigned src_lane = (lane ^ static_cast<unsigned>(lane_mask)) % 32;
-  // Lanes beyond `width` groups, or not in the block, read their own value.
+  // A full-mask shuffle from a lane that has exited or is not in the block
+  // is undefined on a GPU: reported (the launch fails), the lane's own value
+  // returned. Lanes beyond their `width` group read their own value.
   T r = v;
-  if ((src_lane / static_cast<unsigned>(width)) == (lane / static_cast<unsigned>(width)) &&
-      base + src_lane < b.nthreads && !b.threads[base + src_lane].done)
-    std::memcpy(&r, b.exchange[base + src_lane], sizeof(T));
+  if ((src_lane / static_cast<unsigned>(width)) == (lane / static_cast<unsigned>(width))) {
+    if (base + src_lane >= b.nthreads || b.threads[base + src_lane].done) {
+      std::fprintf(stderr, "tcc CUDA emulation: a warp shuffle reads lane %u, which %s\n", src_lane,
+                   base + src_lane >= b.nthreads ? "is not in the block" : "has exited");
+      tcc_emu::record(cudaErrorLaunchFailure);
+    } else {
+      std::memcpy(&r, b.exchange[base + src_lane], sizeof(T));
+    }
+  }
   tcc_emu::barrier(true);
   return r;
 }

@@ -1,0 +1,31 @@
+"""Writes two small training models for cuda-loss-inputs.test:
+  linear_mean.onnx: loss = mean(x W)            (a GEMM read only by the loss's mean)
+  mse.onnx:         loss = mean((x W - t)^2)    (squared errors read only by it)
+Usage: /usr/bin/python3 loss_inputs.py OUTDIR"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+w = numpy_helper.from_array(np.linspace(-1, 1, 32).reshape(4, 8).astype(np.float32), "w")
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 8])
+loss = helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])
+
+
+def save(name, nodes, inputs):
+    g = helper.make_graph(nodes, name, inputs, [loss], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
+              os.path.join(out, name + ".onnx"))
+
+
+save("linear_mean", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                     helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)], [x])
+save("mse", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+             helper.make_node("Sub", ["y", "t"], ["d"], name="sub"),
+             helper.make_node("Mul", ["d", "d"], ["sq"], name="sq"),
+             helper.make_node("ReduceMean", ["sq"], ["loss"], name="mean", keepdims=0)], [x, t])
