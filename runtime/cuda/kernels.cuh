@@ -390,6 +390,13 @@ struct alignas(16) half8 {
 
 /// Loads 8 halves from a 16-byte-aligned p with one 16-byte load.
 __device__ __forceinline__ void load8(const __half *p, float (&f)[8]) {
+#ifdef TCC_CUDA_EMU
+  if (!tcc_emu::check_aligned(p, 16, "load8")) { // the launch fails; no access
+    for (float &x : f)
+      x = NAN;
+    return;
+  }
+#endif
   const uint4 u = *reinterpret_cast<const uint4 *>(p);
   __half2 h[4];
   memcpy(h, &u, sizeof h); // not a pointer cast: a compiler may assume u and h do not alias
@@ -410,6 +417,10 @@ __device__ __forceinline__ void store8(__half *p, const float (&f)[8]) {
     h[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
   uint4 u;
   memcpy(&u, h, sizeof u);
+#ifdef TCC_CUDA_EMU
+  if (!tcc_emu::check_aligned(p, 16, "store8")) // the launch fails; no access
+    return;
+#endif
   *reinterpret_cast<uint4 *>(p) = u;
 }
 

@@ -51,6 +51,13 @@ __global__ void divergent(int *out) {
   }
 }
 
+// A 16-byte load at `p` (the vector path of the generated kernels).
+__global__ void load_vector(const __half *p, float *out) {
+  float f[8];
+  tcc::cuda::load8(p, f);
+  out[0] = f[0];
+}
+
 __global__ void add_one(float *p, int n) {
   for (int i = threadIdx.x; i < n; i += blockDim.x)
     p[i] += 1.0f;
@@ -89,6 +96,14 @@ int main() {
   std::vector<int> dv(64, 0);
   TCC_LAUNCH(1, 32, 0, nullptr, divergent)(dv.data());
   check(cudaGetLastError() == cudaErrorLaunchFailure, "a divergent barrier is a failed launch");
+
+  alignas(16) __half halves[16] = {};
+  float first = -1.0f;
+  TCC_LAUNCH(1, 1, 0, nullptr, load_vector)(halves, &first);
+  const bool aligned_ok = cudaGetLastError() == cudaSuccess && first == 0.0f;
+  TCC_LAUNCH(1, 1, 0, nullptr, load_vector)(halves + 1, &first);
+  check(aligned_ok && cudaGetLastError() == cudaErrorMisalignedAddress,
+        "a 16-byte load needs a 16-byte aligned address");
 
   TCC_LAUNCH(1, 2048, 0, nullptr, add_one)(in.data(), 1);
   check(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads per block is refused");

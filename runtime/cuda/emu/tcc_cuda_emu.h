@@ -18,7 +18,9 @@
 //    all reach is reported as a deadlock and fails the launch
 //    (cudaErrorLaunchFailure), as does a shuffle from an exited lane.
 //  * launch checks: block size <= 1024, grid limits, a zero-size grid
-//    (cudaErrorInvalidConfiguration), reported by cudaGetLastError.
+//    (cudaErrorInvalidConfiguration), reported by cudaGetLastError; a
+//    16-byte load or store (load8 / store8) at an address that is not
+//    16-byte aligned (cudaErrorMisalignedAddress).
 //  * memory: cudaMalloc is host memory, filled with 0xff (NaN in fp16 and fp32)
 //    as fresh device memory is not zero; cudaMemGetInfo reports a fixed total
 //    and the bytes cudaMalloc holds, so the measured peak is the allocations'.
@@ -110,6 +112,7 @@ enum cudaError_t {
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
@@ -454,6 +457,17 @@ inline void run_grid(dim3 g, dim3 bd, const std::function<void()> &body) {
       }
 }
 
+/// A vector access (16-byte load or store) at an address the GPU cannot
+/// serve: the launch fails with cudaErrorMisalignedAddress, as on a GPU.
+/// Returns whether the access may go ahead.
+inline bool check_aligned(const void *p, uintptr_t align, const char *what) {
+  if (reinterpret_cast<uintptr_t>(p) % align == 0)
+    return true;
+  std::fprintf(stderr, "tcc CUDA emulation: %s at %p, not %u-byte aligned\n", what, p, (unsigned)align);
+  record(cudaErrorMisalignedAddress);
+  return false;
+}
+
 template <class To, class From> To implicit_conversion(From &&f) { return std::forward<From>(f); }
 
 template <class... A> struct Launch {
@@ -567,6 +581,7 @@ inline const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
   case cudaErrorIllegalState: return "cudaErrorIllegalState";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
   case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
   case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
   case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
