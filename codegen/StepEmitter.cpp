@@ -1938,31 +1938,86 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
     for (Value arg : body.getArguments())
       if (needed.contains(arg))
         (void)elementIndex(arg, tensor(arg).getShape());
-    ks << "    for (int64_t c = " << first << "; c < " << rowLength << "LL; c += " << step
-       << ") {\n";
+    // Each thread takes 8 consecutive elements of the row at a time when
+    // rows are a multiple of 8 long: fp16 operands and results along the row
+    // move 16 bytes per load and store (their row starts are multiples of
+    // the row length, so 16-byte aligned); others element by element.
+    const bool vec = rowLength % 8 == 0;
+    const std::string indent = vec ? "        " : "      ";
+    if (vec)
+      ks << "    for (int64_t c = " << first << " * 8; c < " << rowLength << "LL; c += " << step
+         << " * 8) {\n";
+    else
+      ks << "    for (int64_t c = " << first << "; c < " << rowLength << "LL; c += " << step
+         << ") {\n";
     llvm::DenseMap<Value, std::string> scalar = rowScalar;
+    SmallVector<std::pair<Value, std::string>> lanes; // (argument, its 8 values)
     for (Value arg : body.getArguments()) {
       if (!needed.contains(arg))
         continue;
+      std::string at = elementIndex(arg, tensor(arg).getShape());
+      std::string ty = computeType(tensor(arg).getElementType());
       std::string e = "e" + std::to_string(id++);
-      ks << "      const " << computeType(tensor(arg).getElementType()) << " " << e
-         << " = ld(" << argName[arg] << "[" << elementIndex(arg, tensor(arg).getShape())
-         << "]);\n";
-      scalar[arg] = e;
+      bool alongRow = StringRef(at).ends_with(" + c");
+      if (!vec || !alongRow) {
+        // One value (a row statistic's input is not along the row).
+        ks << "      const " << ty << " " << e << " = ld(" << argName[arg] << "[" << at
+           << "]);\n";
+        scalar[arg] = e;
+        continue;
+      }
+      std::string x = "x" + std::to_string(id++);
+      if (buffers.lookup(fusion.getInputs()[cast<BlockArgument>(arg).getArgNumber()]).type ==
+          "__half")
+        ks << "      float " << x << "[8];\n      load8(" << argName[arg] << " + " << at << ", "
+           << x << ");\n";
+      else
+        ks << "      " << ty << " " << x << "[8];\n      for (int j = 0; j < 8; ++j) " << x
+           << "[j] = ld(" << argName[arg] << "[" << at << " + j]);\n";
+      lanes.push_back({arg, x});
     }
+    // fp16 results along the row are gathered for one 16-byte store.
+    llvm::DenseMap<Value, std::string> gathered;
+    if (vec)
+      for (Operation &op : body.without_terminator()) {
+        Value r = op.getResult(0);
+        if (lf.kind.lookup(&op) == Kind::Element && needed.contains(r) &&
+            lf.stage.lookup(r) == pass && out.count(r) && out[r].second == "__half") {
+          gathered[r] = "y" + std::to_string(id++);
+          ks << "      float " << gathered[r] << "[8];\n";
+        }
+      }
+    if (vec) {
+      ks << "#pragma unroll\n      for (int j = 0; j < 8; ++j) {\n";
+      for (auto &[arg, x] : lanes) {
+        std::string e = "e" + std::to_string(id++);
+        ks << indent << "const " << computeType(tensor(arg).getElementType()) << " " << e << " = "
+           << x << "[j];\n";
+        scalar[arg] = e;
+      }
+    }
+    std::string col = vec ? "c + j" : "c";
     for (Operation &op : body.without_terminator()) {
       Kind kd = lf.kind.lookup(&op);
       if (kd == Kind::Element && needed.contains(op.getResult(0))) {
-        if (failed(compute(op, scalar, "      ")))
+        if (failed(compute(op, scalar, indent)))
           return failure();
         Value r = op.getResult(0);
-        if (lf.stage.lookup(r) == pass && out.count(r))
-          ks << "      " << out[r].first << "[row0 + c] = conv<" << out[r].second << ">("
-             << scalar[r] << ");\n";
+        if (lf.stage.lookup(r) == pass && out.count(r)) {
+          if (gathered.count(r))
+            ks << indent << gathered[r] << "[j] = (float)" << scalar[r] << ";\n";
+          else
+            ks << indent << out[r].first << "[row0 + " << col << "] = conv<" << out[r].second
+               << ">(" << scalar[r] << ");\n";
+        }
       } else if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass) {
-        ks << "      " << rowAcc[&op] << " += (float)" << scalar.lookup(op.getOperand(0))
-           << ";\n";
+        ks << indent << rowAcc[&op] << " += (float)" << scalar.lookup(op.getOperand(0)) << ";\n";
       }
+    }
+    if (vec) {
+      ks << "      }\n";
+      for (auto &[r, y] : gathered)
+        ks << "      store8(" << out[r].first << " + row0 + c, " << y << ");\n";
     }
     ks << "    }\n";
     for (Operation *op : reductions)
