@@ -120,6 +120,9 @@ private:
   std::string computeType(Type elt) const {
     return cuda && isa<FloatType>(elt) ? "float" : ctype(elt);
   }
+  /// The CUDA step's profile mode (TCC_CUDA_PROFILE=1): globals and the
+  /// functions that record, collect and report per-op times.
+  std::string profileSupport() const;
   std::string assembleCuda(bool training, const std::vector<std::string> &params,
                            const std::vector<std::string> &grads,
                            const std::vector<std::string> &inputs,
@@ -140,6 +143,7 @@ private:
   std::string shadowRefresh;      // CUDA: fp16 copies of the parameters
   std::string inputShadows;       // CUDA: fp16 copies of float inputs
   std::string seedFill;           // CUDA: sets the backward seed (outside the graph)
+  std::vector<std::string> profileLabels; // CUDA: what each profile mark ends
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
   llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
@@ -2092,6 +2096,72 @@ static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &pa
   table("kState", state);
 }
 
+/// The ONNX node an op comes from (the first name in its location), or "".
+static std::string nodeNameOf(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (std::string s = nodeNameOf(l); !s.empty())
+        return s;
+  return "";
+}
+
+std::string Emitter::profileSupport() const {
+  std::string s;
+  llvm::raw_string_ostream o(s);
+  o << "// TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at\n"
+    << "// close, the ops that took the most time (event pairs, so launch gaps\n"
+    << "// count to the next op). Not with CUDA graphs.\n"
+    << "int g_prof = -1;\n"
+    << "static const char *const kProfLabels[] = {\"(start)\"";
+  for (const std::string &l : profileLabels) {
+    o << ",\n    \"";
+    for (char c : l)
+      o << (c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c));
+    o << "\"";
+  }
+  o << "};\n"
+    << "static const int kProfMarks = " << profileLabels.size() + 1 << ";\n"
+    << "std::vector<cudaEvent_t> g_prof_events;\n"
+    << "std::vector<double> g_prof_ms;\n"
+    << "int64_t g_prof_steps = 0;\n"
+    << "void prof_decide() {\n"
+    << "  const char *env = std::getenv(\"TCC_CUDA_PROFILE\");\n"
+    << "  g_prof = env && std::strcmp(env, \"1\") == 0 ? 1 : 0;\n"
+    << "  const char *graphs = std::getenv(\"TCC_CUDA_GRAPHS\");\n"
+    << "  if (g_prof == 1 && graphs && std::strcmp(graphs, \"1\") == 0) {\n"
+    << "    std::fprintf(stderr, \"tcc step: note: TCC_CUDA_PROFILE needs the micro-step without CUDA graphs; not profiling\\n\");\n"
+    << "    g_prof = 0;\n  }\n"
+    << "  if (g_prof == 1) {\n"
+    << "    g_prof_events.assign(kProfMarks, nullptr);\n"
+    << "    for (cudaEvent_t &e : g_prof_events)\n"
+    << "      if (cudaEventCreate(&e) != cudaSuccess) { g_prof = 0; return; }\n"
+    << "    g_prof_ms.assign(kProfMarks, 0.0);\n  }\n}\n"
+    << "void prof_mark(int k) { cudaEventRecord(g_prof_events[k], stream()); }\n"
+    << "void prof_collect() {\n"
+    << "  for (int k = 1; k < kProfMarks; ++k) {\n"
+    << "    float ms = 0.0f;\n"
+    << "    if (cudaEventElapsedTime(&ms, g_prof_events[k - 1], g_prof_events[k]) == cudaSuccess) g_prof_ms[k] += ms;\n"
+    << "  }\n  ++g_prof_steps;\n}\n"
+    << "void prof_report() {\n"
+    << "  if (!g_prof_steps) return;\n"
+    << "  std::vector<int> order;\n"
+    << "  double total = 0.0;\n"
+    << "  for (int k = 1; k < kProfMarks; ++k) { order.push_back(k); total += g_prof_ms[k]; }\n"
+    << "  std::sort(order.begin(), order.end(), [](int a, int b) { return g_prof_ms[a] > g_prof_ms[b]; });\n"
+    << "  std::fprintf(stderr, \"tcc step profile: %lld micro-steps, %.3f ms per micro-step in %d timed ops; the most expensive:\\n\",\n"
+    << "               (long long)g_prof_steps, total / g_prof_steps, kProfMarks - 1);\n"
+    << "  for (size_t i = 0; i < order.size() && i < 30; ++i) {\n"
+    << "    const int k = order[i];\n"
+    << "    std::fprintf(stderr, \"  %9.3f ms %5.1f%%  #%-4d %s\\n\", g_prof_ms[k] / g_prof_steps,\n"
+    << "                 total > 0 ? 100.0 * g_prof_ms[k] / total : 0.0, k, kProfLabels[k]);\n"
+    << "  }\n"
+    << "  for (cudaEvent_t e : g_prof_events) cudaEventDestroy(e);\n"
+    << "  g_prof_events.clear();\n}\n\n";
+  return s;
+}
+
 std::string Emitter::assembleCuda(bool training,
                                   const std::vector<std::string> &params,
                                   const std::vector<std::string> &grads,
@@ -2156,6 +2226,7 @@ std::string Emitter::assembleCuda(bool training,
     << "int64_t g_nchunks = 0;\n"
     << "double *g_scratch = nullptr;\n"
     << "std::vector<ApplyTensor> g_rows;\n\n"
+    << profileSupport()
     << "void sample_memory() {\n"
     << "  size_t f = 0, t = 0;\n"
     << "  if (cudaMemGetInfo(&f, &t) != cudaSuccess) return;\n"
@@ -2236,6 +2307,7 @@ std::string Emitter::assembleCuda(bool training,
     << "TCC_EXPORT int tcc_step_device_close(void *arena) {\n"
     << "  if (!arena || arena != g_arena) return 1;\n"
     << "  cudaStreamSynchronize(stream());\n"
+    << "  if (g_prof == 1) prof_report();\n"
     << "  if (g_table) cudaFree(g_table);\n  if (g_chunks) cudaFree(g_chunks);\n"
     << "  if (g_scratch) cudaFree(g_scratch);\n"
     << "  if (g_graph) cudaGraphExecDestroy(g_graph);\n"
@@ -2346,8 +2418,10 @@ std::string Emitter::assembleCuda(bool training,
     << "  char *arena = static_cast<char *>(arena_);\n"
     << "  if (g_params_dirty) { refresh_shadows(arena); g_params_dirty = false; }\n"
     << (seedFill.empty() ? std::string("  (void)grad_scale;\n") : seedFill)
+    << "  if (g_prof < 0) prof_decide();\n"
     << "  if (int rc = run_micro_step(arena_)) return rc;\n"
     << "  int rc = check_device(\"micro_step\");\n"
+    << "  if (rc == 0 && g_prof == 1) prof_collect();\n"
     << "  sample_memory();\n"
     << "  return rc;\n}\n";
   return src;
@@ -2436,9 +2510,36 @@ FailureOr<EmittedStep> Emitter::run() {
       shadowOffsets[arg] = sb.offset;
     }
   }
-  for (Operation &op : block.without_terminator())
+  // CUDA: with TCC_CUDA_PROFILE=1 an event after each op's launches times
+  // it (mark k ends op k; mark 0 starts the body).
+  if (cuda)
+    os << "  if (g_prof == 1) prof_mark(0);\n";
+  for (Operation &op : block.without_terminator()) {
+    size_t before = body.size();
     if (failed(emitOp(&op)))
       return failure();
+    if (!cuda || body.size() == before)
+      continue;
+    StringRef code = StringRef(body).drop_front(before);
+    // Views and constants only declare pointers: nothing to time.
+    if (!code.contains("(") || (!code.contains("TCC_LAUNCH") && !code.contains("matmul") &&
+                                code.count(";\n") == code.count(" = (")))
+      continue;
+    std::string label = op.getName().getStringRef().str();
+    if (size_t at = code.find("TCC_LAUNCH("); at != StringRef::npos) {
+      StringRef launch = code.drop_front(at);
+      size_t close = launch.find(")(");
+      size_t comma = close == StringRef::npos ? StringRef::npos : launch.take_front(close).rfind(", ");
+      if (close != StringRef::npos && comma != StringRef::npos)
+        label = launch.slice(comma + 2, close).str() + " (" + label + ")";
+    } else if (code.contains("matmul_epilogue(")) {
+      label = "matmul_epilogue (cuBLASLt)";
+    } else if (code.contains("matmul(")) {
+      label = "matmul (cuBLASLt)";
+    }
+    profileLabels.push_back(label + " " + nodeNameOf(op.getLoc()));
+    os << "  if (g_prof == 1) prof_mark(" << profileLabels.size() << ");\n";
+  }
   if (planError)
     return func.emitError("a value has no slot in the memory plan");
 

@@ -14,7 +14,8 @@
 #    autocast, GradScaler, fused AdamW) in the same run;
 # 3. the budget: the measured device peak against --mem-budget.
 # The demo run and the unconstrained GPT-2 step also run with the micro-step
-# captured as a CUDA graph (TCC_CUDA_GRAPHS=1).
+# captured as a CUDA graph (TCC_CUDA_GRAPHS=1), and the unconstrained step once
+# more with TCC_CUDA_PROFILE=1 (the 30 ops that take the most time).
 # Each stage has a time limit, so one failure does not cost the others.
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -69,6 +70,11 @@ done
 echo "none, with the micro-step as a CUDA graph:"
 timeout 120 $tr $p/steps/gpt2_none.so --cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
   --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_graphs.jsonl" 2>&1 | tail -4
+
+stage "GPT-2 small: where tcc's step spends its time (TCC_CUDA_PROFILE=1, 5 micro-steps, event per op)"
+TCC_CUDA_PROFILE=1 timeout 90 $tr $p/steps/gpt2_none.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+  --steps 5 --accum 1 --lr 1e-4 --print-every 5 > "$out/gpt2_profile.log" 2>&1
+grep -A31 "tcc step profile" "$out/gpt2_profile.log" || tail -5 "$out/gpt2_profile.log"
 
 stage "GPT-2 small: PyTorch eager"
 timeout 120 $py bench/gpu/torch_bench.py bench --mode eager > "$out/torch_eager.json" 2> "$out/torch_eager.log" || tail -5 "$out/torch_eager.log"

@@ -25,7 +25,8 @@ Checked here, without a GPU:
   4. --grads-only runs the backward pass with a loss scale, as training does
      (fp16 gradients of a mean over many tokens underflow unscaled), halved
      while the gradients overflow: a model whose gradients overflow at 65536;
-  5. no device: with TCC_CUDA_EMU_NO_DEVICE=1 (what a machine without a
+  5. TCC_CUDA_PROFILE=1 reports the most expensive ops and changes no loss;
+  6. no device: with TCC_CUDA_EMU_NO_DEVICE=1 (what a machine without a
      driver reports), tcc-run exits 1 naming cudaErrorInsufficientDriver.
 Prints tables and ends with `N passed, M failed`.
 """
@@ -201,6 +202,32 @@ def training_stage(args):
     return problems
 
 
+def profile_stage(args):
+    """TCC_CUDA_PROFILE=1: the step reports its most expensive ops at close,
+    and profiling changes no result; with CUDA graphs it says it cannot."""
+    so = os.path.join(args.workdir, "demo", "demo-emu.so")
+    data = os.path.join(ROOT, "examples", "data", "train.bin")
+    flags = ["--data", data, "--steps", "2", "--accum", "2", "--seed", "0"]
+    plain_m, prof_m = (os.path.join(args.workdir, "demo", n) for n in ("plain.jsonl", "prof.jsonl"))
+    run([args.tcc_run, so] + flags + ["--metrics", plain_m])
+    p = run([args.tcc_run, so] + flags + ["--metrics", prof_m], env=dict(os.environ, TCC_CUDA_PROFILE="1"))
+    problems = []
+    rows = [l for l in p.stdout.splitlines() if l.strip().startswith(("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"))
+            and " ms " in l]
+    if "tcc step profile: 4 micro-steps" not in p.stdout or len(rows) < 20:
+        problems.append("no profile report: %r" % p.stdout[-400:])
+    elif not any("matmul_epilogue (cuBLASLt)" in r for r in rows) or not any("fusion" in r for r in rows):
+        problems.append("the profile names no GEMM epilogue or fusion kernel: %r" % rows[:5])
+    else:
+        print("profile: " + rows[0].strip())
+    if load_losses(plain_m) != load_losses(prof_m):
+        problems.append("profiling changed the losses")
+    g = run([args.tcc_run, so] + flags + ["--cuda-graphs"], env=dict(os.environ, TCC_CUDA_PROFILE="1"))
+    if "not profiling" not in g.stdout:
+        problems.append("profiling with CUDA graphs did not say it cannot: %r" % g.stdout[-300:])
+    return problems
+
+
 def no_device_stage(args):
     so = os.path.join(args.workdir, "demo", "demo-emu.so")
     env = dict(os.environ, TCC_CUDA_EMU_NO_DEVICE="1")
@@ -247,6 +274,10 @@ def main():
         report("training %d steps, CUDA graphs" % args.train_steps, training_stage(args))
     except Exception as e:  # noqa: BLE001
         report("training %d steps, CUDA graphs" % args.train_steps, [e])
+    try:
+        report("TCC_CUDA_PROFILE", profile_stage(args))
+    except Exception as e:  # noqa: BLE001
+        report("TCC_CUDA_PROFILE", [e])
     try:
         report("no device", no_device_stage(args))
     except Exception as e:  # noqa: BLE001
