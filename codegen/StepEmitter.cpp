@@ -5,10 +5,10 @@
 #include "passes/fusion/FusionCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
-#include "passes/PlanMemory.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -353,6 +353,19 @@ static std::string broadcastIndex(Value v, ArrayRef<int64_t> shape,
   if (t.getNumElements() == 1)
     return "0";
   return broadcastIndexOf(t.getShape(), shape, outStrides);
+}
+
+/// The fusion input a body value is, when it is a body argument; else null.
+static Value fusionInputOf(FusionOp fusion, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
+}
+
+/// Whether a value of shape `t`, read in a row loop whose rows are
+/// `rowLength` long, is read along the row (its last dimension is the
+/// row's), rather than once per row.
+static bool readAlongRow(ArrayRef<int64_t> t, int64_t rowLength) {
+  return !t.empty() && t.back() == rowLength && rowLength != 1;
 }
 
 /// The axes a reduce_sum / reduce_mean reduces, as a bit mask.
@@ -977,8 +990,7 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
       os << "    const int64_t " << base << " = "
          << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
     }
-    bool alongRow = !t.empty() && t.back() == rowLength && rowLength != 1;
-    return alongRow ? base + " + c" : base;
+    return readAlongRow(t, rowLength) ? base + " + c" : base;
   };
 
   llvm::DenseMap<Value, std::string> rowScalar;  // this row's row values
@@ -1263,10 +1275,7 @@ LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
     auto yield = cast<YieldOp>(body.getTerminator());
     std::string code;
     bool strided = true;
-    auto argInput = [&](Value v) -> Value {
-      auto arg = dyn_cast<BlockArgument>(v);
-      return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
-    };
+    auto argInput = [&](Value v) { return fusionInputOf(fusion, v); };
     SmallVector<std::string> outs;
     for (Value r : fusion.getResults())
       outs.push_back(define(r).name);
@@ -1347,10 +1356,7 @@ LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
 LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
-  auto argInput = [&](Value v) -> Value {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
-  };
+  auto argInput = [&](Value v) { return fusionInputOf(fusion, v); };
   // On CUDA the loop is a kernel (one thread per element, grid-stride) over
   // parameters o<k> (results) and a<k> (inputs); on the CPU it is inline.
   std::string kernelText;
@@ -1581,10 +1587,7 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
 LogicalResult Emitter::emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g) {
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
-  auto inputOf = [&](Value v) -> Value {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
-  };
+  auto inputOf = [&](Value v) { return fusionInputOf(fusion, v); };
   auto otherOperand = [](Operation *op, Value v) {
     return op->getOperand(0) == v ? op->getOperand(1) : op->getOperand(0);
   };
@@ -1795,10 +1798,10 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
   if (!lf.rows)
     return fusion.emitOpError("a CUDA reduction fusion needs a reduction over "
                               "the last axis (run tcc-fuse with row-reductions-only)");
-  for (auto &[op, kd] : lf.kind)
-    if (kd == Kind::Reduction)
-      return op->emitOpError("only reductions over the last axis are fused on "
-                             "CUDA (run tcc-fuse with row-reductions-only)");
+  for (Operation &op : body.without_terminator())
+    if (lf.kind.lookup(&op) == Kind::Reduction)
+      return op.emitOpError("only reductions over the last axis are fused on "
+                            "CUDA (run tcc-fuse with row-reductions-only)");
   ArrayRef<int64_t> shape = lf.shape;
   int64_t n = ShapedType::getNumElements(shape);
   int64_t rowLength = shape.back();
@@ -1865,8 +1868,7 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
       ks << "    const int64_t " << base << " = "
          << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
     }
-    bool alongRow = !t.empty() && t.back() == rowLength && rowLength != 1;
-    return alongRow ? base + " + c" : base;
+    return readAlongRow(t, rowLength) ? base + " + c" : base;
   };
   auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
                      StringRef indent) -> LogicalResult {
@@ -1962,8 +1964,7 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
       std::string at = elementIndex(arg, tensor(arg).getShape());
       std::string ty = computeType(tensor(arg).getElementType());
       std::string e = "e" + std::to_string(id++);
-      bool alongRow = StringRef(at).ends_with(" + c");
-      if (!vec || !alongRow) {
+      if (!vec || !readAlongRow(tensor(arg).getShape(), rowLength)) {
         // One value (a row statistic's input is not along the row).
         ks << "      const " << ty << " " << e << " = ld(" << argName[arg] << "[" << at
            << "]);\n";
@@ -1980,8 +1981,9 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
            << "[j] = ld(" << argName[arg] << "[" << at << " + j]);\n";
       lanes.push_back({arg, x});
     }
-    // fp16 results along the row are gathered for one 16-byte store.
-    llvm::DenseMap<Value, std::string> gathered;
+    // fp16 results along the row are gathered for one 16-byte store (in
+    // body order, so the source is the same from run to run).
+    llvm::MapVector<Value, std::string> gathered;
     if (vec)
       for (Operation &op : body.without_terminator()) {
         Value r = op.getResult(0);
