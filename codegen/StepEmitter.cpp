@@ -144,6 +144,7 @@ private:
   std::string inputShadows;       // CUDA: fp16 copies of float inputs
   std::string seedFill;           // CUDA: sets the backward seed (outside the graph)
   std::vector<std::string> profileLabels; // CUDA: what each profile mark ends
+  std::string launched; // CUDA: the kernel or library call the op being emitted launches
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
   llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
@@ -1404,6 +1405,7 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
       return;
     ks << "}\n\n";
     kernels += kernelText;
+    launched = name;
     os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << n << "LL), 256, 0, stream(), " << name
        << ")(";
     for (auto [k, a] : llvm::enumerate(args))
@@ -1503,6 +1505,7 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
   const Buffer &out = define(result);
   if (out.type != "__half")
     return op->emitOpError("the CUDA target writes GEMM results in fp16");
+  launched = "cuBLASLt matmul";
   os << "  if (matmul(" << nextGemm++ << ", " << out.name << ", " << ref(a)
      << ", " << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", "
      << shape(b) << ", " << flag(tb) << ") != 0) return gemm_failed();\n";
@@ -1637,6 +1640,7 @@ LogicalResult Emitter::emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g
       return fusion.emitOpError("cuBLASLt's epilogue reads fp16 operands; one is stored as ")
              << buffers.lookup(v).type;
   auto flag = [](bool t) { return t ? "true" : "false"; };
+  launched = "cuBLASLt matmul_epilogue";
   os << "  if (matmul_epilogue(" << nextGemm++ << ", " << out << ", " << ref(g.lhs) << ", "
      << shape(g.lhs) << ", " << flag(g.transLhs) << ", " << ref(g.rhs) << ", " << shape(g.rhs)
      << ", " << flag(g.transRhs) << ", " << ref(bias) << ", "
@@ -1781,6 +1785,7 @@ LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
     ks << "  }\n}\n\n";
   }
   kernels += k;
+  launched = name;
   os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << (vec ? n / 8 : n)
      << "LL), 256, 0, stream(), " << name << ")(" << n << "LL";
   for (const std::string &a : args)
@@ -2036,6 +2041,7 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
     return failure();
   ks << "  }\n}\n\n";
   kernels += text;
+  launched = name;
   int64_t blocks = warpRows ? (rowCount + 7) / 8 : rowCount;
   blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 32));
   os << "  if (" << rowCount << "LL > 0) TCC_LAUNCH(" << blocks << "u, 256, 0, stream(), "
@@ -2115,7 +2121,7 @@ std::string Emitter::profileSupport() const {
   o << "// TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at\n"
     << "// close, the ops that took the most time (event pairs, so launch gaps\n"
     << "// count to the next op). Not with CUDA graphs.\n"
-    << "int g_prof = -1;\n"
+    << "int g_prof = 0;\n"
     << "static const char *const kProfLabels[] = {\"(start)\"";
   for (const std::string &l : profileLabels) {
     o << ",\n    \"";
@@ -2128,11 +2134,14 @@ std::string Emitter::profileSupport() const {
     << "std::vector<cudaEvent_t> g_prof_events;\n"
     << "std::vector<double> g_prof_ms;\n"
     << "int64_t g_prof_steps = 0;\n"
-    << "void prof_decide() {\n"
-    << "  const char *env = std::getenv(\"TCC_CUDA_PROFILE\");\n"
-    << "  g_prof = env && std::strcmp(env, \"1\") == 0 ? 1 : 0;\n"
-    << "  const char *graphs = std::getenv(\"TCC_CUDA_GRAPHS\");\n"
-    << "  if (g_prof == 1 && graphs && std::strcmp(graphs, \"1\") == 0) {\n"
+    << "// How the micro-step runs, decided once from the environment: as a CUDA\n"
+    << "// graph (TCC_CUDA_GRAPHS=1, which tcc-run --cuda-graphs sets) or with\n"
+    << "// events after each op (TCC_CUDA_PROFILE=1); not both.\n"
+    << "void decide_modes() {\n"
+    << "  const char *graphs = std::getenv(\"TCC_CUDA_GRAPHS\"), *prof = std::getenv(\"TCC_CUDA_PROFILE\");\n"
+    << "  g_graph_mode = graphs && std::strcmp(graphs, \"1\") == 0 ? 1 : 0;\n"
+    << "  g_prof = prof && std::strcmp(prof, \"1\") == 0 ? 1 : 0;\n"
+    << "  if (g_prof == 1 && g_graph_mode == 1) {\n"
     << "    std::fprintf(stderr, \"tcc step: note: TCC_CUDA_PROFILE needs the micro-step without CUDA graphs; not profiling\\n\");\n"
     << "    g_prof = 0;\n  }\n"
     << "  if (g_prof == 1) {\n"
@@ -2392,10 +2401,6 @@ std::string Emitter::assembleCuda(bool training,
     << "               cudaGetErrorName(e), cudaGetErrorString(e));\n"
     << "  return 5;\n}\n\n"
     << "int run_micro_step(void *arena_) {\n"
-    << "  if (g_graph_mode < 0) {\n"
-    << "    const char *env = std::getenv(\"TCC_CUDA_GRAPHS\");\n"
-    << "    g_graph_mode = env && std::strcmp(env, \"1\") == 0 ? 1 : 0;\n"
-    << "  }\n"
     << "  if (g_graph_mode == 0 || g_graph_calls++ == 0) return micro_step_body(arena_);\n"
     << "  if (g_graph && g_graph_arena == arena_) return launch_graph();\n"
     << "  if (g_graph) { cudaGraphExecDestroy(g_graph); g_graph = nullptr; }\n"
@@ -2420,7 +2425,7 @@ std::string Emitter::assembleCuda(bool training,
     << "  char *arena = static_cast<char *>(arena_);\n"
     << "  if (g_params_dirty) { refresh_shadows(arena); g_params_dirty = false; }\n"
     << (seedFill.empty() ? std::string("  (void)grad_scale;\n") : seedFill)
-    << "  if (g_prof < 0) prof_decide();\n"
+    << "  if (g_graph_mode < 0) decide_modes();\n"
     << "  if (int rc = run_micro_step(arena_)) return rc;\n"
     << "  int rc = check_device(\"micro_step\");\n"
     << "  if (rc == 0 && g_prof == 1) prof_collect();\n"
@@ -2517,28 +2522,16 @@ FailureOr<EmittedStep> Emitter::run() {
   if (cuda)
     os << "  if (g_prof == 1) prof_mark(0);\n";
   for (Operation &op : block.without_terminator()) {
-    size_t before = body.size();
+    launched.clear();
     if (failed(emitOp(&op)))
       return failure();
-    if (!cuda || body.size() == before)
-      continue;
-    StringRef code = StringRef(body).drop_front(before);
-    // Views and constants only declare pointers: nothing to time.
-    if (!code.contains("(") || (!code.contains("TCC_LAUNCH") && !code.contains("matmul") &&
-                                code.count(";\n") == code.count(" = (")))
+    // Views share their operand's buffer and constants are data: nothing
+    // runs for them.
+    if (!cuda || isAliasView(&op) || isa<ConstantOp>(op))
       continue;
     std::string label = op.getName().getStringRef().str();
-    if (size_t at = code.find("TCC_LAUNCH("); at != StringRef::npos) {
-      StringRef launch = code.drop_front(at);
-      size_t close = launch.find(")(");
-      size_t comma = close == StringRef::npos ? StringRef::npos : launch.take_front(close).rfind(", ");
-      if (close != StringRef::npos && comma != StringRef::npos)
-        label = launch.slice(comma + 2, close).str() + " (" + label + ")";
-    } else if (code.contains("matmul_epilogue(")) {
-      label = "matmul_epilogue (cuBLASLt)";
-    } else if (code.contains("matmul(")) {
-      label = "matmul (cuBLASLt)";
-    }
+    if (!launched.empty())
+      label = launched + " (" + label + ")";
     profileLabels.push_back(label + " " + nodeNameOf(op.getLoc()));
     os << "  if (g_prof == 1) prof_mark(" << profileLabels.size() << ");\n";
   }

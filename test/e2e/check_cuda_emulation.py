@@ -216,7 +216,7 @@ def profile_stage(args):
             and " ms " in l]
     if "tcc step profile: 4 micro-steps" not in p.stdout or len(rows) < 20:
         problems.append("no profile report: %r" % p.stdout[-400:])
-    elif not any("matmul_epilogue (cuBLASLt)" in r for r in rows) or not any("fusion" in r for r in rows):
+    elif not any("cuBLASLt matmul_epilogue" in r for r in rows) or not any("fusion" in r for r in rows):
         problems.append("the profile names no GEMM epilogue or fusion kernel: %r" % rows[:5])
     else:
         print("profile: " + rows[0].strip())
