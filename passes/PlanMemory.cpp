@@ -35,6 +35,13 @@ bool mlir::tcc::diesAt(Value v, int64_t at,
   });
 }
 
+bool mlir::tcc::writesInPlace(Operation *op, unsigned result, Value root,
+                              const llvm::DenseMap<Operation *, int64_t> &index,
+                              int64_t floatBytes) {
+  return inPlaceOperand(op, result) && diesAt(root, index.lookup(op), index) &&
+         valueBytes(root, floatBytes) == valueBytes(op->getResult(result), floatBytes);
+}
+
 bool mlir::tcc::isStaticConstant(Operation *op) {
   if (!isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op))
     return false;
@@ -316,8 +323,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       if (std::optional<unsigned> operand = inPlaceOperand(&op, k)) {
         Value base = root(op.getOperand(*operand));
         auto it = intervalOf.find(base);
-        if (it != intervalOf.end() && diesAt(base, index[&op], index) &&
-            intervals[it->second].bytes == valueBytes(r, floatBytes)) {
+        if (it != intervalOf.end() && writesInPlace(&op, k, base, index, floatBytes)) {
           rootOf[r] = base;
           intervals[it->second].end =
               std::max(intervals[it->second].end, lastUse(r, index[&op]));

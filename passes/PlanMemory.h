@@ -30,6 +30,12 @@ std::optional<unsigned> inPlaceOperand(Operation *op, unsigned result);
 /// through views.
 bool diesAt(Value v, int64_t at, const llvm::DenseMap<Operation *, int64_t> &index);
 
+/// Whether result `result` of `op` (at `index`) is written over its
+/// inPlaceOperand, whose buffer belongs to `root`: the root dies at `op` and
+/// is as large as the result. The memory plan and remat's bound both ask.
+bool writesInPlace(Operation *op, unsigned result, Value root,
+                   const llvm::DenseMap<Operation *, int64_t> &index, int64_t floatBytes);
+
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);
 

@@ -498,12 +498,12 @@ private:
         int64_t end = index[&op];
         for (Operation *u : r.getUsers())
           end = std::max(end, index.lookup(u));
-        std::optional<unsigned> inPlace = inPlaceOperand(&op, cast<OpResult>(r).getResultNumber());
+        unsigned k = cast<OpResult>(r).getResultNumber();
+        std::optional<unsigned> inPlace = inPlaceOperand(&op, k);
         if (inPlace) {
           Value in = op.getOperand(*inPlace);
           Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
-          if (!(range.count(root) && diesAt(root, index[&op], index) &&
-                valueBytes(root, floatBytes) == valueBytes(r, floatBytes)))
+          if (!(range.count(root) && writesInPlace(&op, k, root, index, floatBytes)))
             inPlace.reset();
         }
         if (isAliasView(&op) || inPlace) {
