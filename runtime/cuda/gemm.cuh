@@ -262,6 +262,21 @@ inline void fold_rows(Key &k, int64_t Mf, int64_t K, const void *a, const void *
   k.align_c = align_of(out);
 }
 
+/// The cuBLASLt handle (in `h`) and call site `id`'s plan; null, with the
+/// error set and its status in `st`, when there is no handle.
+inline Plan *plan_slot(int id, cublasLtHandle_t &h, cublasStatus_t &st, int64_t M, int64_t N, int64_t K,
+                       int64_t batch) {
+  h = handle(&st);
+  if (!h) {
+    set_error(st, id, "cublasLtCreate", M, N, K, batch);
+    return nullptr;
+  }
+  std::vector<Plan> &ps = plans();
+  if (static_cast<size_t>(id) >= ps.size())
+    ps.resize(static_cast<size_t>(id) + 1);
+  return &ps[static_cast<size_t>(id)];
+}
+
 inline cublasStatus_t get_plan(Plan &p, const Key &k, cublasLtHandle_t h) {
   if (p.valid && std::memcmp(&p.key, &k, sizeof(Key)) == 0)
     return CUBLAS_STATUS_SUCCESS;
@@ -340,15 +355,11 @@ inline int matmul(int id, __half *out, const __half *a, Shape as, bool trans_a, 
     return 0;
   }
   cublasStatus_t st;
-  cublasLtHandle_t h = handle(&st);
-  if (!h) {
-    set_error(st, id, "cublasLtCreate", M, N, K, nbatch);
+  cublasLtHandle_t h;
+  Plan *slot = plan_slot(id, h, st, M, N, K, nbatch);
+  if (!slot)
     return st;
-  }
-  std::vector<Plan> &ps = plans();
-  if (static_cast<size_t>(id) >= ps.size())
-    ps.resize(static_cast<size_t>(id) + 1);
-  Plan &plan = ps[static_cast<size_t>(id)];
+  Plan &plan = *slot;
 
   Key k = base_key(N, K, trans_a, trans_b);
 
@@ -479,15 +490,11 @@ inline int matmul_epilogue(int id, __half *out, const __half *a, Shape as, bool 
   if (M == 0 || N == 0)
     return 0;
   cublasStatus_t st;
-  cublasLtHandle_t h = handle(&st);
-  if (!h) {
-    set_error(st, id, "cublasLtCreate", M, N, K, 1);
+  cublasLtHandle_t h;
+  Plan *slot = plan_slot(id, h, st, M, N, K, 1);
+  if (!slot)
     return st;
-  }
-  std::vector<Plan> &ps = plans();
-  if (static_cast<size_t>(id) >= ps.size())
-    ps.resize(static_cast<size_t>(id) + 1);
-  Plan &plan = ps[static_cast<size_t>(id)];
+  Plan &plan = *slot;
   // As matmul's case (1), column-major: out^T [N, M] = op(b)^T [N, K] a^T [K, M].
   Key k = base_key(N, K, false, trans_b);
   fold_rows(k, M, K, a, b, out);
