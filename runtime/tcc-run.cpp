@@ -1300,8 +1300,9 @@ int runGradsOnly(const Options &opts, const Step &step) {
   tcc::LossScaler scaler = opts.haveLossScale ? opts.lossScaler
                            : step.device    ? tcc::LossScaler::dynamic()
                                             : tcc::LossScaler::off();
-  double scale = scaler.enabled() ? scaler.scale() : 1.0;
+  double scale = 1.0;
   for (int attempt = 0;; ++attempt) {
+    scale = scaler.enabled() ? scaler.scale() : 1.0;
     if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
       return error(err);
     if (info.has_backward && attempt > 0 && (rc = step.zeroGrads(mem.stepArena())) != 0)
@@ -1332,7 +1333,7 @@ int runGradsOnly(const Options &opts, const Step &step) {
       warning("the gradients are not finite even with loss scale 1; writing them as they are");
       break;
     }
-    scale *= 0.5;
+    scaler.update(/*foundInf=*/true); // GradScaler's back-off
   }
   if (info.has_backward && scale != 1.0)
     for (int32_t i = 0; i < info.num_params; ++i)
