@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "models"))
 sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
 sys.path.insert(0, HERE)
 import compare  # noqa: E402  (bench/gpu/compare.py: the GPU check's parity table)
+from case_harness import case, require, summary  # noqa: E402
 from check_cuda_build import prepare_model  # noqa: E402
 from check_gradients import DEFAULT_MODELS  # noqa: E402
 
@@ -248,42 +249,26 @@ def main():
     p.add_argument("models", nargs="*", default=DEFAULT_MODELS + ["wide_rows"])
     args = p.parse_args()
     torch.set_num_threads(1)
-    passed = failed = 0
 
-    def report(what, problems):
-        nonlocal passed, failed
-        print("%-40s %s" % (what, "ok" if not problems else "FAIL"))
-        for pr in problems:
-            print("    " + str(pr))
-        passed += not problems
-        failed += bool(problems)
+    def parity_and(stage, *a):
+        """A stage that returns (models over the bound, other problems)."""
+        bad, problems = stage(args, *a)
+        return problems + (["%d model(s) over the bound" % bad] if bad else [])
 
-    bad, problems = parity_stage(args, args.models)
-    report("parity (%d models)" % len(args.models),
-           problems + (["%d models over the bound" % bad] if bad else []))
-    try:
-        bad, problems = budget_stage(args, "tiny_gpt_opset17")
-        report("parity under --mem-budget", problems + (["over the bound"] if bad else []))
-    except Exception as e:  # noqa: BLE001
-        report("parity under --mem-budget", [e])
-    try:
-        report("--grads-only backs the loss scale off", overflow_stage(args))
-    except Exception as e:  # noqa: BLE001
-        report("--grads-only backs the loss scale off", [e])
-    try:
-        report("training %d steps, CUDA graphs" % args.train_steps, training_stage(args))
-    except Exception as e:  # noqa: BLE001
-        report("training %d steps, CUDA graphs" % args.train_steps, [e])
-    try:
-        report("TCC_CUDA_PROFILE", profile_stage(args))
-    except Exception as e:  # noqa: BLE001
-        report("TCC_CUDA_PROFILE", [e])
-    try:
-        report("no device", no_device_stage(args))
-    except Exception as e:  # noqa: BLE001
-        report("no device", [e])
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    stages = [
+        ("parity (%d models)" % len(args.models), lambda: parity_and(parity_stage, args.models)),
+        ("parity under --mem-budget", lambda: parity_and(budget_stage, "tiny_gpt_opset17")),
+        ("--grads-only backs the loss scale off", lambda: overflow_stage(args)),
+        ("training %d steps, CUDA graphs" % args.train_steps, lambda: training_stage(args)),
+        ("TCC_CUDA_PROFILE", lambda: profile_stage(args)),
+        ("no device", lambda: no_device_stage(args)),
+    ]
+    for name, stage in stages:
+        def run_stage(stage=stage):
+            problems = stage()
+            require(not problems, "\n      ".join(str(pr) for pr in problems))
+        case(name)(run_stage)()
+    return summary()
 
 
 if __name__ == "__main__":
