@@ -1,7 +1,10 @@
-"""Writes two small training models for cuda-loss-inputs.test:
+"""Writes small training models for the CUDA codegen tests:
   linear_mean.onnx: loss = mean(x W)            (a GEMM read only by the loss's mean)
   mse.onnx:         loss = mean((x W - t)^2)    (squared errors read only by it)
-Usage: /usr/bin/python3 loss_inputs.py OUTDIR"""
+  bias_tanh.onnx:   loss = mean(tanh(x + b) W)  (a bias broadcast along the rows
+                                                 of an elementwise kernel, no GEMM
+                                                 epilogue: cuda-vector-loads.test)
+Usage: /usr/bin/python3 small_models.py OUTDIR"""
 import os
 import sys
 
@@ -13,12 +16,13 @@ out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 w = numpy_helper.from_array(np.linspace(-1, 1, 32).reshape(4, 8).astype(np.float32), "w")
 x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+x16 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 16])
 t = helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 8])
 loss = helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])
 
 
-def save(name, nodes, inputs):
-    g = helper.make_graph(nodes, name, inputs, [loss], [w])
+def save(name, nodes, inputs, inits=(w,)):
+    g = helper.make_graph(nodes, name, inputs, [loss], list(inits))
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]),
               os.path.join(out, name + ".onnx"))
 
@@ -29,3 +33,10 @@ save("mse", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
              helper.make_node("Sub", ["y", "t"], ["d"], name="sub"),
              helper.make_node("Mul", ["d", "d"], ["sq"], name="sq"),
              helper.make_node("ReduceMean", ["sq"], ["loss"], name="mean", keepdims=0)], [x, t])
+b = numpy_helper.from_array(np.linspace(-0.5, 0.5, 16).astype(np.float32), "b")
+w16 = numpy_helper.from_array(np.linspace(-1, 1, 64).reshape(16, 4).astype(np.float32), "w16")
+save("bias_tanh", [helper.make_node("Add", ["x", "b"], ["h"], name="bias"),
+                   helper.make_node("Tanh", ["h"], ["a"], name="tanh"),
+                   helper.make_node("MatMul", ["a", "w16"], ["y"], name="mm"),
+                   helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
+     [x16], (b, w16))
