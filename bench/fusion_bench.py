@@ -37,7 +37,7 @@ CONFIGS = {
 
 
 def compile_step(tcc, onnx_path, so, fusion):
-    cmd = [tcc, onnx_path, "-o", so, "--memory-report", so + ".mem.json",
+    cmd = [tcc, "--target=cpu", onnx_path, "-o", so, "--memory-report", so + ".mem.json",
            "--fusion-report", so + ".fusion.json"]
     if not fusion:
         cmd.append("--no-fusion")

@@ -35,7 +35,7 @@ import step_abi  # noqa: E402
 
 
 def compile_step(tcc, onnx_path, so, budget=None, policy=None):
-    cmd = [tcc, onnx_path, "-o", so, "--memory-report", so + ".json"]
+    cmd = [tcc, "--target=cpu", onnx_path, "-o", so, "--memory-report", so + ".json"]
     if budget:
         cmd.append("--mem-budget=%d" % budget)
     if policy:

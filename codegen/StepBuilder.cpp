@@ -134,7 +134,9 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
                              "/usr/local/cuda/bin/nvcc and PATH); the CUDA "
                              "target needs it to build "
                           << outPath
-                          << " (or use --emit=source -o DIR and build there)";
+                          << " (use --emit=source -o DIR and build it on a "
+                             "machine with the CUDA toolkit, or --target=cpu "
+                             "for the CPU step)";
   if (cxx.empty())
     return emitError(loc) << "no C++ compiler found (looked for $CXX, c++, "
                              "g++, clang++); the CPU target and the CUDA "

@@ -363,14 +363,16 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     op.setAttr("tcc.offsets", b.getDenseI64ArrayAttr(offsets));
   }
   int64_t arenaBytes = persistent + temporaries;
-  // A CUDA step also holds its constants (after the arena) and the CUDA
-  // runtime's own allocations; the budget covers them.
+  // A CUDA step also holds its constants (after the arena), the device
+  // buffer its next micro-batch's inputs are uploaded into while the current
+  // one runs (runtime/cuda/staging.cuh) and the CUDA runtime's own
+  // allocations; the budget covers them.
   int64_t reserve = 0;
   if (mixed) {
     for (Operation &op : body.without_terminator())
       if (isStaticConstant(&op))
         reserve += aligned(std::max<int64_t>(bufferBytes(op.getResult(0).getType(), 4), 1));
-    reserve += kCudaRuntimeReserveBytes;
+    reserve += aligned(inputBytes) + kCudaRuntimeReserveBytes;
   }
   SmallVector<NamedAttribute> layout = {
       b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes)),
@@ -442,7 +444,7 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
                        ", GEMM workspace " + std::to_string(get("workspace_bytes"))
                  : std::string())
          << (get("device_reserve_bytes") > 0
-                 ? ", constants and CUDA runtime reserve " +
+                 ? ", constants, input staging and CUDA runtime reserve " +
                        std::to_string(get("device_reserve_bytes"))
                  : std::string())
          << ", activations and temporaries " << get("temporary_bytes")

@@ -72,8 +72,9 @@ int64_t valueBytes(Value v, int64_t floatBytes);
 /// Plans `func`'s arena (see tcc-plan-memory): annotates `tcc.offsets` on
 /// every op and `tcc.layout` on the function; returns the bytes the step
 /// holds on its device: the arena, and under mixed precision (CUDA) also the
-/// constants kept after it and kCudaRuntimeReserveBytes (`planned_bytes` in
-/// the layout; `arena_bytes` is the arena alone).
+/// constants kept after it, the input staging buffer (the inputs' bytes)
+/// and kCudaRuntimeReserveBytes (`planned_bytes` in the layout;
+/// `arena_bytes` is the arena alone).
 int64_t planFunction(func::FuncOp func, int64_t floatBytes,
                      int64_t statePerParam);
 

@@ -406,6 +406,9 @@ using CopyInFn = int (*)(void *, uint64_t, const void *, uint64_t, char *,
 using CopyOutFn = int (*)(const void *, uint64_t, void *, uint64_t, char *,
                           uint64_t);
 using DeviceMemoryFn = int (*)(uint64_t *, uint64_t *);
+using StageInputsFn = int (*)(void *, const void *, uint64_t, char *, uint64_t);
+using MicroStepBeginFn = int (*)(void *, double);
+using MicroStepEndFn = int (*)(void *);
 
 struct Step {
   std::string name; // as given on the command line
@@ -423,6 +426,9 @@ struct Step {
   CopyInFn copyIn = nullptr;
   CopyOutFn copyOut = nullptr;
   DeviceMemoryFn deviceMemory = nullptr;
+  StageInputsFn stageInputs = nullptr;
+  MicroStepBeginFn microStepBegin = nullptr;
+  MicroStepEndFn microStepEnd = nullptr;
 };
 
 /// '/' in a tensor name becomes '_' in its file name.
@@ -570,7 +576,7 @@ std::string loadStep(const std::string &arg, Step &step) {
     // The arena lives in device memory: every access goes through the
     // step's own device functions.
     step.device = true;
-    void *open, *close, *copyIn, *copyOut, *memory;
+    void *open, *close, *copyIn, *copyOut, *memory, *stage, *begin, *end;
     auto devSym = [&](const char *name, void *&out) -> std::string {
       ::dlerror();
       out = ::dlsym(lib, name);
@@ -585,13 +591,19 @@ std::string loadStep(const std::string &arg, Step &step) {
         !(err = devSym("tcc_step_device_close", close)).empty() ||
         !(err = devSym("tcc_step_copy_in", copyIn)).empty() ||
         !(err = devSym("tcc_step_copy_out", copyOut)).empty() ||
-        !(err = devSym("tcc_step_device_memory", memory)).empty())
+        !(err = devSym("tcc_step_device_memory", memory)).empty() ||
+        !(err = devSym("tcc_step_stage_inputs", stage)).empty() ||
+        !(err = devSym("tcc_step_micro_step_begin", begin)).empty() ||
+        !(err = devSym("tcc_step_micro_step_end", end)).empty())
       return err;
     step.deviceOpen = reinterpret_cast<DeviceOpenFn>(open);
     step.deviceClose = reinterpret_cast<DeviceCloseFn>(close);
     step.copyIn = reinterpret_cast<CopyInFn>(copyIn);
     step.copyOut = reinterpret_cast<CopyOutFn>(copyOut);
     step.deviceMemory = reinterpret_cast<DeviceMemoryFn>(memory);
+    step.stageInputs = reinterpret_cast<StageInputsFn>(stage);
+    step.microStepBegin = reinterpret_cast<MicroStepBeginFn>(begin);
+    step.microStepEnd = reinterpret_cast<MicroStepEndFn>(end);
   }
   return checkInfo(step);
 }
@@ -1898,6 +1910,37 @@ int runTraining(const Options &opts, const Step &step) {
 
   tcc::data::Prefetcher prefetch(*maker, ck.position, ck.rng,
                                  !opts.noPrefetch);
+  // A device step uploads micro-batch j+1 while micro-batch j computes
+  // (tcc_step_stage_inputs between tcc_step_micro_step_begin and _end), so
+  // it takes each batch from the prefetcher one micro-step early. The data
+  // position a checkpoint records is the one after the batches micro-steps
+  // have consumed (dataPos, dataRng), so a resumed run takes a batch that
+  // was staged but not run again.
+  uint64_t dataPos = prefetch.position(), dataRng = prefetch.rng();
+  uint64_t inputBytes = 0;
+  for (int32_t i = 0; i < info.num_inputs; ++i)
+    inputBytes += info.inputs[i].bytes;
+  bool staged = false;                   // a batch is uploading for the next micro-step
+  uint64_t stagedPos = 0, stagedRng = 0; // the data position after it
+  std::string stageErr;                  // why staging the next batch failed
+  auto stageNext = [&](const std::string &where) -> std::string {
+    std::string failed;
+    std::string err = prefetch.next([&](const char *buf) {
+      char msg[1024] = {0};
+      if (int rc = step.stageInputs(stepArena, buf, inputBytes, msg,
+                                    sizeof msg))
+        failed = where + ": " +
+                 mem.stepError("uploading the next inputs", rc, msg);
+    });
+    if (!err.empty())
+      return err;
+    if (!failed.empty())
+      return failed;
+    staged = true;
+    stagedPos = prefetch.position();
+    stagedRng = prefetch.rng();
+    return "";
+  };
   for (int64_t it = firstStep; it < opts.steps; ++it) {
     std::string where = "step " + std::to_string(it + 1) + "/" +
                         std::to_string(opts.steps);
@@ -1905,24 +1948,43 @@ int runTraining(const Options &opts, const Step &step) {
     const double scale = scaler.scale(); // this step's loss scale
     double lossSum = 0;
     for (int64_t k = 0; k < K; ++k) {
-      err = prefetch.next([&](const char *buf) {
-        for (int32_t i = 0; i < info.num_inputs; ++i) {
-          const tcc_tensor_desc &d = info.inputs[i];
-          std::memcpy(arena + d.offset, buf, static_cast<size_t>(d.bytes));
-          buf += d.bytes;
-        }
-      });
-      if (!err.empty())
-        return error(err);
-      if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
-        return error(where + ": " + err);
       // (loss * scale / K).backward(): with loss scaling, the accumulators
       // hold the gradients times the scale; apply divides it out.
-      if ((rc = step.microStep(stepArena, scale / static_cast<double>(K))) !=
-          0) {
+      const double gradScale = scale / static_cast<double>(K);
+      if (step.device) {
+        if (!stageErr.empty())
+          return error(stageErr);
+        if (!staged && !(err = stageNext(where)).empty())
+          return error(err);
+        staged = false;
+        dataPos = stagedPos;
+        dataRng = stagedRng;
+        rc = step.microStepBegin(stepArena, gradScale);
+        if (rc == 0) {
+          // The next micro-batch uploads while this one computes; a failure
+          // is reported when that batch is due.
+          if (k + 1 < K || it + 1 < opts.steps)
+            stageErr = stageNext(where);
+          rc = step.microStepEnd(stepArena);
+        }
+      } else {
+        err = prefetch.next([&](const char *buf) {
+          for (int32_t i = 0; i < info.num_inputs; ++i) {
+            const tcc_tensor_desc &d = info.inputs[i];
+            std::memcpy(arena + d.offset, buf, static_cast<size_t>(d.bytes));
+            buf += d.bytes;
+          }
+        });
+        if (!err.empty())
+          return error(err);
+        dataPos = prefetch.position();
+        dataRng = prefetch.rng();
+        rc = step.microStep(stepArena, gradScale);
+      }
+      if (rc != 0) {
         std::string msg = where + ", micro-step " + std::to_string(k + 1) +
                           "/" + std::to_string(K) + " (micro-batch " +
-                          std::to_string(prefetch.position() - 1) +
+                          std::to_string(dataPos - 1) +
                           " of the data) failed (code " + std::to_string(rc) +
                           ")";
         if (const char *meaning = stepErrorMeaning(rc))
@@ -2027,8 +2089,8 @@ int runTraining(const Options &opts, const Step &step) {
       tcc::ckpt::State s = ck;
       s.fingerprint = tcc::ckpt::fingerprint(info);
       s.step = it + 1;
-      s.rng = prefetch.rng();
-      s.position = prefetch.position();
+      s.rng = dataRng;
+      s.position = dataPos;
       s.losses = ck.losses + losses.size();
       s.accum = K;
       s.dataKind = dataKind;

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 4
+#define TCC_STEP_ABI_VERSION 5
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 enum tcc_dtype {
@@ -137,6 +137,23 @@ int tcc_step_copy_in(void *arena, uint64_t offset, const void *src,
                      uint64_t bytes, char *err, uint64_t err_len);
 int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst,
                       uint64_t bytes, char *err, uint64_t err_len);
+/* The next micro-step's inputs, uploaded while the current one computes.
+ * tcc_step_stage_inputs copies `bytes` bytes at `src` (every input, in the
+ * order of tcc_step_info.inputs, back to back; `bytes` must be their total)
+ * into the step's pinned buffer, queues their upload on the step's copy
+ * stream and returns without waiting for it; it may be called while a
+ * micro-step runs (between tcc_step_micro_step_begin and _end). The next
+ * micro-step then takes its inputs from there instead of from its arena
+ * slots (which it overwrites with them). At most one set of inputs is
+ * staged at a time: staging again before a micro-step consumed the last
+ * set fails. */
+int tcc_step_stage_inputs(void *arena, const void *src, uint64_t bytes,
+                          char *err, uint64_t err_len);
+/* tcc_step_micro_step in two halves: _begin queues the micro-step on the
+ * step's stream and returns (non-zero: it could not be queued), _end waits
+ * for it and returns what tcc_step_micro_step would have. */
+int tcc_step_micro_step_begin(void *arena, double grad_scale);
+int tcc_step_micro_step_end(void *arena);
 /* The measured device memory: `peak` is the largest (total - free) seen by
  * cudaMemGetInfo since tcc_step_device_open, minus what was in use before
  * the step's first allocation (the CUDA context and other processes);

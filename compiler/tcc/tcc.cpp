@@ -1,10 +1,11 @@
 //===- tcc.cpp - the tcc compiler driver ------------------------------------===//
 //
-//   tcc MODEL.onnx [-o OUT] [--emit=summary|imported] [--shape NAME=8x1024]
-//       [--frozen=NAME,...]
+//   tcc MODEL.onnx [-o step.so] [--target=cuda|cpu] [--mem-budget=SIZE]
+//       [--emit=summary|imported|training|planned|source|step] ...
 //
-// Imports an ONNX model into the tcc dialect. Later pipeline stages (backward
-// graph, fusion, memory planning, codegen) add --emit values as they land.
+// Compiles an ONNX model into a training step: import, loss, backward graph,
+// mixed precision (CUDA), fusion, memory plan with rematerialisation, then
+// codegen and a build by nvcc (CUDA, the default) or the host compiler (CPU).
 // Every error is a diagnostic that names the file (and the node, op and
 // opset where there is one) and exits with 1; no output file is written
 // unless the whole compilation succeeded.
@@ -69,20 +70,20 @@ static cl::opt<EmitKind> emit(
                           "the training step with its memory plan (arena "
                           "offsets) as MLIR"),
                clEnumValN(EmitKind::Source, "source",
-                          "the step's C++ source (-o DIR writes a folder "
+                          "the step's CUDA or C++ source (-o DIR writes a folder "
                           "that builds on its own)"),
                clEnumValN(EmitKind::Step, "step",
                           "the compiled step library (step.so)")),
     cl::cat(tccCategory));
 enum class Target { Cpu, Cuda };
 static cl::opt<Target> target(
-    "target", cl::desc("Code generation target"), cl::init(Target::Cpu),
-    cl::values(clEnumValN(Target::Cpu, "cpu",
-                          "fp32 C++ built by the system compiler (default; "
-                          "the reference target, runs anywhere)"),
-               clEnumValN(Target::Cuda, "cuda",
+    "target", cl::desc("Code generation target"), cl::init(Target::Cuda),
+    cl::values(clEnumValN(Target::Cuda, "cuda",
                           "fp16 CUDA with fp32 master weights, built by nvcc "
-                          "(needs an NVIDIA GPU to run)")),
+                          "(default; needs an NVIDIA GPU to run)"),
+               clEnumValN(Target::Cpu, "cpu",
+                          "fp32 C++ built by the system compiler (the "
+                          "reference target, runs anywhere)")),
     cl::cat(tccCategory));
 static cl::opt<bool> noWeights(
     "no-weights",
@@ -559,7 +560,7 @@ int main(int argc, char **argv) {
   }
   if (target == Target::Cuda && cpuPrecision == Precision::F64) {
     llvm::errs() << "tcc: error: --cpu-precision=f64 applies to --target=cpu "
-                    "only\n";
+                    "only (the default target is cuda)\n";
     return 1;
   }
   tcc::PlanMemoryOptions planOptions;
@@ -667,7 +668,7 @@ int main(int argc, char **argv) {
                              humanBytes(bytesOf("shadow_bytes")) +
                              ", GEMM workspace " +
                              humanBytes(bytesOf("workspace_bytes")) +
-                             "; plus constants and CUDA runtime reserve " +
+                             "; plus constants, input staging and CUDA runtime reserve " +
                              humanBytes(bytesOf("device_reserve_bytes"))
                        : std::string())
                << ")" << (budget ? ", budget " + humanBytes(budget) : "")

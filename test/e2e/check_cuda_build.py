@@ -7,7 +7,7 @@ For each test model (test/models/export_models.py, the models
 check_gradients.py checks on the CPU target, and wide_rows):
   1. export it and compile it with `tcc --target=cuda -o step.so` (nvcc);
   2. load the library (ctypes) and check its step table: target "cuda", a
-     device arena, ABI 4, every parameter with a gradient accumulator;
+     device arena, ABI 5, every parameter with a gradient accumulator;
   3. without a GPU: `tcc-run step.so --grads-only` must fail with exit code 1
      and a message naming the CUDA error (cudaErrorInsufficientDriver or
      cudaErrorNoDevice), never a crash.
@@ -86,7 +86,7 @@ def check(name, args, have_gpu):
     lib = ctypes.CDLL(so)
     lib.tcc_step_get_info.restype = ctypes.POINTER(Info)
     info = lib.tcc_step_get_info().contents
-    if info.abi_version != 4:
+    if info.abi_version != 5:
         problems.append("abi_version %d" % info.abi_version)
     if info.target != b"cuda" or info.device_arena != 1 or info.weights_embedded != 1:
         problems.append("step table: target %s, device_arena %d, weights_embedded %d"
@@ -101,7 +101,7 @@ def check(name, args, have_gpu):
             problems.append("tcc-run without a GPU: exit %d, %r" % (r.returncode, r.stdout[-300:]))
     if args.payload:
         cpu = os.path.join(work, "step-cpu.so")
-        run([args.tcc, onnx_path, "-o", cpu] + extra)
+        run([args.tcc, "--target=cpu", onnx_path, "-o", cpu] + extra)
         ref = os.path.join(args.payload, "ref", name)
         shutil.rmtree(ref, ignore_errors=True)
         run([args.tcc_run, cpu, "--feed", feed_dir, "--grads-only", "--dump", ref])

@@ -21,7 +21,11 @@ Checked here, without a GPU:
      means of the last 10 steps within 2%; fp16 and fp32 runs drift apart
      step by step, so single steps are not compared);
      the same run with the micro-step captured as a CUDA graph
-     (--cuda-graphs) must give bit-identical losses, with the graph in use;
+     (--cuda-graphs) must give bit-identical losses, with the graph in use,
+     and so must the graph run with TCC_CUDA_EMU_STREAMS=deferred, where
+     each stream's work runs as late as its events allow (so the upload of
+     the next micro-batch, which overlaps the current one, would show stale
+     inputs if a wait were missing);
   4. --grads-only runs the backward pass with a loss scale, as training does
      (fp16 gradients of a mean over many tokens underflow unscaled), halved
      while the gradients overflow: a model whose gradients overflow at 65536;
@@ -55,6 +59,8 @@ DEMO_FLAGS = ["--accum", "2", "--lr", "3e-3", "--warmup", "10", "--lr-schedule",
 
 
 def run(cmd, check=True, env=None):
+    if env is not None:
+        env = dict(os.environ, **env)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if check and r.returncode != 0:
         raise RuntimeError("%s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stdout[-3000:]))
@@ -82,7 +88,7 @@ def parity_stage(args, models):
             work, onnx_path, feed_dir, extra = prepare(name, args)
             cpu = os.path.join(work, "step-cpu.so")
             emu = os.path.join(work, "step-emu.so")
-            run([args.tcc, onnx_path, "-o", cpu] + extra)
+            run([args.tcc, "--target=cpu", onnx_path, "-o", cpu] + extra)
             run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", emu] + extra)
             grads(args, cpu, feed_dir, os.path.join(ref, name))
             out = grads(args, emu, feed_dir, os.path.join(got, name))
@@ -99,7 +105,7 @@ def budget_stage(args, name):
     """CUDA plan under a budget that forces recomputation: parity again."""
     work, onnx_path, feed_dir, extra = prepare(name, args)
     cpu = os.path.join(work, "step-cpu.so")
-    run([args.tcc, onnx_path, "-o", cpu] + extra)
+    run([args.tcc, "--target=cpu", onnx_path, "-o", cpu] + extra)
     grads(args, cpu, feed_dir, os.path.join(args.workdir, "ref", name))
     report = os.path.join(work, "mem-none.json")
     run([args.tcc, onnx_path, "--target=cuda", "--emit=planned", "--memory-report", report,
@@ -143,7 +149,7 @@ def overflow_stage(args):
     np.save(os.path.join(big, "target.npy"), (t * 30.0).astype(t.dtype))
     cpu = os.path.join(work, "step-cpu.so")
     emu = os.path.join(work, "step-emu.so")
-    run([args.tcc, onnx_path, "-o", cpu] + extra)
+    run([args.tcc, "--target=cpu", onnx_path, "-o", cpu] + extra)
     run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", emu] + extra)
     ref, got = os.path.join(args.workdir, "ref-big"), os.path.join(args.workdir, "emu-big")
     grads(args, cpu, big, os.path.join(ref, "mlp_gemm"))
@@ -169,19 +175,22 @@ def training_stage(args):
     work = os.path.join(args.workdir, "demo")
     os.makedirs(work, exist_ok=True)
     cpu, emu = os.path.join(work, "demo-cpu.so"), os.path.join(work, "demo-emu.so")
-    run([args.tcc, demo, "-o", cpu])
+    run([args.tcc, "--target=cpu", demo, "-o", cpu])
     run([args.tcc, demo, "--target=cuda", "--cuda-emulation", "-o", emu])
     flags = ["--data", data, "--steps", str(args.train_steps)] + DEMO_FLAGS
     curves = {}
     logs = {}
-    for key, so, more in (("cpu", cpu, []), ("emu", emu, []), ("emu-graphs", emu, ["--cuda-graphs"])):
+    deferred = {"TCC_CUDA_EMU_STREAMS": "deferred"}
+    for key, so, more, env in (("cpu", cpu, [], None), ("emu", emu, [], None),
+                               ("emu-graphs", emu, ["--cuda-graphs"], None),
+                               ("emu-graphs-deferred", emu, ["--cuda-graphs"], deferred)):
         metrics = os.path.join(work, key + ".jsonl")
-        logs[key] = run([args.tcc_run, so] + flags + more + ["--metrics", metrics]).stdout
+        logs[key] = run([args.tcc_run, so] + flags + more + ["--metrics", metrics], env=env).stdout
         curves[key] = load_losses(metrics)
     problems = []
-    a, b, g = (np.array(curves[k]) for k in ("cpu", "emu", "emu-graphs"))
-    if len(a) != args.train_steps or len(b) != args.train_steps or len(g) != args.train_steps:
-        problems.append("step counts %d/%d/%d" % (len(a), len(b), len(g)))
+    a, b, g, d = (np.array(curves[k]) for k in ("cpu", "emu", "emu-graphs", "emu-graphs-deferred"))
+    if any(len(c) != args.train_steps for c in (a, b, g, d)):
+        problems.append("step counts %d/%d/%d/%d" % (len(a), len(b), len(g), len(d)))
     else:
         diff = np.abs(a - b)
         print("training the demo GPT, %d steps: loss cpu %.4f -> %.4f, cuda (emulated) %.4f -> %.4f; "
@@ -198,8 +207,12 @@ def training_stage(args):
         if not np.array_equal(b, g):
             problems.append("--cuda-graphs changed the losses (first at step %d)"
                             % (int(np.argmax(b != g)) + 1))
-    if "running it without graphs" in logs["emu-graphs"]:
-        problems.append("the CUDA graph capture failed: " + logs["emu-graphs"][-400:])
+        if not np.array_equal(b, d):
+            problems.append("deferred streams changed the losses (first at step %d)"
+                            % (int(np.argmax(b != d)) + 1))
+    for key in ("emu-graphs", "emu-graphs-deferred"):
+        if "running it without graphs" in logs[key]:
+            problems.append("%s: the CUDA graph capture failed: %s" % (key, logs[key][-400:]))
     return problems
 
 

@@ -477,7 +477,7 @@ def errors():
 def budget_warning():
     base = fresh("budget")
     so = os.path.join(base, "budget.so")
-    p = run([ARGS.tcc, DEMO, "-o", so, "--mem-budget=64M"])
+    p = run([ARGS.tcc, "--target=cpu", DEMO, "-o", so, "--mem-budget=64M"])
     require(p.returncode == 0, "tcc --mem-budget: %s" % p.stderr[-400:])
     env = {"TCC_FAKE_DEVICE_STEP": so}
     over = tcc_run(ARGS.fake_step, *COMMON, "--steps", "1",
@@ -525,7 +525,7 @@ def main():
     def compile_demo():
         if os.path.exists(ARGS.cpu_step):
             os.remove(ARGS.cpu_step)
-        p = run([ARGS.tcc, DEMO, "-o", ARGS.cpu_step], timeout=300)
+        p = run([ARGS.tcc, "--target=cpu", DEMO, "-o", ARGS.cpu_step], timeout=300)
         require(p.returncode == 0, "tcc: %s" % p.stderr[-600:])
         return "adamw step"
 

@@ -229,7 +229,7 @@ def check(args, seed):
     report, memory = os.path.join(work, "fusion.json"), os.path.join(work, "memory.json")
     for so, extra in ((fused, ["--fusion-report", report, "--memory-report", memory]),
                       (plain, ["--no-fusion"])):
-        r = run([args.tcc, onnx_path, "-o", so] + extra)
+        r = run([args.tcc, "--target=cpu", onnx_path, "-o", so] + extra)
         if r.returncode != 0:
             return "tcc failed: " + r.stdout.strip().splitlines()[-1][:300], None
     stats = json.load(open(report))
@@ -259,7 +259,7 @@ def check(args, seed):
     peak = plan["planned_peak_bytes"]
     budget = peak - int(0.15 * plan["categories"]["activations_and_temporaries"])
     tight = os.path.join(work, "tight.so")
-    r = run([args.tcc, onnx_path, "-o", tight, "--mem-budget=%d" % budget,
+    r = run([args.tcc, "--target=cpu", onnx_path, "-o", tight, "--mem-budget=%d" % budget,
              "--memory-report", memory])
     stats["remat"] = "remat: no plan (the error names the smallest)"
     if r.returncode == 0:

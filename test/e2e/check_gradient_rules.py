@@ -591,7 +591,7 @@ def build_and_compile(name, args):
     so = os.path.join(work, "case.so")
     if os.path.exists(so):
         os.remove(so)
-    r = subprocess.run([args.tcc, "--cpu-precision=f64", "-o", so, path],
+    r = subprocess.run([args.tcc, "--target=cpu", "--cpu-precision=f64", "-o", so, path],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         raise RuntimeError("tcc failed (%d): %s" % (r.returncode, r.stdout.strip()))

@@ -78,7 +78,7 @@ def check(name, args):
     export_models.export_one(name, work)
     onnx_path = os.path.join(work, name + ".onnx")
     feed_dir = os.path.join(work, name + ".feed")
-    cmd = [args.tcc, onnx_path, "-o", os.path.join(work, "step.so")]
+    cmd = [args.tcc, "--target=cpu", onnx_path, "-o", os.path.join(work, "step.so")]
     if name in APPENDED_LOSS:
         cmd.append("--loss=" + APPENDED_LOSS[name][0])
         gen = torch.Generator().manual_seed(99)

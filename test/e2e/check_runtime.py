@@ -118,7 +118,7 @@ def snapshot(root):
 
 def compile_model(model, out, *flags):
     if not os.path.exists(out):
-        run([ARGS.tcc, model, "-o", out] + list(flags), timeout=300, check=True)
+        run([ARGS.tcc, "--target=cpu", model, "-o", out] + list(flags), timeout=300, check=True)
     return out
 
 
@@ -349,7 +349,7 @@ def save_cases(step):
     def save_recompile():
         require(os.path.isfile(saved), "no saved model")
         so = os.path.join(base, "trained.so")
-        run([ARGS.tcc, saved, "-o", so], timeout=300, check=True)
+        run([ARGS.tcc, "--target=cpu", saved, "-o", so], timeout=300, check=True)
         params = {f[:-4]: np.load(os.path.join(dump, "params", f)) for f in param_files(dump)}
         l_orig = step_loss(step)
         l_saved = step_loss(so)

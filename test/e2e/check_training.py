@@ -145,7 +145,7 @@ def check(name, cfg_name, precision, args, ref):
     dtype = np.float64 if precision == "f64" else np.float32
     write_feeds(name, os.path.join(work, "feed"), dtype)
     so = os.path.join(work, "step.so")
-    run([args.tcc, os.path.join(work, name + ".onnx"), "-o", so,
+    run([args.tcc, "--target=cpu", os.path.join(work, name + ".onnx"), "-o", so,
          "--optimizer=" + cfg["optimizer"], "--cpu-precision=" + precision])
     cmd = [args.tcc_run, so, "--feed", os.path.join(work, "feed"), "--steps", str(STEPS),
            "--accum", str(ACCUM), "--lr", repr(cfg["lr"]), "--weight-decay",

@@ -18,7 +18,9 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2, 3, 4)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3, 4, 5)  # layouts of tcc_step_info this module reads
+# (v5 added device functions: tcc_step_stage_inputs, tcc_step_micro_step_begin
+# and _end; its tcc_step_info is v4's)
 
 # enum tcc_dtype (ONNX TensorProto.DataType numbering) -> numpy dtype
 DTYPES = {
@@ -134,7 +136,7 @@ class Step:
         if version not in ABI_VERSIONS:
             raise StepError("%s: abi_version %d, this module reads %s"
                             % (path, version, ABI_VERSIONS))
-        layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4}[version]
+        layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4, 5: _CInfoV4}[version]
         ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
         dec = lambda s: s.decode() if s else ""  # noqa: E731
         v2 = version >= 2

@@ -348,7 +348,7 @@ def run_numeric(tcc, tcc_run, test, timeout):
         # Compile first: a model tcc rejects (string or sequence inputs, ...)
         # may have test data that numpy_helper cannot read.
         step = os.path.join(tmp, "step.so")
-        rc, err = run_cmd([tcc, model_path, "-o", step], timeout)
+        rc, err = run_cmd([tcc, "--target=cpu", model_path, "-o", step], timeout)
         if rc != 0:
             return rc, "tcc (compiling the step): %s\n%s" % (
                 describe_rc(rc, timeout), err)

@@ -209,6 +209,55 @@ EXPORT int tcc_step_device_memory(uint64_t *peak, uint64_t *total) {
   return 0;
 }
 
+/* Input staging: the bytes are kept here until the next micro-step begins,
+ * which scatters them into the inputs' arena slots. Staging twice without a
+ * micro-step in between, or the wrong number of bytes, is a tcc-run bug. */
+static char *g_staging;
+static int g_staged;
+static int g_micro_rc;
+
+EXPORT int tcc_step_stage_inputs(void *arena, const void *src, uint64_t bytes,
+                                 char *err, uint64_t err_len) {
+  real(arena);
+  if (copy_fails(err, err_len))
+    return 1;
+  uint64_t need = 0;
+  for (int32_t i = 0; i < g_info.num_inputs; ++i)
+    need += g_info.inputs[i].bytes;
+  if (bytes != need)
+    fail_hard("tcc_step_stage_inputs: not the inputs' total bytes");
+  if (g_staged)
+    fail_hard("tcc_step_stage_inputs: inputs staged twice before a "
+              "micro-step took them");
+  free(g_staging);
+  g_staging = (char *)malloc(bytes ? bytes : 1);
+  if (!g_staging)
+    fail_hard("malloc");
+  memcpy(g_staging, src, bytes);
+  g_staged = 1;
+  return 0;
+}
+
+EXPORT int tcc_step_micro_step_begin(void *arena, double grad_scale) {
+  char *a = real(arena);
+  if (g_staged) {
+    const char *p = g_staging;
+    for (int32_t i = 0; i < g_info.num_inputs; ++i) {
+      memcpy(a + g_info.inputs[i].offset, p, g_info.inputs[i].bytes);
+      p += g_info.inputs[i].bytes;
+    }
+    g_staged = 0;
+  }
+  log_line("micro %.17g", grad_scale);
+  g_micro_rc = r_micro(a, grad_scale);
+  return 0;
+}
+
+EXPORT int tcc_step_micro_step_end(void *arena) {
+  real(arena);
+  return g_micro_rc;
+}
+
 #endif /* FAKE_NO_DEVICE_FUNCTIONS */
 
 EXPORT int tcc_step_init(void *arena) { return r_init(real(arena)); }

@@ -28,6 +28,16 @@
 //    work instead, and cudaGraphLaunch replays it; as with
 //    cudaStreamCaptureModeThreadLocal, a synchronising call or work on the
 //    legacy stream during a capture fails and invalidates the capture.
+//  * TCC_CUDA_EMU_STREAMS=deferred: work on a created stream runs as late as
+//    CUDA allows instead: when the host synchronises with it
+//    (cudaStreamSynchronize, cudaEventSynchronize on an event recorded on it,
+//    cudaDeviceSynchronize, cudaFree, cudaFreeHost, cudaStreamDestroy) or
+//    when another stream's work reaches a cudaStreamWaitEvent on one of its
+//    events. So work that lacks the event or synchronisation it needs (a
+//    copy stream's upload that the compute stream does not wait for, a
+//    pinned buffer the host overwrites while its copy is pending, a result
+//    read before its stream is synchronised) sees stale data here. The
+//    legacy stream (0) still runs at once.
 //  * cuBLASLt (cublasLt.h): matmuls in column-major with fp32 accumulation,
 //    checking the layouts against the operation and the operands' alignment
 //    against the plan's preference; the workspace is overwritten on every
@@ -61,6 +71,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -117,6 +128,7 @@ enum cudaError_t {
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
   cudaErrorStreamCaptureImplicit = 906,
+  cudaErrorStreamCaptureIsolation = 903,
   cudaErrorIllegalState = 401,
 };
 enum cudaMemcpyKind {
@@ -136,6 +148,8 @@ constexpr unsigned cudaStreamNonBlocking = 1;
 namespace tcc_emu {
 struct Stream {
   unsigned flags = 0;
+  std::deque<std::function<void()>> pending; // deferred mode: not run yet
+  uint64_t issued = 0, done = 0;             // work items enqueued, run
 };
 struct Graph {
   std::vector<std::function<void()>> work;
@@ -159,10 +173,33 @@ struct State {
   Graph *capture = nullptr;
   bool capture_invalid = false;
   bool initialised = false;
+  bool deferred = false;          // TCC_CUDA_EMU_STREAMS=deferred
+  std::vector<Stream *> streams;  // the created streams
+  std::map<const void *, size_t> pinned; // cudaMallocHost allocations
 };
 inline State &state() {
-  static State s;
+  static State s = [] {
+    State init;
+    const char *mode = std::getenv("TCC_CUDA_EMU_STREAMS");
+    init.deferred = mode && std::strcmp(mode, "deferred") == 0;
+    return init;
+  }();
   return s;
+}
+
+/// Runs stream st's deferred work up to and including its item `seq`.
+inline void run_until(Stream *st, uint64_t seq) {
+  while (st->done < seq && !st->pending.empty()) {
+    std::function<void()> work = std::move(st->pending.front());
+    st->pending.pop_front();
+    work();
+    ++st->done;
+  }
+}
+inline void flush(Stream *st) { run_until(st, st->issued); }
+inline void flush_all() {
+  for (Stream *st : state().streams)
+    flush(st);
 }
 constexpr size_t kTotalMemory = size_t(80) << 30;
 
@@ -196,7 +233,16 @@ inline cudaError_t enqueue(cudaStream_t st, std::function<void()> work) {
       return record(cudaErrorStreamCaptureImplicit);
     }
   }
+  if (st) {
+    ++st->issued;
+    if (s.deferred) {
+      st->pending.push_back(std::move(work));
+      return cudaSuccess;
+    }
+  }
   work();
+  if (st)
+    st->done = st->issued;
   return cudaSuccess;
 }
 
@@ -585,6 +631,7 @@ inline const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
   case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
   case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+  case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
   }
   return "cudaErrorUnknown";
 }
@@ -617,6 +664,7 @@ inline cudaError_t cudaFree(void *p) {
     return cudaSuccess;
   if (cudaError_t e = tcc_emu::sync_allowed())
     return e;
+  tcc_emu::flush_all(); // cudaFree synchronises the device
   auto it = s.allocations.find(p);
   if (it == s.allocations.end())
     return tcc_emu::record(cudaErrorInvalidValue);
@@ -660,20 +708,100 @@ inline cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
   if (cudaError_t e = cudaFree(nullptr))
     return e;
-  *st = new tcc_emu::Stream{flags};
+  *st = new tcc_emu::Stream;
+  (*st)->flags = flags;
+  tcc_emu::state().streams.push_back(*st);
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlags(st, 0); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t st) {
+  if (!st)
+    return tcc_emu::record(cudaErrorInvalidResourceHandle);
+  tcc_emu::flush(st); // its pending work completes first
+  std::vector<tcc_emu::Stream *> &all = tcc_emu::state().streams;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] == st) {
+      all.erase(all.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
+    }
   delete st;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return tcc_emu::sync_allowed(); }
-inline cudaError_t cudaDeviceSynchronize() { return tcc_emu::sync_allowed(); }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+  if (cudaError_t e = tcc_emu::sync_allowed())
+    return e;
+  if (st)
+    tcc_emu::flush(st);
+  else
+    tcc_emu::flush_all();
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t e = tcc_emu::sync_allowed())
+    return e;
+  tcc_emu::flush_all();
+  return cudaSuccess;
+}
 
+// Pinned host memory: host memory the emulation keeps track of.
+inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
+  *p = nullptr;
+  if (cudaError_t e = cudaFree(nullptr))
+    return e;
+  void *q = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (!q)
+    return tcc_emu::record(cudaErrorMemoryAllocation);
+  tcc_emu::state().pinned[q] = bytes;
+  *p = q;
+  return cudaSuccess;
+}
+inline cudaError_t cudaFreeHost(void *p) {
+  if (!p)
+    return cudaSuccess;
+  if (cudaError_t e = tcc_emu::sync_allowed())
+    return e;
+  tcc_emu::flush_all(); // cudaFreeHost synchronises the device
+  if (!tcc_emu::state().pinned.erase(p))
+    return tcc_emu::record(cudaErrorInvalidValue);
+  std::free(p);
+  return cudaSuccess;
+}
+
+namespace tcc_emu {
+/// Whether p lies in one of the allocations of `m` (base -> bytes).
+inline bool within(const std::map<const void *, size_t> &m, const void *p) {
+  auto it = m.upper_bound(p);
+  if (it == m.begin())
+    return false;
+  --it;
+  return static_cast<const char *>(p) < static_cast<const char *>(it->first) + it->second;
+}
+/// Host memory that is neither cudaMalloc'd nor pinned.
+inline bool pageable(const void *p) { return !within(state().allocations, p) && !within(state().pinned, p); }
+} // namespace tcc_emu
+
+/// As CUDA does with pageable host memory: a copy from it reads the source
+/// before returning, and a copy into it returns once the copy is done (so in
+/// deferred mode the stream's earlier work runs first). Copies between
+/// device and pinned memory are asynchronous.
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind, cudaStream_t st = nullptr) {
   if (!bytes)
     return cudaSuccess;
+  tcc_emu::State &s = tcc_emu::state();
+  if (s.deferred && st && !s.capturing) {
+    if (tcc_emu::pageable(dst)) {
+      tcc_emu::flush(st);
+      std::memmove(dst, src, bytes);
+      ++st->issued;
+      ++st->done;
+      return cudaSuccess;
+    }
+    if (tcc_emu::pageable(src)) {
+      auto copy = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
+                                                      static_cast<const char *>(src) + bytes);
+      return tcc_emu::record(tcc_emu::enqueue(st, [dst, copy]() { std::memcpy(dst, copy->data(), copy->size()); }));
+    }
+  }
   return tcc_emu::record(tcc_emu::enqueue(st, [dst, src, bytes]() { std::memmove(dst, src, bytes); }));
 }
 inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
@@ -763,6 +891,8 @@ inline cudaError_t cudaGetDevice(int *dev) {
 namespace tcc_emu {
 struct Event {
   double ms = 0.0;
+  Stream *stream = nullptr; // where it was last recorded (null: complete)
+  uint64_t seq = 0;         // the stream's work item it completes after
 };
 inline double now_ms() {
   timespec t;
@@ -775,14 +905,44 @@ inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
   *e = new tcc_emu::Event;
   return cudaSuccess;
 }
+constexpr unsigned cudaEventDefault = 0, cudaEventDisableTiming = 2;
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { return cudaEventCreate(e); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete e;
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st = nullptr) {
-  return tcc_emu::record(tcc_emu::enqueue(st, [e]() { e->ms = tcc_emu::now_ms(); }));
+  cudaError_t r = tcc_emu::record(tcc_emu::enqueue(st, [e]() { e->ms = tcc_emu::now_ms(); }));
+  if (r == cudaSuccess && !tcc_emu::state().capturing) {
+    e->stream = st;
+    e->seq = st ? st->issued : 0;
+  }
+  return r;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return tcc_emu::sync_allowed(); }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (cudaError_t r = tcc_emu::sync_allowed())
+    return r;
+  if (e->stream)
+    tcc_emu::run_until(e->stream, e->seq);
+  return cudaSuccess;
+}
+/// Work on st after this waits for the work before e's last record. An
+/// event never recorded is complete. During a capture, only events recorded
+/// in the same capture could be waited on; the emulation has none, so a wait
+/// there fails and invalidates the capture (cudaErrorStreamCaptureIsolation).
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned = 0) {
+  if (!e)
+    return tcc_emu::record(cudaErrorInvalidResourceHandle);
+  if (tcc_emu::state().capturing) {
+    tcc_emu::state().capture_invalid = true;
+    return tcc_emu::record(cudaErrorStreamCaptureIsolation);
+  }
+  if (!e->stream || e->stream == st)
+    return cudaSuccess;
+  tcc_emu::Stream *src = e->stream;
+  const uint64_t seq = e->seq;
+  return tcc_emu::record(tcc_emu::enqueue(st, [src, seq]() { tcc_emu::run_until(src, seq); }));
+}
 inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   *ms = static_cast<float>(b->ms - a->ms);
   return cudaSuccess;

@@ -23,7 +23,7 @@ from export_models import TinyGPT  # noqa: E402
 
 
 def plan(tcc, onnx, report, *flags):
-    r = subprocess.run([tcc, onnx, "--emit=planned", "-o", os.devnull,
+    r = subprocess.run([tcc, "--target=cpu", onnx, "--emit=planned", "-o", os.devnull,
                         "--memory-report", report] + list(flags),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
