@@ -132,10 +132,14 @@ const char *const kUsage =
     "  --seed N       (--data random) the PRNG seed (default 0)\n"
     "  --no-prefetch  prepare each micro-batch when it is needed instead of on\n"
     "                 a background thread (the batches are the same)\n"
-    "  --cuda-graphs  (--target=cuda steps) capture the micro-step as a CUDA\n"
-    "                 graph on its second run and replay it after (the same as\n"
-    "                 TCC_CUDA_GRAPHS=1); a capture that fails falls back to\n"
-    "                 launching the kernels one by one, with a note\n"
+    "  --no-cuda-graphs\n"
+    "                 (--target=cuda steps) launch the micro-step's kernels\n"
+    "                 one by one (TCC_CUDA_GRAPHS=0); by default the step\n"
+    "                 captures the micro-step as a CUDA graph on its second\n"
+    "                 run and replays it after, and a capture that fails\n"
+    "                 falls back to launching the kernels one by one, with a\n"
+    "                 note (--cuda-graphs asks for graphs even with\n"
+    "                 TCC_CUDA_PROFILE=1, which otherwise turns them off)\n"
     "\n"
     "training:\n"
     "  --steps N      optimizer steps in all (default 1); with --resume, the\n"
@@ -710,7 +714,8 @@ struct Options {
          clipNorm = 0, minLr = 0;
   double weightDecay = 0;
   bool haveWeightDecay = false;
-  bool nesterov = false, quiet = false, noPrefetch = false, cudaGraphs = false;
+  bool nesterov = false, quiet = false, noPrefetch = false, cudaGraphs = false,
+       noCudaGraphs = false;
   bool cosine = false;
   bool sequential = false;
   /// --loss-scale; without it, dynamic for device steps and off for host
@@ -814,14 +819,15 @@ int parseArgs(int argc, char **argv, Options &opts) {
       continue;
     }
     if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch" ||
-        a == "--cuda-graphs") {
+        a == "--cuda-graphs" || a == "--no-cuda-graphs") {
       if (opts.wasGiven(a.c_str()))
         return error(a + " is given twice");
       opts.given.push_back(a);
       (a == "--nesterov"      ? opts.nesterov
        : a == "--quiet"       ? opts.quiet
        : a == "--no-prefetch" ? opts.noPrefetch
-                              : opts.cudaGraphs) = true;
+       : a == "--cuda-graphs" ? opts.cudaGraphs
+                              : opts.noCudaGraphs) = true;
       continue;
     }
     std::string flag = a, value;
@@ -2178,12 +2184,16 @@ int run(int argc, char **argv) {
   std::string err = loadStep(opts.step, step);
   if (!err.empty())
     return error(err);
-  if (opts.cudaGraphs) {
+  if (opts.cudaGraphs && opts.noCudaGraphs)
+    return error("--cuda-graphs and --no-cuda-graphs contradict each other");
+  if (opts.cudaGraphs || opts.noCudaGraphs) {
+    const char *flag = opts.cudaGraphs ? "--cuda-graphs" : "--no-cuda-graphs";
     if (step.info->device_arena != 1)
-      return error("--cuda-graphs needs a step compiled with --target=cuda (" +
-                   opts.step + " runs on the CPU)");
+      return error(std::string(flag) +
+                   " needs a step compiled with --target=cuda (" + opts.step +
+                   " runs on the CPU)");
     // The step reads it at its first micro-step.
-    ::setenv("TCC_CUDA_GRAPHS", "1", 1);
+    ::setenv("TCC_CUDA_GRAPHS", opts.cudaGraphs ? "1" : "0", 1);
   }
   return opts.gradsOnly ? runGradsOnly(opts, step) : runTraining(opts, step);
 }

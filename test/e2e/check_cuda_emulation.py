@@ -20,9 +20,9 @@ Checked here, without a GPU:
      loss curves must track (mean |cuda - cpu| < 0.03 over all steps, the
      means of the last 10 steps within 2%; fp16 and fp32 runs drift apart
      step by step, so single steps are not compared);
-     the same run with the micro-step captured as a CUDA graph
-     (--cuda-graphs) must give bit-identical losses, with the graph in use,
-     and so must the graph run with TCC_CUDA_EMU_STREAMS=deferred, where
+     the micro-step is captured as a CUDA graph (the default); the same run
+     without graphs (--no-cuda-graphs) must give bit-identical losses, with
+     the graph in use, and so must the run with TCC_CUDA_EMU_STREAMS=deferred, where
      each stream's work runs as late as its events allow (so the upload of
      the next micro-batch, which overlaps the current one, would show stale
      inputs if a wait were missing);
@@ -181,9 +181,9 @@ def training_stage(args):
     curves = {}
     logs = {}
     deferred = {"TCC_CUDA_EMU_STREAMS": "deferred"}
-    for key, so, more, env in (("cpu", cpu, [], None), ("emu", emu, [], None),
-                               ("emu-graphs", emu, ["--cuda-graphs"], None),
-                               ("emu-graphs-deferred", emu, ["--cuda-graphs"], deferred)):
+    for key, so, more, env in (("cpu", cpu, [], None), ("emu", emu, ["--no-cuda-graphs"], None),
+                               ("emu-graphs", emu, [], None),
+                               ("emu-graphs-deferred", emu, [], deferred)):
         metrics = os.path.join(work, key + ".jsonl")
         logs[key] = run([args.tcc_run, so] + flags + more + ["--metrics", metrics], env=env).stdout
         curves[key] = load_losses(metrics)
@@ -205,7 +205,7 @@ def training_stage(args):
         if not abs(tail_cuda - tail_cpu) / tail_cpu < 0.02:
             problems.append("last 10 steps: cuda %.4f vs cpu %.4f" % (tail_cuda, tail_cpu))
         if not np.array_equal(b, g):
-            problems.append("--cuda-graphs changed the losses (first at step %d)"
+            problems.append("CUDA graphs changed the losses (first at step %d)"
                             % (int(np.argmax(b != g)) + 1))
         if not np.array_equal(b, d):
             problems.append("deferred streams changed the losses (first at step %d)"

@@ -467,9 +467,10 @@ def errors():
     p = device("--feed", base, "--grads-only", "--lr", "0.1", check=False)
     require(p.returncode == 1 and "cannot be combined with --lr" in p.stderr,
             "--grads-only --lr: %r" % p.stderr)
-    p = tcc_run(ARGS.cpu_step, *COMMON, "--steps", "1", "--cuda-graphs", check=False)
-    require(p.returncode == 1 and "--cuda-graphs needs a step compiled with --target=cuda"
-            in p.stderr, "--cuda-graphs on a CPU step: %r" % p.stderr)
+    for flag in ("--cuda-graphs", "--no-cuda-graphs"):
+        p = tcc_run(ARGS.cpu_step, *COMMON, "--steps", "1", flag, check=False)
+        require(p.returncode == 1 and flag + " needs a step compiled with --target=cuda"
+                in p.stderr, "%s on a CPU step: %r" % (flag, p.stderr))
     return "%s; missing device functions; bad --loss-scale; --cuda-graphs on a CPU step" % ", ".join(out)
 
 
