@@ -2,6 +2,7 @@
 
 #include "codegen/StepEmitter.h"
 #include "passes/PlanMemory.h"
+#include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/FusionCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
@@ -1590,38 +1591,22 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
 LogicalResult Emitter::emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g) {
   Block &body = fusion.getBody().front();
   auto yield = cast<YieldOp>(body.getTerminator());
-  auto inputOf = [&](Value v) { return fusionInputOf(fusion, v); };
-  auto otherOperand = [](Operation *op, Value v) {
-    return op->getOperand(0) == v ? op->getOperand(1) : op->getOperand(0);
-  };
-  auto unsupported = [&]() {
-    return fusion.emitOpError("a CUDA GEMM epilogue is a bias add, then a tanh GELU or a "
-                              "residual add (run tcc-fuse with cublaslt-epilogues)");
-  };
-  Value product = MatMulOp(g.matmul).getResult();
-  auto add = g.epilogue.empty() ? AddOp() : dyn_cast<AddOp>(g.epilogue[0]);
-  if (!add || g.epilogue.size() > 2 || g.transLhs)
-    return unsupported();
-  Value bias = inputOf(otherOperand(add, product));
-  Value biased = add.getResult(), last = biased, residual;
-  bool gelu = false;
-  if (g.epilogue.size() == 2) {
-    Operation *second = g.epilogue[1];
-    if (auto gl = dyn_cast<GeluOp>(second)) {
-      if (gl.getApproximate() != "tanh")
-        return unsupported();
-      gelu = true;
-    } else if (isa<AddOp>(second)) {
-      residual = inputOf(otherOperand(second, biased));
-      if (!residual)
-        return unsupported();
-    } else {
-      return unsupported();
-    }
-    last = second->getResult(0);
-  }
-  if (!bias)
-    return unsupported();
+  auto yielded = [&](Value v) { return llvm::is_contained(yield.getValues(), v); };
+  std::string why;
+  FailureOr<CublasLtEpilogue> e = matchCublasLtEpilogue(
+      MatMulOp(g.matmul), MatMulOp(g.matmul).getResult(), g.transLhs, g.epilogue, yielded,
+      [&](Value v) {
+        Value in = fusionInputOf(fusion, v);
+        return in && buffers.lookup(in).type == "__half";
+      },
+      why);
+  if (failed(e))
+    return fusion.emitOpError("is not a GEMM epilogue cuBLASLt computes (")
+           << why << "; run tcc-fuse with cublaslt-epilogues)";
+  Value last = e->last, biased = e->biased;
+  bool gelu = e->gelu;
+  Value bias = fusionInputOf(fusion, e->bias);
+  Value residual = e->residual ? fusionInputOf(fusion, e->residual) : Value();
   std::string out, aux = "nullptr";
   for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
     if (v == last)

@@ -2,6 +2,7 @@
 
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
+#include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/FusionCostModel.h"
 #include "passes/fusion/LoopGroups.h"
 
@@ -267,53 +268,23 @@ private:
 
   /// Whether cuBLASLt can compute `next` as the next op of the epilogue
   /// `chain` of `gemm`, whose value `cur` it reads (`forked`: `cur` has other
-  /// readers). cuBLASLt's epilogues: D = op(A) op(B) + C (beta 1, a residual)
-  /// + bias (a vector along the rows), then GELU (the tanh approximation),
-  /// whose input can also be written (the auxiliary output). gemm.cuh runs
-  /// them on one GEMM, so the second operand must be unbatched and the first
-  /// untransposed; the auxiliary output's rows must be a multiple of 8.
+  /// readers); see matchCublasLtEpilogue. (The chain's earlier values passed
+  /// the same check when they joined.)
   static FusionDecision cublasLtEpilogue(Operation *gemm, ArrayRef<Operation *> chain,
                                          Operation *next, Value cur, bool forked) {
-    auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-    auto other = [&](Operation *op) -> Value {
-      return op->getOperand(0) == cur ? op->getOperand(1) : op->getOperand(0);
-    };
-    auto fp16 = [&](Value v) { return isa<FloatType>(type(v).getElementType()) && !storedAsF32(v); };
-    if (chain.empty()) {
-      bool lhsTransposed = false;
-      MatMulOp mm = gemmOf(gemm, lhsTransposed);
-      ArrayRef<int64_t> shape = type(cur).getShape();
-      if (!mm || forked)
-        return {false, "cuBLASLt epilogue: the product itself is read elsewhere"};
-      if (type(mm.getRhs()).getRank() != 2 || lhsTransposed || type(mm.getLhs()).getRank() < 2)
-        return {false, "cuBLASLt epilogue: only over a GEMM with an unbatched second operand "
-                       "and an untransposed first one"};
-      if (shape.back() % 8 != 0)
-        return {false, "cuBLASLt epilogue: the product's rows are not a multiple of 8 elements"};
-      if (!isa<AddOp>(next))
-        return {false, "cuBLASLt epilogue: starts with a bias add"};
-      Value bias = other(next);
-      if (type(bias).getNumElements() != shape.back() ||
-          (type(bias).getRank() && type(bias).getShape().back() != shape.back()) || !fp16(bias))
-        return {false, "cuBLASLt epilogue: the add's other operand is not an fp16 bias along "
-                       "the rows"};
-      return {true, "cuBLASLt epilogue: bias, added as the GEMM stores its product"};
-    }
-    if (chain.size() == 1) {
-      if (auto g = dyn_cast<GeluOp>(next)) {
-        if (g.getApproximate() != "tanh")
-          return {false, "cuBLASLt epilogue: its GELU is the tanh approximation"};
-        return {true, forked ? "cuBLASLt epilogue: bias and GELU, the GELU's input kept as "
-                               "the auxiliary output"
-                             : "cuBLASLt epilogue: bias and GELU"};
-      }
-      if (isa<AddOp>(next) && !forked && type(other(next)).getShape() == type(cur).getShape() &&
-          fp16(other(next)))
-        return {true, "cuBLASLt epilogue: the residual added as C (beta = 1)"};
-      return {false, "cuBLASLt epilogue: after the bias only a tanh GELU, or a residual add "
-                     "when the biased value is not read elsewhere"};
-    }
-    return {false, "cuBLASLt epilogue: at most a bias and a GELU or residual"};
+    bool lhsTransposed = false;
+    MatMulOp mm = gemmOf(gemm, lhsTransposed);
+    SmallVector<Operation *> ops(chain.begin(), chain.end());
+    ops.push_back(next);
+    std::string why;
+    bool ok = succeeded(matchCublasLtEpilogue(
+        mm, gemm->getResult(0), lhsTransposed, ops, [&](Value v) { return v == cur && forked; },
+        [](Value v) {
+          return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()) &&
+                 !storedAsF32(v);
+        },
+        why));
+    return {ok, why};
   }
 
   /// Whether only GEMMs read `v`, directly or through views.

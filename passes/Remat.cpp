@@ -35,6 +35,7 @@ struct Candidate {
   int64_t flops;   // work to recompute them
   bool gemm;       // a matrix product: tried only after every cheaper one
   int result = -1; // >= 0: only this result of a multi-output fusion
+  SmallVector<Operation *> tail; // for `result`: the ops that recompute it (tailOf)
   double score() const { return (double)bytes / (double)std::max<int64_t>(flops, 1); }
 };
 
@@ -592,7 +593,7 @@ private:
                 for (Operation *t : *tail)
                   flops += model.recomputeFlops(t).value_or(0);
                 candidates.push_back({&op, valueBytes(op.getResult(i), floatBytes),
-                                      flops, false, (int)i});
+                                      flops, false, (int)i, std::move(*tail)});
               }
             }
           if (tried.count({&op, -1}))
@@ -622,8 +623,7 @@ private:
         for (const Candidate &c : candidates) {
           tried.insert({c.op, c.result});
           Applied a = c.result >= 0
-                          ? rematerializeTail(cast<FusionOp>(c.op), c.result,
-                                              *tailOf(cast<FusionOp>(c.op), c.result),
+                          ? rematerializeTail(cast<FusionOp>(c.op), c.result, c.tail,
                                               boundary, index, model)
                           : rematerialize(c.op, boundary, index, model);
           int64_t after = liveTemporaries(func);

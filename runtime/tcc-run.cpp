@@ -314,47 +314,43 @@ double halfToDouble(uint16_t h) {
   return sign ? -v : v;
 }
 
+/// Calls `f(T())` with T the element type of a float dtype (f32 or f64);
+/// does nothing for other dtypes.
+template <typename F> void withFloatType(int32_t dtype, F &&f) {
+  if (dtype == TCC_DTYPE_F32)
+    f(float());
+  else if (dtype == TCC_DTYPE_F64)
+    f(double());
+}
+
 /// Whether every element of the float tensor `d` in `arena` is finite (other
 /// element types are).
 bool allFinite(const tcc_tensor_desc &d, const char *arena) {
-  const char *p = arena + d.offset;
-  if (d.dtype == TCC_DTYPE_F32) {
-    for (uint64_t k = 0; k < d.bytes / 4; ++k) {
-      float v;
-      std::memcpy(&v, p + 4 * k, 4);
-      if (!std::isfinite(v))
-        return false;
+  bool finite = true;
+  withFloatType(d.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    for (uint64_t k = 0; finite && k < d.bytes / sizeof(T); ++k) {
+      T v;
+      std::memcpy(&v, arena + d.offset + sizeof(T) * k, sizeof(T));
+      finite = std::isfinite(v);
     }
-  } else if (d.dtype == TCC_DTYPE_F64) {
-    for (uint64_t k = 0; k < d.bytes / 8; ++k) {
-      double v;
-      std::memcpy(&v, p + 8 * k, 8);
-      if (!std::isfinite(v))
-        return false;
-    }
-  }
-  return true;
+  });
+  return finite;
 }
 
 /// Divides the float tensor `d` in `arena` by `divisor` (exactly when it is
 /// a power of two, else rounded once).
 void divideTensor(const tcc_tensor_desc &d, char *arena, double divisor) {
-  char *p = arena + d.offset;
-  if (d.dtype == TCC_DTYPE_F32) {
-    for (uint64_t k = 0; k < d.bytes / 4; ++k) {
-      float v;
-      std::memcpy(&v, p + 4 * k, 4);
-      v = static_cast<float>(v / divisor);
-      std::memcpy(p + 4 * k, &v, 4);
+  withFloatType(d.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    char *p = arena + d.offset;
+    for (uint64_t k = 0; k < d.bytes / sizeof(T); ++k) {
+      T v;
+      std::memcpy(&v, p + sizeof(T) * k, sizeof(T));
+      v = static_cast<T>(v / divisor);
+      std::memcpy(p + sizeof(T) * k, &v, sizeof(T));
     }
-  } else if (d.dtype == TCC_DTYPE_F64) {
-    for (uint64_t k = 0; k < d.bytes / 8; ++k) {
-      double v;
-      std::memcpy(&v, p + 8 * k, 8);
-      v /= divisor;
-      std::memcpy(p + 8 * k, &v, 8);
-    }
-  }
+  });
 }
 
 /// The first element at `p`, as a double.

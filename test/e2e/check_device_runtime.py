@@ -35,6 +35,9 @@ examples/tiny_gpt_demo.onnx and checks, each as a named case:
                              in one run (losses, parameters, apply log), with
                              a skip before the checkpoint; the checkpoint
                              header holds the scaler state (v2 layout)
+  resume-after-failure       a run that fails at step 5 after its step-3 checkpoint
+                             (the next micro-batch already staged) resumes to the
+                             uninterrupted run's losses and parameters
   checkpoint-v1              a version-1 checkpoint (a CPU run's v2 one
                              rewritten in the v1 layout, checksum recomputed
                              by a port of tcc-run's) still resumes, on the
@@ -271,6 +274,29 @@ def ck_header(path):
     tracker, skipped = struct.unpack_from("<qq", b, 136)
     return dict(version=version, header=hbytes, step=step, opt=opt, mode=mode, scale=scale,
                 tracker=tracker, skipped=skipped, magic=magic)
+
+
+@case("resume-after-failure")
+def resume_after_failure():
+    """A run that dies after its step-3 checkpoint, mid-run: the next
+    micro-batch was already uploading (staged) then, so the checkpoint must
+    record the data position of the micro-batches that ran; resumed, the run
+    ends exactly as the uninterrupted one."""
+    base = fresh("failure")
+    A, B, C = (os.path.join(base, x) for x in ("A", "B", "C"))
+    device(*COMMON, "--steps", "6", "--dump", A)
+    p = device(*COMMON, "--steps", "6", "--checkpoint", C, "--checkpoint-every", "3",
+               env={"TCC_FAKE_DEVICE_APPLY_FAIL": "5"}, check=False)
+    require(p.returncode == 1 and "step 5/6: the optimizer step failed (code 9)" in p.stderr,
+            "the failing run: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+    require(ck_header(os.path.join(C, "checkpoint.bin"))["step"] == 3, "the checkpoint is not step 3's")
+    device(*COMMON, "--steps", "6", "--resume", C, "--dump", B)
+    a, b = np.load(os.path.join(A, "losses.npy")), np.load(os.path.join(B, "losses.npy"))
+    require(a[6:].tobytes() == b.tobytes(), "resumed losses %s, uninterrupted %s" % (b, a[6:]))
+    bad = [f for f in sorted(os.listdir(os.path.join(A, "params")))
+           if read_bytes(os.path.join(A, "params", f)) != read_bytes(os.path.join(B, "params", f))]
+    require(not bad, "%d params differ" % len(bad))
+    return "steps 4-6 resumed from step 3's checkpoint equal the uninterrupted run's"
 
 
 @case("dynamic-resume")
@@ -537,6 +563,7 @@ def main():
         off_skip()
         static_scale()
         dynamic_resume()
+        resume_after_failure()
         checkpoint_v1()
         grads_only()
         errors()

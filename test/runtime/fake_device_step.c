@@ -20,6 +20,8 @@
  *                               tcc_step_apply (1-based, in this process),
  *                               put +inf into the first gradient, so that the
  *                               step is skipped (apply returns 2)
+ *   TCC_FAKE_DEVICE_APPLY_FAIL=N the N-th call of tcc_step_apply fails
+ *                               (code 9), as a step whose device died would
  *   TCC_FAKE_DEVICE_LOG=FILE    append one line per micro_step/apply/close:
  *                               `micro <grad_scale>`, `apply <step> <lr>
  *                               <loss_scale> <rc>`, `close`
@@ -290,6 +292,8 @@ EXPORT int tcc_step_apply(void *arena, tcc_optim_args *args) {
   if (!r_apply)
     return 3;
   ++g_apply_calls;
+  if (listed(getenv("TCC_FAKE_DEVICE_APPLY_FAIL"), g_apply_calls))
+    return 9;
   const tcc_tensor_desc *first = NULL;
   for (int i = 0; i < g_info.num_params; ++i) {
     const tcc_tensor_desc *g = &g_info.grads[i];
