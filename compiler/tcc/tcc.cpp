@@ -458,8 +458,12 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "tcc: compiles an ONNX model into a training step\n\n"
-      "  tcc model.onnx                      print what tcc understood\n"
-      "  tcc model.onnx --emit=imported -o model.mlir\n");
+      "  tcc model.onnx                             print what tcc understood\n"
+      "  tcc model.onnx --mem-budget=12G -o step.so the fp16 CUDA step (nvcc), "
+      "for tcc-run\n"
+      "  tcc model.onnx --target=cpu -o step.so     the fp32 CPU step\n"
+      "  tcc model.onnx --emit=source -o DIR        the step's source, to build "
+      "elsewhere\n");
 
   tcc::ImportOptions options;
   if (failed(parseShapes(options)))
