@@ -6,6 +6,9 @@
 #
 #   OUT=/tmp/out bash bench/gpu/run.sh
 #
+# 0. the CUDA kernel library and cuBLASLt's epilogues against the CPU kernels
+#    (test/runtime/cuda_kernels_test.cu: 713 checks, the 18 epilogue ones
+#    never yet run on a GPU);
 # 1. parity: the fp16 CUDA steps of the test models against the CPU target
 #    (loss and every gradient, relative error < 1e-2), and a 200-step
 #    training run of the demo GPT against the CPU run's loss curve;
@@ -32,12 +35,26 @@ stage "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
+# The kernel test builds (nvcc, about 40 s) while tcc-run does.
+nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
+( $nvcc -std=c++17 -arch=sm_90 -O2 -Iruntime test/runtime/cuda_kernels_test.cu -o /tmp/cuda_kernels_test \
+    -lcublasLt -lcudart > "$out/cuda_kernels_build.log" 2>&1 ) &
+kernels_build=$!
+
 stage "build tcc-run (runtime only)"
 if ! { cmake -S . -B /tmp/tcc-rt -DTCC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 &&
        cmake --build /tmp/tcc-rt -j 16 --target tcc-run >> "$out/cmake.log" 2>&1; }; then
   tail -30 "$out/cmake.log"; exit 1
 fi
 tr=/tmp/tcc-rt/bin/tcc-run
+
+stage "the CUDA kernels and cuBLASLt epilogues vs the CPU kernels"
+if wait $kernels_build; then
+  timeout 120 /tmp/cuda_kernels_test > "$out/cuda_kernels.log" 2>&1
+  tail -40 "$out/cuda_kernels.log"
+else
+  echo "the kernel test did not build:"; tail -20 "$out/cuda_kernels_build.log"
+fi
 
 stage "parity: fp16 CUDA gradients vs the CPU target"
 models=$(cd $p/feeds && ls)
