@@ -1504,6 +1504,15 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
                              "operand is stored as ")
              << buffers.lookup(v).type;
   const Buffer &out = define(result);
+  // A product of two vectors is a scalar, which the CUDA target keeps in
+  // fp32: a dot-product kernel computes it.
+  if (out.type == "float" && tensor(result).getRank() == 0 && tensor(a).getRank() == 1 &&
+      tensor(b).getRank() == 1) {
+    launched = "dot";
+    os << "  dot(" << out.name << ", " << ref(a) << ", " << ref(b) << ", "
+       << tensor(a).getNumElements() << "LL);\n";
+    return success();
+  }
   if (out.type != "__half")
     return op->emitOpError("the CUDA target writes GEMM results in fp16");
   launched = "cuBLASLt matmul";

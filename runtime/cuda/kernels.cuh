@@ -785,6 +785,24 @@ template <class TO, class TI> inline void copy(TO *out, const TI *in, int64_t n)
   }
 }
 
+namespace detail {
+__global__ void dot_kernel(float *out, const __half *a, const __half *b, int64_t n) {
+  __shared__ float sh[32];
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    s += ld(a[i]) * ld(b[i]);
+  s = block_allreduce(s, SumOp(), sh);
+  if (threadIdx.x == 0)
+    out[0] = s;
+}
+} // namespace detail
+
+/// out[0] = a · b in fp32: the matmul of two vectors, whose scalar result the
+/// CUDA target keeps in fp32 (cuBLASLt writes fp16). One block.
+inline void dot(float *out, const __half *a, const __half *b, int64_t n) {
+  TCC_LAUNCH(1, detail::kThreads, 0, stream(), detail::dot_kernel)(out, a, b, n);
+}
+
 /// out[0:n] = value, converted to T on the device (conv<T>(double)).
 template <class T> inline void fill(T *out, int64_t n, double value) {
   if (n <= 0)

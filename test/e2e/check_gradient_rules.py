@@ -16,6 +16,14 @@ MAX_ELEMS random ones per parameter) is compared with the central difference
 Prints one line per case (elements checked, max abs error, max rel error over
 elements with |fd| >= REL_FLOOR, PASS/FAIL) and ends with `N passed, M failed`;
 exits 1 on any failure.
+
+With --cuda-emulation, each case is also compiled for the fp16 CUDA target
+(`tcc --target=cuda --cuda-emulation`), run once with `tcc-run --grads-only`
+(dynamic loss scaling, as training does) and its gradients compared with the
+analytic float64 ones just checked: for every parameter,
+max |cuda - analytic| <= CUDA_BOUND * max |analytic| (the bound the GPU parity
+check applies, bench/gpu/compare.py), so every gradient rule's CUDA lowering
+is checked too.
 """
 import argparse
 import concurrent.futures
@@ -40,6 +48,7 @@ RTOL = 1e-5
 REL_FLOOR = 1e-6
 MAX_ELEMS = 64
 OPSET = 17
+CUDA_BOUND = 1e-2
 
 ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT,
              np.dtype(np.float64): TensorProto.DOUBLE,
@@ -595,7 +604,51 @@ def build_and_compile(name, args):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         raise RuntimeError("tcc failed (%d): %s" % (r.returncode, r.stdout.strip()))
+    if args.cuda_emulation:
+        cuda = os.path.join(work, "case-cuda.so")
+        r = subprocess.run([args.tcc, "--target=cuda", "--cuda-emulation", "-o", cuda, path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("tcc --target=cuda failed (%d): %s" % (r.returncode, r.stdout.strip()))
     return g, model, so
+
+
+def check_cuda(name, g, analytic, args):
+    """The emulated CUDA step's gradients against the analytic float64 ones:
+    returns (worst relative error, its parameter)."""
+    work = os.path.join(args.workdir, name)
+    feed, out = os.path.join(work, "feed"), os.path.join(work, "cuda-out")
+    for d in (feed, out):
+        if os.path.isdir(d):
+            for f in os.listdir(d):
+                p = os.path.join(d, f)
+                if os.path.isfile(p):
+                    os.remove(p)
+    os.makedirs(feed, exist_ok=True)
+    for k, v in g.feeds.items():
+        v = np.asarray(v)
+        np.save(os.path.join(feed, k.replace("/", "_") + ".npy"),
+                v.astype(np.float32) if v.dtype.kind == "f" else v)
+    r = subprocess.run([args.tcc_run, os.path.join(work, "case-cuda.so"), "--feed", feed,
+                        "--grads-only", "--dump", out],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("tcc-run on the CUDA step failed (%d): %s"
+                           % (r.returncode, r.stdout.strip()[-600:]))
+    worst, where = 0.0, ""
+    for pname, a in analytic.items():
+        path = os.path.join(out, "grads", pname.replace("/", "_") + ".npy")
+        if not os.path.isfile(path):
+            raise RuntimeError("the CUDA step dumped no gradient for %s" % pname)
+        got = np.load(path).astype(np.float64)
+        if got.shape != a.shape:
+            raise RuntimeError("CUDA gradient of %s has shape %s, expected %s"
+                               % (pname, got.shape, a.shape))
+        scale = max(float(np.max(np.abs(a), initial=0.0)), 1e-30)
+        rel = float(np.max(np.abs(got - a), initial=0.0)) / scale
+        if not rel <= worst and not (rel != rel and worst != worst):
+            worst, where = rel, pname
+    return worst, where
 
 
 def check(name, g, model, so):
@@ -646,7 +699,7 @@ def check(name, g, model, so):
     step.micro_step(1.0)
     if step.loss() != loss0:
         raise RuntimeError("loss not reproducible: %r vs %r" % (step.loss(), loss0))
-    return loss0, rows
+    return loss0, rows, analytic
 
 
 def summarize(rows):
@@ -667,8 +720,13 @@ def main():
     p.add_argument("-j", dest="jobs", type=int, default=os.cpu_count() or 1,
                    help="parallel compiles")
     p.add_argument("-v", dest="verbose", action="store_true", help="print every failing element")
+    p.add_argument("--cuda-emulation", action="store_true",
+                   help="also compare the emulated fp16 CUDA step's gradients (needs --tcc-run)")
+    p.add_argument("--tcc-run", dest="tcc_run", help="tcc-run, for --cuda-emulation")
     args = p.parse_args()
     args.tcc = os.path.abspath(args.tcc)
+    if args.cuda_emulation and not args.tcc_run:
+        p.error("--cuda-emulation needs --tcc-run")
     names = [n for n in CASES if args.pattern is None or re.search(args.pattern, n)]
     if not names:
         print("no case matches %r" % args.pattern)
@@ -676,13 +734,15 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
 
     passed = failed = 0
-    print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err", "result"))
+    print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err",
+                                         "cuda rel  result" if args.cuda_emulation else "result"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {n: pool.submit(build_and_compile, n, args) for n in names}
         for name in names:
             try:
                 g, model, so = futures[name].result()
-                _, rows = check(name, g, model, so)
+                _, rows, analytic = check(name, g, model, so)
+                cuda = check_cuda(name, g, analytic, args) if args.cuda_emulation else None
             except Exception as e:  # a failed build, compile or run is a failure
                 msg = str(e) if isinstance(e, RuntimeError) else (
                     traceback.format_exc() if args.verbose else "%s: %s" % (type(e).__name__, e))
@@ -691,9 +751,14 @@ def main():
                 failed += 1
                 continue
             err, bad, max_abs, max_rel = summarize(rows)
-            ok = not bad.any()
-            print("%-42s %6d %12.3e %12.3e  %s" % (name, len(rows), max_abs, max_rel,
-                                                   "PASS" if ok else "FAIL"))
+            cuda_ok = cuda is None or cuda[0] <= CUDA_BOUND
+            ok = not bad.any() and cuda_ok
+            print("%-42s %6d %12.3e %12.3e  %s%s" % (
+                name, len(rows), max_abs, max_rel,
+                "%8.2e  " % cuda[0] if cuda is not None else "", "PASS" if ok else "FAIL"))
+            if not cuda_ok:
+                print("    CUDA gradient of %s: max |cuda - analytic| is %.3g of its largest "
+                      "(bound %g)" % (cuda[1], cuda[0], CUDA_BOUND))
             if ok:
                 passed += 1
                 continue
