@@ -69,6 +69,10 @@ __global__ void add_one(float *p, int n) {
 }
 
 __global__ void set_value(float *p, float v) { *p = v; }
+__global__ void last_block(int *out) {
+  if (threadIdx.x == 0)
+    *out = static_cast<int>(blockIdx.x);
+}
 __global__ void copy_value(const float *from, float *to) { *to = *from; }
 
 /// TCC_CUDA_EMU_STREAMS=deferred: a stream's work runs only when something
@@ -215,6 +219,14 @@ int main() {
 
   TCC_LAUNCH(1, 2048, 0, nullptr, add_one)(in.data(), 1);
   check(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads per block is refused");
+
+  // Blocks run in index order, or last to first (TCC_CUDA_EMU_BLOCKS=reverse).
+  const char *blocks = std::getenv("TCC_CUDA_EMU_BLOCKS");
+  const bool reversed = blocks && std::strcmp(blocks, "reverse") == 0;
+  int last = -1;
+  TCC_LAUNCH(5, 32, 0, nullptr, last_block)(&last);
+  check(last == (reversed ? 0 : 4), reversed ? "TCC_CUDA_EMU_BLOCKS=reverse runs blocks last to first"
+                                             : "blocks run in index order");
 
   // Capture: work on the captured stream is recorded, replayed by launches.
   cudaStream_t s = nullptr;

@@ -49,6 +49,9 @@
 //    switch points; =greedy always runs the first runnable thread, so warp 0
 //    runs ahead as far as barriers allow (a missing barrier before shared
 //    memory is reused shows).
+//  * TCC_CUDA_EMU_BLOCKS=reverse runs a grid's blocks last to first, so a
+//    kernel whose result depends on its blocks running in index order (one
+//    block reading what another writes) shows.
 //
 // What it does not model, so a kernel can pass here and fail on a GPU:
 // concurrency (blocks run one after another, and a block's threads in a fixed
@@ -489,9 +492,15 @@ inline bool run_block(const dim3 &bd, const std::function<void()> &body) {
 inline void run_grid(dim3 g, dim3 bd, const std::function<void()> &body) {
   gridDim = g;
   blockDim = bd;
-  for (unsigned z = 0; z < g.z; ++z)
-    for (unsigned y = 0; y < g.y; ++y)
-      for (unsigned x = 0; x < g.x; ++x) {
+  static const bool reverse = [] {
+    const char *o = std::getenv("TCC_CUDA_EMU_BLOCKS");
+    return o && std::strcmp(o, "reverse") == 0;
+  }();
+  auto at = [&](unsigned i, unsigned n) { return reverse ? n - 1 - i : i; };
+  for (unsigned zi = 0; zi < g.z; ++zi)
+    for (unsigned yi = 0; yi < g.y; ++yi)
+      for (unsigned xi = 0; xi < g.x; ++xi) {
+        const unsigned x = at(xi, g.x), y = at(yi, g.y), z = at(zi, g.z);
         blockIdx = uint3{x, y, z};
         if (!run_block(bd, body)) {
           std::fprintf(stderr, "tcc CUDA emulation: deadlock: in block (%u,%u,%u) some threads wait at a "
