@@ -26,7 +26,10 @@ Checked here, without a GPU:
      and TCC_CUDA_EMU_BLOCKS=reverse (blocks last to first), where
      each stream's work runs as late as its events allow (so the upload of
      the next micro-batch, which overlaps the current one, would show stale
-     inputs if a wait were missing);
+     inputs if the step did not wait for it), and with
+     TCC_CUDA_EMU_STREAMS=deferred-first, where only the step's stream waits
+     and the copy stream runs at once (so the upload would overwrite inputs
+     the current micro-step has yet to read if it did not wait for them);
   4. --grads-only runs the backward pass with a loss scale, as training does
      (fp16 gradients of a mean over many tokens underflow unscaled), halved
      while the gradients overflow: a model whose gradients overflow at 65536;
@@ -185,14 +188,17 @@ def training_stage(args):
     deferred = {"TCC_CUDA_EMU_STREAMS": "deferred", "TCC_CUDA_EMU_BLOCKS": "reverse"}
     for key, so, more, env in (("cpu", cpu, [], None), ("emu", emu, ["--no-cuda-graphs"], None),
                                ("emu-graphs", emu, [], None),
-                               ("emu-graphs-deferred", emu, [], deferred)):
+                               ("emu-graphs-deferred", emu, [], deferred),
+                               ("emu-graphs-deferred-first", emu, [],
+                                {"TCC_CUDA_EMU_STREAMS": "deferred-first"})):
         metrics = os.path.join(work, key + ".jsonl")
         logs[key] = run([args.tcc_run, so] + flags + more + ["--metrics", metrics], env=env).stdout
         curves[key] = load_losses(metrics)
     problems = []
-    a, b, g, d = (np.array(curves[k]) for k in ("cpu", "emu", "emu-graphs", "emu-graphs-deferred"))
-    if any(len(c) != args.train_steps for c in (a, b, g, d)):
-        problems.append("step counts %d/%d/%d/%d" % (len(a), len(b), len(g), len(d)))
+    a, b, g, d, f = (np.array(curves[k]) for k in ("cpu", "emu", "emu-graphs", "emu-graphs-deferred",
+                                                    "emu-graphs-deferred-first"))
+    if any(len(c) != args.train_steps for c in (a, b, g, d, f)):
+        problems.append("step counts %d/%d/%d/%d/%d" % (len(a), len(b), len(g), len(d), len(f)))
     else:
         diff = np.abs(a - b)
         print("training the demo GPT, %d steps: loss cpu %.4f -> %.4f, cuda (emulated) %.4f -> %.4f; "
@@ -212,7 +218,10 @@ def training_stage(args):
         if not np.array_equal(b, d):
             problems.append("deferred streams and reversed blocks changed the losses (first at step %d)"
                             % (int(np.argmax(b != d)) + 1))
-    for key in ("emu-graphs", "emu-graphs-deferred"):
+        if not np.array_equal(b, f):
+            problems.append("deferring only the step's stream changed the losses (first at step %d)"
+                            % (int(np.argmax(b != f)) + 1))
+    for key in ("emu-graphs", "emu-graphs-deferred", "emu-graphs-deferred-first"):
         if "running it without graphs" in logs[key]:
             problems.append("%s: the CUDA graph capture failed: %s" % (key, logs[key][-400:]))
     return problems

@@ -76,11 +76,14 @@ __global__ void last_block(int *out) {
 __global__ void copy_value(const float *from, float *to) { *to = *from; }
 
 /// TCC_CUDA_EMU_STREAMS=deferred: a stream's work runs only when something
-/// waits for it, so missing synchronisation shows as stale data.
-static int deferred_streams() {
+/// waits for it, so missing synchronisation shows as stale data; with
+/// =deferred-first (`first_only`), only the first stream (`compute`) waits and
+/// the other (`copy`) runs at once, so a copy that overwrites what `compute`
+/// has yet to read shows.
+static int deferred_streams(bool first_only) {
   cudaStream_t copy = nullptr, compute = nullptr;
-  cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
   cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
   float *dev = nullptr, *out = nullptr, *pinned = nullptr;
   cudaMalloc(&dev, sizeof(float));
   cudaMalloc(&out, sizeof(float));
@@ -93,10 +96,36 @@ static int deferred_streams() {
   cudaStreamSynchronize(compute);
   check(pending && *out == 5.0f, "deferred: a stream's kernel runs when the host synchronises with it");
 
-  // Without a wait, the compute stream reads the buffer before the copy
-  // stream's upload has run; with cudaStreamWaitEvent, after.
   cudaEvent_t uploaded = nullptr;
   cudaEventCreateWithFlags(&uploaded, cudaEventDisableTiming);
+  if (first_only) {
+    // compute reads dev later; without a wait the copy stream overwrites it
+    // first; waiting for an event recorded after the read, it does not.
+    cudaEvent_t read = nullptr;
+    cudaEventCreateWithFlags(&read, cudaEventDisableTiming);
+    *pinned = 1.0f;
+    cudaMemcpy(dev, pinned, sizeof(float), cudaMemcpyHostToDevice);
+    TCC_LAUNCH(1, 1, 0, compute, copy_value)(dev, out);
+    *pinned = 2.0f;
+    cudaMemcpyAsync(dev, pinned, sizeof(float), cudaMemcpyHostToDevice, copy);
+    cudaStreamSynchronize(compute);
+    const bool overwritten = *out == 2.0f;
+    *pinned = 1.0f;
+    cudaMemcpy(dev, pinned, sizeof(float), cudaMemcpyHostToDevice);
+    TCC_LAUNCH(1, 1, 0, compute, copy_value)(dev, out);
+    cudaEventRecord(read, compute);
+    *pinned = 3.0f;
+    cudaStreamWaitEvent(copy, read, 0);
+    cudaMemcpyAsync(dev, pinned, sizeof(float), cudaMemcpyHostToDevice, copy);
+    cudaStreamSynchronize(compute);
+    cudaStreamSynchronize(copy);
+    check(overwritten && *out == 1.0f && *dev == 3.0f,
+          "deferred-first: another stream's copy runs at once, after the first stream's read only "
+          "when it waits for it");
+    cudaEventDestroy(read);
+  } else {
+  // Without a wait, the compute stream reads the buffer before the copy
+  // stream's upload has run; with cudaStreamWaitEvent, after.
   *pinned = 7.0f;
   cudaMemcpyAsync(dev, pinned, sizeof(float), cudaMemcpyHostToDevice, copy);
   cudaEventRecord(uploaded, copy);
@@ -129,6 +158,7 @@ static int deferred_streams() {
   check(pinned_late && pageable_early && pageable == 9.0f,
         "deferred: pinned copies read their source late, pageable ones at the call; a copy into "
         "pageable memory is done when it returns");
+  }
 
   // staging.cuh: micro-batch k+1 staged while k's work is queued; each
   // micro-step sees its own inputs, and the pinned buffer may be refilled at
@@ -175,7 +205,9 @@ static int deferred_streams() {
 int main() {
   const char *mode = std::getenv("TCC_CUDA_EMU_STREAMS");
   if (mode && std::strcmp(mode, "deferred") == 0)
-    return deferred_streams();
+    return deferred_streams(false);
+  if (mode && std::strcmp(mode, "deferred-first") == 0)
+    return deferred_streams(true);
   std::vector<float> in(256);
   for (int i = 0; i < 256; ++i)
     in[i] = static_cast<float>(i);

@@ -38,6 +38,10 @@
 //    pinned buffer the host overwrites while its copy is pending, a result
 //    read before its stream is synchronised) sees stale data here. The
 //    legacy stream (0) still runs at once.
+//    TCC_CUDA_EMU_STREAMS=deferred-first defers only the first stream created
+//    (a CUDA step's own stream) and runs the others' work at once, as early
+//    as possible: so work on another stream that overwrites what the first
+//    one has yet to read, without waiting for it, shows.
 //  * cuBLASLt (cublasLt.h): matmuls in column-major with fp32 accumulation,
 //    checking the layouts against the operation and the operands' alignment
 //    against the plan's preference; the workspace is overwritten on every
@@ -151,7 +155,8 @@ constexpr unsigned cudaStreamNonBlocking = 1;
 namespace tcc_emu {
 struct Stream {
   unsigned flags = 0;
-  std::deque<std::function<void()>> pending; // deferred mode: not run yet
+  bool deferred = false;                     // its work waits (TCC_CUDA_EMU_STREAMS)
+  std::deque<std::function<void()>> pending; // deferred: not run yet
   uint64_t issued = 0, done = 0;             // work items enqueued, run
 };
 struct Graph {
@@ -176,15 +181,17 @@ struct State {
   Graph *capture = nullptr;
   bool capture_invalid = false;
   bool initialised = false;
-  bool deferred = false;          // TCC_CUDA_EMU_STREAMS=deferred
+  int deferred = 0;               // TCC_CUDA_EMU_STREAMS: 1 deferred, 2 deferred-first
   std::vector<Stream *> streams;  // the created streams
+  int created = 0;                // streams ever created
   std::map<const void *, size_t> pinned; // cudaMallocHost allocations
 };
 inline State &state() {
   static State s = [] {
     State init;
     const char *mode = std::getenv("TCC_CUDA_EMU_STREAMS");
-    init.deferred = mode && std::strcmp(mode, "deferred") == 0;
+    init.deferred = !mode ? 0 : std::strcmp(mode, "deferred") == 0 ? 1
+                              : std::strcmp(mode, "deferred-first") == 0 ? 2 : 0;
     return init;
   }();
   return s;
@@ -238,7 +245,7 @@ inline cudaError_t enqueue(cudaStream_t st, std::function<void()> work) {
   }
   if (st) {
     ++st->issued;
-    if (s.deferred) {
+    if (st->deferred) {
       st->pending.push_back(std::move(work));
       return cudaSuccess;
     }
@@ -719,7 +726,10 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
     return e;
   *st = new tcc_emu::Stream;
   (*st)->flags = flags;
-  tcc_emu::state().streams.push_back(*st);
+  tcc_emu::State &s = tcc_emu::state();
+  (*st)->deferred = s.deferred == 1 || (s.deferred == 2 && s.created == 0);
+  ++s.created;
+  s.streams.push_back(*st);
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamCreate(cudaStream_t *st) { return cudaStreamCreateWithFlags(st, 0); }
@@ -797,7 +807,7 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cud
   if (!bytes)
     return cudaSuccess;
   tcc_emu::State &s = tcc_emu::state();
-  if (s.deferred && st && !s.capturing) {
+  if (st && st->deferred && !s.capturing) {
     if (tcc_emu::pageable(dst)) {
       tcc_emu::flush(st);
       std::memmove(dst, src, bytes);
