@@ -14,7 +14,8 @@ Checked here, without a GPU:
      bench/gpu/run.sh applies on a GPU; bench/gpu/compare.py);
   2. the same under a --mem-budget that makes the CUDA plan recompute (15% of
      the activations cut; a GELU among them, from its stored fp16 input),
-     with the plan's peak within the budget;
+     with the plan's peak and the measured device peak (the step's own
+     allocations, as the emulation counts them) within the budget;
   3. training: the demo GPT for N optimizer steps (accumulation 2, AdamW,
      warmup + cosine) on the CPU target and on the emulated CUDA step: the
      loss curves must track (mean |cuda - cpu| < 0.03 over all steps, the
@@ -132,7 +133,11 @@ def budget_stage(args, name):
     if not any("elementwise tail" in d["reason"] for d in mb["remat_decisions"]):
         problems.append("no GELU recomputed from its stored input (the test no longer covers it)")
     got = os.path.join(args.workdir, "emu-budget")
-    grads(args, so, feed_dir, os.path.join(got, name))  # grads() clears the folder first
+    out = grads(args, so, feed_dir, os.path.join(got, name))  # grads() clears the folder first
+    # The measured device peak (here: what the step cudaMallocs: arena,
+    # constants, input staging, optimizer tables) within the budget.
+    if "device peak" not in out or "EXCEEDS THE MEMORY BUDGET" in out:
+        problems.append("device peak over the budget, or not reported: %r" % out[-500:])
     print("budget %d bytes (unconstrained %d, activations %d): planned %d, recompute %.2f%% of the step's FLOPs"
           % (budget, m["planned_peak_bytes"], act, mb["planned_peak_bytes"],
              100.0 * mb["recomputed_flops"] / max(mb["step_flops"], 1)))
