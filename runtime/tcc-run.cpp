@@ -353,6 +353,34 @@ void divideTensor(const tcc_tensor_desc &d, char *arena, double divisor) {
   });
 }
 
+/// For a device (CUDA) step, which reads its float inputs as fp16: "" if
+/// every element of input `d` at `data` is within fp16's finite range (or
+/// not finite already), else what is wrong and what to do. `which` names the
+/// micro-batch.
+std::string checkFp16Range(bool device, const tcc_tensor_desc &d,
+                           const char *data, const std::string &which) {
+  if (!device)
+    return "";
+  double worst = 0.0;
+  withFloatType(d.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    for (uint64_t k = 0; k < d.bytes / sizeof(T); ++k) {
+      T v;
+      std::memcpy(&v, data + sizeof(T) * k, sizeof(T));
+      if (std::isfinite(v) && std::fabs(static_cast<double>(v)) > 65504.0 &&
+          std::fabs(static_cast<double>(v)) > std::fabs(worst))
+        worst = static_cast<double>(v);
+    }
+  });
+  if (worst == 0.0)
+    return "";
+  return "the input \"" + std::string(d.name) + "\" of " + which + " holds " +
+         format("%g", worst) +
+         ", beyond fp16's largest finite value (65504): a --target=cuda step "
+         "reads its float inputs as fp16, where it would be infinite; scale "
+         "the data, or compile the step with --target=cpu";
+}
+
 /// The first element at `p`, as a double.
 double elementAsDouble(const void *p, int32_t dtype) {
   switch (dtype) {
@@ -1304,7 +1332,11 @@ int runGradsOnly(const Options &opts, const Step &step) {
   char *arena = mem.host; // for a device step, the host mirror
 
   for (int32_t i = 0; i < info.num_inputs; ++i)
-    if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty())
+    if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty() ||
+        !(err = checkFp16Range(step.device, info.inputs[i],
+                               arena + info.inputs[i].offset,
+                               "the feed " + opts.feed))
+             .empty())
       return error(err);
 
   // The backward pass runs with a loss scale, as in training: fp16
@@ -1928,11 +1960,22 @@ int runTraining(const Options &opts, const Step &step) {
   auto stageNext = [&](const std::string &where) -> std::string {
     std::string failed;
     std::string err = prefetch.next([&](const char *buf) {
+      const char *at = buf;
+      for (int32_t i = 0; i < info.num_inputs && failed.empty(); ++i) {
+        failed = checkFp16Range(step.device, info.inputs[i], at,
+                                "micro-batch " +
+                                    std::to_string(prefetch.position()) +
+                                    " of the data");
+        if (!failed.empty())
+          failed = where + ": " + failed;
+        at += info.inputs[i].bytes;
+      }
       char msg[1024] = {0};
-      if (int rc = step.stageInputs(stepArena, buf, inputBytes, msg,
-                                    sizeof msg))
-        failed = where + ": " +
-                 mem.stepError("uploading the next inputs", rc, msg);
+      if (failed.empty())
+        if (int rc = step.stageInputs(stepArena, buf, inputBytes, msg,
+                                      sizeof msg))
+          failed = where + ": " +
+                   mem.stepError("uploading the next inputs", rc, msg);
     });
     if (!err.empty())
       return err;

@@ -174,6 +174,28 @@ def overflow_stage(args):
     return problems
 
 
+def fp16_range_stage(args):
+    """A float input beyond fp16's range (the CUDA step reads it as fp16):
+    tcc-run refuses it, naming the input, in --grads-only and in training."""
+    work, onnx_path, feed_dir, extra = prepare("mlp_gemm", args)
+    emu = os.path.join(work, "step-emu.so")  # built by overflow_stage
+    if not os.path.exists(emu):
+        run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", emu] + extra)
+    huge = os.path.join(work, "feed-huge")
+    shutil.rmtree(huge, ignore_errors=True)
+    shutil.copytree(feed_dir, huge)
+    x = np.load(os.path.join(huge, "x.npy"))
+    x.flat[3] = 1.0e5
+    np.save(os.path.join(huge, "x.npy"), x)
+    problems = []
+    for mode in (["--grads-only"], ["--steps", "1"]):
+        r = run([args.tcc_run, emu, "--feed", huge] + mode, check=False)
+        if r.returncode != 1 or 'the input "x"' not in r.stdout or \
+                "beyond fp16's largest finite value (65504)" not in r.stdout:
+            problems.append("%s: exit %d, %r" % (" ".join(mode), r.returncode, r.stdout[-400:]))
+    return problems
+
+
 def load_losses(path):
     return [json.loads(line)["loss"] for line in open(path) if line.strip()]
 
@@ -288,6 +310,7 @@ def main():
         ("parity (%d models)" % len(args.models), lambda: parity_and(parity_stage, args.models)),
         ("parity under --mem-budget", lambda: parity_and(budget_stage, "tiny_gpt_opset17")),
         ("--grads-only backs the loss scale off", lambda: overflow_stage(args)),
+        ("a float input beyond fp16's range is refused", lambda: fp16_range_stage(args)),
         ("training %d steps, CUDA graphs" % args.train_steps, lambda: training_stage(args)),
         ("TCC_CUDA_PROFILE", lambda: profile_stage(args)),
         ("no device", lambda: no_device_stage(args)),
