@@ -7,7 +7,7 @@
 #   OUT=/tmp/out bash bench/gpu/run.sh
 #
 # 0. the CUDA kernel library and cuBLASLt's epilogues against the CPU kernels
-#    (test/runtime/cuda_kernels_test.cu: 713 checks, the 18 epilogue ones
+#    (test/runtime/cuda_kernels_test.cu: 718 checks; the 18 epilogue and 5 dot ones
 #    never yet run on a GPU);
 # 1. parity: the fp16 CUDA steps of the test models against the CPU target
 #    (loss and every gradient, relative error < 1e-2), and a 200-step

@@ -491,6 +491,25 @@ static void test_reduce() {
   }
 }
 
+// dot: the product of two fp16 vectors, accumulated in fp32 (a MatMul of two
+// vectors on the CUDA target), against a double sum of the same fp16 values.
+static void test_dot() {
+  for (int64_t n : {int64_t(0), int64_t(1), int64_t(33), int64_t(1000), int64_t(100000)}) {
+    std::vector<float> x = round_half(randf(n ? n : 1)), y = round_half(randf(n ? n : 1));
+    double want = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      want += double(x[i]) * double(y[i]);
+      mag += std::fabs(double(x[i]) * double(y[i]));
+    }
+    DevBuf<half> hx(to_half(x)), hy(to_half(y));
+    DevBuf<float> out(1);
+    gpu::dot(out.p, hx.p, hy.p, n);
+    const float got = out.get()[0];
+    check(std::fabs(double(got) - want) <= 1e-5 * mag + 1e-6,
+          "dot n=" + std::to_string(n) + ": got " + std::to_string(got) + ", want " + std::to_string(want));
+  }
+}
+
 static void test_gather() {
   const cpu::Shape ds = CS({5, 6, 7});
   std::vector<float> d = round_half(randf(ds.numel()));
@@ -1008,6 +1027,7 @@ int main(int argc, char **argv) {
   run("softmax", test_softmax);
   run("layer_norm", test_layer_norm);
   run("reduce", test_reduce);
+  run("dot", test_dot);
   run("gather", test_gather);
   run("movement", test_movement);
   run("sce", test_sce);
