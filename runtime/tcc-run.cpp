@@ -357,10 +357,8 @@ void divideTensor(const tcc_tensor_desc &d, char *arena, double divisor) {
 /// every element of input `d` at `data` is within fp16's finite range (or
 /// not finite already), else what is wrong and what to do. `which` names the
 /// micro-batch.
-std::string checkFp16Range(bool device, const tcc_tensor_desc &d,
-                           const char *data, const std::string &which) {
-  if (!device)
-    return "";
+std::string checkFp16Range(const tcc_tensor_desc &d, const char *data,
+                           const std::string &which) {
   double worst = 0.0;
   withFloatType(d.dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -1333,10 +1331,10 @@ int runGradsOnly(const Options &opts, const Step &step) {
 
   for (int32_t i = 0; i < info.num_inputs; ++i)
     if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty() ||
-        !(err = checkFp16Range(step.device, info.inputs[i],
-                               arena + info.inputs[i].offset,
-                               "the feed " + opts.feed))
-             .empty())
+        (step.device &&
+         !(err = checkFp16Range(info.inputs[i], arena + info.inputs[i].offset,
+                                "the feed " + opts.feed))
+              .empty()))
       return error(err);
 
   // The backward pass runs with a loss scale, as in training: fp16
@@ -1962,20 +1960,19 @@ int runTraining(const Options &opts, const Step &step) {
     std::string err = prefetch.next([&](const char *buf) {
       const char *at = buf;
       for (int32_t i = 0; i < info.num_inputs && failed.empty(); ++i) {
-        failed = checkFp16Range(step.device, info.inputs[i], at,
+        failed = checkFp16Range(info.inputs[i], at,
                                 "micro-batch " +
                                     std::to_string(prefetch.position()) +
                                     " of the data");
-        if (!failed.empty())
-          failed = where + ": " + failed;
         at += info.inputs[i].bytes;
       }
       char msg[1024] = {0};
       if (failed.empty())
         if (int rc = step.stageInputs(stepArena, buf, inputBytes, msg,
                                       sizeof msg))
-          failed = where + ": " +
-                   mem.stepError("uploading the next inputs", rc, msg);
+          failed = mem.stepError("uploading the next inputs", rc, msg);
+      if (!failed.empty())
+        failed = where + ": " + failed;
     });
     if (!err.empty())
       return err;

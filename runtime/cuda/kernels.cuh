@@ -786,7 +786,7 @@ template <class TO, class TI> inline void copy(TO *out, const TI *in, int64_t n)
 }
 
 namespace detail {
-__global__ void dot_kernel(float *out, const __half *a, const __half *b, int64_t n) {
+template <class T> __global__ void dot_kernel(float *out, const T *a, const T *b, int64_t n) {
   __shared__ float sh[32];
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -800,7 +800,7 @@ __global__ void dot_kernel(float *out, const __half *a, const __half *b, int64_t
 /// out[0] = a · b in fp32: the matmul of two vectors, whose scalar result the
 /// CUDA target keeps in fp32 (cuBLASLt writes fp16). One block.
 inline void dot(float *out, const __half *a, const __half *b, int64_t n) {
-  TCC_LAUNCH(1, detail::kThreads, 0, stream(), detail::dot_kernel)(out, a, b, n);
+  TCC_LAUNCH(1, detail::kThreads, 0, stream(), detail::dot_kernel<__half>)(out, a, b, n);
 }
 
 /// out[0:n] = value, converted to T on the device (conv<T>(double)).

@@ -22,9 +22,11 @@
 // upload cannot go straight into the arena while the step runs; the device
 // buffer (the inputs' bytes) is counted in the step's planned memory.
 //
-// The CUDA emulation's TCC_CUDA_EMU_STREAMS=deferred mode runs each stream's
-// work as late as these events allow, so a missing wait shows as wrong
-// inputs there (test/e2e/check_cuda_emulation.py).
+// In the CUDA emulation, TCC_CUDA_EMU_STREAMS=deferred runs each stream's
+// work as late as these events allow (a missing `uploaded` wait shows as
+// stale inputs) and =deferred-first runs the copy stream's work at once (a
+// missing `consumed` wait shows as the next micro-batch's inputs):
+// test/e2e/check_cuda_emulation.py, test/runtime/cuda_emu_test.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_RUNTIME_CUDA_STAGING_CUH

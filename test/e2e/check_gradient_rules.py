@@ -27,8 +27,10 @@ is checked too.
 """
 import argparse
 import concurrent.futures
+import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import traceback
@@ -619,12 +621,8 @@ def check_cuda(name, g, analytic, args):
     work = os.path.join(args.workdir, name)
     feed, out = os.path.join(work, "feed"), os.path.join(work, "cuda-out")
     for d in (feed, out):
-        if os.path.isdir(d):
-            for f in os.listdir(d):
-                p = os.path.join(d, f)
-                if os.path.isfile(p):
-                    os.remove(p)
-    os.makedirs(feed, exist_ok=True)
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(feed)
     for k, v in g.feeds.items():
         v = np.asarray(v)
         np.save(os.path.join(feed, k.replace("/", "_") + ".npy"),
@@ -646,7 +644,9 @@ def check_cuda(name, g, analytic, args):
                                % (pname, got.shape, a.shape))
         scale = max(float(np.max(np.abs(a), initial=0.0)), 1e-30)
         rel = float(np.max(np.abs(got - a), initial=0.0)) / scale
-        if not rel <= worst and not (rel != rel and worst != worst):
+        if math.isnan(rel):
+            return rel, pname
+        if rel > worst:
             worst, where = rel, pname
     return worst, where
 

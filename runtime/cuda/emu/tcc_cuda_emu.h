@@ -181,7 +181,8 @@ struct State {
   Graph *capture = nullptr;
   bool capture_invalid = false;
   bool initialised = false;
-  int deferred = 0;               // TCC_CUDA_EMU_STREAMS: 1 deferred, 2 deferred-first
+  enum class Defer { None, All, First };
+  Defer defer = Defer::None;      // TCC_CUDA_EMU_STREAMS: (unset), deferred, deferred-first
   std::vector<Stream *> streams;  // the created streams
   int created = 0;                // streams ever created
   std::map<const void *, size_t> pinned; // cudaMallocHost allocations
@@ -190,8 +191,10 @@ inline State &state() {
   static State s = [] {
     State init;
     const char *mode = std::getenv("TCC_CUDA_EMU_STREAMS");
-    init.deferred = !mode ? 0 : std::strcmp(mode, "deferred") == 0 ? 1
-                              : std::strcmp(mode, "deferred-first") == 0 ? 2 : 0;
+    init.defer = !mode                                    ? State::Defer::None
+                 : std::strcmp(mode, "deferred") == 0       ? State::Defer::All
+                 : std::strcmp(mode, "deferred-first") == 0 ? State::Defer::First
+                                                            : State::Defer::None;
     return init;
   }();
   return s;
@@ -727,7 +730,8 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned flags) {
   *st = new tcc_emu::Stream;
   (*st)->flags = flags;
   tcc_emu::State &s = tcc_emu::state();
-  (*st)->deferred = s.deferred == 1 || (s.deferred == 2 && s.created == 0);
+  (*st)->deferred = s.defer == tcc_emu::State::Defer::All ||
+                    (s.defer == tcc_emu::State::Defer::First && s.created == 0);
   ++s.created;
   s.streams.push_back(*st);
   return cudaSuccess;
@@ -811,8 +815,6 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cud
     if (tcc_emu::pageable(dst)) {
       tcc_emu::flush(st);
       std::memmove(dst, src, bytes);
-      ++st->issued;
-      ++st->done;
       return cudaSuccess;
     }
     if (tcc_emu::pageable(src)) {
