@@ -2099,16 +2099,6 @@ static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &pa
 }
 
 /// The ONNX node an op comes from (the first name in its location), or "".
-static std::string nodeNameOf(Location loc) {
-  if (auto n = dyn_cast<NameLoc>(loc))
-    return n.getName().str();
-  if (auto f = dyn_cast<FusedLoc>(loc))
-    for (Location l : f.getLocations())
-      if (std::string s = nodeNameOf(l); !s.empty())
-        return s;
-  return "";
-}
-
 std::string Emitter::profileSupport() const {
   std::string s;
   llvm::raw_string_ostream o(s);

@@ -137,6 +137,30 @@ static int64_t aligned(int64_t bytes) {
   return (bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
 }
 
+std::string mlir::tcc::describePlanned(Operation *op) {
+  std::string s = op->getName().getStringRef().str();
+  if (auto fusion = dyn_cast<FusionOp>(op)) {
+    s += " (";
+    llvm::raw_string_ostream os(s);
+    llvm::interleave(
+        fusion.getBody().front().without_terminator(), os,
+        [&](Operation &o) { os << o.getName().getStringRef(); }, " ");
+    os << ")";
+  }
+  std::string node = nodeNameOf(op->getLoc());
+  return node.empty() ? s : s + " " + node;
+}
+
+std::string mlir::tcc::describePlanned(Value v) {
+  if (Operation *def = v.getDefiningOp()) {
+    std::string s = describePlanned(def);
+    if (def->getNumResults() > 1)
+      s += " #" + std::to_string(cast<OpResult>(v).getResultNumber());
+    return s;
+  }
+  return "argument #" + std::to_string(cast<BlockArgument>(v).getArgNumber());
+}
+
 namespace {
 
 /// A temporary: its size and the op indices between which it is live.
@@ -348,6 +372,40 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       if (i.start < firstBackward && i.end >= firstBackward)
         saved += i.bytes;
 
+  // Where the temporaries peak: the op at which the most bytes are live,
+  // and the largest values live there (what a user over budget asks about).
+  SmallVector<int64_t> liveDelta(n + 1, 0);
+  for (const Interval &i : intervals) {
+    liveDelta[i.start] += i.bytes;
+    liveDelta[i.end + 1] -= i.bytes;
+  }
+  int64_t peakAt = -1, peakLive = 0, live = 0;
+  for (int64_t k = 0; k < n; ++k)
+    if ((live += liveDelta[k]) > peakLive)
+      peakLive = live, peakAt = k;
+  SmallVector<Attribute> peakValues;
+  std::string peakOp;
+  if (peakAt >= 0) {
+    std::vector<const Interval *> atPeak;
+    for (const Interval &i : intervals)
+      if (i.start <= peakAt && peakAt <= i.end)
+        atPeak.push_back(&i);
+    llvm::stable_sort(atPeak, [](const Interval *a, const Interval *b) {
+      return a->bytes > b->bytes;
+    });
+    for (Operation &op : body)
+      if (index.lookup(&op) == peakAt)
+        peakOp = describePlanned(&op);
+    for (const Interval *i : ArrayRef(atPeak).take_front(kPeakValuesReported)) {
+      bool kept = firstBackward >= 0 && i->start < firstBackward && i->end >= firstBackward;
+      peakValues.push_back(b.getDictionaryAttr({
+          b.getNamedAttr("bytes", b.getI64IntegerAttr(i->bytes)),
+          b.getNamedAttr("op", b.getStringAttr(describePlanned(i->value))),
+          b.getNamedAttr("kept_for_backward", b.getBoolAttr(kept)),
+      }));
+    }
+  }
+
   for (Operation &op : body.without_terminator()) {
     SmallVector<int64_t> offsets;
     for (Value r : op.getResults()) {
@@ -392,6 +450,9 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
       b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
       b.getNamedAttr("seed", b.getI64IntegerAttr(seedSlot)),
+      b.getNamedAttr("peak_live_bytes", b.getI64IntegerAttr(peakLive)),
+      b.getNamedAttr("peak_op", b.getStringAttr(peakOp)),
+      b.getNamedAttr("peak_values", b.getArrayAttr(peakValues)),
   };
   if (mixed) {
     layout.push_back(b.getNamedAttr("shadows", b.getDenseI64ArrayAttr(shadows)));
@@ -458,5 +519,24 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
                                               "tcc.remat_decisions")
                                           .size()) +
                        " forward values"
-                 : std::string());
+                 : std::string())
+         << describePeak(layout);
+}
+
+std::string mlir::tcc::describePeak(DictionaryAttr layout) {
+  auto values = layout ? layout.getAs<ArrayAttr>("peak_values") : nullptr;
+  if (!values || values.empty())
+    return "";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "; activations and temporaries peak at "
+     << layout.getAs<StringAttr>("peak_op").getValue() << " with "
+     << layout.getAs<IntegerAttr>("peak_live_bytes").getInt()
+     << " bytes live, the largest";
+  for (auto [k, a] : llvm::enumerate(values.getAsRange<DictionaryAttr>()))
+    os << (k ? ", " : " ") << a.getAs<IntegerAttr>("bytes").getInt() << " from "
+       << a.getAs<StringAttr>("op").getValue()
+       << (a.getAs<BoolAttr>("kept_for_backward").getValue() ? " (kept for the backward pass)"
+                                                             : "");
+  return s;
 }

@@ -69,6 +69,16 @@ bool storedAsF32(Value v);
 /// Bytes `v` takes in the arena under `floatBytes` (see kMixedPrecision).
 int64_t valueBytes(Value v, int64_t floatBytes);
 
+/// How many of the largest values live at the temporaries' peak the plan
+/// names (`peak_values` in `tcc.layout`).
+inline constexpr size_t kPeakValuesReported = 6;
+
+/// An op as the memory report names it: its name, a fusion's ops, and the
+/// ONNX node it comes from; a value adds its result number when the op has
+/// several.
+std::string describePlanned(Operation *op);
+std::string describePlanned(Value v);
+
 /// Plans `func`'s arena (see tcc-plan-memory): annotates `tcc.offsets` on
 /// every op and `tcc.layout` on the function; returns the bytes the step
 /// holds on its device: the arena, and under mixed precision (CUDA) also the
@@ -81,6 +91,11 @@ int64_t planFunction(func::FuncOp func, int64_t floatBytes,
 /// Reports, on `func`, that its planned arena exceeds `budget` and what
 /// occupies it; always fails.
 LogicalResult reportOverBudget(func::FuncOp func, int64_t budget);
+
+/// "; activations and temporaries peak at <op> with N bytes live, the
+/// largest ..." from a planned function's `tcc.layout`, for diagnostics; ""
+/// when the plan has no temporaries.
+std::string describePeak(DictionaryAttr layout);
 
 } // namespace mlir::tcc
 

@@ -383,7 +383,7 @@ public:
 
   /// The block a node belongs to, from its name: /h.3/attn/MatMul -> 3.
   static std::optional<int64_t> blockOf(Operation *op) {
-    std::string name = locationName(op->getLoc());
+    std::string name = nodeNameOf(op->getLoc());
     if (name.size() < 2 || name[0] != '/')
       return std::nullopt;
     StringRef first = StringRef(name).drop_front().split('/').first;
@@ -633,7 +633,7 @@ private:
           if (after <= live) {
             decisions.push_back(b.getDictionaryAttr({
                 b.getNamedAttr("op", b.getStringAttr(c.op->getName().getStringRef())),
-                b.getNamedAttr("location", b.getStringAttr(locationName(c.op->getLoc()))),
+                b.getNamedAttr("location", b.getStringAttr(nodeNameOf(c.op->getLoc()))),
                 b.getNamedAttr("bytes", b.getI64IntegerAttr(c.bytes)),
                 b.getNamedAttr("flops", b.getI64IntegerAttr(a.flops)),
                 b.getNamedAttr("ops", b.getI64IntegerAttr(a.clones.size())),
@@ -669,16 +669,6 @@ private:
       all.append(decisions.begin(), decisions.end());
       func->setAttr("tcc.remat_decisions", b.getArrayAttr(all));
     }
-  }
-
-  static std::string locationName(Location loc) {
-    if (auto fused = dyn_cast<FusedLoc>(loc))
-      for (Location l : fused.getLocations())
-        if (auto name = dyn_cast<NameLoc>(l))
-          return name.getName().str();
-    if (auto name = dyn_cast<NameLoc>(loc))
-      return name.getName().str();
-    return "";
   }
 };
 

@@ -73,6 +73,16 @@ bool mlir::tcc::broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
   return true;
 }
 
+std::string mlir::tcc::nodeNameOf(Location loc) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName().str();
+  if (auto f = dyn_cast<FusedLoc>(loc))
+    for (Location l : f.getLocations())
+      if (std::string s = nodeNameOf(l); !s.empty())
+        return s;
+  return "";
+}
+
 std::optional<int64_t> mlir::tcc::normalizeAxis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return std::nullopt;

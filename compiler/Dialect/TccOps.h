@@ -60,6 +60,10 @@ LogicalResult resolveSlice(std::optional<Location> loc, ArrayRef<int64_t> shape,
 SmallVector<int64_t> transposePermutation(std::optional<ArrayRef<int64_t>> perm,
                                           int64_t rank);
 
+/// The ONNX node `loc` names (the NameLoc in an imported op's fused
+/// location, which ops derived from it keep), or "" when it names none.
+std::string nodeNameOf(Location loc);
+
 /// Folds an elementwise op whose operands are all constants; null when it
 /// cannot (a non-constant operand, or a result too large to keep in the IR).
 OpFoldResult foldElementwise(EwKind kind, Type resultType,

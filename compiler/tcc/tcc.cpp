@@ -423,6 +423,15 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
       {"recomputed_flops", recomputedFlops},
       {"remat_decisions", decisionsJson(func, "tcc.remat_decisions")},
   };
+  llvm::json::Array largest;
+  if (auto values = layout.getAs<ArrayAttr>("peak_values"))
+    for (auto v : values.getAsRange<DictionaryAttr>())
+      largest.push_back(toJson(v));
+  report["peak"] = llvm::json::Object{
+      {"op", layout.getAs<StringAttr>("peak_op").getValue().str()},
+      {"live_bytes", get("peak_live_bytes")},
+      {"largest_values", std::move(largest)},
+  };
   return writeJson(std::move(report), path);
 }
 
