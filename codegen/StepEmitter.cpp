@@ -2538,10 +2538,35 @@ FailureOr<EmittedStep> Emitter::run() {
   // it (mark k ends op k; mark 0 starts the body).
   if (cuda)
     os << "  if (g_prof == 1) prof_mark(0);\n";
+  // Gradients are added, scaled, into their accumulators right after the op
+  // that makes them (gradientAccumulatedAfter), the others at the end.
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  llvm::DenseMap<Operation *, SmallVector<unsigned>> accumulateAfter;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    if (func.getResultAttr(i, kGradAttr))
+      if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
+        accumulateAfter[def].push_back(i);
+  auto accumulate = [&](unsigned i, Value v) {
+    auto t = tensor(v);
+    std::string slot = "(arena + " + std::to_string(resultSlots[i]) + "ULL)";
+    if (cuda)
+      os << "  accumulate((float *)" << slot << ", " << ref(v) << ", " << t.getNumElements()
+         << "LL);\n";
+    else
+      os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
+         << "; for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) acc[i] += g[i]; }\n";
+  };
   for (Operation &op : block.without_terminator()) {
     launched.clear();
     if (failed(emitOp(&op)))
       return failure();
+    for (unsigned i : accumulateAfter.lookup(&op)) {
+      // The op's own result whose bytes the returned value (maybe a view) is.
+      Value v = ret.getOperand(i);
+      while (v.getDefiningOp() != &op)
+        v = v.getDefiningOp()->getOperand(0);
+      accumulate(i, v);
+    }
     // Views share their operand's buffer and constants are data: nothing
     // runs for them.
     if (!cuda || isAliasView(&op) || isa<ConstantOp>(op))
@@ -2557,7 +2582,6 @@ FailureOr<EmittedStep> Emitter::run() {
 
   // Results: outputs are copied into their own slots; gradients are added,
   // scaled, into the accumulators.
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
   llvm::StringMap<uint64_t> gradOffsets;
   std::string zero;
   llvm::raw_string_ostream zo(zero);
@@ -2568,19 +2592,16 @@ FailureOr<EmittedStep> Emitter::run() {
     uint64_t offset = resultSlots[i];
     std::string slot = "(arena + " + std::to_string(offset) + "ULL)";
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
-      gradOffsets[n.getValue()] = offset;
-      if (cuda) {
-        os << "  accumulate((float *)" << slot << ", " << ref(v) << ", "
-           << t.getNumElements() << "LL);\n";
+      if (!gradientAccumulatedAfter(v))
+        accumulate(i, v);
+      // Zeroed once, however many results add into it.
+      if (!gradOffsets.insert({n.getValue(), offset}).second)
+        continue;
+      if (cuda)
         zo << "  cudaMemsetAsync(arena + " << offset << "ULL, 0, " << bytes
            << "ULL, stream());\n";
-        continue;
-      }
-      os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
-         << "; for (int64_t i = 0; i < " << t.getNumElements()
-         << "LL; ++i) acc[i] += g[i]; }\n";
-      zo << "  std::memset(arena + " << offset << "ULL, 0, " << bytes
-         << "ULL);\n";
+      else
+        zo << "  std::memset(arena + " << offset << "ULL, 0, " << bytes << "ULL);\n";
       continue;
     }
     auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);

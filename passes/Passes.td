@@ -291,6 +291,77 @@ def FuseLoss : Pass<"tcc-fuse-loss", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def ChunkLoss : Pass<"tcc-chunk-loss", "ModuleOp"> {
+  let summary = "Computes the output projection, the loss and their gradients a chunk of rows at a time";
+  let description = [{
+    After tcc-fuse-loss, a language model's logits are the largest value of
+    the step (GPT-2 small: 8192 tokens x 50257 classes, 0.77 GiB in fp16, and
+    the gradient written over them): they live from the output projection to
+    its two backward GEMMs. This pass computes them a chunk of rows (tokens)
+    at a time, so that only one chunk's logits are ever live:
+
+    ```mlir
+    %logits = tcc.matmul %x, %w                     // [N, D] x [D, V]
+    %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %logits, %labels, %seed
+    %dx = tcc.matmul %d, %u                         // [N, V] x [V, E]
+    %dw = tcc.matmul %xT, %d                        // [E, N] x [N, V]
+    ```
+
+    becomes, for each chunk k of rows r0..r1, a slice of `%x` and of the
+    labels, its logits, `tcc.softmax_cross_entropy_loss_with_grad` with
+    reduction "sum" and seed `%seed / count` (mean: the labels that are not
+    `ignore_index`, counted once over all rows), its rows of `%dx`, and its
+    term of `%dw`; then `%dx` is the concatenation of the chunks' rows, `%dw`
+    the sum of their terms, and the loss the sum of theirs (divided by the
+    count for "mean"). Views (reshapes that keep the class dimension) may
+    sit between the ops; a transpose of `%dw` is folded by computing the
+    terms transposed.
+
+    Applies to a loss of reduction "mean" or "sum" without class weights
+    whose scores are a GEMM with an unbatched second operand read by nothing
+    else, and whose gradient is read only by GEMMs of the two kinds above.
+    Anything else is left alone. Chunks have `chunk-rows` rows (the last
+    fewer), or with `chunk-rows=0` as few as keep each chunk's scores at
+    most `max-chunk-elements` elements, rounded up to a multiple of 8 rows;
+    scores that small already stay whole.
+  }];
+  let options = [
+    Option<"chunkRows", "chunk-rows", "int64_t", /*default=*/"0",
+           "rows per chunk (0: from max-chunk-elements)">,
+    Option<"maxChunkElements", "max-chunk-elements", "int64_t",
+           /*default=*/"(int64_t(1) << 26)",
+           "with chunk-rows=0, the most score elements a chunk may hold">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
+def SplitGradientSums : Pass<"tcc-split-gradient-sums", "ModuleOp"> {
+  let summary = "Returns a parameter's gradient that is a sum as one result per term";
+  let description = [{
+    A gradient that is a sum of terms (the uses of a tied weight, the chunks
+    of tcc-chunk-loss) becomes one result per term of `@micro_step`, all with
+    the parameter's `tcc.grad` name. The step adds each result into the
+    parameter's fp32 accumulator right after the op that makes it, so a term
+    is not kept alive until the last one is ready, and the sum is formed in
+    fp32 rather than in the working precision. Before:
+
+    ```mlir
+    %g = tcc.add %a, %b : ...
+    return %loss, %g : tensor<f32>, tensor<4x8xf32>  // {tcc.grad = "w"}
+    ```
+
+    after:
+
+    ```mlir
+    return %loss, %a, %b : ...  // both {tcc.grad = "w"}
+    ```
+
+    Only adds of two operands of the result's type whose result nothing
+    else reads are split (recursively: a chain of adds gives all its terms).
+  }];
+  let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
+}
+
 def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
   let summary = "Fuses elementwise ops, reductions and GEMM prologues/epilogues into tcc.fusion kernels";
   let description = [{

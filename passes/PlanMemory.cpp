@@ -42,6 +42,13 @@ bool mlir::tcc::writesInPlace(Operation *op, unsigned result, Value root,
          valueBytes(root, floatBytes) == valueBytes(op->getResult(result), floatBytes);
 }
 
+Operation *mlir::tcc::gradientAccumulatedAfter(Value v) {
+  Operation *def = v.getDefiningOp();
+  while (def && isAliasView(def))
+    def = def->getOperand(0).getDefiningOp();
+  return def && !isStaticConstant(def) ? def : nullptr;
+}
+
 bool mlir::tcc::isStaticConstant(Operation *op) {
   if (!isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op))
     return false;
@@ -227,10 +234,12 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   SmallVector<int64_t> params, grads, state, inputs, results;
   int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0, inputBytes = 0,
           outputBytes = 0;
-  llvm::StringMap<unsigned> gradResult;
+  // A parameter's gradient may be several results (tcc-split-gradient-sums):
+  // all of them are added into its one accumulator.
+  llvm::StringMap<SmallVector<unsigned>> gradResult;
   for (unsigned i = 0; i < func.getNumResults(); ++i)
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
-      gradResult[n.getValue()] = i;
+      gradResult[n.getValue()].push_back(i);
   llvm::DenseMap<Value, int64_t> argSlot;
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     Value arg = func.getArgument(i);
@@ -253,7 +262,9 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
         state.push_back(-1);
       continue;
     }
-    grads.push_back(resultSlots[it->second] = take(bytes));
+    grads.push_back(take(bytes));
+    for (unsigned r : it->second)
+      resultSlots[r] = grads.back();
     gradBytes += bytes;
     for (int64_t k = 0; k < statePerParam; ++k) {
       state.push_back(take(bytes));
@@ -326,8 +337,15 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   };
   auto lastUse = [&](Value r, int64_t from) {
     int64_t end = from;
-    for (Operation *user : r.getUsers())
+    for (OpOperand &use : r.getUses()) {
+      Operation *user = use.getOwner();
+      // A gradient is accumulated right after the op that makes it.
+      if (isa<func::ReturnOp>(user) &&
+          func.getResultAttr(use.getOperandNumber(), kGradAttr) &&
+          gradientAccumulatedAfter(r))
+        continue;
       end = std::max(end, index[user]);
+    }
     return end;
   };
   for (Operation &op : body.without_terminator()) {

@@ -36,6 +36,14 @@ bool diesAt(Value v, int64_t at, const llvm::DenseMap<Operation *, int64_t> &ind
 bool writesInPlace(Operation *op, unsigned result, Value root,
                    const llvm::DenseMap<Operation *, int64_t> &index, int64_t floatBytes);
 
+/// Where the step adds the gradient it returns as `v` into its accumulator:
+/// right after the op that makes `v`'s bytes (through views), so that the
+/// buffer is free after its last other reader instead of at the end of the
+/// step; nullptr when no op of the body makes them (an argument, or a
+/// constant kept in the library), which are added at the end. The memory
+/// plan and the emitter both ask.
+Operation *gradientAccumulatedAfter(Value v);
+
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);
 

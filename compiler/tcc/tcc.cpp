@@ -134,6 +134,14 @@ static cl::opt<std::string> rematPolicy(
              "schedule for benchmarks, applied whatever the budget: "
              "checkpoint-every-layer or checkpoint-sqrt"),
     cl::value_desc("policy"), cl::init("greedy"), cl::cat(tccCategory));
+static cl::opt<std::string> lossChunkRows(
+    "loss-chunk-rows",
+    cl::desc("Rows (tokens) of the logits that the output projection and a "
+             "cross-entropy loss compute at a time, so the whole logits are "
+             "never stored: auto (default: chunks of at most 64M logits), "
+             "off, or a number"),
+    cl::value_desc("auto|off|N"), cl::init("auto"), cl::cat(tccCategory));
+
 static cl::opt<std::string> memoryReport(
     "memory-report",
     cl::desc("Write the memory plan's breakdown as JSON to this file"),
@@ -535,8 +543,22 @@ int main(int argc, char **argv) {
     train.addPass(tcc::createBuildBackward());
   train.addPass(createCanonicalizerPass());
   train.addPass(createCSEPass());
-  if (!noFusion)
+  if (!noFusion) {
     train.addPass(tcc::createFuseLoss());
+    tcc::ChunkLossOptions chunkOptions;
+    if (lossChunkRows == "off")
+      chunkOptions.maxChunkElements = 0;
+    else if (lossChunkRows != "auto" &&
+             (StringRef(lossChunkRows).getAsInteger(10, chunkOptions.chunkRows) ||
+              chunkOptions.chunkRows <= 0)) {
+      llvm::errs() << "tcc: error: --loss-chunk-rows=" << lossChunkRows
+                   << ": expected auto, off or a number of rows\n";
+      return 1;
+    }
+    train.addPass(tcc::createChunkLoss(chunkOptions));
+  }
+  if (trainable)
+    train.addPass(tcc::createSplitGradientSums());
   if (failed(train.run(*module)))
     return 1;
   if (emit == EmitKind::Training)

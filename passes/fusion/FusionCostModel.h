@@ -284,6 +284,22 @@ public:
                                                " bytes")};
   }
 
+  /// A group that runs where a joining op is instead of after its last member keeps
+  /// its inputs that nothing later reads alive until `op`, but stores its
+  /// results only then: with `held` the former's bytes and `stored` the
+  /// latter's, may `op` join it? Only if that does not grow memory while
+  /// the ops in between run (none: any join is free).
+  static FusionDecision canMoveGroup(bool opsBetween, int64_t held,
+                                     int64_t stored) {
+    if (!opsBetween || held <= stored)
+      return {true, ""};
+    return {false, "joining would run the group here, after ops that do not belong to it, "
+                   "keeping " + std::to_string(held) + " bytes of its inputs alive until "
+                   "then for " + std::to_string(stored) + " bytes of results stored later"};
+  }
+
+  int64_t bytesPerFloat() const { return floatBytes; }
+
 private:
   int64_t maxOps;
   int64_t floatBytes;

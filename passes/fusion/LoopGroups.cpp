@@ -63,6 +63,31 @@ FusionDecision LoopGrouper::decide(Operation *op, const Group &g, size_t size,
   return model.canJoin(op, g.shape, size);
 }
 
+FusionDecision LoopGrouper::moveDecision(const Group &g, Operation *op) const {
+  Operation *last = g.ops.back();
+  bool between = false;
+  for (Operation *o = last->getNextNode(); o && o != op && !between; o = o->getNextNode())
+    between = !isAliasView(o) && !isStaticConstant(o);
+  int64_t held = 0, stored = 0;
+  const int64_t fb = model.bytesPerFloat();
+  if (between) {
+    for (Value v : g.inputs) {
+      Value root = v;
+      while (root.getDefiningOp() && isAliasView(root.getDefiningOp()))
+        root = root.getDefiningOp()->getOperand(0);
+      Operation *def = root.getDefiningOp();
+      if (!def || isStaticConstant(def))
+        continue; // arguments and constants have slots of their own
+      if (diesAt(root, position.lookup(last), position))
+        held += valueBytes(root, fb);
+    }
+    for (Value r : g.results)
+      if (!isAliasView(r.getDefiningOp()))
+        stored += valueBytes(r, fb);
+  }
+  return FusionCostModel::canMoveGroup(between, held, stored);
+}
+
 void LoopGrouper::add(Group &g, Operation *op, bool readable) {
   g.ops.push_back(op);
   for (Value v : op->getOperands())
@@ -107,6 +132,9 @@ bool LoopGrouper::joinOrMerge(Operation *op, ArrayRef<int64_t> ids) {
   FusionDecision d{true, ""};
   if (ks.size() > 1)
     d = model.canMerge(ks.size(), sameShape, size);
+  for (size_t k : ks)
+    if (FusionDecision m = moveDecision(open[k], op); d.fuse && !m.fuse)
+      d = m;
   bool readable = true;
   if (d.fuse) {
     // Decide against the union before merging anything.
@@ -140,6 +168,8 @@ bool LoopGrouper::joinAsSibling(Operation *op) {
       if (!g.inputs.contains(v) || shapeOf(v) != loop)
         continue;
       FusionDecision d = model.canJoinSibling(op, v, g.shape, g.ops.size());
+      if (FusionDecision m = moveDecision(g, op); d.fuse && !m.fuse)
+        d = m;
       bool readable = true;
       if (d.fuse) {
         FusionDecision j = decide(op, g, g.ops.size(), readable);
@@ -159,6 +189,9 @@ bool LoopGrouper::joinAsSibling(Operation *op) {
 }
 
 SmallVector<LoopGroup> LoopGrouper::run(Block &body) {
+  int64_t n = 0;
+  for (Operation &op : body)
+    position[&op] = n++;
   for (Operation &op : body.without_terminator()) {
     // The open groups whose values `op` reads (it may join them), and those
     // with a result it reads that no member may read (a reduction complete

@@ -79,6 +79,8 @@ private:
   /// Tries to add `op`, which reads no open group's results, to the most
   /// recent open group over its loop that shares a full-size input with it.
   bool joinAsSibling(Operation *op);
+  /// What moving `g` to `op` costs (FusionCostModel::canMoveGroup).
+  FusionDecision moveDecision(const Group &g, Operation *op) const;
   void add(Group &g, Operation *op, bool readable);
   /// Merges the open groups at `indices` (ascending) into the first.
   void merge(ArrayRef<size_t> indices);
@@ -89,6 +91,7 @@ private:
   bool reductions;
   bool rowsOnly;
   Record record;
+  llvm::DenseMap<Operation *, int64_t> position; // program order in the block
   std::vector<Group> open;
   SmallVector<LoopGroup> closed;
   int64_t nextId = 0;
