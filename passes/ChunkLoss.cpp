@@ -208,11 +208,15 @@ private:
     SoftmaxCrossEntropyLossWithGradOp loss = m.loss;
     OpBuilder b(loss);
     Location loc = loss.getLoc(), mmLoc = m.logits.getLoc();
+    llvm::DenseMap<Value, Value> reshaped; // root -> its [rows, cols] view
     auto reshape = [&](Value v, ArrayRef<int64_t> shape) -> Value {
       v = rootOf(v);
       if (typeOf(v).getShape() == shape)
         return v;
-      return b.create<ReshapeOp>(v.getLoc(), v, shape);
+      Value &view = reshaped[v];
+      if (!view || typeOf(view).getShape() != shape)
+        view = b.create<ReshapeOp>(v.getLoc(), v, shape);
+      return view;
     };
     Value x = reshape(m.logits.getLhs(), {m.rows, m.inner});
     Value w = m.logits.getRhs(), labels = loss.getLabels(), seed = loss.getGrad();
@@ -296,6 +300,10 @@ private:
       for (Operation *op : m.replacedOps)
         if (op && op->use_empty()) {
           m.replacedOps.remove(op);
+          // The views only it read go with it.
+          for (Value in : op->getOperands())
+            if (auto view = in.getDefiningOp<ReshapeOp>())
+              m.replacedOps.insert(view);
           op->erase();
           erased = true;
           break;

@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 sys.path.insert(0, HERE)
 import export_models  # noqa: E402
-from check_gradients import APPENDED_LOSS, DEFAULT_MODELS  # noqa: E402
+from check_gradients import APPENDED_LOSS, DEFAULT_MODELS, model_flags  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -59,10 +59,10 @@ class Info(ctypes.Structure):
                 ("weights_embedded", ctypes.c_int32)]
 
 
-def prepare_model(name, workdir):
+def prepare_model(name, workdir, tcc):
     """Exports test model `name` into workdir/name with its feed (and, for a
     model whose loss tcc appends, its targets); returns (folder, ONNX path,
-    feed folder, the tcc flags it needs)."""
+    feed folder, the tcc flags it needs, checked with `tcc`)."""
     work = os.path.join(workdir, name)
     os.makedirs(work, exist_ok=True)
     export_models.export_one(name, work)
@@ -75,11 +75,12 @@ def prepare_model(name, workdir):
         idx = np.load(os.path.join(feed_dir, "idx.npy"))
         np.save(os.path.join(feed_dir, "targets.npy"),
                 torch.randint(0, 65, idx.shape, generator=gen).numpy())
+    extra += model_flags(tcc, name, onnx_path, extra)
     return work, onnx_path, feed_dir, extra
 
 
 def check(name, args, have_gpu):
-    work, onnx_path, feed_dir, extra = prepare_model(name, args.workdir)
+    work, onnx_path, feed_dir, extra = prepare_model(name, args.workdir, args.tcc)
     so = os.path.join(work, "step-cuda.so")
     out = run([args.tcc, onnx_path, "--target=cuda", "-o", so] + extra).stdout
     problems = []

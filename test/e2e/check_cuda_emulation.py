@@ -74,7 +74,7 @@ def run(cmd, check=True, env=None):
 
 def prepare(name, args):
     """Exports the model; returns (folder, ONNX path, feed dir, tcc flags)."""
-    return prepare_model(name, args.workdir)
+    return prepare_model(name, args.workdir, args.tcc)
 
 
 def grads(args, so, feed_dir, dump):

@@ -37,8 +37,32 @@ APPENDED_LOSS = {
                                                        t.reshape(-1))),
 }
 
+# Models compiled with tcc flags of their own, and what the training step
+# must then contain (an op and how many times), so that the check cannot pass
+# without the flag taking effect: the loss over 64 rows in chunks of 24, 24
+# and 16 (tcc-chunk-loss).
+TCC_FLAGS = {
+    "tiny_gpt_chunked_loss": (["--loss-chunk-rows=24"],
+                              "tcc.softmax_cross_entropy_loss_with_grad", 3),
+}
+
 DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
-                  "mha_decoder", "tiny_gpt_logits"]
+                  "mha_decoder", "tiny_gpt_logits", "tiny_gpt_chunked_loss"]
+
+
+def model_flags(tcc, name, onnx_path, extra):
+    """The tcc flags of model `name` (after `extra`), having checked that
+    they change the training step as TCC_FLAGS says."""
+    if name not in TCC_FLAGS:
+        return []
+    flags, op, count = TCC_FLAGS[name]
+    r = subprocess.run([tcc, onnx_path, "--emit=training"] + extra + flags,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    found = r.stdout.count(op + " ")
+    if r.returncode != 0 or found != count:
+        raise RuntimeError("%s with %s: %d %s in the training step, expected %d"
+                           % (name, " ".join(flags), found, op, count))
+    return flags
 
 
 def build_model(name):
@@ -85,6 +109,7 @@ def check(name, args):
         idx = np.load(os.path.join(feed_dir, "idx.npy"))
         np.save(os.path.join(feed_dir, "targets.npy"),
                 torch.randint(0, 65, idx.shape, generator=gen).numpy())
+    cmd += model_flags(args.tcc, name, onnx_path, cmd[5:])
     run(cmd)
     dump = os.path.join(work, "dump")
     run([args.tcc_run, os.path.join(work, "step.so"), "--feed", feed_dir,

@@ -308,6 +308,8 @@ MODELS = collections.OrderedDict([
     ("mha_decoder", spec_mha_decoder),
     ("tiny_gpt_logits", spec_tiny_gpt_logits),
     ("wide_rows", spec_wide_rows),
+    # tiny_gpt_opset17 again, for tcc flags of its own (check_gradients.TCC_FLAGS).
+    ("tiny_gpt_chunked_loss", spec_tiny_gpt_opset17),
 ])
 
 

@@ -355,3 +355,39 @@ func.func @heads_read_early(%qk: tensor<2x4x16xf32>) -> (tensor<2x2x4x4xf32>, te
   %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x2x4xf32>) -> tensor<2x2x4x4xf32>
   return %e, %kt : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>
 }
+
+// -----
+
+// A group runs where its last op is: an add that would join it after an
+// unrelated kernel (a GEMM) moves it there. That keeps the sum's dying inputs
+// (two buffers) alive across the GEMM to save storing one: refused (a
+// chunked loss's gradient terms would otherwise all wait for the last
+// chunk). With nothing in between, or inputs that live on anyway, it joins.
+// CHECK-LABEL: func.func @no_move_past_kernel
+// MOVES-LABEL: func.func @no_move_past_kernel
+// CHECK-SAME: joining would run the group here, after ops that do not belong to it, keeping 128 bytes of its inputs alive until then for 64 bytes of results stored later
+// CHECK-NOT: tcc.fusion(
+// CHECK: return
+func.func @no_move_past_kernel(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %t0 = tcc.exp %a : (tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m0 = tcc.matmul %t0, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = tcc.matmul %b, %t0 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s1 = tcc.add %m0, %m1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = tcc.matmul %b, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s2 = tcc.add %s1, %m2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %s2 : tensor<4x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @move_when_inputs_live_on
+// CHECK: tcc.fusion(
+// CHECK: tcc.add
+// CHECK: tcc.add
+// CHECK: tcc.yield
+func.func @move_when_inputs_live_on(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+  %s1 = tcc.add %a, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = tcc.matmul %b, %b : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s2 = tcc.add %s1, %m2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %s2, %m2 : tensor<4x4xf32>, tensor<4x4xf32>
+}
