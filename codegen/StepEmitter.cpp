@@ -86,6 +86,10 @@ private:
   /// The arena offset tcc-plan-memory gave `v` (-1 if none).
   int64_t plannedOffset(Value v);
   const Buffer &define(Value v);
+  /// "__restrict__ " for a kernel pointer to `v`, a result or input of
+  /// `fusion`, unless a result and an input share their bytes there (a
+  /// result the plan writes over a dying operand, tcc::inPlaceOperands).
+  std::string restrictFor(FusionOp fusion, Value v);
   std::string ref(Value v) { return buffers.lookup(v).name; }
   LogicalResult emitConstant(Value v, DenseElementsAttr value);
 
@@ -234,6 +238,23 @@ std::string Emitter::storageType(Value v) const {
   if (isa<BlockArgument>(v) || keepsF32(v))
     return "float";
   return "__half";
+}
+
+std::string Emitter::restrictFor(FusionOp fusion, Value v) {
+  auto arenaOffset = [&](Value x) -> int64_t {
+    if (isa<OpResult>(x) && x.getDefiningOp() == fusion.getOperation())
+      return plannedOffset(x);
+    auto it = buffers.find(x);
+    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
+  };
+  int64_t at = arenaOffset(v);
+  if (at < 0)
+    return "__restrict__ ";
+  bool isResult = isa<OpResult>(v) && v.getDefiningOp() == fusion.getOperation();
+  for (Value other : isResult ? ValueRange(fusion.getInputs()) : ValueRange(fusion.getResults()))
+    if (arenaOffset(other) == at)
+      return "";
+  return "__restrict__ ";
 }
 
 const Buffer &Emitter::define(Value v) {
@@ -1370,7 +1391,7 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
     const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
     outs.push_back(cuda ? "o" + std::to_string(k) : b.name);
     outTypes.push_back(b.type);
-    params.push_back(b.type + " *__restrict__ o" + std::to_string(k));
+    params.push_back(b.type + " *" + restrictFor(fusion, r) + "o" + std::to_string(k));
     args.push_back(b.name);
   }
   auto inputName = [&](Value input) -> std::string {
@@ -1380,7 +1401,8 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
     return "a" + std::to_string(k);
   };
   for (auto [k, input] : llvm::enumerate(fusion.getInputs())) {
-    params.push_back("const " + buffers.lookup(input).type + " *__restrict__ a" + std::to_string(k));
+    params.push_back("const " + buffers.lookup(input).type + " *" + restrictFor(fusion, input) +
+                     "a" + std::to_string(k));
     args.push_back(buffers.lookup(input).name);
   }
   auto copy = [&](unsigned result, const std::string &src) {
@@ -1673,7 +1695,7 @@ LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
     const Buffer &b = define(r);
     outNames.push_back(b.name);
     outTypes.push_back(b.type);
-    params.push_back(b.type + " *__restrict__ o" + std::to_string(k));
+    params.push_back(b.type + " *" + restrictFor(fusion, r) + "o" + std::to_string(k));
     args.push_back(b.name);
   }
   // How 8 consecutive outputs read each operand (vector mode).
@@ -1685,7 +1707,8 @@ LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
     vec &= t == "__half";
   for (auto [k, input] : llvm::enumerate(fusion.getInputs())) {
     const Buffer &b = buffers[input];
-    params.push_back("const " + b.type + " *__restrict__ a" + std::to_string(k));
+    params.push_back("const " + b.type + " *" + restrictFor(fusion, input) + "a" +
+                     std::to_string(k));
     args.push_back(b.name);
     auto t = tensor(input);
     bool same = broadcastIndex(input, shape, outStrides, n) == "i";
@@ -1816,7 +1839,7 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
     auto [r, v] = pair;
     const Buffer &b = define(r);
     std::string o = "o" + std::to_string(k);
-    params.push_back(b.type + " *__restrict__ " + o);
+    params.push_back(b.type + " *" + restrictFor(fusion, r) + o);
     args.push_back(b.name);
     out[v] = {o, b.type};
   }
@@ -1825,7 +1848,7 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
     auto [input, arg] = pair;
     const Buffer &b = buffers[input];
     std::string a = "a" + std::to_string(k);
-    params.push_back("const " + b.type + " *__restrict__ " + a);
+    params.push_back("const " + b.type + " *" + restrictFor(fusion, input) + a);
     args.push_back(b.name);
     argName[arg] = a;
   }

@@ -20,10 +20,43 @@ bool mlir::tcc::isAliasView(Operation *op) {
   return isa<ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
 }
 
-std::optional<unsigned> mlir::tcc::inPlaceOperand(Operation *op, unsigned result) {
-  if (isa<SoftmaxCrossEntropyLossWithGradOp>(op) && result == 1)
-    return 0;
-  return std::nullopt;
+/// Whether `v`, a value of `body`, depends on `on` (through the body's ops).
+static bool dependsOn(Value v, Operation *on) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return false;
+  if (def == on)
+    return true;
+  return llvm::any_of(def->getOperands(), [&](Value o) { return dependsOn(o, on); });
+}
+
+SmallVector<unsigned> mlir::tcc::inPlaceOperands(Operation *op, unsigned result,
+                                                 int64_t floatBytes) {
+  if (isa<SoftmaxCrossEntropyLossWithGradOp>(op))
+    return result == 1 ? SmallVector<unsigned>{0} : SmallVector<unsigned>{};
+  auto fusion = dyn_cast<FusionOp>(op);
+  // Loop fusions on CUDA: each thread reads all of an element's operands
+  // before it stores the element's results, and a row fusion's passes end
+  // with a barrier (the row reduction), so a result written in the last
+  // pass (one that depends on every reduction) may overwrite an operand of
+  // its own type. GEMM and copy fusions read other elements.
+  if (!fusion || floatBytes != kMixedPrecision)
+    return {};
+  Block &body = fusion.getBody().front();
+  Value yielded = body.getTerminator()->getOperand(result);
+  for (Operation &o : body.without_terminator()) {
+    if (isa<ReduceSumOp, ReduceMeanOp>(o)) {
+      if (!dependsOn(yielded, &o))
+        return {};
+    } else if (!FusionCostModel::isElementwise(&o)) {
+      return {};
+    }
+  }
+  SmallVector<unsigned> operands;
+  for (auto [k, in] : llvm::enumerate(op->getOperands()))
+    if (in.getType() == op->getResult(result).getType())
+      operands.push_back(k);
+  return operands;
 }
 
 bool mlir::tcc::diesAt(Value v, int64_t at,
@@ -38,7 +71,7 @@ bool mlir::tcc::diesAt(Value v, int64_t at,
 bool mlir::tcc::writesInPlace(Operation *op, unsigned result, Value root,
                               const llvm::DenseMap<Operation *, int64_t> &index,
                               int64_t floatBytes) {
-  return inPlaceOperand(op, result) && diesAt(root, index.lookup(op), index) &&
+  return !isa<BlockArgument>(root) && diesAt(root, index.lookup(op), index) &&
          valueBytes(root, floatBytes) == valueBytes(op->getResult(result), floatBytes);
 }
 
@@ -47,6 +80,15 @@ Operation *mlir::tcc::gradientAccumulatedAfter(Value v) {
   while (def && isAliasView(def))
     def = def->getOperand(0).getDefiningOp();
   return def && !isStaticConstant(def) ? def : nullptr;
+}
+
+bool mlir::tcc::isEarlyAccumulation(OpOperand &use) {
+  auto ret = dyn_cast<func::ReturnOp>(use.getOwner());
+  if (!ret)
+    return false;
+  auto func = dyn_cast<func::FuncOp>(ret->getParentOp());
+  return func && func.getResultAttr(use.getOperandNumber(), kGradAttr) &&
+         gradientAccumulatedAfter(use.get());
 }
 
 bool mlir::tcc::isStaticConstant(Operation *op) {
@@ -337,15 +379,9 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   };
   auto lastUse = [&](Value r, int64_t from) {
     int64_t end = from;
-    for (OpOperand &use : r.getUses()) {
-      Operation *user = use.getOwner();
-      // A gradient is accumulated right after the op that makes it.
-      if (isa<func::ReturnOp>(user) &&
-          func.getResultAttr(use.getOperandNumber(), kGradAttr) &&
-          gradientAccumulatedAfter(r))
-        continue;
-      end = std::max(end, index[user]);
-    }
+    for (OpOperand &use : r.getUses())
+      if (!isEarlyAccumulation(use))
+        end = std::max(end, index[use.getOwner()]);
     return end;
   };
   for (Operation &op : body.without_terminator()) {
@@ -361,17 +397,23 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       continue;
     }
     for (auto [k, r] : llvm::enumerate(op.getResults())) {
-      // A result written over an operand that dies here takes its buffer.
-      if (std::optional<unsigned> operand = inPlaceOperand(&op, k)) {
-        Value base = root(op.getOperand(*operand));
+      // A result written over an operand that dies here takes its buffer
+      // (one result per operand).
+      bool taken = false;
+      for (unsigned operand : inPlaceOperands(&op, k, floatBytes)) {
+        Value base = root(op.getOperand(operand));
         auto it = intervalOf.find(base);
-        if (it != intervalOf.end() && writesInPlace(&op, k, base, index, floatBytes)) {
-          rootOf[r] = base;
-          intervals[it->second].end =
-              std::max(intervals[it->second].end, lastUse(r, index[&op]));
+        if (it == intervalOf.end() || !writesInPlace(&op, k, base, index, floatBytes) ||
+            llvm::any_of(op.getResults().take_front(k),
+                         [&](Value earlier) { return root(earlier) == base; }))
           continue;
-        }
+        rootOf[r] = base;
+        intervals[it->second].end = std::max(intervals[it->second].end, lastUse(r, index[&op]));
+        taken = true;
+        break;
       }
+      if (taken)
+        continue;
       intervalOf[r] = intervals.size();
       intervals.push_back({r, valueBytes(r, floatBytes),
                            index[&op], lastUse(r, index[&op])});

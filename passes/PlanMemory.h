@@ -21,18 +21,22 @@ bool isStaticConstant(Operation *op);
 /// unsqueeze, identity): its result shares the operand's buffer.
 bool isAliasView(Operation *op);
 
-/// The operand whose buffer result `result` of `op` may take over when that
-/// operand dies at `op` (the fused loss's gradient over the logits: each row
-/// is read before it is written), or std::nullopt.
-std::optional<unsigned> inPlaceOperand(Operation *op, unsigned result);
+/// The operands whose buffer result `result` of `op` may take over when one
+/// dies at `op` (the fused loss's gradient over the logits: each row is read
+/// before it is written; on the CUDA target, `floatBytes` kMixedPrecision, a
+/// loop fusion's result over an operand of its type when it is written in
+/// the fusion's last pass, such as attention's score gradient over the
+/// probabilities' gradient), best first.
+SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result, int64_t floatBytes);
 
 /// Whether no op after `at` (in `index`'s numbering) reads `v`, directly or
 /// through views.
 bool diesAt(Value v, int64_t at, const llvm::DenseMap<Operation *, int64_t> &index);
 
-/// Whether result `result` of `op` (at `index`) is written over its
-/// inPlaceOperand, whose buffer belongs to `root`: the root dies at `op` and
-/// is as large as the result. The memory plan and remat's bound both ask.
+/// Whether result `result` of `op` (at `index`) may be written over one of
+/// its inPlaceOperands, whose buffer belongs to `root`: the root (not an
+/// argument) dies at `op` and is as large as the result. The memory plan and
+/// remat's bound both ask.
 bool writesInPlace(Operation *op, unsigned result, Value root,
                    const llvm::DenseMap<Operation *, int64_t> &index, int64_t floatBytes);
 
@@ -43,6 +47,11 @@ bool writesInPlace(Operation *op, unsigned result, Value root,
 /// constant kept in the library), which are added at the end. The memory
 /// plan and the emitter both ask.
 Operation *gradientAccumulatedAfter(Value v);
+
+/// Whether `use` is the return's read of a gradient result that the step
+/// accumulates right after the op that makes it (gradientAccumulatedAfter):
+/// no later than that op, whatever the return's position.
+bool isEarlyAccumulation(OpOperand &use);
 
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);

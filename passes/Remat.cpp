@@ -497,15 +497,21 @@ private:
         continue;
       for (Value r : op.getResults()) {
         int64_t end = index[&op];
-        for (Operation *u : r.getUsers())
-          end = std::max(end, index.lookup(u));
+        for (OpOperand &use : r.getUses())
+          if (!isEarlyAccumulation(use))
+            end = std::max(end, index.lookup(use.getOwner()));
         unsigned k = cast<OpResult>(r).getResultNumber();
-        std::optional<unsigned> inPlace = inPlaceOperand(&op, k);
-        if (inPlace) {
-          Value in = op.getOperand(*inPlace);
+        std::optional<unsigned> inPlace;
+        for (unsigned operand : inPlaceOperands(&op, k, floatBytes)) {
+          Value in = op.getOperand(operand);
           Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
-          if (!(range.count(root) && writesInPlace(&op, k, root, index, floatBytes)))
-            inPlace.reset();
+          bool earlier = llvm::any_of(op.getResults().take_front(k), [&](Value e) {
+            return rootOf.count(e) && rootOf.lookup(e) == root;
+          });
+          if (range.count(root) && !earlier && writesInPlace(&op, k, root, index, floatBytes)) {
+            inPlace = operand;
+            break;
+          }
         }
         if (isAliasView(&op) || inPlace) {
           Value in = op.getOperand(inPlace ? *inPlace : 0);
