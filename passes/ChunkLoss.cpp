@@ -53,6 +53,9 @@ struct Sink {
   bool classesFirst = false;
   /// The value the chunks' result replaces.
   Value replaced;
+  /// Rows: `other` is the value whose transpose the GEMM read (made after the loss, as
+  /// the backward pass makes an untied head's W^T); the chunks make it.
+  bool swapOther = false;
 };
 
 /// What a chunked loss is made of.
@@ -170,10 +173,21 @@ private:
         auto other = typeOf(use.getOperandNumber() == 0 ? mm.getRhs() : mm.getLhs());
         if (use.getOperandNumber() == 0 && shape.back() == m.classes && shape.size() >= 2 &&
             other.getRank() == 2 && other.getDimSize(0) == m.classes &&
-            availableAt(mm.getRhs(), at) && mm.getLhs() != mm.getRhs()) {
-          m.sinks.push_back({Sink::Rows, mm.getRhs(), false, mm.getResult()});
-          m.replacedOps.insert(mm);
-          continue;
+            mm.getLhs() != mm.getRhs()) {
+          Sink sink{Sink::Rows, mm.getRhs(), false, mm.getResult()};
+          Operation *def = mm.getRhs().getDefiningOp();
+          if (!availableAt(mm.getRhs(), at) && isSwap2D(def) &&
+              availableAt(def->getOperand(0), at)) {
+            sink.other = def->getOperand(0);
+            sink.swapOther = true;
+            if (mm.getRhs().hasOneUse())
+              m.replacedOps.insert(def);
+          }
+          if (availableAt(sink.other, at)) {
+            m.sinks.push_back(sink);
+            m.replacedOps.insert(mm);
+            continue;
+          }
         }
         // [E, N] x d, the [E, N] a transpose of Y.
         if (use.getOperandNumber() == 1 && rowsOf(d, m.classes) && isSwap2D(mm.getLhs().getDefiningOp())) {
@@ -240,9 +254,15 @@ private:
       chunkSeed = b.create<DivOp>(loc, seed, count);
     }
     SmallVector<Value> others;
-    for (Sink &s : m.sinks)
-      others.push_back(s.kind == Sink::Rows ? s.other
-                                            : reshape(s.other, {m.rows, typeOf(s.other).getDimSize(1)}));
+    for (Sink &s : m.sinks) {
+      if (s.kind == Sink::Terms)
+        others.push_back(reshape(s.other, {m.rows, typeOf(s.other).getDimSize(1)}));
+      else if (s.swapOther)
+        others.push_back(b.create<TransposeOp>(s.replaced.getLoc(), s.other,
+                                               b.getDenseI64ArrayAttr({1, 0})));
+      else
+        others.push_back(s.other);
+    }
 
     SmallVector<SmallVector<Value>> pieces(m.sinks.size());
     SmallVector<Value> sums(m.sinks.size());

@@ -6,6 +6,7 @@
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::tcc {
@@ -20,14 +21,15 @@ bool mlir::tcc::isAliasView(Operation *op) {
   return isa<ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op);
 }
 
-/// Whether `v`, a value of `body`, depends on `on` (through the body's ops).
-static bool dependsOn(Value v, Operation *on) {
+/// Whether `v`, a value of a fusion body, depends on `on` (through the
+/// body's ops; each op visited once).
+static bool dependsOn(Value v, Operation *on, llvm::DenseSet<Operation *> &seen) {
   Operation *def = v.getDefiningOp();
-  if (!def)
+  if (!def || !seen.insert(def).second)
     return false;
   if (def == on)
     return true;
-  return llvm::any_of(def->getOperands(), [&](Value o) { return dependsOn(o, on); });
+  return llvm::any_of(def->getOperands(), [&](Value o) { return dependsOn(o, on, seen); });
 }
 
 SmallVector<unsigned> mlir::tcc::inPlaceOperands(Operation *op, unsigned result,
@@ -46,7 +48,10 @@ SmallVector<unsigned> mlir::tcc::inPlaceOperands(Operation *op, unsigned result,
   Value yielded = body.getTerminator()->getOperand(result);
   for (Operation &o : body.without_terminator()) {
     if (isa<ReduceSumOp, ReduceMeanOp>(o)) {
-      if (!dependsOn(yielded, &o))
+      // A row value (a reduction's result's shape) is stored before the
+      // passes that read the row again; only full-size results qualify.
+      llvm::DenseSet<Operation *> seen;
+      if (o.getOperand(0).getType() != yielded.getType() || !dependsOn(yielded, &o, seen))
         return {};
     } else if (!FusionCostModel::isElementwise(&o)) {
       return {};

@@ -143,7 +143,8 @@ static SmallVector<OpOperand *> lateUses(ValueRange values, int64_t boundary,
   for (Value r : values)
     for (OpOperand &use : r.getUses()) {
       Operation *user = use.getOwner();
-      if (index.lookup(user) < boundary)
+      // A gradient accumulated where it is made is not read late.
+      if (index.lookup(user) < boundary || isEarlyAccumulation(use))
         continue;
       late.push_back(&use);
       if (!first || index.lookup(user) < index.lookup(first))
@@ -580,8 +581,8 @@ private:
           if (index[&op] >= boundary || &op == lossOp)
             continue;
           auto keptByBackward = [&](Value r) {
-            return llvm::any_of(r.getUsers(), [&](Operation *u) {
-              return index.lookup(u) >= boundary;
+            return llvm::any_of(r.getUses(), [&](OpOperand &use) {
+              return index.lookup(use.getOwner()) >= boundary && !isEarlyAccumulation(use);
             });
           };
           // One result of a multi-output fusion: its elementwise tail,

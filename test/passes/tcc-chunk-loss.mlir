@@ -88,6 +88,28 @@ func.func @sum(%x: tensor<20x4xf32>, %w: tensor<4x6xf32>, %l: tensor<20xi64>, %s
 
 // -----
 
+// An untied output projection: the backward pass makes W^T after the loss;
+// the chunks make it once, before them.
+// CHECK-LABEL: func.func @untied
+// CHECK-SAME: %[[W:[a-z0-9]+]]: tensor<4x6xf32>
+// CHECK: %[[WT:.+]] = tcc.transpose %[[W]] {perm = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+// CHECK: tcc.softmax_cross_entropy_loss_with_grad
+// CHECK: tcc.matmul %{{.+}}, %[[WT]] : (tensor<8x6xf32>, tensor<6x4xf32>) -> tensor<8x4xf32>
+// CHECK: tcc.softmax_cross_entropy_loss_with_grad
+// CHECK: tcc.matmul %{{.+}}, %[[WT]] : (tensor<8x6xf32>, tensor<6x4xf32>) -> tensor<8x4xf32>
+// CHECK: tcc.concat
+// CHECK-NOT: tcc.transpose
+// CHECK: return
+func.func @untied(%x: tensor<16x4xf32>, %w: tensor<4x6xf32>, %l: tensor<16xi64>, %seed: tensor<f32>) -> (tensor<f32>, tensor<16x4xf32>) {
+  %s = tcc.matmul %x, %w : (tensor<16x4xf32>, tensor<4x6xf32>) -> tensor<16x6xf32>
+  %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %s, %l, %seed : (tensor<16x6xf32>, tensor<16xi64>, tensor<f32>) -> (tensor<f32>, tensor<16x6xf32>)
+  %wt = tcc.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  %dx = tcc.matmul %d, %wt : (tensor<16x6xf32>, tensor<6x4xf32>) -> tensor<16x4xf32>
+  return %loss, %dx : tensor<f32>, tensor<16x4xf32>
+}
+
+// -----
+
 // Left alone: the gradient has a reader that is not a GEMM; class weights;
 // the scores are read elsewhere.
 // CHECK-LABEL: func.func @other_reader

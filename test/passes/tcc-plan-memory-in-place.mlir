@@ -41,6 +41,33 @@ func.func @rows(%x: tensor<32x32xf32> {tcc.input = "x"}) -> (tensor<32x32xf32> {
 
 // -----
 
+// A row value (the log-sum-exp, [32, 1]) is stored when its row is done,
+// before the pass that reads the row's operands again: it never takes an
+// operand's buffer, even one of its type that dies there (the row maximum
+// here); the full-size probabilities still take the scores'.
+// CHECK-LABEL: func.func @row_result
+// CHECK: %[[P:.+]] = tcc.matmul %{{.+}}, %{{.+}} {tcc.offsets = array<i64: [[PAT:[0-9]+]]>} : (tensor<32x32xf32>, tensor<32x32xf32>)
+// CHECK: %[[M:.+]] = tcc.matmul %{{.+}}, %{{.+}} {tcc.offsets = array<i64: [[MAT:[0-9]+]]>}
+// CHECK: tcc.fusion(%[[P]], %[[M]]) {tcc.offsets = array<i64:
+// CHECK-NOT: [[MAT]]
+// CHECK-SAME: , [[PAT]]>}
+func.func @row_result(%x: tensor<32x32xf32> {tcc.input = "x"}, %v: tensor<32x1xf32> {tcc.input = "v"}) -> (tensor<32x32xf32> {tcc.output = "y"}, tensor<1x1xf32> {tcc.output = "z"}) {
+  %p0 = tcc.matmul %x, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %m = tcc.matmul %x, %v : (tensor<32x32xf32>, tensor<32x1xf32>) -> tensor<32x1xf32>
+  %d = tcc.sub %p0, %m : (tensor<32x32xf32>, tensor<32x1xf32>) -> tensor<32x32xf32>
+  %e = tcc.exp %d : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %s = tcc.reduce_sum %e {axes = array<i64: 1>} : (tensor<32x32xf32>) -> tensor<32x1xf32>
+  %ls = tcc.log %s : (tensor<32x1xf32>) -> tensor<32x1xf32>
+  %l = tcc.add %ls, %m : (tensor<32x1xf32>, tensor<32x1xf32>) -> tensor<32x1xf32>
+  %p = tcc.div %e, %s : (tensor<32x32xf32>, tensor<32x1xf32>) -> tensor<32x32xf32>
+  %y = tcc.matmul %p, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %vt = tcc.transpose %v {perm = array<i64: 1, 0>} : (tensor<32x1xf32>) -> tensor<1x32xf32>
+  %z = tcc.matmul %vt, %l : (tensor<1x32xf32>, tensor<32x1xf32>) -> tensor<1x1xf32>
+  return %y, %z : tensor<32x32xf32>, tensor<1x1xf32>
+}
+
+// -----
+
 // A gradient is added into its accumulator right after the op that makes
 // it, so its buffer is free for what comes after: the output's fusion reuses
 // it although the gradient is returned with it.
