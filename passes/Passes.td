@@ -319,7 +319,10 @@ def ChunkLoss : Pass<"tcc-chunk-loss", "ModuleOp"> {
 
     Applies to a loss of reduction "mean" or "sum" without class weights
     whose scores are a GEMM with an unbatched second operand read by nothing
-    else, and whose gradient is read only by GEMMs of the two kinds above.
+    else, and whose gradient is read only by GEMMs of the two kinds above
+    (their other operands made before the loss, or, for `%u`, the transpose
+    of such a value, which an untied head's backward pass makes after it:
+    the chunks make it once, before them).
     Anything else is left alone. Chunks have `chunk-rows` rows (the last
     fewer), or with `chunk-rows=0` as few as keep each chunk's scores at
     most `max-chunk-elements` elements, rounded up to a multiple of 8 rows;
