@@ -88,7 +88,7 @@ private:
   const Buffer &define(Value v);
   /// "__restrict__ " for a kernel pointer to `v`, a result or input of
   /// `fusion`, unless a result and an input share their bytes there (a
-  /// result the plan writes over a dying operand, tcc::inPlaceOperands).
+  /// result the plan writes over a dying operand, tcc::inPlaceOperand).
   std::string restrictFor(FusionOp fusion, Value v);
   std::string ref(Value v) { return buffers.lookup(v).name; }
   LogicalResult emitConstant(Value v, DenseElementsAttr value);
@@ -2121,7 +2121,6 @@ static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &pa
   table("kState", state);
 }
 
-/// The ONNX node an op comes from (the first name in its location), or "".
 std::string Emitter::profileSupport() const {
   std::string s;
   llvm::raw_string_ostream o(s);
@@ -2583,13 +2582,9 @@ FailureOr<EmittedStep> Emitter::run() {
     launched.clear();
     if (failed(emitOp(&op)))
       return failure();
-    for (unsigned i : accumulateAfter.lookup(&op)) {
-      // The op's own result whose bytes the returned value (maybe a view) is.
-      Value v = ret.getOperand(i);
-      while (v.getDefiningOp() != &op)
-        v = v.getDefiningOp()->getOperand(0);
-      accumulate(i, v);
-    }
+    // The op's own result, whose bytes the returned value (maybe a view) is.
+    for (unsigned i : accumulateAfter.lookup(&op))
+      accumulate(i, viewRoot(ret.getOperand(i)));
     // Views share their operand's buffer and constants are data: nothing
     // runs for them.
     if (!cuda || isAliasView(&op) || isa<ConstantOp>(op))

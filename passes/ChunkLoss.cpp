@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/PlanMemory.h"
+#include "passes/fusion/FusionCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,20 +27,9 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// `v` without the reshapes in front of it (the same bytes, in the same
-/// order).
-Value rootOf(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getInput();
-  return v;
-}
-
 bool isSwap2D(Operation *op) {
   auto t = dyn_cast_or_null<TransposeOp>(op);
-  if (!t || typeOf(t.getInput()).getRank() != 2)
-    return false;
-  SmallVector<int64_t> perm = t.getPermutation();
-  return perm[0] == 1 && perm[1] == 0;
+  return t && typeOf(t.getInput()).getRank() == 2 && FusionCostModel::isSwapOfLastTwo(t);
 }
 
 /// A reader of the loss gradient `d` ([N, V]) that the chunks compute
@@ -53,8 +44,9 @@ struct Sink {
   bool classesFirst = false;
   /// The value the chunks' result replaces.
   Value replaced;
-  /// Rows: `other` is the value whose transpose the GEMM read (made after the loss, as
-  /// the backward pass makes an untied head's W^T); the chunks make it.
+  /// Rows: `other` is the value whose transpose the GEMM read (made after
+  /// the loss, as the backward pass makes an untied head's W^T); the chunks
+  /// make it.
   bool swapOther = false;
 };
 
@@ -144,7 +136,7 @@ private:
              typeOf(v).getDimSize(1) == cols;
     };
     auto isY = [&](Value y) {
-      return rowsOf(y, typeOf(y).getDimSize(1)) && availableAt(rootOf(y), at);
+      return rowsOf(y, typeOf(y).getDimSize(1)) && availableAt(viewRoot(y), at);
     };
     // A [E, V] or [V, E] sum of terms is replaced by the chunks' sum, or its
     // transpose when that is its only reader.
@@ -224,7 +216,7 @@ private:
     Location loc = loss.getLoc(), mmLoc = m.logits.getLoc();
     llvm::DenseMap<Value, Value> reshaped; // root -> its [rows, cols] view
     auto reshape = [&](Value v, ArrayRef<int64_t> shape) -> Value {
-      v = rootOf(v);
+      v = viewRoot(v);
       if (typeOf(v).getShape() == shape)
         return v;
       Value &view = reshaped[v];

@@ -32,8 +32,10 @@ static bool dependsOn(Value v, Operation *on, llvm::DenseSet<Operation *> &seen)
   return llvm::any_of(def->getOperands(), [&](Value o) { return dependsOn(o, on, seen); });
 }
 
-SmallVector<unsigned> mlir::tcc::inPlaceOperands(Operation *op, unsigned result,
-                                                 int64_t floatBytes) {
+/// The operands whose buffer result `result` of `op` may take over when one
+/// dies at `op`, best first (see inPlaceOperand).
+static SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result,
+                                             int64_t floatBytes) {
   if (isa<SoftmaxCrossEntropyLossWithGradOp>(op))
     return result == 1 ? SmallVector<unsigned>{0} : SmallVector<unsigned>{};
   auto fusion = dyn_cast<FusionOp>(op);
@@ -73,17 +75,34 @@ bool mlir::tcc::diesAt(Value v, int64_t at,
   });
 }
 
-bool mlir::tcc::writesInPlace(Operation *op, unsigned result, Value root,
-                              const llvm::DenseMap<Operation *, int64_t> &index,
-                              int64_t floatBytes) {
-  return !isa<BlockArgument>(root) && diesAt(root, index.lookup(op), index) &&
-         valueBytes(root, floatBytes) == valueBytes(op->getResult(result), floatBytes);
+std::optional<unsigned>
+mlir::tcc::inPlaceOperand(Operation *op, unsigned result,
+                          llvm::function_ref<Value(Value)> bufferOf,
+                          llvm::function_ref<bool(Value)> isTemporary,
+                          const llvm::DenseMap<Operation *, int64_t> &index, int64_t floatBytes) {
+  for (unsigned operand : inPlaceOperands(op, result, floatBytes)) {
+    Value root = bufferOf(op->getOperand(operand));
+    if (!isTemporary(root) || !diesAt(root, index.lookup(op), index) ||
+        valueBytes(root, floatBytes) != valueBytes(op->getResult(result), floatBytes) ||
+        llvm::any_of(op->getResults().take_front(result),
+                     [&](Value earlier) { return bufferOf(earlier) == root; }))
+      continue;
+    return operand;
+  }
+  return std::nullopt;
+}
+
+Value mlir::tcc::viewRoot(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isAliasView(def))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
 }
 
 Operation *mlir::tcc::gradientAccumulatedAfter(Value v) {
-  Operation *def = v.getDefiningOp();
-  while (def && isAliasView(def))
-    def = def->getOperand(0).getDefiningOp();
+  Operation *def = viewRoot(v).getDefiningOp();
   return def && !isStaticConstant(def) ? def : nullptr;
 }
 
@@ -402,23 +421,16 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       continue;
     }
     for (auto [k, r] : llvm::enumerate(op.getResults())) {
-      // A result written over an operand that dies here takes its buffer
-      // (one result per operand).
-      bool taken = false;
-      for (unsigned operand : inPlaceOperands(&op, k, floatBytes)) {
-        Value base = root(op.getOperand(operand));
-        auto it = intervalOf.find(base);
-        if (it == intervalOf.end() || !writesInPlace(&op, k, base, index, floatBytes) ||
-            llvm::any_of(op.getResults().take_front(k),
-                         [&](Value earlier) { return root(earlier) == base; }))
-          continue;
+      // A result written over an operand that dies here takes its buffer.
+      if (std::optional<unsigned> operand = inPlaceOperand(
+              &op, k, root, [&](Value v) { return intervalOf.count(v) != 0; }, index,
+              floatBytes)) {
+        Value base = root(op.getOperand(*operand));
         rootOf[r] = base;
-        intervals[it->second].end = std::max(intervals[it->second].end, lastUse(r, index[&op]));
-        taken = true;
-        break;
-      }
-      if (taken)
+        Interval &in = intervals[intervalOf.lookup(base)];
+        in.end = std::max(in.end, lastUse(r, index[&op]));
         continue;
+      }
       intervalOf[r] = intervals.size();
       intervals.push_back({r, valueBytes(r, floatBytes),
                            index[&op], lastUse(r, index[&op])});
@@ -458,9 +470,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     llvm::stable_sort(atPeak, [](const Interval *a, const Interval *b) {
       return a->bytes > b->bytes;
     });
-    for (Operation &op : body)
-      if (index.lookup(&op) == peakAt)
-        peakOp = describePlanned(&op);
+    peakOp = describePlanned(&*std::next(body.begin(), peakAt));
     for (const Interval *i : ArrayRef(atPeak).take_front(kPeakValuesReported)) {
       bool kept = firstBackward >= 0 && i->start < firstBackward && i->end >= firstBackward;
       peakValues.push_back(b.getDictionaryAttr({

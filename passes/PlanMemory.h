@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 #include <optional>
 
@@ -21,24 +22,29 @@ bool isStaticConstant(Operation *op);
 /// unsqueeze, identity): its result shares the operand's buffer.
 bool isAliasView(Operation *op);
 
-/// The operands whose buffer result `result` of `op` may take over when one
-/// dies at `op` (the fused loss's gradient over the logits: each row is read
-/// before it is written; on the CUDA target, `floatBytes` kMixedPrecision, a
-/// loop fusion's result over an operand of its type when it is written in
-/// the fusion's last pass, such as attention's score gradient over the
-/// probabilities' gradient), best first.
-SmallVector<unsigned> inPlaceOperands(Operation *op, unsigned result, int64_t floatBytes);
-
 /// Whether no op after `at` (in `index`'s numbering) reads `v`, directly or
 /// through views.
 bool diesAt(Value v, int64_t at, const llvm::DenseMap<Operation *, int64_t> &index);
 
-/// Whether result `result` of `op` (at `index`) may be written over one of
-/// its inPlaceOperands, whose buffer belongs to `root`: the root (not an
-/// argument) dies at `op` and is as large as the result. The memory plan and
-/// remat's bound both ask.
-bool writesInPlace(Operation *op, unsigned result, Value root,
-                   const llvm::DenseMap<Operation *, int64_t> &index, int64_t floatBytes);
+/// The operand whose buffer result `result` of `op` (at `index`) takes over,
+/// if any, in a plan where `bufferOf(v)` is the value whose buffer holds `v`
+/// (itself, or the root it views or was written over) and `isTemporary(b)`
+/// whether buffer `b` is a temporary of the plan. Candidates: the fused
+/// loss's gradient over the logits (each row is read before it is written);
+/// on the CUDA target (`floatBytes` kMixedPrecision) a loop fusion's result
+/// written in its last pass over an operand of its type (attention's score
+/// gradient over the probabilities' gradient). The operand's buffer must die
+/// at `op`, be as large as the result, and not be taken by an earlier
+/// result of `op`. The memory plan and remat's bound both ask.
+std::optional<unsigned> inPlaceOperand(Operation *op, unsigned result,
+                                       llvm::function_ref<Value(Value)> bufferOf,
+                                       llvm::function_ref<bool(Value)> isTemporary,
+                                       const llvm::DenseMap<Operation *, int64_t> &index,
+                                       int64_t floatBytes);
+
+/// `v` without the views (isAliasView) in front of it: the value whose
+/// buffer holds its bytes.
+Value viewRoot(Value v);
 
 /// Where the step adds the gradient it returns as `v` into its accumulator:
 /// right after the op that makes `v`'s bytes (through views), so that the

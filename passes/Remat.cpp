@@ -493,6 +493,7 @@ private:
     llvm::DenseMap<Value, Value> rootOf;
     llvm::DenseMap<Value, std::pair<int64_t, int64_t>> range; // start, end
     SmallVector<Value> roots;
+    auto bufferOf = [&](Value v) { return rootOf.count(v) ? rootOf.lookup(v) : v; };
     for (Operation &op : body.without_terminator()) {
       if (isStaticConstant(&op))
         continue;
@@ -502,21 +503,10 @@ private:
           if (!isEarlyAccumulation(use))
             end = std::max(end, index.lookup(use.getOwner()));
         unsigned k = cast<OpResult>(r).getResultNumber();
-        std::optional<unsigned> inPlace;
-        for (unsigned operand : inPlaceOperands(&op, k, floatBytes)) {
-          Value in = op.getOperand(operand);
-          Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
-          bool earlier = llvm::any_of(op.getResults().take_front(k), [&](Value e) {
-            return rootOf.count(e) && rootOf.lookup(e) == root;
-          });
-          if (range.count(root) && !earlier && writesInPlace(&op, k, root, index, floatBytes)) {
-            inPlace = operand;
-            break;
-          }
-        }
+        std::optional<unsigned> inPlace = inPlaceOperand(
+            &op, k, bufferOf, [&](Value v) { return range.count(v) != 0; }, index, floatBytes);
         if (isAliasView(&op) || inPlace) {
-          Value in = op.getOperand(inPlace ? *inPlace : 0);
-          Value root = rootOf.count(in) ? rootOf.lookup(in) : in;
+          Value root = bufferOf(op.getOperand(inPlace ? *inPlace : 0));
           rootOf[r] = root;
           auto it = range.find(root);
           if (it != range.end())

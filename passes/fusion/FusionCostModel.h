@@ -284,11 +284,11 @@ public:
                                                " bytes")};
   }
 
-  /// A group that runs where a joining op is instead of after its last member keeps
-  /// its inputs that nothing later reads alive until `op`, but stores its
-  /// results only then: with `held` the former's bytes and `stored` the
-  /// latter's, may `op` join it? Only if that does not grow memory while
-  /// the ops in between run (none: any join is free).
+  /// A group that an op joins runs where that op is instead of after its
+  /// last member: it keeps its inputs that nothing later reads alive until
+  /// then, but stores its results only then. With `held` the former's bytes
+  /// and `stored` the latter's, may the op join? Only if that does not grow
+  /// memory while the ops in between run (none: any join is free).
   static FusionDecision canMoveGroup(bool opsBetween, int64_t held,
                                      int64_t stored) {
     if (!opsBetween || held <= stored)

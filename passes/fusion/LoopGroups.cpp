@@ -72,9 +72,7 @@ FusionDecision LoopGrouper::moveDecision(const Group &g, Operation *op) const {
   const int64_t fb = model.bytesPerFloat();
   if (between) {
     for (Value v : g.inputs) {
-      Value root = v;
-      while (root.getDefiningOp() && isAliasView(root.getDefiningOp()))
-        root = root.getDefiningOp()->getOperand(0);
+      Value root = viewRoot(v);
       Operation *def = root.getDefiningOp();
       if (!def || isStaticConstant(def))
         continue; // arguments and constants have slots of their own

@@ -1,6 +1,6 @@
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="gemm-epilogues=false row-reductions-only=true" --tcc-plan-memory="float-bytes=2" | FileCheck %s
 // RUN: tcc-opt %s --split-input-file --tcc-fuse="gemm-epilogues=false row-reductions-only=true" --tcc-plan-memory | FileCheck %s --check-prefix=CPU
-// Results written over operands that die (tcc::inPlaceOperands), and
+// Results written over operands that die (tcc::inPlaceOperand), and
 // gradients accumulated where they are made (tcc::gradientAccumulatedAfter).
 
 // On the CUDA target (float-bytes=2) an elementwise fusion's result takes the
