@@ -81,6 +81,21 @@ private:
     return std::to_string(tensor(v).getNumElements());
   }
   static std::string i64List(ArrayRef<int64_t> values);
+  /// AttentionStrides{b, h, s} of a dense [B, H, S, D] value.
+  static std::string attentionStrides(Value v) {
+    ArrayRef<int64_t> d = tensor(v).getShape();
+    return llvm::formatv("AttentionStrides{{{0}LL, {1}LL, {2}LL}", d[1] * d[2] * d[3],
+                         d[2] * d[3], d[3])
+        .str();
+  }
+  /// AttentionDims{B, H, Sq, Sk, D, Dv} of an attention op or its gradient.
+  static std::string attentionDims(Operation *op) {
+    ArrayRef<int64_t> q = tensor(op->getOperand(0)).getShape();
+    ArrayRef<int64_t> v = tensor(op->getOperand(2)).getShape();
+    return llvm::formatv("AttentionDims{{{0}LL, {1}LL, {2}LL, {3}LL, {4}LL, {5}LL}", q[0], q[1],
+                         q[2], v[2], q[3], v[3])
+        .str();
+  }
 
   // Buffers.
   /// The arena offset tcc-plan-memory gave `v` (-1 if none).
@@ -523,6 +538,32 @@ LogicalResult Emitter::emitOp(Operation *op) {
         os << "  gelu_grad(" << out.name << ", " << ref(gg.getGrad()) << ", "
            << ref(gg.getInput()) << ", " << numel(gg.getResult()) << "LL, "
            << (gg.getApproximate() == "tanh" ? "true" : "false") << ");\n";
+        return success();
+      })
+      .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
+        std::string o = define(a.getResult()).name;
+        std::string lse = define(a.getLse()).name;
+        os << "  attention_forward(" << o << ", " << attentionStrides(a.getResult())
+           << ", " << lse << ", " << ref(a.getQuery()) << ", "
+           << attentionStrides(a.getQuery()) << ", " << ref(a.getKey()) << ", "
+           << attentionStrides(a.getKey()) << ", " << ref(a.getValue()) << ", "
+           << attentionStrides(a.getValue()) << ", " << attentionDims(a) << ", "
+           << llvm::formatv("{0:e17}", a.getScale().convertToDouble()) << ", "
+           << (a.getCausal() ? "true" : "false") << ");\n";
+        return success();
+      })
+      .Case<AttentionGradOp>([&](AttentionGradOp a) -> LogicalResult {
+        std::string dq = define(a.getQueryGrad()).name;
+        std::string dk = define(a.getKeyGrad()).name;
+        std::string dv = define(a.getValueGrad()).name;
+        os << "  attention_backward(" << dq << ", " << attentionStrides(a.getQueryGrad())
+           << ", " << dk << ", " << attentionStrides(a.getKeyGrad()) << ", " << dv
+           << ", " << attentionStrides(a.getValueGrad());
+        for (Value v : {a.getQuery(), a.getKey(), a.getValue(), a.getResult(), a.getGrad()})
+          os << ", " << ref(v) << ", " << attentionStrides(v);
+        os << ", " << ref(a.getLse()) << ", " << attentionDims(a) << ", "
+           << llvm::formatv("{0:e17}", a.getScale().convertToDouble()) << ", "
+           << (a.getCausal() ? "true" : "false") << ");\n";
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {

@@ -291,6 +291,46 @@ def FuseLoss : Pass<"tcc-fuse-loss", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
+  let summary = "Recognises scaled dot-product attention as one tcc.attention op";
+  let description = [{
+    Before the backward pass is built, rewrites the attention that
+    `torch.onnx.export` writes for `softmax(q k^T * scale [masked]) v`:
+
+    ```mlir
+    %s = tcc.matmul %q, %kt            // [B, H, Sq, D] x [B, H, D, Sk]
+    %t = tcc.mul %s, %c                // optional: a scalar constant (or tcc.div)
+    %u = tcc.where %mask, %ninf, %t    // optional: the causal mask, -inf above the diagonal
+    %p = tcc.softmax %u {axis = -1}
+    %o = tcc.matmul %p, %v             // [B, H, Sq, Sk] x [B, H, Sk, Dv]
+    ```
+
+    into
+
+    ```mlir
+    %k = tcc.transpose %kt {perm = array<i64: 0, 1, 3, 2>}
+    %o, %lse = tcc.attention %q, %k, %v {scale = c, causal = true}
+    ```
+
+    so that the backward pass gets one `tcc.attention_grad` that recomputes
+    the probabilities from `%lse`, and neither the scores nor the
+    probabilities (`B x H x Sq x Sk`) are stored: on the CUDA target the op is
+    one kernel that works a tile of queries and keys at a time.
+
+    Applies only where every intermediate value has that one reader, the
+    mask (if any) is a constant `[Sq, Sk]` i1 tensor true exactly above the
+    diagonal (`~tril(ones)`) filled with -inf, the batch and head dimensions
+    are not broadcast, and both head sizes are at most `max-head-size`.
+    Anything else (an additive mask, dropout on the probabilities, returned
+    attention weights) is left as it is.
+  }];
+  let options = [
+    Option<"maxHeadSize", "max-head-size", "int64_t", /*default=*/"128",
+           "the largest query/key and value head size to fuse">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 def ChunkLoss : Pass<"tcc-chunk-loss", "ModuleOp"> {
   let summary = "Computes the output projection, the loss and their gradients a chunk of rows at a time";
   let description = [{

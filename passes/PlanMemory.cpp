@@ -192,6 +192,8 @@ bool mlir::tcc::keepsF32(Value v) {
     return true;
   if (isa<LayerNormalizationOp>(op))
     return cast<OpResult>(v).getResultNumber() > 0;
+  if (isa<AttentionOp>(op)) // the log-sum-exp
+    return cast<OpResult>(v).getResultNumber() == 1;
   // Broadcasts, transposes and views of an fp32 value stay fp32: the
   // backward pass's seed (the loss scale, 65536 by default, past fp16's
   // 65504) reaches elementwise ops through them.

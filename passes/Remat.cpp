@@ -65,6 +65,8 @@ struct RematCostModel {
       return 4 * n;
     if (isa<GeluOp>(op))
       return 8 * n;
+    if (isa<AttentionOp>(op))
+      return attentionFlops(op);
     if (auto mm = dyn_cast<MatMulOp>(op)) {
       auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
       int64_t k = lhs.getShape().back();

@@ -251,6 +251,17 @@ LogicalResult GeluOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
+LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                          SmallVectorImpl<Value> &og) {
+  if (rg[1])
+    return emitOpError("gradients through the lse result are not supported");
+  auto grad = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
+                                        getResult(), getLse(), rg[0], getScaleAttr(),
+                                        getCausalAttr());
+  og.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  return success();
+}
+
 LogicalResult IdentityOp::buildGradients(OpBuilder &, ValueRange rg,
                                          SmallVectorImpl<Value> &og) {
   og.assign({rg[0]});

@@ -873,6 +873,77 @@ LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// Checks attention's query, key and value shapes ([B, H, Sq, D],
+/// [B, H, Sk, D], [B, H, Sk, Dv], one element type) and returns the result's
+/// and the log-sum-exp's types.
+static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
+                                    Type queryType, Type keyType, Type valueType,
+                                    RankedTensorType &result, RankedTensorType &lse) {
+  auto q = cast<RankedTensorType>(queryType), k = cast<RankedTensorType>(keyType),
+       v = cast<RankedTensorType>(valueType);
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+    return opError(loc, name, "query, key and value must be [B, H, S, D] tensors");
+  if (q.getElementType() != k.getElementType() || q.getElementType() != v.getElementType())
+    return opError(loc, name, "query, key and value must have one element type");
+  if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
+      q.getShape().take_front(2) != v.getShape().take_front(2))
+    return opError(loc, name, "query, key and value must have the same [B, H]");
+  if (q.getDimSize(3) != k.getDimSize(3))
+    return opError(loc, name, "query and key head sizes differ");
+  if (k.getDimSize(2) != v.getDimSize(2))
+    return opError(loc, name, "key and value lengths differ");
+  result = tensorOf({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+                    q.getElementType());
+  lse = tensorOf({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, q.getElementType());
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType result, lse;
+  if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery().getType(),
+                            adaptor.getKey().getType(), adaptor.getValue().getType(), result,
+                            lse)))
+    return failure();
+  types.append({result, lse});
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  RankedTensorType result, lse;
+  if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery().getType(),
+                            adaptor.getKey().getType(), adaptor.getValue().getType(), result,
+                            lse)))
+    return failure();
+  if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
+    return opError(loc, getOperationName(),
+                   "result and grad must have the forward result's type");
+  if (adaptor.getLse().getType() != lse)
+    return opError(loc, getOperationName(), "lse must be [B, H, Sq] of the query's type");
+  types.append({adaptor.getQuery().getType(), adaptor.getKey().getType(),
+                adaptor.getValue().getType()});
+  return success();
+}
+
+std::optional<int64_t> mlir::tcc::attentionFlops(Operation *op) {
+  if (!isa<AttentionOp, AttentionGradOp>(op))
+    return std::nullopt;
+  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto v = cast<RankedTensorType>(op->getOperand(2).getType());
+  int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
+  int64_t scores = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) *
+                   v.getDimSize(2);
+  bool causal = op->getAttrOfType<BoolAttr>("causal").getValue();
+  if (causal)
+    scores /= 2;
+  // Forward: q k^T and p v, and the softmax. Backward: q k^T again,
+  // dout v^T, p^T dout, ds k and ds^T q, and the elementwise work.
+  if (isa<AttentionOp>(op))
+    return scores * (2 * d + 2 * dv + 5);
+  return scores * (6 * d + 4 * dv + 8);
+}
+
 LogicalResult FusionOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())

@@ -64,6 +64,11 @@ SmallVector<int64_t> transposePermutation(std::optional<ArrayRef<int64_t>> perm,
 /// location, which ops derived from it keep), or "" when it names none.
 std::string nodeNameOf(Location loc);
 
+/// The floating-point operations of a tcc.attention or tcc.attention_grad
+/// (a causal one skips the masked half of the scores), or std::nullopt for
+/// any other op.
+std::optional<int64_t> attentionFlops(Operation *op);
+
 /// Folds an elementwise op whose operands are all constants; null when it
 /// cannot (a non-constant operand, or a result too large to keep in the IR).
 OpFoldResult foldElementwise(EwKind kind, Type resultType,

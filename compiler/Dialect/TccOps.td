@@ -563,6 +563,32 @@ def Tcc_GeluOp : Tcc_Op<"gelu", [Differentiable]> {
   let hasVerifier = 1;
 }
 
+def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
+  let summary = "Scaled dot-product attention (recognised by tcc-fuse-attention)";
+  let description = [{
+    `softmax(scale * query key^T [+ causal mask]) value` over heads
+    `[B, H]`: query `[B, H, Sq, D]`, key `[B, H, Sk, D]`, value
+    `[B, H, Sk, Dv]`, result `[B, H, Sq, Dv]`. With `causal`, query `i` sees
+    keys `0..i` (the top-left aligned lower triangle that a
+    `tril(ones(T, T))` mask selects). `lse` (`[B, H, Sq]`) is each query's
+    log-sum-exp of its scaled scores, kept for the backward pass so that the
+    `Sq x Sk` probabilities are never stored: the CUDA target computes the
+    op in one kernel a tile at a time.
+
+    ```mlir
+    %o, %lse = tcc.attention %q, %k, %v {scale = 0.125 : f64, causal = true}
+        : (tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>)
+          -> (tensor<8x12x1024x64xf32>, tensor<8x12x1024xf32>)
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
+                   Tcc_FloatTensor:$value, F64Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tcc_FloatTensor:$result, Tcc_FloatTensor:$lse);
+  let assemblyFormat =
+      "$query `,` $key `,` $value attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Backward-pass ops (built by gradient rules)
 //===----------------------------------------------------------------------===//
@@ -666,6 +692,30 @@ def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
   let results = (outs Tcc_FloatTensor:$result);
   let assemblyFormat =
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
+  let summary = "Gradients of `tcc.attention` with respect to query, key and value";
+  let description = [{
+    From the forward op's operands, its `result` and `lse`, and `grad` (the
+    gradient of `result`): the gradients of query, key and value, with the
+    probabilities recomputed from `lse`.
+
+    ```mlir
+    %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+           tensor<2x4x16xf32>, tensor<2x4x16x8xf32>)
+          -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
+                   Tcc_FloatTensor:$value, Tcc_FloatTensor:$result,
+                   Tcc_FloatTensor:$lse, Tcc_FloatTensor:$grad, F64Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+  let results = (outs Tcc_FloatTensor:$query_grad, Tcc_FloatTensor:$key_grad,
+                 Tcc_FloatTensor:$value_grad);
+  let assemblyFormat =
+      "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

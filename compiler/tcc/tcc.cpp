@@ -149,6 +149,11 @@ static cl::opt<std::string> memoryReport(
 static cl::opt<bool> noFusion(
     "no-fusion", cl::desc("Do not fuse elementwise ops into kernels"),
     cl::init(false), cl::cat(tccCategory));
+static cl::opt<bool> noAttentionFusion(
+    "no-attention-fusion",
+    cl::desc("Keep attention as matmul, softmax, matmul (the scores and "
+             "probabilities stored) instead of one tcc.attention op"),
+    cl::init(false), cl::cat(tccCategory));
 static cl::opt<std::string> fusionReport(
     "fusion-report",
     cl::desc("Write the fusion decisions and op/kernel counts as JSON"),
@@ -336,6 +341,8 @@ static int64_t estimateFlops(Operation *op) {
   if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>() ||
       isa<tcc::FusionOp>(op))
     return 0;
+  if (std::optional<int64_t> f = tcc::attentionFlops(op))
+    return *f;
   auto out = cast<RankedTensorType>(op->getResult(0).getType());
   if (auto mm = dyn_cast<tcc::MatMulOp>(op)) {
     auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
@@ -539,6 +546,8 @@ int main(int argc, char **argv) {
                  !model.getArgAttr(i, tcc::kFrozenAttr);
   PassManager train(&context);
   train.addPass(tcc::createLegalize());
+  if (!noAttentionFusion)
+    train.addPass(tcc::createFuseAttention());
   if (trainable)
     train.addPass(tcc::createBuildBackward());
   train.addPass(createCanonicalizerPass());

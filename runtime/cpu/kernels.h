@@ -720,6 +720,127 @@ void layer_norm(T *y, T *mean, T *inv_std_dev, const T *x, const Shape &xs, int 
   }
 }
 
+// ---- attention ---------------------------------------------------------------
+
+/// Sizes of a fused attention (tcc.attention): B x H heads, Sq queries and Sk
+/// keys, head sizes D (queries, keys) and Dv (values, outputs).
+struct AttentionDims {
+  int64_t B, H, Sq, Sk, D, Dv;
+};
+/// Element strides of an attention operand [B, H, S, D'] along b, h and s; its
+/// last dimension is contiguous.
+struct AttentionStrides {
+  int64_t b, h, s;
+};
+
+namespace detail {
+inline int64_t attn_off(const AttentionStrides &st, int64_t b, int64_t h, int64_t s) {
+  return b * st.b + h * st.h + s * st.s;
+}
+/// Keys that query i sees: all, or (causal, top-left aligned as a
+/// tril(ones(Sq, Sk)) mask is) keys 0..i.
+inline int64_t attn_keys(int64_t i, int64_t Sk, bool causal) { return causal ? std::min(Sk, i + 1) : Sk; }
+} // namespace detail
+
+/// o = softmax(scale * q k^T [+ causal mask]) v, and lse = the rows'
+/// log-sum-exp of the scaled scores ([B, H, Sq], contiguous), which the
+/// backward pass uses to recompute the probabilities. In double.
+template <class T>
+void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionStrides qs, const T *k,
+                       AttentionStrides ks, const T *v, AttentionStrides vs, const AttentionDims &d, double scale,
+                       bool causal) {
+  std::vector<double> s(static_cast<size_t>(d.Sk)), acc(static_cast<size_t>(d.Dv));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h)
+      for (int64_t i = 0; i < d.Sq; ++i) {
+        const T *qi = q + detail::attn_off(qs, b, h, i);
+        const int64_t n = detail::attn_keys(i, d.Sk, causal);
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n; ++j) {
+          const T *kj = k + detail::attn_off(ks, b, h, j);
+          double dot = 0.0;
+          for (int64_t c = 0; c < d.D; ++c)
+            dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
+          s[j] = scale * dot;
+          m = std::max(m, s[j]);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < n; ++j)
+          sum += std::exp(s[j] - m);
+        const double l = m + std::log(sum);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < n; ++j) {
+          const double p = std::exp(s[j] - l);
+          const T *vj = v + detail::attn_off(vs, b, h, j);
+          for (int64_t c = 0; c < d.Dv; ++c)
+            acc[c] += p * static_cast<double>(vj[c]);
+        }
+        T *oi = o + detail::attn_off(os, b, h, i);
+        for (int64_t c = 0; c < d.Dv; ++c)
+          oi[c] = static_cast<T>(acc[c]);
+        lse[(b * d.H + h) * d.Sq + i] = static_cast<T>(l);
+      }
+}
+
+/// The gradients of attention_forward: with P = exp(scale q k^T - lse),
+/// dP = dout v^T and delta_i = dout_i . o_i,
+///   dq = scale (P * (dP - delta)) k,  dk = scale (P * (dP - delta))^T q,
+///   dv = P^T dout.  In double.
+template <class T>
+void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks, T *dv, AttentionStrides dvs,
+                        const T *q, AttentionStrides qs, const T *k, AttentionStrides ks, const T *v,
+                        AttentionStrides vs, const T *o, AttentionStrides os, const T *dout, AttentionStrides dos,
+                        const T *lse, const AttentionDims &d, double scale, bool causal) {
+  const size_t nk = static_cast<size_t>(d.Sk);
+  std::vector<double> gq(static_cast<size_t>(d.D)), gk(nk * static_cast<size_t>(d.D)),
+      gv(nk * static_cast<size_t>(d.Dv));
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t h = 0; h < d.H; ++h) {
+      std::fill(gk.begin(), gk.end(), 0.0);
+      std::fill(gv.begin(), gv.end(), 0.0);
+      for (int64_t i = 0; i < d.Sq; ++i) {
+        const T *qi = q + detail::attn_off(qs, b, h, i);
+        const T *oi = o + detail::attn_off(os, b, h, i);
+        const T *gi = dout + detail::attn_off(dos, b, h, i);
+        const double l = static_cast<double>(lse[(b * d.H + h) * d.Sq + i]);
+        double delta = 0.0;
+        for (int64_t c = 0; c < d.Dv; ++c)
+          delta += static_cast<double>(gi[c]) * static_cast<double>(oi[c]);
+        std::fill(gq.begin(), gq.end(), 0.0);
+        const int64_t n = detail::attn_keys(i, d.Sk, causal);
+        for (int64_t j = 0; j < n; ++j) {
+          const T *kj = k + detail::attn_off(ks, b, h, j);
+          const T *vj = v + detail::attn_off(vs, b, h, j);
+          double dot = 0.0, dp = 0.0;
+          for (int64_t c = 0; c < d.D; ++c)
+            dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
+          for (int64_t c = 0; c < d.Dv; ++c)
+            dp += static_cast<double>(gi[c]) * static_cast<double>(vj[c]);
+          const double p = std::exp(scale * dot - l);
+          const double ds = p * (dp - delta) * scale;
+          double *gkj = gk.data() + j * d.D, *gvj = gv.data() + j * d.Dv;
+          for (int64_t c = 0; c < d.D; ++c) {
+            gq[c] += ds * static_cast<double>(kj[c]);
+            gkj[c] += ds * static_cast<double>(qi[c]);
+          }
+          for (int64_t c = 0; c < d.Dv; ++c)
+            gvj[c] += p * static_cast<double>(gi[c]);
+        }
+        T *dqi = dq + detail::attn_off(dqs, b, h, i);
+        for (int64_t c = 0; c < d.D; ++c)
+          dqi[c] = static_cast<T>(gq[c]);
+      }
+      for (int64_t j = 0; j < d.Sk; ++j) {
+        T *dkj = dk + detail::attn_off(dks, b, h, j);
+        T *dvj = dv + detail::attn_off(dvs, b, h, j);
+        for (int64_t c = 0; c < d.D; ++c)
+          dkj[c] = static_cast<T>(gk[j * d.D + c]);
+        for (int64_t c = 0; c < d.Dv; ++c)
+          dvj[c] = static_cast<T>(gv[j * d.Dv + c]);
+      }
+    }
+}
+
 // ---- reductions and data movement -------------------------------------------
 
 /// The flat index of coordinates `c` in a row-major shape `s` of rank `r`.

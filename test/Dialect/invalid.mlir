@@ -292,3 +292,30 @@ func.func @logical_needs_bool(%a: tensor<3xi64>) {
   %0 = tcc.and %a, %a : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
   return
 }
+
+// -----
+
+func.func @attention_head_sizes(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x6xf32>, %v: tensor<1x2x4x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op query and key head sizes differ}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x6xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x2x4x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op query, key and value must have the same [B, H]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_lse(%q: tensor<1x2x4x8xf32>, %l: tensor<1x2x8xf32>) {
+  // expected-error @+2 {{'tcc.attention_grad' op lse must be [B, H, Sq] of the query's type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %a, %b, %c = tcc.attention_grad %q, %q, %q, %q, %l, %q {scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return
+}

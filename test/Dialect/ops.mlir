@@ -164,3 +164,14 @@ func.func @training(%x: tensor<4x8xf32>, %logits: tensor<8x5x3xf32>, %labels: te
   %l2, %lp2 = tcc.softmax_cross_entropy_loss %logits, %labels, %w {reduction = "none"} : (tensor<8x5x3xf32>, tensor<8x3xi64>, tensor<5xf32>) -> (tensor<8x3xf32>, tensor<8x5x3xf32>)
   return %y, %loss, %l2 : tensor<4x8xf32>, tensor<f32>, tensor<8x3xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[O:.+]], %[[L:.+]] = tcc.attention %arg0, %arg1, %arg2 {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+// CHECK: tcc.attention_grad %arg0, %arg1, %arg2, %[[O]], %[[L]], %arg3 {causal = true, scale = 1.250000e-01 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>)
+func.func @attention(%q: tensor<2x3x5x8xf32>, %k: tensor<2x3x7x8xf32>, %v: tensor<2x3x7x4xf32>, %g: tensor<2x3x5x4xf32>) {
+  %o, %l = tcc.attention %q, %k, %v {scale = 0.125 : f64, causal = true} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>) -> (tensor<2x3x5x4xf32>, tensor<2x3x5xf32>)
+  %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %l, %g {scale = 0.125 : f64, causal = true} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>)
+  return
+}

@@ -310,6 +310,7 @@ MODELS = collections.OrderedDict([
     ("wide_rows", spec_wide_rows),
     # tiny_gpt_opset17 again, for tcc flags of its own (check_gradients.TCC_FLAGS).
     ("tiny_gpt_chunked_loss", spec_tiny_gpt_opset17),
+    ("tiny_gpt_unfused_attention", spec_tiny_gpt_opset17),
 ])
 
 

@@ -1,0 +1,98 @@
+// RUN: tcc-opt %s --split-input-file --tcc-fuse-attention | FileCheck %s
+// RUN: tcc-opt %s --split-input-file --tcc-fuse-attention="max-head-size=4" | FileCheck %s --check-prefix=SMALL
+
+// A GPT's causal attention as torch.onnx.export writes it: the scores
+// scaled by a constant, masked_fill(~tril(ones), -inf), softmax, times v.
+// The key's transpose is undone (it folds into the transpose that made k^T).
+// CHECK-LABEL: func.func @causal
+// CHECK-SAME: (%[[Q:[a-z0-9]+]]: tensor<2x3x4x8xf32> {{.*}}, %[[KT:[a-z0-9]+]]: tensor<2x3x8x4xf32> {{.*}}, %[[V:[a-z0-9]+]]: tensor<2x3x4x6xf32> {{.*}})
+// CHECK-NOT: tcc.constant
+// CHECK: %[[K:.+]] = tcc.transpose %[[KT]] {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x8x4xf32>) -> tensor<2x3x4x8xf32>
+// CHECK: %[[O:.+]], %{{.+}} = tcc.attention %[[Q]], %[[K]], %[[V]] {causal = true, scale = 0.35355338454246521 : f64} : (tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32>, tensor<2x3x4x6xf32>) -> (tensor<2x3x4x6xf32>, tensor<2x3x4xf32>)
+// CHECK-NOT: tcc.softmax
+// CHECK-NOT: tcc.matmul
+// CHECK: return %[[O]]
+// SMALL-LABEL: func.func @causal
+// SMALL-NOT: tcc.attention
+// SMALL: tcc.softmax
+func.func @causal(%q: tensor<2x3x4x8xf32> {tcc.param = "q"}, %kt: tensor<2x3x8x4xf32> {tcc.param = "kt"},
+                  %v: tensor<2x3x4x6xf32> {tcc.param = "v"}) -> (tensor<2x3x4x6xf32> {tcc.output = "o"}) {
+  %s = tcc.matmul %q, %kt : (tensor<2x3x4x8xf32>, tensor<2x3x8x4xf32>) -> tensor<2x3x4x4xf32>
+  %c = tcc.constant {value = dense<0.353553385> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s, %c : (tensor<2x3x4x4xf32>, tensor<f32>) -> tensor<2x3x4x4xf32>
+  %mask = tcc.constant {value = dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>} : () -> tensor<4x4xi1>
+  %ninf = tcc.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %mask, %ninf, %t : (tensor<4x4xi1>, tensor<f32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %p = tcc.softmax %u : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x3x4x4xf32>, tensor<2x3x4x6xf32>) -> tensor<2x3x4x6xf32>
+  return %o : tensor<2x3x4x6xf32>
+}
+
+// -----
+
+// Scores divided by a constant (BERT's / sqrt(d)), no mask, Sq != Sk.
+// CHECK-LABEL: func.func @divided
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}} {scale = 2.500000e-01 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
+func.func @divided(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x5xf32>, %v: tensor<1x2x5x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x2x4x5xf32>) -> tensor<1x2x3x5xf32>
+  %c = tcc.constant {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.div %s, %c : (tensor<1x2x3x5xf32>, tensor<f32>) -> tensor<1x2x3x5xf32>
+  %p = tcc.softmax %t : (tensor<1x2x3x5xf32>) -> tensor<1x2x3x5xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x2x3x5xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Left alone: the probabilities are also returned.
+// CHECK-LABEL: func.func @probs_returned
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.softmax
+func.func @probs_returned(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>) -> (tensor<1x1x3x4xf32>, tensor<1x1x3x3xf32>) {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %s : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o, %p : tensor<1x1x3x4xf32>, tensor<1x1x3x3xf32>
+}
+
+// -----
+
+// Left alone: a mask that also hides the diagonal is not the causal one.
+// CHECK-LABEL: func.func @not_causal_mask
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.where
+func.func @not_causal_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %mask = tcc.constant {value = dense<[[true, true, true], [false, true, true], [false, false, true]]> : tensor<3x3xi1>} : () -> tensor<3x3xi1>
+  %ninf = tcc.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %mask, %ninf, %s : (tensor<3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Left alone: an additive mask (an input) between the scores and softmax.
+// CHECK-LABEL: func.func @additive_mask
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.add
+func.func @additive_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %m: tensor<1x1x1x3xf32>) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %u = tcc.add %s, %m : (tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Left alone: the key is broadcast over the heads ([B, 1, D, Sk]).
+// CHECK-LABEL: func.func @broadcast_key
+// CHECK-NOT: tcc.attention
+func.func @broadcast_key(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = tcc.softmax %s : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
