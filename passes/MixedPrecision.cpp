@@ -23,11 +23,16 @@ public:
   void runOnOperation() override {
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) {
-      if (isa<MatMulOp>(op) || (isa<ConcatOp>(op) && !keepsF32(op->getResult(0))))
+      if (isa<MatMulOp, AttentionOp, AttentionGradOp>(op) ||
+          (isa<ConcatOp>(op) && !keepsF32(op->getResult(0))))
         ops.push_back(op);
     });
     for (Operation *op : ops)
       for (OpOperand &use : op->getOpOperands()) {
+        // The attention kernels read fp16 tensors and the fp32 log-sum-exp.
+        if (auto grad = dyn_cast<AttentionGradOp>(op);
+            grad && use.get() == grad.getLse())
+          continue;
         Value v = use.get();
         auto t = cast<RankedTensorType>(v.getType());
         if (!isa<FloatType>(t.getElementType()) || !storedAsF32(v))

@@ -247,10 +247,10 @@ def MixedPrecision : Pass<"tcc-mixed-precision", "ModuleOp"> {
     Under the CUDA target's mixed precision (tcc-plan-memory with
     `float-bytes=2`), values that `keepsF32` names (reduction results,
     statistics, the loss, scalars, and broadcasts or views of them) are
-    stored in fp32 and everything else in fp16. A GEMM reads fp16 operands
-    and a concatenation writes one storage type, so an fp32 operand of
-    either gets an explicit `tcc.cast` to its own type, which is stored in
-    fp16:
+    stored in fp32 and everything else in fp16. A GEMM and the attention
+    kernels read fp16 operands (the attention's log-sum-exp excepted) and a
+    concatenation writes one storage type, so an fp32 operand of any of them
+    gets an explicit `tcc.cast` to its own type, which is stored in fp16:
 
     ```mlir
     %p = tcc.reduce_mean %x {axes = array<i64: 1>} : (tensor<4x8x16xf32>) -> tensor<4x1x16xf32>

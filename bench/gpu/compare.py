@@ -107,8 +107,9 @@ def curves(cpu_path, cuda_path):
 def gpt2(out):
     rows = []
     gib = 2.0 ** 30
-    for key in ("none", "none_nographs", "8G", "5G", "4G", "3G"):
+    for key in ("none", "none_nographs", "none_unfusedattn", "8G", "5G", "4G", "3G"):
         b, nographs = key.split("_")[0], key.endswith("_nographs")
+        unfused = key.endswith("_unfusedattn")
         m = os.path.join(out, "gpt2_%s.jsonl" % key)
         err = os.path.join(out, "payload_err_%s.txt" % b)
         budget = None if b == "none" else float(b[:-1]) * gib
@@ -119,7 +120,8 @@ def gpt2(out):
                     if smallest else text.strip()[:160])
             rows.append(("tcc --mem-budget=" + b, None, None, None, budget, note))
             continue
-        name = "tcc" + ("" if b == "none" else " --mem-budget=" + b) + (" (no CUDA graphs)" if nographs else "")
+        name = "tcc" + ("" if b == "none" else " --mem-budget=" + b) + (" (no CUDA graphs)" if nographs else "") + (
+            " --no-attention-fusion" if unfused else "")
         if not os.path.exists(m) or not load(m):
             rows.append((name, None, None, None, budget, "no result (see the log)"))
             continue

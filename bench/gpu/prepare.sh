@@ -12,7 +12,10 @@
 #                         --no-weights at budget <b> (none, 8G, 5G, 3G);
 #                         gpt2_<b>.mem.json its memory report, or gpt2_<b>.err
 #                         when tcc finds no plan within the budget;
-#                         gpt2.manifest the parameter order for --init-weights
+#                         gpt2.manifest the parameter order for --init-weights;
+#                         steps/gpt2_none_unfusedattn.so: unconstrained, with
+#                         --no-attention-fusion (attention as cuBLASLt GEMMs
+#                         and a softmax kernel), to time the fused attention
 #
 # Usage: bash bench/gpu/prepare.sh   (BUILD=build dir, WORK=scratch dir)
 set -euo pipefail
@@ -61,4 +64,6 @@ for b in none 8G 5G 4G 3G; do
   fi
   cat "$work/gpt2_$b.log"
 done
+"$tcc" "$work/gpt2.onnx" --target=cuda --no-weights --no-attention-fusion \
+  --memory-report "$p/gpt2_none_unfusedattn.mem.json" -o "$p/steps/gpt2_none_unfusedattn.so"
 du -sh "$p"

@@ -12,7 +12,8 @@
 # 1. parity: the fp16 CUDA steps of the test models against the CPU target
 #    (loss and every gradient, relative error < 1e-2), and a 200-step
 #    training run of the demo GPT against the CPU run's loss curve;
-# 2. speed and memory: GPT-2 small, tcc at its unconstrained plan and at
+# 2. speed and memory: GPT-2 small, tcc at its unconstrained plan (also with
+#    --no-attention-fusion, to time the fused attention kernels) and at
 #    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
 #    autocast, GradScaler, fused AdamW) in the same run;
 # 3. the budget: the measured device peak against --mem-budget.
@@ -85,6 +86,9 @@ for b in none 8G 5G 4G 3G; do
   timeout 120 $tr $p/steps/gpt2_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
     --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_$b.jsonl" 2>&1 | tail -4
 done
+echo "none, attention unfused (--no-attention-fusion):"
+timeout 120 $tr $p/steps/gpt2_none_unfusedattn.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+  --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_unfusedattn.jsonl" 2>&1 | tail -4
 echo "none, without CUDA graphs:"
 timeout 120 $tr $p/steps/gpt2_none.so --no-cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
   --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_nographs.jsonl" 2>&1 | tail -4

@@ -34,3 +34,22 @@ func.func @view_of_reduction(%x: tensor<4x16xf32>, %w: tensor<4x3xf32>) -> (tens
   %zz = tcc.matmul %z, %w : (tensor<4x4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   return %y, %zz : tensor<1x3xf32>, tensor<4x3xf32>
 }
+
+// -----
+
+// The attention kernels read fp16 query, key, value, output and output
+// gradient, and the fp32 log-sum-exp as it is: an fp32 value (here a
+// reduction's result) as the value gets a cast, the log-sum-exp does not.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[V:.+]] = tcc.reduce_sum
+// CHECK: %[[H:.+]] = tcc.cast %[[V]] {to = f32}
+// CHECK: %[[O:.+]], %[[L:.+]] = tcc.attention %{{.+}}, %{{.+}}, %[[H]]
+// CHECK: %[[H2:.+]] = tcc.cast %[[V]] {to = f32}
+// CHECK-NOT: tcc.cast
+// CHECK: tcc.attention_grad %{{.+}}, %{{.+}}, %[[H2]], %[[O]], %[[L]], %{{.+}} {causal = true, scale
+func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %x: tensor<1x2x4x8x3xf32>, %g: tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) {
+  %v = tcc.reduce_sum %x {axes = array<i64: 4>, keepdims = 0 : i64} : (tensor<1x2x4x8x3xf32>) -> tensor<1x2x4x8xf32>
+  %o, %l = tcc.attention %q, %k, %v {scale = 0.5 : f64, causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %l, %g {scale = 0.5 : f64, causal = true} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  return %o, %dq : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>
+}
