@@ -546,6 +546,40 @@ case("sce_2x5x3_none_ignore_weights_logprob",
 
 
 
+# Scaled dot-product attention, as torch.onnx.export writes it (MatMul with
+# k^T, a scale, the causal mask as Where(~tril, -inf), Softmax, MatMul):
+# tcc-fuse-attention makes it one tcc.attention, whose gradient rule is
+# tcc.attention_grad (build_and_compile checks that the fusion happened).
+# Shapes cover several key tiles of the CUDA kernels (64 queries, 32 or 64
+# keys a tile), head sizes that are not multiples of 16, and Sq != Sk.
+def attention_case(b, h, sq, sk, d, dv, causal, divide=False):
+    def build(g):
+        q = g.param((b, h, sq, d), lo=-1.5, hi=1.5)
+        k = g.param((b, h, sk, d), lo=-1.5, hi=1.5)
+        v = g.param((b, h, sk, dv))
+        s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])
+        if divide:
+            s = g.op("Div", [s, g.const(np.float32(math.sqrt(d)))])
+        else:
+            s = g.op("Mul", [s, g.const(np.float32(1.0 / math.sqrt(d)))])
+        if causal:
+            above = np.triu(np.ones((sq, sk), dtype=np.bool_), k=1)
+            s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
+        p = g.op("Softmax", [s], axis=-1)
+        return g.weighted_sum([g.op("MatMul", [p, v])])
+    return build
+
+
+ATTENTION_CASES = {
+    "attention_causal_b2h3_s5_d8": (2, 3, 5, 5, 8, 8, True),
+    "attention_causal_s70_d24": (1, 2, 70, 70, 24, 24, True),
+    "attention_s3x7_d5_dv6": (1, 2, 3, 7, 5, 6, False),
+    "attention_s66x40_d16_dv40": (1, 1, 66, 40, 16, 40, False),
+}
+for name, shape in ATTENTION_CASES.items():
+    case(name, attention_case(*shape, divide=name == "attention_s3x7_d5_dv6"))
+
+
 # More broadcasting shapes.
 case("pow_base_bcast_to_exp", binary("Pow", (3,), (2, 3), kwa={"lo": 0.5, "hi": 2.0},
                                      kwb={"lo": -1.5, "hi": 2.5}))
@@ -606,6 +640,11 @@ def build_and_compile(name, args):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         raise RuntimeError("tcc failed (%d): %s" % (r.returncode, r.stdout.strip()))
+    if name in ATTENTION_CASES:
+        r = subprocess.run([args.tcc, "--target=cpu", "--emit=training", "-o", "-", path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.stdout.count("tcc.attention_grad ") != 1:
+            raise RuntimeError("the attention was not fused into tcc.attention")
     if args.cuda_emulation:
         cuda = os.path.join(work, "case-cuda.so")
         r = subprocess.run([args.tcc, "--target=cuda", "--cuda-emulation", "-o", cuda, path],
