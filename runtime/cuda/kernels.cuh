@@ -1978,4 +1978,7 @@ inline void refresh_half(__half *dst, const float *src, int64_t n) { copy(dst, s
 
 } // namespace tcc::cuda
 
+// Fused (flash) attention, forward and backward, on tensor cores.
+#include "attention.cuh"
+
 #endif // TCC_RUNTIME_CUDA_KERNELS_CUH

@@ -313,6 +313,15 @@ void tcc_cuda_kernels_instantiate_all() {
   adamw_multi(table, cs, 1, nchunks, 1e-3f, 0.9f, 0.999f, 1e-8f, int64_t(1), ss > 1.0 ? 1.0 / ss : 1.0);
   sgd_multi(table, cs, 1, nchunks, 0.1, 0.9, true, 1, 1.0);
 
+  // attention (every head-size instantiation is behind the launchers' switch)
+  const AttentionStrides ast{0, 0, 0};
+  const AttentionDims adims{1, 1, 1, 1, 64, 64};
+  attention_forward(P<half>(), ast, P<float>(), P<const half>(), ast, P<const half>(), ast, P<const half>(), ast,
+                    adims, 0.125f, true);
+  attention_backward(P<half>(), ast, P<half>(), ast, P<half>(), ast, P<const half>(), ast, P<const half>(), ast,
+                     P<const half>(), ast, P<const half>(), ast, P<const half>(), ast, P<const float>(), adims, 0.125f,
+                     false);
+
   // errors
   int *flag = error_flag_device();
   (void)flag;

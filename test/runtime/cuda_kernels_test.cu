@@ -6,14 +6,16 @@
 //
 // Exit status 77 without a device (a ctest SKIP_RETURN_CODE). An optional
 // argument runs one section (binary, unary_cast, where, softmax, layer_norm,
-// reduce, gather, movement, sce, gelu, optim, matmul, graph, perf); "perf"
-// prints timings only.
+// reduce, gather, movement, sce, gelu, optim, matmul, graph, attention,
+// perf); "perf" prints timings only.
 #include "cpu/kernels.h"
 #include "cuda/gemm.cuh"
 #include "cuda/kernels.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <initializer_list>
 #include <random>
@@ -918,6 +920,246 @@ static void test_graph_capture() {
   CK(cudaStreamDestroy(s));
 }
 
+// Fused attention (gpu::attention_forward / attention_backward, fp16 with
+// WMMA) against the CPU reference in double, on the same fp16 inputs. The
+// backward takes the reference o (rounded to fp16) and lse (to float), so
+// each pass is checked on its own. Per tensor: max |err| <= tol * max |ref|.
+namespace {
+struct AttnView {
+  int64_t off;               // first element in its buffer
+  cpu::AttentionStrides st;  // element strides (b, h, s)
+};
+// Operand layouts: 0 dense [B, H, S, D]; 1 q, k, v (and dq, dk, dv) as
+// [B, S, H, D] views of packed [B, S, 3, H, D] buffers, o and dout as
+// [B, S, H, D] (Sq == Sk, D == Dv); 2 [B, H, S, D] with gaps (row stride
+// D + 3, odd b and h strides) at an odd element offset: element-wise
+// accesses, and the gaps of the outputs must stay unwritten.
+struct AttnLayout {
+  AttnView q, k, v, o;
+  int64_t qkv_size, o_size; // buffer elements: q/k/v (and dq/dk/dv), o/dout
+  bool packed;              // q, k, v share one buffer
+};
+AttnLayout attn_layout(int kind, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
+  AttnLayout l{};
+  auto dense = [&](int64_t S, int64_t Dx, int64_t off, int64_t gap) {
+    const int64_t s = Dx + gap, h = S * s + (gap ? 5 : 0), b = H * h + (gap ? 1 : 0);
+    return AttnView{off, {b, h, s}};
+  };
+  auto size_of = [&](const AttnView &v, int64_t S, int64_t Dx) {
+    return v.off + (B - 1) * v.st.b + (H - 1) * v.st.h + (S - 1) * v.st.s + Dx;
+  };
+  if (kind == 1) {
+    const int64_t s3 = 3 * H * D;
+    l.q = {0, {Sq * s3, D, s3}};
+    l.k = {H * D, {Sq * s3, D, s3}};
+    l.v = {2 * H * D, {Sq * s3, D, s3}};
+    l.o = {0, {Sq * H * Dv, Dv, H * Dv}};
+    l.qkv_size = B * Sq * s3;
+    l.o_size = B * Sq * H * Dv;
+    l.packed = true;
+    return l;
+  }
+  const int64_t gap = kind == 2 ? 3 : 0, off = kind == 2 ? 1 : 0;
+  l.q = dense(Sq, D, off, gap);
+  l.k = dense(Sk, D, off, gap);
+  l.v = dense(Sk, Dv, off, gap);
+  l.o = dense(Sq, Dv, off, gap);
+  l.qkv_size = std::max(size_of(l.q, Sq, D), std::max(size_of(l.k, Sk, D), size_of(l.v, Sk, Dv)));
+  l.o_size = size_of(l.o, Sq, Dv);
+  l.packed = false;
+  return l;
+}
+gpu::AttentionStrides gst(const cpu::AttentionStrides &s) { return {s.b, s.h, s.s}; }
+
+/// Max |got - want|, max |want| and whether every got value is finite, over
+/// the [B, H, S, Dx] view.
+struct AttnErr {
+  double err = 0, ref = 0;
+  bool finite = true;
+};
+AttnErr attn_compare(const std::vector<float> &got, const std::vector<double> &want, const AttnView &v, int64_t B,
+                     int64_t H, int64_t S, int64_t Dx) {
+  AttnErr e;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t c = 0; c < Dx; ++c) {
+          const size_t i = static_cast<size_t>(v.off + b * v.st.b + h * v.st.h + s * v.st.s + c);
+          if (!std::isfinite(got[i]))
+            e.finite = false;
+          e.err = std::max(e.err, std::fabs(static_cast<double>(got[i]) - want[i]));
+          e.ref = std::max(e.ref, std::fabs(want[i]));
+        }
+  return e;
+}
+/// Marks the elements of a view in `mask`.
+void attn_mark(std::vector<char> &mask, const AttnView &v, int64_t B, int64_t H, int64_t S, int64_t Dx) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t c = 0; c < Dx; ++c)
+          mask[static_cast<size_t>(v.off + b * v.st.b + h * v.st.h + s * v.st.s + c)] = 1;
+}
+/// Whether every element outside the marked ones is still 0xffff (DevBuf's fill).
+bool attn_untouched(const std::vector<half> &got, const std::vector<char> &mask) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, &got[i], 2);
+    if (!mask[i] && bits != 0xffff)
+      return false;
+  }
+  return true;
+}
+} // namespace
+
+static void test_attention() {
+  struct Case {
+    int64_t B, H, Sq, Sk, D, Dv;
+    bool causal;
+    int layout;
+  };
+  const Case cases[] = {
+      {1, 1, 1, 1, 8, 8, false, 0},          {1, 1, 1, 1, 8, 8, true, 0},
+      {2, 3, 16, 16, 8, 8, false, 0},        {2, 3, 16, 16, 8, 8, true, 0},
+      {2, 3, 37, 37, 64, 64, false, 0},      {2, 3, 37, 37, 64, 64, true, 0},
+      {1, 2, 100, 100, 128, 128, false, 0},  {1, 2, 100, 100, 128, 128, true, 0},
+      {2, 3, 128, 128, 64, 64, true, 1},     {2, 3, 128, 128, 64, 64, false, 1},
+      {1, 2, 100, 100, 40, 40, true, 1},     {1, 1, 128, 128, 128, 128, true, 1},
+      {1, 2, 20, 50, 40, 24, false, 0},      {1, 2, 50, 20, 40, 24, false, 0},
+      {1, 2, 20, 50, 40, 24, true, 0},       {1, 2, 50, 20, 40, 24, true, 0},
+      {2, 1, 37, 37, 40, 24, true, 2},       {1, 2, 20, 50, 40, 24, false, 2},
+      {2, 2, 37, 37, 13, 13, true, 0},       {1, 2, 70, 70, 100, 72, true, 2},
+      {1, 1, 16, 16, 64, 64, true, 2},
+  };
+  // fp16 inputs, P / dS and outputs: ~1e-3 relative; the floor covers
+  // gradients that are zero in exact arithmetic (a single key).
+  const double tol = 5e-3, lse_tol = 1e-4, floor = 0.1;
+  for (const Case &c : cases) {
+    const int64_t B = c.B, H = c.H, Sq = c.Sq, Sk = c.Sk, D = c.D, Dv = c.Dv;
+    char nm[160];
+    std::snprintf(nm, sizeof nm, "attention B=%lld H=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s %s", (long long)B,
+                  (long long)H, (long long)Sq, (long long)Sk, (long long)D, (long long)Dv,
+                  c.causal ? "causal" : "full", c.layout == 0 ? "dense" : c.layout == 1 ? "packed-qkv" : "gaps");
+    const AttnLayout L = attn_layout(c.layout, B, H, Sq, Sk, D, Dv);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    // q, k ~ N(0, 1.5^2): scores ~ N(0, 2.25^2) after scaling; v, dout ~ N(0, 1).
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto randn = [&](size_t n, float sd) {
+      std::vector<float> x(n);
+      for (auto &e : x)
+        e = sd * nd(g_rng);
+      return round_half(x);
+    };
+    std::vector<float> hq, hk, hv, hg = randn(static_cast<size_t>(L.o_size), 1.0f);
+    if (L.packed) {
+      hq = randn(static_cast<size_t>(L.qkv_size), 1.5f);
+      for (int64_t b = 0; b < B; ++b) // v ~ N(0, 1)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t s = 0; s < Sk; ++s)
+            for (int64_t e = 0; e < Dv; ++e)
+              hq[static_cast<size_t>(L.v.off + b * L.v.st.b + h * L.v.st.h + s * L.v.st.s + e)] /= 1.5f;
+      hk = hv = hq;
+    } else {
+      hq = randn(static_cast<size_t>(L.qkv_size), 1.5f);
+      hk = randn(static_cast<size_t>(L.qkv_size), 1.5f);
+      hv = randn(static_cast<size_t>(L.qkv_size), 1.0f);
+    }
+    auto dbl = [](const std::vector<float> &x) { return std::vector<double>(x.begin(), x.end()); };
+    const std::vector<double> dq_in = dbl(hq), dk_in = dbl(hk), dv_in = dbl(hv), dg_in = dbl(hg);
+    const cpu::AttentionDims cd{B, H, Sq, Sk, D, Dv};
+    const gpu::AttentionDims gd{B, H, Sq, Sk, D, Dv};
+
+    // Forward.
+    std::vector<double> o_ref(static_cast<size_t>(L.o_size)), lse_ref(static_cast<size_t>(B * H * Sq));
+    cpu::attention_forward(o_ref.data() + L.o.off, L.o.st, lse_ref.data(), dq_in.data() + L.q.off, L.q.st,
+                           dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off, L.v.st, cd, scale, c.causal);
+    DevBuf<half> bq(to_half(hq)), bk(to_half(hk)), bv(to_half(hv)), bo(static_cast<size_t>(L.o_size));
+    DevBuf<float> blse(static_cast<size_t>(B * H * Sq));
+    const half *pq = bq.p + L.q.off;
+    const half *pk = (L.packed ? bq.p : bk.p) + L.k.off;
+    const half *pv = (L.packed ? bq.p : bv.p) + L.v.off;
+    gpu::attention_forward(bo.p + L.o.off, gst(L.o.st), blse.p, pq, gst(L.q.st), pk, gst(L.k.st), pv, gst(L.v.st),
+                           gd, static_cast<float>(scale), c.causal);
+    const std::vector<half> o_half = bo.get();
+    const AttnErr eo = attn_compare(from_half(o_half), o_ref, L.o, B, H, Sq, Dv);
+    const std::vector<float> lse_got = blse.get();
+    double lse_err = 0, lse_max = 1;
+    bool lse_finite = true;
+    for (size_t i = 0; i < lse_got.size(); ++i) {
+      lse_finite = lse_finite && std::isfinite(lse_got[i]);
+      lse_err = std::max(lse_err, std::fabs(lse_got[i] - lse_ref[i]));
+      lse_max = std::max(lse_max, std::fabs(lse_ref[i]));
+    }
+    std::vector<char> omask(static_cast<size_t>(L.o_size), 0);
+    attn_mark(omask, L.o, B, H, Sq, Dv);
+
+    // Backward, from the reference o (fp16) and lse (float).
+    std::vector<float> o_in(o_ref.begin(), o_ref.end());
+    o_in = round_half(o_in);
+    std::vector<float> lse_in(lse_ref.begin(), lse_ref.end());
+    const std::vector<double> do_in = dbl(o_in), dlse_in(lse_in.begin(), lse_in.end());
+    std::vector<double> gq(static_cast<size_t>(L.qkv_size)), gk(static_cast<size_t>(L.qkv_size)),
+        gv(static_cast<size_t>(L.qkv_size));
+    std::vector<double> &gk_ = L.packed ? gq : gk, &gv_ = L.packed ? gq : gv;
+    cpu::attention_backward(gq.data() + L.q.off, L.q.st, gk_.data() + L.k.off, L.k.st, gv_.data() + L.v.off, L.v.st,
+                            dq_in.data() + L.q.off, L.q.st, dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off,
+                            L.v.st, do_in.data() + L.o.off, L.o.st, dg_in.data() + L.o.off, L.o.st, dlse_in.data(),
+                            cd, scale, c.causal);
+    DevBuf<half> bo_in(to_half(o_in)), bg(to_half(hg)), bdq(static_cast<size_t>(L.qkv_size)),
+        bdk(static_cast<size_t>(L.packed ? 1 : L.qkv_size)), bdv(static_cast<size_t>(L.packed ? 1 : L.qkv_size));
+    DevBuf<float> blse_in(lse_in);
+    half *pdq = bdq.p + L.q.off;
+    half *pdk = (L.packed ? bdq.p : bdk.p) + L.k.off;
+    half *pdv = (L.packed ? bdq.p : bdv.p) + L.v.off;
+    gpu::attention_backward(pdq, gst(L.q.st), pdk, gst(L.k.st), pdv, gst(L.v.st), pq, gst(L.q.st), pk, gst(L.k.st), pv,
+                            gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off, gst(L.o.st), blse_in.p, gd,
+                            static_cast<float>(scale), c.causal);
+    const std::vector<half> dq_half = bdq.get();
+    const std::vector<half> dk_half = L.packed ? dq_half : bdk.get(), dv_half = L.packed ? dq_half : bdv.get();
+    const AttnErr edq = attn_compare(from_half(dq_half), gq, L.q, B, H, Sq, D);
+    const AttnErr edk = attn_compare(from_half(dk_half), gk_, L.k, B, H, Sk, D);
+    const AttnErr edv = attn_compare(from_half(dv_half), gv_, L.v, B, H, Sk, Dv);
+    std::vector<char> qmask(static_cast<size_t>(L.qkv_size), 0), kmask, vmask;
+    attn_mark(qmask, L.q, B, H, Sq, D);
+    if (L.packed) {
+      attn_mark(qmask, L.k, B, H, Sk, D);
+      attn_mark(qmask, L.v, B, H, Sk, Dv);
+    } else {
+      kmask.assign(static_cast<size_t>(L.qkv_size), 0);
+      vmask.assign(static_cast<size_t>(L.qkv_size), 0);
+      attn_mark(kmask, L.k, B, H, Sk, D);
+      attn_mark(vmask, L.v, B, H, Sk, Dv);
+    }
+    const bool untouched = attn_untouched(o_half, omask) && attn_untouched(dq_half, qmask) &&
+                           (L.packed || (attn_untouched(dk_half, kmask) && attn_untouched(dv_half, vmask)));
+
+    std::printf("  %s: max err o %.2e (of %.2f) lse %.2e dq %.2e (of %.2f) dk %.2e (of %.2f) dv %.2e (of %.2f)\n", nm,
+                eo.err, eo.ref, lse_err, edq.err, edq.ref, edk.err, edk.ref, edv.err, edv.ref);
+    const std::string n(nm);
+    check(eo.finite && eo.err <= tol * std::max(eo.ref, floor), n + " o");
+    check(lse_finite && lse_err <= lse_tol * lse_max, n + " lse");
+    check(edq.finite && edq.err <= tol * std::max(edq.ref, floor), n + " dq");
+    check(edk.finite && edk.err <= tol * std::max(edk.ref, floor), n + " dk");
+    check(edv.finite && edv.err <= tol * std::max(edv.ref, floor), n + " dv");
+    check(untouched, n + " writes nothing outside its outputs");
+    check(gpu::read_and_clear_error_flag() == 0, n + " no error flag");
+  }
+  // Head sizes over 128 are not supported: reported, nothing written.
+  {
+    std::printf("  (expected) an unsupported-size message for D=Dv=136:\n");
+    std::fflush(stdout);
+    const int64_t S = 4, D = 136;
+    DevBuf<half> x(S * D), o(S * D);
+    DevBuf<float> lse(S);
+    const gpu::AttentionStrides st{S * D, S * D, D};
+    gpu::attention_forward(o.p, st, lse.p, x.p, st, x.p, st, x.p, st, gpu::AttentionDims{1, 1, S, S, D, D}, 0.1f,
+                           true);
+    check(gpu::read_and_clear_error_flag() == 1, "attention D=136 sets the error flag");
+    std::vector<half> got = o.get();
+    check(attn_untouched(got, std::vector<char>(got.size(), 0)), "attention D=136 writes nothing");
+  }
+}
+
 
 // Timings (informational; no checks): bandwidth-bound kernels at GPT-2-small sizes.
 template <class F> static void timeit(const char *name, double bytes, F f) {
@@ -1003,6 +1245,57 @@ static void test_perf() {
   gpu::fill(w.p, H * 4 * H, 0.01);
   timeit("matmul [8192,768]x[768,3072] (GB/s column = TFLOP/s*1e-3)", 2.0 * R * H * 4 * H / 1e3,
          [&] { gpu::matmul(200, big.p, x.p, s2, false, w.p, gpu::Shape{2, {H, 4 * H}}, false); });
+
+  // Attention at GPT-2 small (B=8, H=12, S=1024, D=64, causal): fused
+  // (WMMA flash attention) against unfused kernels (cuBLASLt batched
+  // matmuls + softmax, without the causal mask; the backward's softmax
+  // gradient as elementwise sub/mul and a row reduce). The GB/s column
+  // reads as TFLOP/s: the causal half of the 4 (forward) / 10 (backward,
+  // with the recomputed S) B*H*S*S*D flops for the fused kernels, all of
+  // the 4 / 8 for the unfused ones.
+  {
+    const int64_t AB = 8, AH = 12, AS = 1024, AD = 64, BH = AB * AH;
+    const int64_t nqkv = BH * AS * AD, nss = BH * AS * AS;
+    DevBuf<half> q(nqkv), k(nqkv), v(nqkv), o(nqkv), dout(nqkv), dq(nqkv), dk(nqkv), dv(nqkv);
+    DevBuf<float> lse(BH * AS), delta(BH * AS);
+    gpu::fill(q.p, nqkv, 0.3);
+    gpu::fill(k.p, nqkv, -0.2);
+    gpu::fill(v.p, nqkv, 0.5);
+    gpu::fill(dout.p, nqkv, 0.1);
+    const gpu::AttentionStrides st{AH * AS * AD, AS * AD, AD};
+    const gpu::AttentionDims ad{AB, AH, AS, AS, AD, AD};
+    const float sc = 0.125f;
+    const double f1 = double(BH) * AS * AS * AD / 1e3; // flops of one S*S*D product per head, / 1e3
+    timeit("attention fwd fused causal [8,12,1024,64]", 2.0 * f1, [&] {
+      gpu::attention_forward(o.p, st, lse.p, q.p, st, k.p, st, v.p, st, ad, sc, true);
+    });
+    timeit("attention bwd fused causal [8,12,1024,64]", 5.0 * f1, [&] {
+      gpu::attention_backward(dq.p, st, dk.p, st, dv.p, st, q.p, st, k.p, st, v.p, st, o.p, st, dout.p, st, lse.p, ad,
+                              sc, true);
+    });
+    CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError());
+    DevBuf<uint8_t> ws(32 << 20);
+    gpu::set_workspace(ws.p, 32 << 20);
+    DevBuf<half> s(nss), p(nss), dp(nss);
+    const gpu::Shape qs3{3, {BH, AS, AD}}, ss3{3, {BH, AS, AS}}, rows{3, {BH, AS, 1}};
+    timeit("attention fwd unfused [8,12,1024,64]", 4.0 * f1, [&] {
+      gpu::matmul(300, s.p, q.p, qs3, false, k.p, qs3, true);
+      gpu::softmax(p.p, s.p, ss3, 2, false);
+      gpu::matmul(301, o.p, p.p, ss3, false, v.p, qs3, false);
+    });
+    timeit("attention bwd unfused [8,12,1024,64]", 8.0 * f1, [&] {
+      gpu::matmul(302, dv.p, p.p, ss3, true, dout.p, qs3, false);          // dV = P^T dO
+      gpu::matmul(303, dp.p, dout.p, qs3, false, v.p, qs3, true);          // dP = dO V^T
+      gpu::binary(gpu::BinaryOp::Mul, dq.p, qs3, dout.p, qs3, o.p, qs3);   // dO * O
+      gpu::reduce(delta.p, dq.p, qs3, 4u, false);                          // delta = rowsum
+      gpu::binary(gpu::BinaryOp::Sub, dp.p, ss3, dp.p, ss3, delta.p, rows); // dP - delta
+      gpu::binary(gpu::BinaryOp::Mul, dp.p, ss3, dp.p, ss3, p.p, ss3);     // dS (scale folded)
+      gpu::matmul(304, dq.p, dp.p, ss3, false, k.p, qs3, false);           // dQ = dS K
+      gpu::matmul(305, dk.p, dp.p, ss3, true, q.p, qs3, false);            // dK = dS^T Q
+    });
+    gpu::set_workspace(nullptr, 0);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -1035,6 +1328,7 @@ int main(int argc, char **argv) {
   run("optim", test_optim);
   run("matmul", test_matmul);
   run("graph", test_graph_capture);
+  run("attention", test_attention);
 #ifndef TCC_CUDA_EMU // the CPU emulation checks the kernels' results; timing them means nothing
   run("perf", test_perf);
 #else

@@ -5,18 +5,19 @@
 // mixed precision, its memory plan, its loss scaling, its CUDA-graph capture)
 // runs and is checked on a machine without a GPU. It is selected by building
 // the step with the host compiler, -DTCC_CUDA_EMU and -I runtime/cuda/emu:
-// this folder's cuda_runtime.h, cuda_fp16.h and cublasLt.h then stand in for
-// the CUDA toolkit's (`tcc --target=cuda --cuda-emulation`).
+// this folder's cuda_runtime.h, cuda_fp16.h, cublasLt.h and mma.h then stand
+// in for the CUDA toolkit's (`tcc --target=cuda --cuda-emulation`).
 //
 // What it models:
 //  * kernels: every block runs on the calling thread, one block after the
 //    other; the threads of a block run on fibers (a small x86-64 context
-//    switch) that switch only at __syncthreads() and warp shuffles, so
-//    barriers, warp shuffles and shared memory are shared and ordered as on a
-//    GPU. __shared__ is `static`. Threads that exit stop counting at
-//    barriers; a barrier that the live threads of the block (or warp) never
-//    all reach is reported as a deadlock and fails the launch
-//    (cudaErrorLaunchFailure), as does a shuffle from an exited lane.
+//    switch) that switch only at __syncthreads(), __syncwarp(), warp
+//    shuffles and WMMA operations, so barriers, warp shuffles and shared
+//    memory are shared and ordered as on a GPU. __shared__ is `static`.
+//    Threads that exit stop counting at barriers; a barrier that the live
+//    threads of the block (or warp) never all reach is reported as a
+//    deadlock and fails the launch (cudaErrorLaunchFailure), as does a
+//    shuffle from an exited lane.
 //  * launch checks: block size <= 1024, grid limits, a zero-size grid
 //    (cudaErrorInvalidConfiguration), reported by cudaGetLastError; a
 //    16-byte load or store (load8 / store8) at an address that is not
@@ -48,6 +49,19 @@
 //    call, so a plan that lets it overlap live data fails its checks.
 //  * TCC_CUDA_EMU_NO_DEVICE=1 makes cudaFree(0) fail with
 //    cudaErrorInsufficientDriver (the error a machine without a driver gives).
+//  * WMMA (mma.h, nvcuda::wmma, 16x16x16 with __half multiplicands and float
+//    or __half accumulators): every thread holds the whole 16x16 tile in its
+//    fragment (num_elements 256). fill_fragment, load_matrix_sync, mma_sync
+//    and store_matrix_sync are warp synchronisation points like __syncwarp,
+//    so divergent use deadlocks and fails the launch; a load reads before
+//    that point and a store writes only the lane's share of the tile after
+//    it, so a missing __syncwarp between lanes' writes and a load (or
+//    between a store and lanes' reads) shows as stale data. mma_sync
+//    multiplies exactly and accumulates in float in order of k. Misaligned
+//    pointers (32 bytes) or ldm (16 bytes) fail with
+//    cudaErrorMisalignedAddress. A fragment is 512 or 1024 bytes per thread:
+//    the fibers' stacks (kFiberStack, 256 KB) hold tcc's attention kernels
+//    with a wide margin (they use under 32 KB).
 //
 //  * TCC_CUDA_EMU_ORDER=reverse runs a block's threads last to first between
 //    switch points; =greedy always runs the first runnable thread, so warp 0
@@ -62,8 +76,11 @@
 // order between barriers, so most races, within a block or between blocks,
 // stay hidden), uninitialised shared memory (`static`: zero at first, then
 // what the last block left), host pointers passed to kernels (device
-// pointers are host ones), timing, and the GPU's floating-point contraction
-// and special-function accuracy (glibc's are used). The build uses
+// pointers are host ones), timing, the GPU's floating-point contraction
+// and special-function accuracy (glibc's are used), and the layout of WMMA
+// fragment elements over a warp's lanes (code that reads or writes
+// frag.x[i] other than by a uniform elementwise loop is not portable, and
+// not checked), nor the tensor cores' order of addition. The build uses
 // -fno-strict-aliasing: CUDA code reads fp16 data through uint4 pointers.
 //
 // Header-only; include it in one translation unit.
