@@ -36,30 +36,42 @@ std::optional<double> splatValue(Value v) {
   return attr.getSplatValue<APFloat>().convertToDouble();
 }
 
-/// Whether `v` is a constant i1 [.., Sq, Sk] mask (leading dimensions 1)
-/// that is true exactly above the diagonal: the keys a causal query must not
-/// see, as masked_fill(~tril(ones(T, T)), -inf) writes them.
-bool isAboveDiagonalMask(Value v, int64_t sq, int64_t sk) {
+/// A masked score at most this (after the scales that follow the mask) is
+/// a zero probability: exp(-1e4) underflows to 0 in double, and the scores'
+/// own range is far above it.
+constexpr double kMaskedAtMost = -1.0e4;
+
+/// The values of a constant [.., Sq, Sk] mask whose leading dimensions are 1
+/// (one [Sq, Sk] matrix), row-major; empty when `v` is not one.
+template <typename T>
+SmallVector<T> maskValues(Value v, int64_t sq, int64_t sk) {
   DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || !attr.getElementType().isInteger(1))
-    return false;
+  if (!matchPattern(v, m_Constant(&attr)) || attr.isSplat())
+    return {};
   auto t = typeOf(v);
   if (t.getRank() < 2 || t.getDimSize(t.getRank() - 2) != sq ||
       t.getDimSize(t.getRank() - 1) != sk)
-    return false;
+    return {};
   for (int64_t d = 0; d + 2 < t.getRank(); ++d)
     if (t.getDimSize(d) != 1)
-      return false;
-  if (attr.isSplat())
-    return false;
-  int64_t i = 0;
-  for (bool masked : attr.getValues<bool>()) {
-    if (masked != (i % sk > i / sk))
-      return false;
-    ++i;
+      return {};
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!attr.getElementType().isInteger(1))
+      return {};
+    return SmallVector<bool>(attr.getValues<bool>());
+  } else {
+    if (!isa<FloatType>(attr.getElementType()))
+      return {};
+    SmallVector<double> values;
+    for (const APFloat &f : attr.getValues<APFloat>())
+      values.push_back(f.convertToDouble());
+    return values;
   }
-  return true;
 }
+
+/// Whether element `i` of a row-major [Sq, Sk] matrix is above the diagonal
+/// (a key after the query: what a causal mask hides).
+bool aboveDiagonal(int64_t i, int64_t sk) { return i % sk > i / sk; }
 
 /// The defining op of `v` if it is an `OpTy` whose only reader is `user`.
 template <typename OpTy> OpTy onlyFeeding(Value v, Operation *user) {
@@ -69,93 +81,190 @@ template <typename OpTy> OpTy onlyFeeding(Value v, Operation *user) {
   return op;
 }
 
+/// What the ops between the scores' matmul and the softmax amount to.
+struct ScoreChain {
+  SmallVector<Operation *> ops; // readers before producers
+  double scale = 1.0;
+  bool causal = false;
+  /// What a masked score is once the scales after the mask apply.
+  double maskedValue = 0.0;
+};
+
+/// If `op` (reading `x`, the scores so far) multiplies or divides them by a
+/// scalar constant, that factor.
+std::optional<double> scaleFactor(Operation *op, Value x) {
+  Value other;
+  if (isa<MulOp>(op))
+    other = op->getOperand(0) == x ? op->getOperand(1) : op->getOperand(0);
+  else if (isa<DivOp>(op) && op->getOperand(0) == x)
+    other = op->getOperand(1);
+  else
+    return std::nullopt;
+  std::optional<double> c = splatValue(other);
+  if (!c || *c == 0.0 || !std::isfinite(*c) || typeOf(other).getNumElements() != 1)
+    return std::nullopt;
+  return isa<DivOp>(op) ? 1.0 / *c : *c;
+}
+
+/// Whether `op` masks the scores `x` causally: where(j > i, fill, x),
+/// where(j <= i, x, fill) or x + m with m 0 on and below the diagonal and
+/// `fill` above; sets the fill.
+bool causalMask(Operation *op, Value x, int64_t sq, int64_t sk, double &fill) {
+  if (auto where = dyn_cast<WhereOp>(op)) {
+    bool fillFirst = where.getY() == x;
+    if (!fillFirst && where.getX() != x)
+      return false;
+    std::optional<double> f = splatValue(fillFirst ? where.getX() : where.getY());
+    SmallVector<bool> mask = maskValues<bool>(where.getCondition(), sq, sk);
+    if (!f || mask.empty() || typeOf(fillFirst ? where.getX() : where.getY()).getNumElements() != 1)
+      return false;
+    for (auto [i, hidden] : llvm::enumerate(mask))
+      if ((fillFirst ? hidden : !hidden) != aboveDiagonal(i, sk))
+        return false;
+    fill = *f;
+    return true;
+  }
+  if (auto add = dyn_cast<AddOp>(op)) {
+    Value m = add.getLhs() == x ? add.getRhs() : add.getLhs();
+    SmallVector<double> values = maskValues<double>(m, sq, sk);
+    if (values.empty())
+      return false;
+    fill = 0.0;
+    for (auto [i, value] : llvm::enumerate(values)) {
+      if (!aboveDiagonal(i, sk)) {
+        if (value != 0.0)
+          return false;
+      } else if (!(value <= kMaskedAtMost)) {
+        return false;
+      } else {
+        fill = std::max(fill == 0.0 ? value : fill, value); // the largest masked value
+      }
+    }
+    return fill != 0.0;
+  }
+  return false;
+}
+
 struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
   using FuseAttentionBase::FuseAttentionBase;
 
   /// Rewrites the attention that ends in `softmax`, if there is one.
   bool tryFuse(SoftmaxOp softmax) {
     auto probsType = typeOf(softmax.getResult());
-    if (probsType.getRank() != 4 ||
-        *normalizeAxis(softmax.getAxis(), 4) != 3 || !softmax->hasOneUse())
+    int64_t rank = probsType.getRank();
+    if ((rank != 3 && rank != 4) || *normalizeAxis(softmax.getAxis(), rank) != rank - 1 ||
+        !softmax->hasOneUse())
       return false;
     auto pv = dyn_cast<MatMulOp>(*softmax->user_begin());
     if (!pv || pv.getLhs() != softmax.getResult())
       return false;
-    int64_t batch = probsType.getDimSize(0), heads = probsType.getDimSize(1);
-    int64_t sq = probsType.getDimSize(2), sk = probsType.getDimSize(3);
+    int64_t sq = probsType.getDimSize(rank - 2), sk = probsType.getDimSize(rank - 1);
 
-    SmallVector<Operation *> chain{pv, softmax};
+    // Up from the softmax: scales and at most one causal mask, in any order.
+    ScoreChain chain;
+    chain.ops = {pv, softmax};
     Value x = softmax.getInput();
     Operation *reader = softmax;
-    bool causal = false;
-    if (auto where = onlyFeeding<WhereOp>(x, reader)) {
-      std::optional<double> fill = splatValue(where.getX());
-      if (!fill || !std::isinf(*fill) || *fill > 0 ||
-          !isAboveDiagonalMask(where.getCondition(), sq, sk) ||
-          typeOf(where.getY()) != probsType)
+    double scaleAfterMask = 1.0;
+    while (Operation *def = x.getDefiningOp()) {
+      if (!x.hasOneUse() || typeOf(x) != probsType || isa<MatMulOp>(def))
+        break;
+      Value in = def->getNumOperands() ? def->getOperand(0) : Value();
+      double fill = 0.0;
+      if (isa<MulOp, DivOp>(def)) {
+        // The scores are whichever operand is not the constant.
+        Value scores = isa<MulOp>(def) && splatValue(def->getOperand(0)) ? def->getOperand(1) : in;
+        std::optional<double> c = scaleFactor(def, scores);
+        if (!c)
+          return false;
+        chain.scale *= *c;
+        if (!chain.causal)
+          scaleAfterMask *= *c;
+        in = scores;
+      } else if (!chain.causal && isa<WhereOp, AddOp>(def)) {
+        // The scores are the operand that is not a constant.
+        unsigned first = isa<WhereOp>(def) ? 1 : 0;
+        Value scores = matchPattern(def->getOperand(first), m_Constant())
+                           ? def->getOperand(first + 1)
+                           : def->getOperand(first);
+        if (typeOf(scores) != probsType || !causalMask(def, scores, sq, sk, fill))
+          return false;
+        chain.causal = true;
+        chain.maskedValue = fill;
+        in = scores;
+      } else {
         return false;
-      causal = true;
-      chain.push_back(where);
-      x = where.getY();
-      reader = where;
-    }
-    double scale = 1.0;
-    if (auto mul = onlyFeeding<MulOp>(x, reader)) {
-      std::optional<double> c = splatValue(mul.getRhs());
-      Value scores = mul.getLhs();
-      if (!c) {
-        c = splatValue(mul.getLhs());
-        scores = mul.getRhs();
       }
-      if (!c || typeOf(scores) != probsType)
-        return false;
-      scale = *c;
-      chain.push_back(mul);
-      x = scores;
-      reader = mul;
-    } else if (auto div = onlyFeeding<DivOp>(x, reader)) {
-      std::optional<double> c = splatValue(div.getRhs());
-      if (!c || *c == 0.0 || typeOf(div.getLhs()) != probsType)
-        return false;
-      scale = 1.0 / *c;
-      chain.push_back(div);
-      x = div.getLhs();
-      reader = div;
+      chain.ops.push_back(def);
+      reader = def;
+      x = in;
     }
-    auto qk = onlyFeeding<MatMulOp>(x, reader);
-    if (!qk)
+    if (chain.scale <= 0.0 ||
+        (chain.causal && !(chain.maskedValue * scaleAfterMask <= kMaskedAtMost)))
       return false;
-    chain.push_back(qk);
+    auto qk = onlyFeeding<MatMulOp>(x, reader);
+    if (!qk || typeOf(x) != probsType)
+      return false;
+    chain.ops.push_back(qk);
     Value q = qk.getLhs(), kt = qk.getRhs(), v = pv.getRhs();
+    // A scale on the queries (nn.MultiheadAttention's q / sqrt(d)).
+    if (Operation *def = q.getDefiningOp(); def && q.hasOneUse() && isa<MulOp, DivOp>(def)) {
+      Value inner = isa<MulOp>(def) && splatValue(def->getOperand(0)) ? def->getOperand(1)
+                                                                       : def->getOperand(0);
+      if (std::optional<double> c = scaleFactor(def, inner);
+          c && *c > 0.0 && typeOf(inner) == typeOf(q)) {
+        chain.scale *= *c;
+        chain.ops.push_back(def);
+        q = inner;
+      }
+    }
     auto qt = typeOf(q), ktt = typeOf(kt), vt = typeOf(v);
     // No broadcasting of the batch and head dimensions, one element type.
-    if (qt.getRank() != 4 || ktt.getRank() != 4 || vt.getRank() != 4 ||
-        qt.getShape().take_front(2) != ArrayRef<int64_t>{batch, heads} ||
-        ktt.getShape().take_front(2) != ArrayRef<int64_t>{batch, heads} ||
-        vt.getShape().take_front(2) != ArrayRef<int64_t>{batch, heads} ||
-        qt.getElementType() != vt.getElementType() ||
+    ArrayRef<int64_t> batch = probsType.getShape().drop_back(2);
+    if (qt.getRank() != rank || ktt.getRank() != rank || vt.getRank() != rank ||
+        qt.getShape().drop_back(2) != batch || ktt.getShape().drop_back(2) != batch ||
+        vt.getShape().drop_back(2) != batch || qt.getElementType() != vt.getElementType() ||
         qt.getElementType() != probsType.getElementType())
       return false;
-    int64_t d = qt.getDimSize(3), dv = vt.getDimSize(3);
+    int64_t d = qt.getDimSize(rank - 1), dv = vt.getDimSize(rank - 1);
     if (d > maxHeadSize || dv > maxHeadSize)
       return false;
 
     OpBuilder b(pv);
     Location loc = softmax.getLoc();
+    // [BH, S, D] attention (nn.MultiheadAttention) is [1, BH, S, D].
+    auto as4d = [&](Value val) -> Value {
+      if (rank == 4)
+        return val;
+      auto t = typeOf(val);
+      SmallVector<int64_t> shape{1};
+      llvm::append_range(shape, t.getShape());
+      return b.create<ReshapeOp>(val.getLoc(), val, b.getDenseI64ArrayAttr(shape));
+    };
+    SmallVector<int64_t> perm{0, 1, 2};
+    if (rank == 4)
+      perm.push_back(3);
+    std::swap(perm[rank - 1], perm[rank - 2]);
     // The key's transpose is named after the op that made k^T (it folds
     // into it when that is a transpose too).
     Location kLoc = kt.getDefiningOp() ? kt.getDefiningOp()->getLoc() : loc;
-    auto k = b.create<TransposeOp>(kLoc, kt, b.getDenseI64ArrayAttr({0, 1, 3, 2}));
-    auto attention = b.create<AttentionOp>(loc, q, k.getResult(), v, b.getF64FloatAttr(scale),
-                                           b.getBoolAttr(causal));
-    pv.getResult().replaceAllUsesWith(attention.getResult());
-    SmallVector<Operation *> constants; // the scale, the mask and its fill
-    for (Operation *op : chain)
+    Value k = b.create<TransposeOp>(kLoc, kt, b.getDenseI64ArrayAttr(perm));
+    Value q4 = as4d(q), k4 = as4d(k), v4 = as4d(v); // in this order
+    auto attention = b.create<AttentionOp>(loc, q4, k4, v4,
+                                           b.getF64FloatAttr(chain.scale),
+                                           b.getBoolAttr(chain.causal));
+    Value result = attention.getResult();
+    if (rank == 3)
+      result = b.create<ReshapeOp>(loc, result,
+                                   b.getDenseI64ArrayAttr(typeOf(pv.getResult()).getShape()));
+    pv.getResult().replaceAllUsesWith(result);
+    SmallVector<Operation *> constants; // the scales, the mask and its fill
+    for (Operation *op : chain.ops)
       for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp();
             def && def->hasTrait<OpTrait::ConstantLike>() && !llvm::is_contained(constants, def))
           constants.push_back(def);
-    for (Operation *op : chain) // readers before producers
+    for (Operation *op : chain.ops) // readers before producers
       op->erase();
     for (Operation *c : constants)
       if (c->use_empty())

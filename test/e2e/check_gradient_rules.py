@@ -554,6 +554,14 @@ case("sce_2x5x3_none_ignore_weights_logprob",
 # keys a tile), head sizes that are not multiples of 16, and Sq != Sk.
 def attention_case(b, h, sq, sk, d, dv, causal, divide=False):
     def build(g):
+        if b == 0:  # nn.MultiheadAttention's form: [B*H, S, D], q / sqrt(d), additive mask
+            q = g.op("Div", [g.param((h, sq, d), lo=-1.5, hi=1.5), g.const(np.float32(math.sqrt(d)))])
+            k = g.param((h, sk, d), lo=-1.5, hi=1.5)
+            s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 2, 1])])
+            mask = np.where(np.triu(np.ones((1, sq, sk), dtype=np.bool_), k=1), -np.inf, 0.0)
+            s = g.op("Add", [s, g.const(mask.astype(np.float32))])
+            p = g.op("Softmax", [s], axis=-1)
+            return g.weighted_sum([g.op("MatMul", [p, g.param((h, sk, dv))])])
         q = g.param((b, h, sq, d), lo=-1.5, hi=1.5)
         k = g.param((b, h, sk, d), lo=-1.5, hi=1.5)
         v = g.param((b, h, sk, dv))
@@ -575,6 +583,7 @@ ATTENTION_CASES = {
     "attention_causal_s70_d24": (1, 2, 70, 70, 24, 24, True),
     "attention_s3x7_d5_dv6": (1, 2, 3, 7, 5, 6, False),
     "attention_s66x40_d16_dv40": (1, 1, 66, 40, 16, 40, False),
+    "attention_mha_bh6_s9_d12_additive_mask": (0, 6, 9, 9, 12, 12, True),
 }
 for name, shape in ATTENTION_CASES.items():
     case(name, attention_case(*shape, divide=name == "attention_s3x7_d5_dv6"))

@@ -96,3 +96,82 @@ func.func @broadcast_key(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: 
   %o = tcc.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
   return %o : tensor<1x2x3x4xf32>
 }
+
+// -----
+
+// nn.MultiheadAttention's form: [B*H, S, D] tensors, the queries divided by
+// sqrt(d) before the product, a scale of 1, and the causal mask as an
+// additive constant (0 on and below the diagonal, -inf above). The op works
+// on [1, B*H, S, D] views.
+// CHECK-LABEL: func.func @mha
+// CHECK-SAME: (%[[Q:[a-z0-9]+]]: tensor<6x3x4xf32>, %[[KT:[a-z0-9]+]]: tensor<6x4x3xf32>, %[[V:[a-z0-9]+]]: tensor<6x3x4xf32>)
+// CHECK-NOT: tcc.constant
+// CHECK: %[[K:.+]] = tcc.transpose %[[KT]] {perm = array<i64: 0, 2, 1>} : (tensor<6x4x3xf32>) -> tensor<6x3x4xf32>
+// CHECK: %[[Q4:.+]] = tcc.reshape %[[Q]] {shape = array<i64: 1, 6, 3, 4>}
+// CHECK: %[[K4:.+]] = tcc.reshape %[[K]] {shape = array<i64: 1, 6, 3, 4>}
+// CHECK: %[[V4:.+]] = tcc.reshape %[[V]] {shape = array<i64: 1, 6, 3, 4>}
+// CHECK: %[[O:.+]], %{{.+}} = tcc.attention %[[Q4]], %[[K4]], %[[V4]] {causal = true, scale = 5.000000e-01 : f64}
+// CHECK: %[[O3:.+]] = tcc.reshape %[[O]] {shape = array<i64: 6, 3, 4>} : (tensor<1x6x3x4xf32>) -> tensor<6x3x4xf32>
+// CHECK: return %[[O3]]
+func.func @mha(%q: tensor<6x3x4xf32>, %kt: tensor<6x4x3xf32>, %v: tensor<6x3x4xf32>) -> tensor<6x3x4xf32> {
+  %c = tcc.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %qs = tcc.div %q, %c : (tensor<6x3x4xf32>, tensor<f32>) -> tensor<6x3x4xf32>
+  %s = tcc.matmul %qs, %kt : (tensor<6x3x4xf32>, tensor<6x4x3xf32>) -> tensor<6x3x3xf32>
+  %one = tcc.constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s, %one : (tensor<6x3x3xf32>, tensor<f32>) -> tensor<6x3x3xf32>
+  %m = tcc.constant {value = dense<[[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]]> : tensor<1x3x3xf32>} : () -> tensor<1x3x3xf32>
+  %u = tcc.add %t, %m : (tensor<6x3x3xf32>, tensor<1x3x3xf32>) -> tensor<6x3x3xf32>
+  %p = tcc.softmax %u : (tensor<6x3x3xf32>) -> tensor<6x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<6x3x3xf32>, tensor<6x3x4xf32>) -> tensor<6x3x4xf32>
+  return %o : tensor<6x3x4xf32>
+}
+
+// -----
+
+// Hugging Face's GPT-2 form: where(tril, scores, the most negative float),
+// the scores divided by sqrt(d) first.
+// CHECK-LABEL: func.func @where_keep
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}} {causal = true, scale = 2.500000e-01 : f64}
+func.func @where_keep(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %c = tcc.constant {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.div %s, %c : (tensor<1x1x3x3xf32>, tensor<f32>) -> tensor<1x1x3x3xf32>
+  %keep = tcc.constant {value = dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>} : () -> tensor<1x1x3x3xi1>
+  %min = tcc.constant {value = dense<-3.40282347E+38> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %keep, %t, %min : (tensor<1x1x3x3xi1>, tensor<1x1x3x3xf32>, tensor<f32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Left alone: a fill of -100 does not make the masked probabilities zero.
+// CHECK-LABEL: func.func @weak_fill
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.where
+func.func @weak_fill(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %mask = tcc.constant {value = dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1>} : () -> tensor<3x3xi1>
+  %fill = tcc.constant {value = dense<-100.0> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %mask, %fill, %s : (tensor<3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Left alone: an additive constant that is not 0 below the diagonal (a
+// position bias) is not a causal mask.
+// CHECK-LABEL: func.func @additive_bias
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.add
+func.func @additive_bias(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %m = tcc.constant {value = dense<[[0.0, 0xFF800000, 0xFF800000], [0.5, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>} : () -> tensor<3x3xf32>
+  %u = tcc.add %m, %s : (tensor<3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
