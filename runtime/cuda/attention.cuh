@@ -530,11 +530,13 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
       p[2 * i] = exp2f(sv.x * a.scale_log2 - lv.x);
       p[2 * i + 1] = exp2f(sv.y * a.scale_log2 - lv.y);
     }
-    if (q0 + BT > Sq || (causal && q0 < kw + 15)) { // some pairs masked (warp-uniform)
+    // Some pairs masked (warp-uniform): queries past Sq, keys past Sk (the
+    // padding rows of the tile, whose lse-based p could be inf), causal.
+    if (q0 + BT > Sq || kw + 16 > Sk || (causal && q0 < kw + 15)) {
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) {
         const int q = q0 + 4 * (i >> 1) + 2 * hh + (i & 1);
-        if (q >= Sq || (causal && key > q))
+        if (q >= Sq || key >= Sk || (causal && key > q))
           p[i] = 0.0f;
       }
     }
@@ -564,8 +566,10 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
     for (int i = 0; i < BT / 4; ++i) {
       const float2 dp = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
       const float2 dl = *reinterpret_cast<const float2 *>(dls + 4 * i + 2 * hh);
-      ds[2 * i] = p[2 * i] * (dp.x - dl.x);
-      ds[2 * i + 1] = p[2 * i + 1] * (dp.y - dl.y);
+      // Scaled before it is rounded to fp16 (scale < 1 keeps it further
+      // from fp16's range with a large loss scale).
+      ds[2 * i] = p[2 * i] * (dp.x - dl.x) * a.scale;
+      ds[2 * i + 1] = p[2 * i + 1] * (dp.y - dl.y) * a.scale;
     }
     __syncwarp(); // every lane has read dP^T: P^T, dS^T (fp16) overwrite it
 #pragma unroll
@@ -595,7 +599,7 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
   __syncthreads(); // every warp is done with the shared tiles: they take the outputs
   float *const stage = reinterpret_cast<float *>(smem);
   const int rows = imin(R, Sk - k0);
-  store_acc<P16, R, NT, C::LDO>(dk, a.scale, stage, base(a.dk, a.dks, b, h, k0), a.dks.s, rows, a.D,
+  store_acc<P16, R, NT, C::LDO>(dk, 1.0f, stage, base(a.dk, a.dks, b, h, k0), a.dks.s, rows, a.D,
                                 a.vec & kVecDK);
   store_acc<P16, R, NT, C::LDO>(dv, 1.0f, stage, base(a.dv, a.dvs, b, h, k0), a.dvs.s, rows, a.Dv, a.vec & kVecDV);
 }
@@ -709,8 +713,8 @@ template <int P16> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_d
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
       const float2 dp = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
-      ds[2 * i] = p[2 * i] * (dp.x - dl);
-      ds[2 * i + 1] = p[2 * i + 1] * (dp.y - dl);
+      ds[2 * i] = p[2 * i] * (dp.x - dl) * a.scale; // scaled before fp16, as for dK
+      ds[2 * i + 1] = p[2 * i + 1] * (dp.y - dl) * a.scale;
     }
     __syncwarp(); // every lane has read dP: dS (fp16) overwrites it
 #pragma unroll
@@ -733,7 +737,7 @@ template <int P16> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_d
   }
 
   __syncthreads(); // every warp is done with the shared tiles: they take the output
-  store_acc<P16, R, NT, C::LDO>(dq, a.scale, reinterpret_cast<float *>(smem), base(a.dq, a.dqs, b, h, q0), a.dqs.s,
+  store_acc<P16, R, NT, C::LDO>(dq, 1.0f, reinterpret_cast<float *>(smem), base(a.dq, a.dqs, b, h, q0), a.dqs.s,
                                 rows, a.D, a.vec & kVecDQ);
 }
 

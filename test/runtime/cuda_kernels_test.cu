@@ -1030,6 +1030,11 @@ static void test_attention() {
       {2, 1, 37, 37, 40, 24, true, 2},       {1, 2, 20, 50, 40, 24, false, 2},
       {2, 2, 37, 37, 13, 13, true, 0},       {1, 2, 70, 70, 100, 72, true, 2},
       {1, 1, 16, 16, 64, 64, true, 2},
+      // Head sizes 80 (the largest 4-warp backward) and 96 (2 warps, the
+      // forward still on 64-key tiles), several tiles, keys past the last
+      // full tile (review of session 7).
+      {1, 1, 130, 70, 80, 80, true, 0},      {1, 1, 70, 200, 96, 96, true, 0},
+      {1, 1, 70, 200, 96, 96, false, 0},     {1, 2, 129, 129, 32, 32, true, 0},
   };
   // fp16 inputs, P / dS and outputs: ~1e-3 relative; the floor covers
   // gradients that are zero in exact arithmetic (a single key).
