@@ -7,7 +7,8 @@
 #   OUT=/tmp/out bash bench/gpu/run.sh
 #
 # 0. the CUDA kernel library and cuBLASLt's epilogues against the CPU kernels
-#    (test/runtime/cuda_kernels_test.cu: 718 checks; the 18 epilogue and 5 dot ones
+#    (test/runtime/cuda_kernels_test.cu: 895 checks; the 18 epilogue, 5 dot and
+#    177 attention ones
 #    never yet run on a GPU);
 # 1. parity: the fp16 CUDA steps of the test models against the CPU target
 #    (loss and every gradient, relative error < 1e-2), and a 200-step
@@ -16,7 +17,9 @@
 #    --no-attention-fusion, to time the fused attention kernels) and at
 #    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
 #    autocast, GradScaler, fused AdamW) in the same run;
-# 3. the budget: the measured device peak against --mem-budget.
+# 3. the budget: the measured device peak against --mem-budget;
+# 4. while time is left: compute-sanitizer racecheck and memcheck on the
+#    attention kernels.
 # The steps capture the micro-step as a CUDA graph (the default); the demo run
 # and the unconstrained GPT-2 step also run without (--no-cuda-graphs), and
 # the unconstrained step once more with TCC_CUDA_PROFILE=1 (op by op: the 30
@@ -31,6 +34,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 py=${PYTHON:-python3}
 stage() { echo; echo "== $* ($(date +%T))"; }
+start=$(date +%s)
 
 stage "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -105,3 +109,19 @@ timeout 200 $py bench/gpu/torch_bench.py bench --mode compile > "$out/torch_comp
 
 stage "table"
 $py bench/gpu/compare.py gpt2 "$out" | tee "$out/table.txt"
+
+stage "compute-sanitizer racecheck and memcheck on the attention kernels (while time is left)"
+# The emulation cannot show races between warps or lanes that a GPU has; the
+# sanitizer can. Only with what is left of RUN_BUDGET_S (default 450 s: the device call is given 480).
+san=/usr/local/cuda/bin/compute-sanitizer
+left=$(( ${RUN_BUDGET_S:-450} - ($(date +%s) - start) ))
+if [ ! -x "$san" ]; then
+  echo "no compute-sanitizer"
+elif [ "$left" -lt 60 ]; then
+  echo "skipped: ${left} s left"
+else
+  for tool in racecheck memcheck; do
+    timeout $(( left / 2 - 10 )) "$san" --tool $tool /tmp/cuda_kernels_test attention > "$out/sanitizer_$tool.log" 2>&1
+    echo "$tool: exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/sanitizer_$tool.log" | tail -3
+  done
+fi
