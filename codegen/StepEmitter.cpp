@@ -88,6 +88,18 @@ private:
                          d[2] * d[3], d[3])
         .str();
   }
+  /// An attention's bias argument and its strides (0 along broadcast
+  /// dimensions), or a null pointer.
+  std::string attentionBias(Value bias) {
+    if (!bias)
+      return std::string("(const ") + (cuda ? "__half" : "F") +
+             " *)nullptr, AttentionStrides{0LL, 0LL, 0LL}";
+    ArrayRef<int64_t> d = tensor(bias).getShape();
+    auto stride = [&](int dim, int64_t s) { return d[dim] == 1 ? int64_t(0) : s; };
+    return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ref(bias),
+                         stride(0, d[1] * d[2] * d[3]), stride(1, d[2] * d[3]), stride(2, d[3]))
+        .str();
+  }
   /// AttentionDims{B, H, Sq, Sk, D, Dv} of an attention op or its gradient.
   static std::string attentionDims(Operation *op) {
     ArrayRef<int64_t> q = tensor(op->getOperand(0)).getShape();
@@ -547,7 +559,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
            << ", " << lse << ", " << ref(a.getQuery()) << ", "
            << attentionStrides(a.getQuery()) << ", " << ref(a.getKey()) << ", "
            << attentionStrides(a.getKey()) << ", " << ref(a.getValue()) << ", "
-           << attentionStrides(a.getValue()) << ", " << attentionDims(a) << ", "
+           << attentionStrides(a.getValue()) << ", " << attentionBias(a.getBias()) << ", "
+           << attentionDims(a) << ", "
            << llvm::formatv("{0:e17}", a.getScale().convertToDouble()) << ", "
            << (a.getCausal() ? "true" : "false") << ");\n";
         return success();
@@ -561,7 +574,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
            << ", " << attentionStrides(a.getValueGrad());
         for (Value v : {a.getQuery(), a.getKey(), a.getValue(), a.getResult(), a.getGrad()})
           os << ", " << ref(v) << ", " << attentionStrides(v);
-        os << ", " << ref(a.getLse()) << ", " << attentionDims(a) << ", "
+        os << ", " << ref(a.getLse()) << ", " << attentionBias(a.getBias()) << ", "
+           << attentionDims(a) << ", "
            << llvm::formatv("{0:e17}", a.getScale().convertToDouble()) << ", "
            << (a.getCausal() ? "true" : "false") << ");\n";
         return success();

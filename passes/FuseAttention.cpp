@@ -88,7 +88,45 @@ struct ScoreChain {
   bool causal = false;
   /// What a masked score is once the scales after the mask apply.
   double maskedValue = 0.0;
+  /// An additive bias broadcast to the scores (a padding mask).
+  Value bias;
 };
+
+/// Whether `bias` broadcasts to the scores `probs` ([.., Sq, Sk]) along
+/// every dimension but the keys'.
+bool isKeyBias(Value bias, RankedTensorType probs) {
+  auto t = typeOf(bias);
+  if (t.getRank() > probs.getRank() || t.getRank() == 0 ||
+      t.getElementType() != probs.getElementType() ||
+      t.getShape().back() != probs.getShape().back())
+    return false;
+  int64_t offset = probs.getRank() - t.getRank();
+  for (int64_t d = 0; d + 1 < t.getRank(); ++d)
+    if (t.getDimSize(d) != 1 && t.getDimSize(d) != probs.getDimSize(d + offset))
+      return false;
+  return true;
+}
+
+/// Whether a trainable parameter (an argument with tcc.param and not
+/// tcc.frozen) reaches `v`: tcc.attention gives its bias no gradient.
+bool dependsOnTrainable(Value v) {
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+      if (func && func.getArgAttr(arg.getArgNumber(), kParamAttr) &&
+          !func.getArgAttr(arg.getArgNumber(), kFrozenAttr))
+        return true;
+      continue;
+    }
+    Operation *def = x.getDefiningOp();
+    if (def && seen.insert(def).second)
+      llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
 
 /// If `op` (reading `x`, the scores so far) multiplies or divides them by a
 /// scalar constant, that factor.
@@ -166,6 +204,7 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     Value x = softmax.getInput();
     Operation *reader = softmax;
     double scaleAfterMask = 1.0;
+    bool scaleSeen = false;
     while (Operation *def = x.getDefiningOp()) {
       if (!x.hasOneUse() || typeOf(x) != probsType || isa<MatMulOp>(def))
         break;
@@ -177,21 +216,38 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
         std::optional<double> c = scaleFactor(def, scores);
         if (!c)
           return false;
+        scaleSeen = true;
         chain.scale *= *c;
         if (!chain.causal)
           scaleAfterMask *= *c;
         in = scores;
-      } else if (!chain.causal && isa<WhereOp, AddOp>(def)) {
-        // The scores are the operand that is not a constant.
+      } else if (isa<WhereOp, AddOp>(def)) {
+        // A causal mask: the scores are the operand that is not a constant.
         unsigned first = isa<WhereOp>(def) ? 1 : 0;
         Value scores = matchPattern(def->getOperand(first), m_Constant())
                            ? def->getOperand(first + 1)
                            : def->getOperand(first);
-        if (typeOf(scores) != probsType || !causalMask(def, scores, sq, sk, fill))
+        if (!chain.causal && typeOf(scores) == probsType &&
+            causalMask(def, scores, sq, sk, fill)) {
+          chain.causal = true;
+          chain.maskedValue = fill;
+          in = scores;
+        } else if (isa<AddOp>(def) && !chain.bias && chain.scale == 1.0 && !scaleSeen) {
+          // An additive bias (a padding mask), added after every scale: the
+          // scores are the operand that continues the chain.
+          Value lhs = def->getOperand(0), rhs = def->getOperand(1);
+          bool lhsScores = typeOf(lhs) == probsType && lhs.hasOneUse() &&
+                           isa_and_nonnull<MatMulOp, MulOp, DivOp, WhereOp>(lhs.getDefiningOp());
+          scores = lhsScores ? lhs : rhs;
+          Value bias = lhsScores ? rhs : lhs;
+          if (typeOf(scores) != probsType || !isKeyBias(bias, probsType) ||
+              dependsOnTrainable(bias))
+            return false;
+          chain.bias = bias;
+          in = scores;
+        } else {
           return false;
-        chain.causal = true;
-        chain.maskedValue = fill;
-        in = scores;
+        }
       } else {
         return false;
       }
@@ -250,7 +306,17 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     Location kLoc = kt.getDefiningOp() ? kt.getDefiningOp()->getLoc() : loc;
     Value k = b.create<TransposeOp>(kLoc, kt, b.getDenseI64ArrayAttr(perm));
     Value q4 = as4d(q), k4 = as4d(k), v4 = as4d(v); // in this order
-    auto attention = b.create<AttentionOp>(loc, q4, k4, v4,
+    Value bias4;
+    if (chain.bias) { // [.., Sk] as [B or 1, H or 1, Sq or 1, Sk]
+      auto t = typeOf(chain.bias);
+      SmallVector<int64_t> shape(4 - t.getRank(), 1);
+      llvm::append_range(shape, t.getShape());
+      bias4 = t.getRank() == 4 ? chain.bias
+                               : b.create<ReshapeOp>(chain.bias.getLoc(), chain.bias,
+                                                     b.getDenseI64ArrayAttr(shape))
+                                     .getResult();
+    }
+    auto attention = b.create<AttentionOp>(loc, q4, k4, v4, bias4,
                                            b.getF64FloatAttr(chain.scale),
                                            b.getBoolAttr(chain.causal));
     Value result = attention.getResult();

@@ -317,9 +317,13 @@ def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
     probabilities (`B x H x Sq x Sk`) are stored: on the CUDA target the op is
     one kernel that works a tile of queries and keys at a time.
 
-    Also recognised: scales (Mul or Div by a scalar constant) anywhere
-    between the product and the softmax, or on the queries before it
-    (nn.MultiheadAttention's `q / sqrt(d)`); the causal mask as
+    Also recognised: an additive bias after the scales (BERT's padding mask
+    `(1 - mask) * -10000`, `[B, 1, 1, Sk]`, or any term that broadcasts to
+    the scores with one value per key), which becomes the op's `bias` when
+    no trainable parameter reaches it (it gets no gradient); scales (Mul or
+    Div by a scalar constant) anywhere between the product and the softmax,
+    or on the queries before it (nn.MultiheadAttention's `q / sqrt(d)`); the
+    causal mask as
     `where(tril, scores, fill)` (Hugging Face's GPT-2) or as an additive
     constant that is 0 on and below the diagonal and `fill` above
     (nn.MultiheadAttention's `attn_mask`); and `[B*H, S, D]` operands, which
@@ -330,9 +334,10 @@ def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
     exactly the keys after each query, with a fill that is at most -1e4 once
     the scales after it apply (so the masked probabilities are 0), the total
     scale is positive, the batch and head dimensions are not broadcast, and
-    both head sizes are at most `max-head-size`. Anything else (a padding
-    mask from an input, a position bias, dropout on the probabilities,
-    returned attention weights) is left as it is.
+    both head sizes are at most `max-head-size`. Anything else (a bias that
+    a parameter reaches, such as a learned position bias, a bias added
+    before a scale, dropout on the probabilities, returned attention
+    weights) is left as it is.
   }];
   let options = [
     Option<"maxHeadSize", "max-head-size", "int64_t", /*default=*/"128",

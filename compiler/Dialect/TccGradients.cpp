@@ -256,9 +256,11 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
   if (rg[1])
     return emitOpError("gradients through the lse result are not supported");
   auto grad = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
-                                        getResult(), getLse(), rg[0], getScaleAttr(),
-                                        getCausalAttr());
+                                        getResult(), getLse(), rg[0], getBias(),
+                                        getScaleAttr(), getCausalAttr());
   og.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+  if (getBias()) // tcc-fuse-attention takes a bias no parameter reaches
+    og.push_back(Value());
   return success();
 }
 

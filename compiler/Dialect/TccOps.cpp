@@ -877,7 +877,7 @@ LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
 /// [B, H, Sk, D], [B, H, Sk, Dv], one element type) and returns the result's
 /// and the log-sum-exp's types.
 static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
-                                    Type queryType, Type keyType, Type valueType,
+                                    Type queryType, Type keyType, Type valueType, Value bias,
                                     RankedTensorType &result, RankedTensorType &lse) {
   auto q = cast<RankedTensorType>(queryType), k = cast<RankedTensorType>(keyType),
        v = cast<RankedTensorType>(valueType);
@@ -892,6 +892,16 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
     return opError(loc, name, "query and key head sizes differ");
   if (k.getDimSize(2) != v.getDimSize(2))
     return opError(loc, name, "key and value lengths differ");
+  if (bias) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    std::array<int64_t, 4> want{q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), k.getDimSize(2)};
+    bool ok = bt.getRank() == 4 && bt.getElementType() == q.getElementType() &&
+              bt.getDimSize(3) == want[3];
+    for (int d = 0; ok && d < 3; ++d)
+      ok = bt.getDimSize(d) == want[d] || bt.getDimSize(d) == 1;
+    if (!ok)
+      return opError(loc, name, "bias must be [B or 1, H or 1, Sq or 1, Sk] of the query's type");
+  }
   result = tensorOf({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
                     q.getElementType());
   lse = tensorOf({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, q.getElementType());
@@ -902,8 +912,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType result, lse;
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery().getType(),
-                            adaptor.getKey().getType(), adaptor.getValue().getType(), result,
-                            lse)))
+                            adaptor.getKey().getType(), adaptor.getValue().getType(),
+                            adaptor.getBias(), result, lse)))
     return failure();
   types.append({result, lse});
   return success();
@@ -913,8 +923,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType result, lse;
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery().getType(),
-                            adaptor.getKey().getType(), adaptor.getValue().getType(), result,
-                            lse)))
+                            adaptor.getKey().getType(), adaptor.getValue().getType(),
+                            adaptor.getBias(), result, lse)))
     return failure();
   if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
     return opError(loc, getOperationName(),

@@ -568,7 +568,10 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
   let description = [{
     `softmax(scale * query key^T [+ causal mask]) value` over heads
     `[B, H]`: query `[B, H, Sq, D]`, key `[B, H, Sk, D]`, value
-    `[B, H, Sk, Dv]`, result `[B, H, Sq, Dv]`. With `causal`, query `i` sees
+    `[B, H, Sk, Dv]`, result `[B, H, Sq, Dv]`. The optional `bias`
+    (`[B or 1, H or 1, Sq or 1, Sk]`, broadcast) is added to the scaled
+    scores, as a padding mask is; it gets no gradient (tcc-fuse-attention
+    only takes one that no trainable parameter reaches). With `causal`, query `i` sees
     keys `0..i` (the top-left aligned lower triangle that a
     `tril(ones(T, T))` mask selects). `lse` (`[B, H, Sq]`) is each query's
     log-sum-exp of its scaled scores, kept for the backward pass so that the
@@ -582,11 +585,11 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
     ```
   }];
   let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
-                   Tcc_FloatTensor:$value, F64Attr:$scale,
-                   DefaultValuedAttr<BoolAttr, "false">:$causal);
+                   Tcc_FloatTensor:$value, Optional<Tcc_FloatTensor>:$bias,
+                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Tcc_FloatTensor:$result, Tcc_FloatTensor:$lse);
   let assemblyFormat =
-      "$query `,` $key `,` $value attr-dict `:` functional-type(operands, results)";
+      "$query `,` $key `,` $value (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -699,7 +702,7 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
   let description = [{
     From the forward op's operands, its `result` and `lse`, and `grad` (the
     gradient of `result`): the gradients of query, key and value, with the
-    probabilities recomputed from `lse`.
+    probabilities recomputed from `lse` (and the forward op's `bias`).
 
     ```mlir
     %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
@@ -710,12 +713,13 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
   }];
   let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
                    Tcc_FloatTensor:$value, Tcc_FloatTensor:$result,
-                   Tcc_FloatTensor:$lse, Tcc_FloatTensor:$grad, F64Attr:$scale,
+                   Tcc_FloatTensor:$lse, Tcc_FloatTensor:$grad,
+                   Optional<Tcc_FloatTensor>:$bias, F64Attr:$scale,
                    DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Tcc_FloatTensor:$query_grad, Tcc_FloatTensor:$key_grad,
                  Tcc_FloatTensor:$value_grad);
   let assemblyFormat =
-      "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad attr-dict `:` functional-type(operands, results)";
+      "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -742,18 +742,22 @@ inline int64_t attn_off(const AttentionStrides &st, int64_t b, int64_t h, int64_
 inline int64_t attn_keys(int64_t i, int64_t Sk, bool causal) { return causal ? std::min(Sk, i + 1) : Sk; }
 } // namespace detail
 
-/// o = softmax(scale * q k^T [+ causal mask]) v, and lse = the rows'
-/// log-sum-exp of the scaled scores ([B, H, Sq], contiguous), which the
-/// backward pass uses to recompute the probabilities. In double.
+/// o = softmax(scale * q k^T [+ bias] [+ causal mask]) v, and lse = the
+/// rows' log-sum-exp of the scores ([B, H, Sq], contiguous), which the
+/// backward pass uses to recompute the probabilities. `bias` (may be null)
+/// is an additive [B, H, Sq, Sk] term read through `bs` (its strides along
+/// b, h and the query; 0 where it is broadcast; keys contiguous), such as a
+/// padding mask. In double.
 template <class T>
 void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionStrides qs, const T *k,
-                       AttentionStrides ks, const T *v, AttentionStrides vs, const AttentionDims &d, double scale,
-                       bool causal) {
+                       AttentionStrides ks, const T *v, AttentionStrides vs, const T *bias, AttentionStrides bs,
+                       const AttentionDims &d, double scale, bool causal) {
   std::vector<double> s(static_cast<size_t>(d.Sk)), acc(static_cast<size_t>(d.Dv));
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h)
       for (int64_t i = 0; i < d.Sq; ++i) {
         const T *qi = q + detail::attn_off(qs, b, h, i);
+        const T *bi = bias ? bias + detail::attn_off(bs, b, h, i) : nullptr;
         const int64_t n = detail::attn_keys(i, d.Sk, causal);
         double m = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < n; ++j) {
@@ -761,7 +765,7 @@ void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionS
           double dot = 0.0;
           for (int64_t c = 0; c < d.D; ++c)
             dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
-          s[j] = scale * dot;
+          s[j] = scale * dot + (bi ? static_cast<double>(bi[j]) : 0.0);
           m = std::max(m, s[j]);
         }
         double sum = 0.0;
@@ -782,7 +786,8 @@ void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionS
       }
 }
 
-/// The gradients of attention_forward: with P = exp(scale q k^T - lse),
+/// The gradients of attention_forward (none for the bias): with
+/// P = exp(scale q k^T + bias - lse),
 /// dP = dout v^T and delta_i = dout_i . o_i,
 ///   dq = scale (P * (dP - delta)) k,  dk = scale (P * (dP - delta))^T q,
 ///   dv = P^T dout.  In double.
@@ -790,7 +795,8 @@ template <class T>
 void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks, T *dv, AttentionStrides dvs,
                         const T *q, AttentionStrides qs, const T *k, AttentionStrides ks, const T *v,
                         AttentionStrides vs, const T *o, AttentionStrides os, const T *dout, AttentionStrides dos,
-                        const T *lse, const AttentionDims &d, double scale, bool causal) {
+                        const T *lse, const T *bias, AttentionStrides bs, const AttentionDims &d, double scale,
+                        bool causal) {
   const size_t nk = static_cast<size_t>(d.Sk);
   std::vector<double> gq(static_cast<size_t>(d.D)), gk(nk * static_cast<size_t>(d.D)),
       gv(nk * static_cast<size_t>(d.Dv));
@@ -802,6 +808,7 @@ void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks
         const T *qi = q + detail::attn_off(qs, b, h, i);
         const T *oi = o + detail::attn_off(os, b, h, i);
         const T *gi = dout + detail::attn_off(dos, b, h, i);
+        const T *bi = bias ? bias + detail::attn_off(bs, b, h, i) : nullptr;
         const double l = static_cast<double>(lse[(b * d.H + h) * d.Sq + i]);
         double delta = 0.0;
         for (int64_t c = 0; c < d.Dv; ++c)
@@ -816,7 +823,7 @@ void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks
             dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
           for (int64_t c = 0; c < d.Dv; ++c)
             dp += static_cast<double>(gi[c]) * static_cast<double>(vj[c]);
-          const double p = std::exp(scale * dot - l);
+          const double p = std::exp(scale * dot + (bi ? static_cast<double>(bi[j]) : 0.0) - l);
           const double ds = p * (dp - delta) * scale;
           double *gkj = gk.data() + j * d.D, *gvj = gv.data() + j * d.Dv;
           for (int64_t c = 0; c < d.D; ++c) {

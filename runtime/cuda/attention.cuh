@@ -6,7 +6,17 @@
 // of runtime/cpu/kernels.h (attention_forward / attention_backward): operands
 // [B, H, S, D'] with element strides b, h, s and a contiguous last dimension,
 // causal = key j visible to query i iff j <= i (top-left aligned), lse
-// ([B, H, Sq], contiguous, float here) the log-sum-exp of the scaled scores.
+// ([B, H, Sq], contiguous, float here) the log-sum-exp of the scores.
+// Optional additive bias (e.g. a padding mask): s_ij = scale q_i.k_j +
+// bias[b bs.b + h bs.h + i bs.s + j] (fp16, keys contiguous, strides 0 where
+// broadcast), before the causal mask; no gradient for it. The kernels take it
+// as a template flag (no cost without one): each lane reads the bias of the
+// score pairs it owns straight from global memory (__ldg; half2 loads when
+// the base and strides are even), adds log2(e) * bias in fp32 to the scores
+// (kept in log2 units, scale * log2(e) * q.k) before the forward's online
+// max / sum and before exp2(s - log2(e) lse) in both backward kernels. -inf
+// entries give p = 0; padding rows / keys past Sq, Sk read a clamped (valid)
+// address or nothing, and are masked as before.
 // Included at the end of kernels.cuh (stream(), TCC_LAUNCH, load8, the error
 // flag); launchers go on stream() and do not synchronise.
 //
@@ -96,15 +106,17 @@ enum : unsigned { kVecQ = 1, kVecK = 2, kVecV = 4, kVecO = 8, kVecDO = 16, kVecD
 /// Everything a kernel reads: operand bases, strides and sizes.
 struct Args {
   const __half *q, *k, *v, *o, *dout;
+  const __half *bias; // additive [B, H, Sq, Sk] term (strides bs; keys contiguous), or null
   __half *out, *dq, *dk, *dv; // out: the forward's o
   const float *lse_in;
   float *lse_out;
-  AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs;
+  AttentionStrides qs, ks, vs, os, dos, dqs, dks, dvs, bs;
   int H, Sq, Sk, D, Dv;
   int causal;
   float scale;      // for dQ, dK
   float scale_log2; // scale * log2(e): scores in log2 units
   unsigned vec;     // kVec* bits
+  int bias2;        // the bias allows 4-byte (half2) loads of even keys
 };
 
 /// A block's static shared memory (aligned for WMMA and 16-byte accesses).
@@ -139,6 +151,36 @@ __device__ __forceinline__ void st16(__half *p, const uint4 &u) {
 
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+
+/// (bias[key], bias[key + 1]) of one bias row, key even; entries at or past
+/// n are 0 (the callers mask them). pair: 4-byte loads allowed (row even).
+__device__ __forceinline__ __half2 bias_ld2(const __half *row, int key, int n, bool pair) {
+  if (pair && key + 1 < n)
+    return __ldg(reinterpret_cast<const __half2 *>(row + key));
+  __half2 v;
+  v.x = key < n ? __ldg(row + key) : __float2half(0.0f);
+  v.y = key + 1 < n ? __ldg(row + key + 1) : __float2half(0.0f);
+  return v;
+}
+/// s[2i], s[2i + 1] += log2(e) * (bias[4i + 2hh], bias[4i + 2hh + 1]) for
+/// i < N / 4: the lane's pairs of the scores of one bias row; entries at or
+/// past n (>= 1) get bias[n - 1], the caller masks them. pair: 4-byte loads
+/// allowed.
+template <int N>
+__device__ __forceinline__ void add_bias_row(float (&s)[N / 2], const __half *row, int hh, int n, bool pair) {
+  if (pair && n >= N) { // the common case: whole tile, half2 loads
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const float2 f = __half22float2(__ldg(reinterpret_cast<const __half2 *>(row + 4 * i + 2 * hh)));
+      s[2 * i] += f.x * kLog2e;
+      s[2 * i + 1] += f.y * kLog2e;
+    }
+  } else { // element loads; keys past n read the last one (masked by the caller)
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i)
+      s[i] += __half2float(__ldg(row + imin(4 * (i >> 1) + 2 * hh + (i & 1), n - 1))) * kLog2e;
+  }
+}
 
 /// Copies rows [0, rows) x columns [0, cols) of a global operand (row stride
 /// rs elements) into a ROWS x P shared tile (row stride LD), zero-filling the
@@ -249,7 +291,7 @@ template <int P16> struct FwdCfg {
   static_assert(SMEM <= kSmemLimit, "forward attention shared memory");
 };
 
-template <int P16> __global__ void __launch_bounds__(FwdCfg<P16>::NT) attn_fwd_kernel(Args a) {
+template <int P16, bool BIAS> __global__ void __launch_bounds__(FwdCfg<P16>::NT) attn_fwd_kernel(Args a) {
   using C = FwdCfg<P16>;
   constexpr int BN = C::BN, BM = C::BM, LD = C::LD, LDS = C::LDS, LDP = C::LDP, P = C::P, NT = C::NT;
   constexpr int NJ = BN / 16; // accumulator tiles per key tile / per O chunk
@@ -269,6 +311,11 @@ template <int P16> __global__ void __launch_bounds__(FwdCfg<P16>::NT) attn_fwd_k
   const int64_t h = blockIdx.y, b = blockIdx.z;
   const int qw = q0 + warp * 16; // the warp's first query
   const int row = qw + r;        // the lane's query
+  // BIAS: the lane's bias row (the last query's for the padding rows past Sq,
+  // whose results are not written).
+  const __half *brow = nullptr;
+  if constexpr (BIAS)
+    brow = a.bias + b * a.bs.b + h * a.bs.h + static_cast<int64_t>(imin(row, Sq - 1)) * a.bs.s;
 
   // Q: staged through shared memory into the warp's fragments.
   load_tile<BM, P16, LD, NT>(Stage, base(a.q, a.qs, b, h, q0), a.qs.s, imin(BM, Sq - q0), a.D, a.vec & kVecQ);
@@ -324,6 +371,8 @@ template <int P16> __global__ void __launch_bounds__(FwdCfg<P16>::NT) attn_fwd_k
       s[2 * i] = v.x * a.scale_log2;
       s[2 * i + 1] = v.y * a.scale_log2;
     }
+    if constexpr (BIAS) // + log2(e) bias (keys past Sk: masked below)
+      add_bias_row<BN>(s, brow + k0, hh, Sk - k0, a.bias2 != 0);
     if (k0 + BN > Sk || (causal && k0 + BN - 1 > qw)) { // some keys masked (warp-uniform)
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) {
@@ -430,6 +479,11 @@ template <int P16> struct BwdCfg {
   static constexpr int DKDV_MIN_BLOCKS = P16 <= 4 ? 4 : 1;
   static constexpr int SMEM = bytes(NW) > R * LDO * 4 ? bytes(NW) : R * LDO * 4;
   static_assert(SMEM <= kSmemLimit, "backward attention shared memory");
+  // dK/dV with a bias: its BT x R tile (fp16, row stride LDB: lanes 2 rows
+  // apart on other banks) after the rest.
+  static constexpr int LDB = R + 8, B_OFF = bytes(NW);
+  static constexpr int SMEM_BIAS = B_OFF + BT * LDB * 2 > R * LDO * 4 ? B_OFF + BT * LDB * 2 : R * LDO * 4;
+  static_assert(SMEM_BIAS <= kSmemLimit, "backward attention shared memory with a bias");
   static_assert(NT / BT >= 1 && NT / R == 2, "threads per row of the delta pass");
 };
 
@@ -451,13 +505,14 @@ __device__ __forceinline__ void store_acc(FragC (&acc)[P16], float mult, float *
   __syncthreads();
 }
 
-template <int P16>
+template <int P16, bool BIAS>
 __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS) attn_bwd_dkdv_kernel(Args a) {
   using C = BwdCfg<P16>;
-  constexpr int NT = C::NT, R = C::R, BT = C::BT, LD = C::LD, LDT = C::LDT;
+  constexpr int NT = C::NT, R = C::R, BT = C::BT, LD = C::LD, LDT = C::LDT, LDB = C::LDB;
   constexpr int NJ = BT / 16;
-  __shared__ SmemBuf<C::SMEM> smem_buf;
+  __shared__ SmemBuf<BIAS ? C::SMEM_BIAS : C::SMEM> smem_buf;
   unsigned char *const smem = smem_buf.b;
+  __half *const Bs = reinterpret_cast<__half *>(smem + C::B_OFF); // BIAS: the tile's bias [query][key]
   __half *const Ks = reinterpret_cast<__half *>(smem + C::R0);
   __half *const Vs = reinterpret_cast<__half *>(smem + C::R1);
   __half *const Qs = reinterpret_cast<__half *>(smem + C::T0);
@@ -497,6 +552,17 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
       lse2s[i] = i < rows ? a.lse_in[lse_base + q0 + i] * kLog2e : 0.0f;
     row_delta<BT, NT>(dls, base(a.o, a.os, b, h, q0), a.os.s, base(a.dout, a.dos, b, h, q0), a.dos.s, rows, a.Dv,
                       (a.vec & (kVecO | kVecDO)) == (kVecO | kVecDO));
+    if constexpr (BIAS) { // the bias of the tile's queries and the block's keys (0 past Sq, Sk)
+      constexpr int CPR = R / 2; // key pairs per row: the thread's pair is fixed
+      static_assert(NT % CPR == 0, "bias tile rows per pass");
+      const int kj = 2 * (threadIdx.x % CPR), keys = imin(R, Sk - k0);
+      const bool pair = a.bias2 != 0;
+      const __half *bt = a.bias + b * a.bs.b + h * a.bs.h + static_cast<int64_t>(q0) * a.bs.s + k0;
+#pragma unroll 2
+      for (int qi = threadIdx.x / CPR; qi < BT; qi += NT / CPR)
+        *reinterpret_cast<__half2 *>(Bs + qi * LDB + kj) =
+            bias_ld2(bt + static_cast<int64_t>(imin(qi, rows - 1)) * a.bs.s, kj, qi < rows ? keys : 0, pair);
+    }
     __syncthreads();
     if (causal && q0 + BT - 1 < kw)
       continue; // no query of the tile sees the warp's keys (warp-uniform)
@@ -527,8 +593,14 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
     for (int i = 0; i < BT / 4; ++i) {
       const float2 sv = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
       const float2 lv = *reinterpret_cast<const float2 *>(lse2s + 4 * i + 2 * hh);
-      p[2 * i] = exp2f(sv.x * a.scale_log2 - lv.x);
-      p[2 * i + 1] = exp2f(sv.y * a.scale_log2 - lv.y);
+      float s0 = sv.x * a.scale_log2, s1 = sv.y * a.scale_log2;
+      if constexpr (BIAS) { // + log2(e) bias of queries q0 + 4i + 2hh (+ 1) and the lane's key
+        const __half *bl = Bs + (4 * i + 2 * hh) * LDB + warp * 16 + r;
+        s0 += __half2float(bl[0]) * kLog2e;
+        s1 += __half2float(bl[LDB]) * kLog2e;
+      }
+      p[2 * i] = exp2f(s0 - lv.x);
+      p[2 * i + 1] = exp2f(s1 - lv.y);
     }
     // Some pairs masked (warp-uniform): queries past Sq, keys past Sk (the
     // padding rows of the tile, whose lse-based p could be inf), causal.
@@ -604,7 +676,7 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
   store_acc<P16, R, NT, C::LDO>(dv, 1.0f, stage, base(a.dv, a.dvs, b, h, k0), a.dvs.s, rows, a.Dv, a.vec & kVecDV);
 }
 
-template <int P16> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_dq_kernel(Args a) {
+template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_dq_kernel(Args a) {
   using C = BwdCfg<P16>;
   constexpr int NT = C::NT, R = C::R, BT = C::BT, LD = C::LD, LDT = C::LDT;
   constexpr int NJ = BT / 16;
@@ -628,6 +700,10 @@ template <int P16> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_d
   const int qw = q0 + warp * 16; // the warp's first query
   const int row = qw + r;        // the lane's query
   const int rows = imin(R, Sq - q0);
+  // BIAS: the lane's bias row (the last query's for the padding rows past Sq).
+  const __half *brow = nullptr;
+  if constexpr (BIAS)
+    brow = a.bias + b * a.bs.b + h * a.bs.h + static_cast<int64_t>(imin(row, Sq - 1)) * a.bs.s;
 
   load_tile<R, P16, LD, NT>(Qs, base(a.q, a.qs, b, h, q0), a.qs.s, rows, a.D, a.vec & kVecQ);
   load_tile<R, P16, LD, NT>(Gs, base(a.dout, a.dos, b, h, q0), a.dos.s, rows, a.Dv, a.vec & kVecDO);
@@ -677,9 +753,14 @@ template <int P16> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_d
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
       const float2 sv = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
-      p[2 * i] = exp2f(sv.x * a.scale_log2 - lse2);
-      p[2 * i + 1] = exp2f(sv.y * a.scale_log2 - lse2);
+      p[2 * i] = sv.x * a.scale_log2;
+      p[2 * i + 1] = sv.y * a.scale_log2;
     }
+    if constexpr (BIAS) // + log2(e) bias (keys past Sk: masked below)
+      add_bias_row<BT>(p, brow + k0, hh, Sk - k0, a.bias2 != 0);
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i)
+      p[i] = exp2f(p[i] - lse2);
     if (k0 + BT > Sk || (causal && k0 + BT - 1 > qw)) { // some keys masked (warp-uniform)
 #pragma unroll
       for (int i = 0; i < BT / 2; ++i) {
@@ -773,8 +854,14 @@ inline bool check(const char *what, const AttentionDims &d) {
   return true;
 }
 
-inline Args make_args(const AttentionDims &d, float scale, bool causal) {
+inline Args make_args(const AttentionDims &d, float scale, bool causal, const __half *bias,
+                      const AttentionStrides &bs) {
   Args a{};
+  if (bias) {
+    a.bias = bias;
+    a.bs = bs;
+    a.bias2 = reinterpret_cast<uintptr_t>(bias) % 4 == 0 && bs.b % 2 == 0 && bs.h % 2 == 0 && bs.s % 2 == 0;
+  }
   a.H = static_cast<int>(d.H);
   a.Sq = static_cast<int>(d.Sq);
   a.Sk = static_cast<int>(d.Sk);
@@ -795,17 +882,26 @@ template <int P16> inline void launch_forward(const Args &a, const AttentionDims
   using C = FwdCfg<P16>;
   const dim3 grid(static_cast<unsigned>((d.Sq + C::BM - 1) / C::BM), static_cast<unsigned>(d.H),
                   static_cast<unsigned>(d.B));
-  TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16>)(a);
+  if (a.bias)
+    TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, true>)(a);
+  else
+    TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, false>)(a);
 }
 
 template <int P16> inline void launch_backward(const Args &a, const AttentionDims &d) {
   using C = BwdCfg<P16>;
   const dim3 gk(static_cast<unsigned>((d.Sk + C::R - 1) / C::R), static_cast<unsigned>(d.H),
                 static_cast<unsigned>(d.B));
-  TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16>)(a);
+  if (a.bias)
+    TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, true>)(a);
+  else
+    TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, false>)(a);
   const dim3 gq(static_cast<unsigned>((d.Sq + C::R - 1) / C::R), static_cast<unsigned>(d.H),
                 static_cast<unsigned>(d.B));
-  TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16>)(a);
+  if (a.bias)
+    TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, true>)(a);
+  else
+    TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, false>)(a);
 }
 
 } // namespace attn
@@ -815,16 +911,19 @@ template <int P16> inline void launch_backward(const Args &a, const AttentionDim
 // that the kernels are compiled only in a translation unit that calls them,
 // not in every one that includes kernels.cuh.
 
-/// o = softmax(scale * q k^T [+ causal mask]) v (fp16), and lse ([B, H, Sq],
-/// contiguous, fp32) = the rows' log-sum-exp of the scaled scores.
+/// o = softmax(scale * q k^T [+ bias] [+ causal mask]) v (fp16), and lse
+/// ([B, H, Sq], contiguous, fp32) = the rows' log-sum-exp of the scores.
+/// bias: null, or an additive [B, H, Sq, Sk] fp16 term with strides bs along
+/// b, h, the query (0 where broadcast; keys contiguous).
 template <int = 0>
 inline void attention_forward(__half *o, AttentionStrides os, float *lse, const __half *q, AttentionStrides qs,
                               const __half *k, AttentionStrides ks, const __half *v, AttentionStrides vs,
-                              const AttentionDims &d, float scale, bool causal) {
+                              const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
+                              bool causal) {
   namespace A = detail::attn;
   if (!A::check("attention_forward", d))
     return;
-  A::Args a = A::make_args(d, scale, causal);
+  A::Args a = A::make_args(d, scale, causal, bias, bs);
   a.q = q, a.k = k, a.v = v, a.out = o, a.lse_out = lse;
   a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
   a.vec = (A::vec_ok(q, qs, d.D) ? A::kVecQ : 0u) | (A::vec_ok(k, ks, d.D) ? A::kVecK : 0u) |
@@ -842,7 +941,8 @@ inline void attention_forward(__half *o, AttentionStrides os, float *lse, const 
 }
 
 /// The gradients of attention_forward (dq, dk, dv in fp16) from q, k, v, the
-/// forward's o and lse, and dout: with P = exp(scale q k^T - lse),
+/// forward's o and lse, and dout (the same bias as the forward, or null; no
+/// gradient for it): with P = exp(scale q k^T + bias - lse),
 /// dP = dout v^T and delta_i = dout_i . o_i, dq = scale (P * (dP - delta)) k,
 /// dk = scale (P * (dP - delta))^T q, dv = P^T dout. Two kernels (dK/dV, then
 /// dQ), no atomics: the result does not depend on the schedule.
@@ -851,11 +951,12 @@ inline void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, Att
                                AttentionStrides dvs, const __half *q, AttentionStrides qs, const __half *k,
                                AttentionStrides ks, const __half *v, AttentionStrides vs, const __half *o,
                                AttentionStrides os, const __half *dout, AttentionStrides dos, const float *lse,
-                               const AttentionDims &d, float scale, bool causal) {
+                               const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
+                               bool causal) {
   namespace A = detail::attn;
   if (!A::check("attention_backward", d))
     return;
-  A::Args a = A::make_args(d, scale, causal);
+  A::Args a = A::make_args(d, scale, causal, bias, bs);
   a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv;
   a.qs = qs, a.ks = ks, a.vs = vs, a.os = os, a.dos = dos, a.dqs = dqs, a.dks = dks, a.dvs = dvs;

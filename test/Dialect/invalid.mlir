@@ -319,3 +319,12 @@ func.func @attention_grad_lse(%q: tensor<1x2x4x8xf32>, %l: tensor<1x2x8xf32>) {
   %a, %b, %c = tcc.attention_grad %q, %q, %q, %q, %l, %q {scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
   return
 }
+
+// -----
+
+func.func @attention_bias_keys(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x1x3xf32>) {
+  // expected-error @+2 {{'tcc.attention' op bias must be [B or 1, H or 1, Sq or 1, Sk] of the query's type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %q, %q, %q, %m {scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x1x3xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}

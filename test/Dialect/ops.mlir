@@ -175,3 +175,14 @@ func.func @attention(%q: tensor<2x3x5x8xf32>, %k: tensor<2x3x7x8xf32>, %v: tenso
   %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %l, %g {scale = 0.125 : f64, causal = true} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>, tensor<2x3x5x4xf32>, tensor<2x3x5xf32>, tensor<2x3x5x4xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>, tensor<2x3x7x4xf32>)
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @attention_bias
+// CHECK: %[[O:.+]], %[[L:.+]] = tcc.attention %arg0, %arg0, %arg0, %arg1 {scale = 1.000000e+00 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+// CHECK: tcc.attention_grad %arg0, %arg0, %arg0, %[[O]], %[[L]], %arg0, %arg1 {scale = 1.000000e+00 : f64}
+func.func @attention_bias(%q: tensor<2x3x5x8xf32>, %m: tensor<2x1x1x5xf32>) {
+  %o, %l = tcc.attention %q, %q, %q, %m {scale = 1.0 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+  %dq, %dk, %dv = tcc.attention_grad %q, %q, %q, %o, %l, %q, %m {scale = 1.0 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>)
+  return
+}

@@ -578,6 +578,29 @@ def attention_case(b, h, sq, sk, d, dv, causal, divide=False):
     return build
 
 
+def attention_bias_case(causal):
+    """BERT's padding mask ([B, 1, 1, Sk], 0 or -10000, a fed input) added to
+    the scaled scores: the fused op's bias (no gradient: it is an input)."""
+    def build(g):
+        b, h, s_, d = 2, 3, 6, 8
+        q = g.param((b, h, s_, d), lo=-1.5, hi=1.5)
+        k = g.param((b, h, s_, d), lo=-1.5, hi=1.5)
+        v = g.param((b, h, s_, d))
+        keep = np.ones((b, 1, 1, s_), dtype=np.float32)
+        keep[0, 0, 0, 4:] = 0.0
+        keep[1, 0, 0, 1] = 0.0
+        mask = g.input((1.0 - keep) * -10000.0)
+        s = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                         g.const(np.float32(math.sqrt(d)))])
+        s = g.op("Add", [s, mask])
+        if causal:
+            above = np.triu(np.ones((s_, s_), dtype=np.bool_), k=1)
+            s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
+        p = g.op("Softmax", [s], axis=-1)
+        return g.weighted_sum([g.op("MatMul", [p, v])])
+    return build
+
+
 ATTENTION_CASES = {
     "attention_causal_b2h3_s5_d8": (2, 3, 5, 5, 8, 8, True),
     "attention_causal_s70_d24": (1, 2, 70, 70, 24, 24, True),
@@ -587,6 +610,10 @@ ATTENTION_CASES = {
 }
 for name, shape in ATTENTION_CASES.items():
     case(name, attention_case(*shape, divide=name == "attention_s3x7_d5_dv6"))
+ATTENTION_CASES["attention_padding_mask"] = None
+ATTENTION_CASES["attention_padding_mask_causal"] = None
+case("attention_padding_mask", attention_bias_case(False))
+case("attention_padding_mask_causal", attention_bias_case(True))
 
 
 # More broadcasting shapes.

@@ -40,13 +40,15 @@ APPENDED_LOSS = {
 # Models compiled with tcc flags of their own (or none), and what the
 # training step must then contain (an op and how many times), so that the
 # check cannot pass without the flag (or the default) taking effect: the GPT's
-# two attentions and nn.MultiheadAttention's ([B*H, S, D], queries scaled,
-# an additive causal mask) as tcc.attention ops (tcc-fuse-attention) or, with
+# two attentions, nn.MultiheadAttention's ([B*H, S, D], queries scaled, an
+# additive causal mask) and BERT's two (a padding mask from an input as the
+# op's bias) as tcc.attention ops (tcc-fuse-attention) or, with
 # --no-attention-fusion, as matmuls and a softmax; the loss over 64 rows in
 # chunks of 24, 24 and 16 (tcc-chunk-loss).
 TCC_FLAGS = {
     "tiny_gpt_opset17": ([], "tcc.attention", 2),
     "mha_decoder": ([], "tcc.attention", 1),
+    "bert_mlm": ([], "tcc.attention", 2),
     "tiny_gpt_unfused_attention": (["--no-attention-fusion"], "tcc.attention", 0),
     "tiny_gpt_chunked_loss": (["--loss-chunk-rows=24"],
                               "tcc.softmax_cross_entropy_loss_with_grad", 3),

@@ -73,13 +73,14 @@ func.func @not_causal_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v
 
 // -----
 
-// Left alone: an additive mask (an input) between the scores and softmax.
+// Left alone: an additive term broadcast over the keys ([.., Sq, 1]) is not
+// a bias the kernels read (one value per key).
 // CHECK-LABEL: func.func @additive_mask
 // CHECK-NOT: tcc.attention
 // CHECK: tcc.add
-func.func @additive_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %m: tensor<1x1x1x3xf32>) -> tensor<1x1x3x4xf32> {
+func.func @additive_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %m: tensor<1x1x3x1xf32>) -> tensor<1x1x3x4xf32> {
   %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
-  %u = tcc.add %s, %m : (tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x1x3x3xf32>
+  %u = tcc.add %s, %m : (tensor<1x1x3x3xf32>, tensor<1x1x3x1xf32>) -> tensor<1x1x3x3xf32>
   %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
   %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
   return %o : tensor<1x1x3x4xf32>
@@ -162,15 +163,83 @@ func.func @weak_fill(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tens
 
 // -----
 
-// Left alone: an additive constant that is not 0 below the diagonal (a
-// position bias) is not a causal mask.
+// An additive constant that is not 0 below the diagonal (a fixed position
+// bias) is not a causal mask: it is the op's bias, and causal stays false.
 // CHECK-LABEL: func.func @additive_bias
-// CHECK-NOT: tcc.attention
-// CHECK: tcc.add
+// CHECK: %[[C:.+]] = tcc.constant {value = dense<{{.*}}5.000000e-01
+// CHECK: %[[B:.+]] = tcc.reshape %[[C]] {shape = array<i64: 1, 1, 3, 3>}
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}}, %[[B]] {scale = 1.000000e+00 : f64}
 func.func @additive_bias(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32> {
   %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
   %m = tcc.constant {value = dense<[[0.0, 0xFF800000, 0xFF800000], [0.5, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>} : () -> tensor<3x3xf32>
   %u = tcc.add %m, %s : (tensor<3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// BERT's form: the scores divided by sqrt(d), then a padding mask
+// ([B, 1, 1, Sk], computed from an input) added: the mask is the op's bias.
+// CHECK-LABEL: func.func @padding_mask
+// CHECK-SAME: %[[M:[a-z0-9]+]]: tensor<2x1x1x5xf32> {tcc.input = "mask"}
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}}, %[[M]] {scale = 1.250000e-01 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+// CHECK-NOT: tcc.add
+func.func @padding_mask(%q: tensor<2x3x5x8xf32> {tcc.param = "q"}, %kt: tensor<2x3x8x5xf32> {tcc.param = "kt"}, %v: tensor<2x3x5x8xf32> {tcc.param = "v"}, %m: tensor<2x1x1x5xf32> {tcc.input = "mask"}) -> (tensor<2x3x5x8xf32> {tcc.output = "o"}) {
+  %s = tcc.matmul %q, %kt : (tensor<2x3x5x8xf32>, tensor<2x3x8x5xf32>) -> tensor<2x3x5x5xf32>
+  %c = tcc.constant {value = dense<8.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.div %s, %c : (tensor<2x3x5x5xf32>, tensor<f32>) -> tensor<2x3x5x5xf32>
+  %u = tcc.add %t, %m : (tensor<2x3x5x5xf32>, tensor<2x1x1x5xf32>) -> tensor<2x3x5x5xf32>
+  %p = tcc.softmax %u : (tensor<2x3x5x5xf32>) -> tensor<2x3x5x5xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x3x5x5xf32>, tensor<2x3x5x8xf32>) -> tensor<2x3x5x8xf32>
+  return %o : tensor<2x3x5x8xf32>
+}
+
+// -----
+
+// A [Sq, Sk] bias with the causal mask after it: both fused, the bias read
+// as [1, 1, Sq, Sk].
+// CHECK-LABEL: func.func @bias_and_causal
+// CHECK: %[[B4:.+]] = tcc.reshape %{{.+}} {shape = array<i64: 1, 1, 3, 3>} : (tensor<3x3xf32>) -> tensor<1x1x3x3xf32>
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}}, %[[B4]] {causal = true, scale = 1.000000e+00 : f64}
+func.func @bias_and_causal(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %b: tensor<3x3xf32> {tcc.input = "b"}) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %t = tcc.add %s, %b : (tensor<1x1x3x3xf32>, tensor<3x3xf32>) -> tensor<1x1x3x3xf32>
+  %mask = tcc.constant {value = dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1>} : () -> tensor<3x3xi1>
+  %ninf = tcc.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %mask, %ninf, %t : (tensor<3x3xi1>, tensor<f32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Left alone: a bias a trainable parameter reaches (a learned position bias
+// would need a gradient, which tcc.attention does not give its bias).
+// CHECK-LABEL: func.func @trainable_bias
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.softmax
+func.func @trainable_bias(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %w: tensor<3x3xf32> {tcc.param = "w"}) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %b = tcc.tanh %w : (tensor<3x3xf32>) -> tensor<3x3xf32>
+  %t = tcc.add %s, %b : (tensor<1x1x3x3xf32>, tensor<3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %t : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Left alone: a bias added before a scale would be scaled too.
+// CHECK-LABEL: func.func @bias_then_scale
+// CHECK-NOT: tcc.attention
+func.func @bias_then_scale(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %b: tensor<1x1x1x3xf32> {tcc.input = "b"}) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %t = tcc.add %s, %b : (tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x1x3x3xf32>
+  %c = tcc.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.mul %t, %c : (tensor<1x1x3x3xf32>, tensor<f32>) -> tensor<1x1x3x3xf32>
   %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
   %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
   return %o : tensor<1x1x3x4xf32>

@@ -317,10 +317,10 @@ void tcc_cuda_kernels_instantiate_all() {
   const AttentionStrides ast{0, 0, 0};
   const AttentionDims adims{1, 1, 1, 1, 64, 64};
   attention_forward(P<half>(), ast, P<float>(), P<const half>(), ast, P<const half>(), ast, P<const half>(), ast,
-                    adims, 0.125f, true);
+                    P<const half>(), ast, adims, 0.125f, true);
   attention_backward(P<half>(), ast, P<half>(), ast, P<half>(), ast, P<const half>(), ast, P<const half>(), ast,
-                     P<const half>(), ast, P<const half>(), ast, P<const half>(), ast, P<const float>(), adims, 0.125f,
-                     false);
+                     P<const half>(), ast, P<const half>(), ast, P<const half>(), ast, P<const float>(),
+                     P<const half>(), ast, adims, 0.125f, false);
 
   // errors
   int *flag = error_flag_device();

@@ -1012,11 +1012,22 @@ bool attn_untouched(const std::vector<half> &got, const std::vector<char> &mask)
 }
 } // namespace
 
+// Bias kinds of the attention cases (an additive fp16 term on the scores).
+enum AttnBias {
+  kNoBias,    // null
+  kPadMask,   // [B, 1, 1, Sk] padding mask: 0, or -10000 on the last keys of some batches (never all)
+  kDense,     // [B, H, Sq, Sk] ~ N(0, 1), dense strides
+  kHeads,     // [1, H, Sq, Sk] ~ N(0, 1) (bs.b = 0), at an odd element offset (no half2 loads)
+  kInfMask,   // [B, 1, 1, Sk]: -inf (fp16 overflow of -3.4e38) on scattered keys, never key 0
+  kDenseInf,  // [B, H, Sq, Sk] ~ N(0, 1) with -inf on scattered keys of each row, never key 0
+};
+
 static void test_attention() {
   struct Case {
     int64_t B, H, Sq, Sk, D, Dv;
     bool causal;
     int layout;
+    AttnBias bias = kNoBias;
   };
   const Case cases[] = {
       {1, 1, 1, 1, 8, 8, false, 0},          {1, 1, 1, 1, 8, 8, true, 0},
@@ -1035,16 +1046,29 @@ static void test_attention() {
       // full tile (review of session 7).
       {1, 1, 130, 70, 80, 80, true, 0},      {1, 1, 70, 200, 96, 96, true, 0},
       {1, 1, 70, 200, 96, 96, false, 0},     {1, 2, 129, 129, 32, 32, true, 0},
+      // Additive bias: padding masks (odd Sk: element loads; even: half2),
+      // dense N(0, 1) with Sq != Sk, broadcast over b, -inf entries.
+      {3, 3, 37, 37, 64, 64, false, 0, kPadMask},   {3, 3, 37, 37, 64, 64, true, 0, kPadMask},
+      {2, 3, 128, 128, 64, 64, true, 1, kPadMask},  {2, 2, 70, 70, 128, 128, false, 2, kPadMask},
+      {2, 2, 20, 50, 8, 8, false, 0, kDense},       {2, 2, 50, 20, 8, 8, true, 0, kDense},
+      {1, 2, 70, 100, 128, 128, false, 0, kDense},  {1, 2, 100, 70, 128, 128, true, 0, kDense},
+      {2, 2, 45, 130, 64, 64, false, 0, kDense},    {2, 2, 130, 45, 64, 64, true, 0, kDense},
+      {2, 3, 40, 72, 64, 64, false, 0, kHeads},     {2, 3, 72, 40, 40, 24, true, 2, kHeads},
+      {2, 2, 37, 100, 64, 64, false, 0, kInfMask},  {2, 2, 100, 37, 64, 64, true, 0, kInfMask},
+      {1, 2, 50, 70, 40, 24, false, 0, kDenseInf},  {2, 1, 66, 66, 8, 8, true, 0, kDenseInf},
   };
+  static const char *const bias_names[] = {"", " pad-mask", " bias[B,H,Sq,Sk]", " bias[1,H,Sq,Sk]", " -inf-mask",
+                                           " bias[B,H,Sq,Sk]-inf"};
   // fp16 inputs, P / dS and outputs: ~1e-3 relative; the floor covers
   // gradients that are zero in exact arithmetic (a single key).
   const double tol = 5e-3, lse_tol = 1e-4, floor = 0.1;
   for (const Case &c : cases) {
     const int64_t B = c.B, H = c.H, Sq = c.Sq, Sk = c.Sk, D = c.D, Dv = c.Dv;
     char nm[160];
-    std::snprintf(nm, sizeof nm, "attention B=%lld H=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s %s", (long long)B,
+    std::snprintf(nm, sizeof nm, "attention B=%lld H=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s %s%s", (long long)B,
                   (long long)H, (long long)Sq, (long long)Sk, (long long)D, (long long)Dv,
-                  c.causal ? "causal" : "full", c.layout == 0 ? "dense" : c.layout == 1 ? "packed-qkv" : "gaps");
+                  c.causal ? "causal" : "full", c.layout == 0 ? "dense" : c.layout == 1 ? "packed-qkv" : "gaps",
+                  bias_names[c.bias]);
     const AttnLayout L = attn_layout(c.layout, B, H, Sq, Sk, D, Dv);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     // q, k ~ N(0, 1.5^2): scores ~ N(0, 2.25^2) after scaling; v, dout ~ N(0, 1).
@@ -1074,17 +1098,62 @@ static void test_attention() {
     const cpu::AttentionDims cd{B, H, Sq, Sk, D, Dv};
     const gpu::AttentionDims gd{B, H, Sq, Sk, D, Dv};
 
+    // The bias (fp16 values), its offset and strides.
+    std::vector<float> hb;
+    int64_t b_off = 0;
+    cpu::AttentionStrides bst{0, 0, 0};
+    const float ninf = -3.4e38f; // -inf once rounded to fp16
+    switch (c.bias) {
+    case kNoBias: break;
+    case kPadMask:
+    case kInfMask:
+      bst = {Sk, 0, 0};
+      hb.assign(static_cast<size_t>(B * Sk), 0.0f);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 1; j < Sk; ++j) {
+          if (c.bias == kPadMask && j >= Sk - b * Sk / (B + 1)) // batch b: its last b Sk / (B + 1) keys
+            hb[static_cast<size_t>(b * Sk + j)] = -10000.0f;
+          if (c.bias == kInfMask && (j * 7 + b * 3) % 5 < 2) // 2 keys in 5
+            hb[static_cast<size_t>(b * Sk + j)] = ninf;
+        }
+      break;
+    case kDense:
+    case kDenseInf:
+      bst = {H * Sq * Sk, Sq * Sk, Sk};
+      hb = randn(static_cast<size_t>(B * H * Sq * Sk), 1.0f);
+      if (c.bias == kDenseInf)
+        for (int64_t e = 0; e < B * H * Sq; ++e)
+          for (int64_t j = 1; j < Sk; ++j)
+            if ((j * 5 + e * 3) % 7 < 3) // 3 keys in 7, shifting with the row
+              hb[static_cast<size_t>(e * Sk + j)] = ninf;
+      break;
+    case kHeads:
+      b_off = 1;
+      bst = {0, Sq * Sk, Sk};
+      hb = randn(static_cast<size_t>(1 + H * Sq * Sk), 1.0f);
+      break;
+    }
+    hb = round_half(hb);
+    if (c.bias == kInfMask || c.bias == kDenseInf)
+      check(std::any_of(hb.begin(), hb.end(), [](float x) { return std::isinf(x) && x < 0; }),
+            std::string(nm) + " has -inf bias entries");
+    const std::vector<double> db_in = dbl(hb);
+    const double *cbias = c.bias == kNoBias ? nullptr : db_in.data() + b_off;
+    DevBuf<half> bbias(hb.empty() ? std::vector<half>(1) : to_half(hb));
+    const half *gbias = c.bias == kNoBias ? nullptr : bbias.p + b_off;
+
     // Forward.
     std::vector<double> o_ref(static_cast<size_t>(L.o_size)), lse_ref(static_cast<size_t>(B * H * Sq));
     cpu::attention_forward(o_ref.data() + L.o.off, L.o.st, lse_ref.data(), dq_in.data() + L.q.off, L.q.st,
-                           dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off, L.v.st, cd, scale, c.causal);
+                           dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off, L.v.st, cbias, bst, cd, scale,
+                           c.causal);
     DevBuf<half> bq(to_half(hq)), bk(to_half(hk)), bv(to_half(hv)), bo(static_cast<size_t>(L.o_size));
     DevBuf<float> blse(static_cast<size_t>(B * H * Sq));
     const half *pq = bq.p + L.q.off;
     const half *pk = (L.packed ? bq.p : bk.p) + L.k.off;
     const half *pv = (L.packed ? bq.p : bv.p) + L.v.off;
     gpu::attention_forward(bo.p + L.o.off, gst(L.o.st), blse.p, pq, gst(L.q.st), pk, gst(L.k.st), pv, gst(L.v.st),
-                           gd, static_cast<float>(scale), c.causal);
+                           gbias, gst(bst), gd, static_cast<float>(scale), c.causal);
     const std::vector<half> o_half = bo.get();
     const AttnErr eo = attn_compare(from_half(o_half), o_ref, L.o, B, H, Sq, Dv);
     const std::vector<float> lse_got = blse.get();
@@ -1109,7 +1178,7 @@ static void test_attention() {
     cpu::attention_backward(gq.data() + L.q.off, L.q.st, gk_.data() + L.k.off, L.k.st, gv_.data() + L.v.off, L.v.st,
                             dq_in.data() + L.q.off, L.q.st, dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off,
                             L.v.st, do_in.data() + L.o.off, L.o.st, dg_in.data() + L.o.off, L.o.st, dlse_in.data(),
-                            cd, scale, c.causal);
+                            cbias, bst, cd, scale, c.causal);
     DevBuf<half> bo_in(to_half(o_in)), bg(to_half(hg)), bdq(static_cast<size_t>(L.qkv_size)),
         bdk(static_cast<size_t>(L.packed ? 1 : L.qkv_size)), bdv(static_cast<size_t>(L.packed ? 1 : L.qkv_size));
     DevBuf<float> blse_in(lse_in);
@@ -1117,8 +1186,8 @@ static void test_attention() {
     half *pdk = (L.packed ? bdq.p : bdk.p) + L.k.off;
     half *pdv = (L.packed ? bdq.p : bdv.p) + L.v.off;
     gpu::attention_backward(pdq, gst(L.q.st), pdk, gst(L.k.st), pdv, gst(L.v.st), pq, gst(L.q.st), pk, gst(L.k.st), pv,
-                            gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off, gst(L.o.st), blse_in.p, gd,
-                            static_cast<float>(scale), c.causal);
+                            gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off, gst(L.o.st), blse_in.p,
+                            gbias, gst(bst), gd, static_cast<float>(scale), c.causal);
     const std::vector<half> dq_half = bdq.get();
     const std::vector<half> dk_half = L.packed ? dq_half : bdk.get(), dv_half = L.packed ? dq_half : bdv.get();
     const AttnErr edq = attn_compare(from_half(dq_half), gq, L.q, B, H, Sq, D);
@@ -1157,8 +1226,8 @@ static void test_attention() {
     DevBuf<half> x(S * D), o(S * D);
     DevBuf<float> lse(S);
     const gpu::AttentionStrides st{S * D, S * D, D};
-    gpu::attention_forward(o.p, st, lse.p, x.p, st, x.p, st, x.p, st, gpu::AttentionDims{1, 1, S, S, D, D}, 0.1f,
-                           true);
+    gpu::attention_forward(o.p, st, lse.p, x.p, st, x.p, st, x.p, st, nullptr, st, gpu::AttentionDims{1, 1, S, S, D, D},
+                           0.1f, true);
     check(gpu::read_and_clear_error_flag() == 1, "attention D=136 sets the error flag");
     std::vector<half> got = o.get();
     check(attn_untouched(got, std::vector<char>(got.size(), 0)), "attention D=136 writes nothing");
@@ -1272,11 +1341,11 @@ static void test_perf() {
     const float sc = 0.125f;
     const double f1 = double(BH) * AS * AS * AD / 1e3; // flops of one S*S*D product per head, / 1e3
     timeit("attention fwd fused causal [8,12,1024,64]", 2.0 * f1, [&] {
-      gpu::attention_forward(o.p, st, lse.p, q.p, st, k.p, st, v.p, st, ad, sc, true);
+      gpu::attention_forward(o.p, st, lse.p, q.p, st, k.p, st, v.p, st, nullptr, st, ad, sc, true);
     });
     timeit("attention bwd fused causal [8,12,1024,64]", 5.0 * f1, [&] {
-      gpu::attention_backward(dq.p, st, dk.p, st, dv.p, st, q.p, st, k.p, st, v.p, st, o.p, st, dout.p, st, lse.p, ad,
-                              sc, true);
+      gpu::attention_backward(dq.p, st, dk.p, st, dv.p, st, q.p, st, k.p, st, v.p, st, o.p, st, dout.p, st, lse.p,
+                              nullptr, st, ad, sc, true);
     });
     CK(cudaDeviceSynchronize());
     CK(cudaGetLastError());
