@@ -578,9 +578,10 @@ def attention_case(b, h, sq, sk, d, dv, causal, divide=False):
     return build
 
 
-def attention_bias_case(causal):
+def attention_bias_case(causal, constant=False):
     """BERT's padding mask ([B, 1, 1, Sk], 0 or -10000, a fed input) added to
-    the scaled scores: the fused op's bias (no gradient: it is an input)."""
+    the scaled scores: the fused op's bias (no gradient: it is an input); or
+    a constant [Sq, Sk] position bias (a Constant node)."""
     def build(g):
         b, h, s_, d = 2, 3, 6, 8
         q = g.param((b, h, s_, d), lo=-1.5, hi=1.5)
@@ -589,7 +590,8 @@ def attention_bias_case(causal):
         keep = np.ones((b, 1, 1, s_), dtype=np.float32)
         keep[0, 0, 0, 4:] = 0.0
         keep[1, 0, 0, 1] = 0.0
-        mask = g.input((1.0 - keep) * -10000.0)
+        mask = (g.const(g.rng.normal(size=(s_, s_)).astype(np.float32)) if constant
+                else g.input((1.0 - keep) * -10000.0))
         s = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]),
                          g.const(np.float32(math.sqrt(d)))])
         s = g.op("Add", [s, mask])
@@ -614,6 +616,8 @@ ATTENTION_CASES["attention_padding_mask"] = None
 ATTENTION_CASES["attention_padding_mask_causal"] = None
 case("attention_padding_mask", attention_bias_case(False))
 case("attention_padding_mask_causal", attention_bias_case(True))
+ATTENTION_CASES["attention_constant_bias_causal"] = None
+case("attention_constant_bias_causal", attention_bias_case(True, constant=True))
 
 
 # More broadcasting shapes.
