@@ -100,6 +100,18 @@ private:
                          stride(0, d[1] * d[2] * d[3]), stride(1, d[2] * d[3]), stride(2, d[3]))
         .str();
   }
+  /// On CUDA, the attention launchers' template arguments: the padded head
+  /// size / 16 and whether there is a bias, so that the step compiles only
+  /// the kernels it runs (runtime/cuda/attention.cuh).
+  std::string attentionKernel(Operation *op) {
+    if (!cuda)
+      return "";
+    int64_t d = std::max(tensor(op->getOperand(0)).getShape()[3],
+                         tensor(op->getOperand(2)).getShape()[3]);
+    bool bias = isa<AttentionOp>(op) ? bool(cast<AttentionOp>(op).getBias())
+                                     : bool(cast<AttentionGradOp>(op).getBias());
+    return llvm::formatv("<{0}, {1}>", (d + 15) / 16, bias ? 1 : 0).str();
+  }
   /// AttentionDims{B, H, Sq, Sk, D, Dv} of an attention op or its gradient.
   static std::string attentionDims(Operation *op) {
     ArrayRef<int64_t> q = tensor(op->getOperand(0)).getShape();
@@ -555,7 +567,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
         std::string o = define(a.getResult()).name;
         std::string lse = define(a.getLse()).name;
-        os << "  attention_forward(" << o << ", " << attentionStrides(a.getResult())
+        os << "  attention_forward" << attentionKernel(a) << "(" << o << ", "
+           << attentionStrides(a.getResult())
            << ", " << lse << ", " << ref(a.getQuery()) << ", "
            << attentionStrides(a.getQuery()) << ", " << ref(a.getKey()) << ", "
            << attentionStrides(a.getKey()) << ", " << ref(a.getValue()) << ", "
@@ -569,7 +582,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
         std::string dq = define(a.getQueryGrad()).name;
         std::string dk = define(a.getKeyGrad()).name;
         std::string dv = define(a.getValueGrad()).name;
-        os << "  attention_backward(" << dq << ", " << attentionStrides(a.getQueryGrad())
+        os << "  attention_backward" << attentionKernel(a) << "(" << dq << ", "
+           << attentionStrides(a.getQueryGrad())
            << ", " << dk << ", " << attentionStrides(a.getKeyGrad()) << ", " << dv
            << ", " << attentionStrides(a.getValueGrad());
         for (Value v : {a.getQuery(), a.getKey(), a.getValue(), a.getResult(), a.getGrad()})

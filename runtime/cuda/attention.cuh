@@ -878,44 +878,82 @@ inline int p16_of(const AttentionDims &d) {
   return static_cast<int>((p + 15) / 16);
 }
 
-template <int P16> inline void launch_forward(const Args &a, const AttentionDims &d) {
+// Bias: 1 or 0 when the caller knows whether there is one (only that
+// kernel is compiled), -1 to decide from a.bias at run time.
+template <int P16, int Bias> inline void launch_forward(const Args &a, const AttentionDims &d) {
   using C = FwdCfg<P16>;
   const dim3 grid(static_cast<unsigned>((d.Sq + C::BM - 1) / C::BM), static_cast<unsigned>(d.H),
                   static_cast<unsigned>(d.B));
-  if (a.bias)
-    TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, true>)(a);
-  else
-    TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, false>)(a);
+  if (Bias == 1 || (Bias < 0 && a.bias)) {
+    if constexpr (Bias != 0)
+      TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, true>)(a);
+  } else {
+    if constexpr (Bias != 1)
+      TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, false>)(a);
+  }
 }
 
-template <int P16> inline void launch_backward(const Args &a, const AttentionDims &d) {
+template <int P16, int Bias> inline void launch_backward(const Args &a, const AttentionDims &d) {
   using C = BwdCfg<P16>;
   const dim3 gk(static_cast<unsigned>((d.Sk + C::R - 1) / C::R), static_cast<unsigned>(d.H),
                 static_cast<unsigned>(d.B));
-  if (a.bias)
-    TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, true>)(a);
-  else
-    TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, false>)(a);
   const dim3 gq(static_cast<unsigned>((d.Sq + C::R - 1) / C::R), static_cast<unsigned>(d.H),
                 static_cast<unsigned>(d.B));
-  if (a.bias)
-    TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, true>)(a);
-  else
-    TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, false>)(a);
+  if (Bias == 1 || (Bias < 0 && a.bias)) {
+    if constexpr (Bias != 0) {
+      TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, true>)(a);
+      TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, true>)(a);
+    }
+  } else {
+    if constexpr (Bias != 1) {
+      TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, false>)(a);
+      TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, false>)(a);
+    }
+  }
+}
+
+/// Launches `launch` for padded head size `p16` (1..8), or, when P16 (the
+/// caller's compile-time choice) is not 0, only for P16: a generated step
+/// names its size, so only its kernels are compiled. A mismatch is the
+/// caller's bug: it sets the device error flag.
+template <int P16, class F> inline void dispatch_p16(int p16, const char *what, F launch) {
+  if constexpr (P16 != 0) {
+    if (p16 != P16) {
+      std::fprintf(stderr, "tcc::cuda::%s: compiled for padded head size %d, called with %d\n", what,
+                   16 * P16, 16 * p16);
+      TCC_LAUNCH(1, 1, 0, stream(), attn_error_kernel)();
+      return;
+    }
+    launch(std::integral_constant<int, P16>());
+  } else {
+    switch (p16) {
+    case 1: launch(std::integral_constant<int, 1>()); break;
+    case 2: launch(std::integral_constant<int, 2>()); break;
+    case 3: launch(std::integral_constant<int, 3>()); break;
+    case 4: launch(std::integral_constant<int, 4>()); break;
+    case 5: launch(std::integral_constant<int, 5>()); break;
+    case 6: launch(std::integral_constant<int, 6>()); break;
+    case 7: launch(std::integral_constant<int, 7>()); break;
+    default: launch(std::integral_constant<int, 8>()); break;
+    }
+  }
 }
 
 } // namespace attn
 } // namespace detail
 
-// The launchers are templates (on nothing: call them as plain functions) so
-// that the kernels are compiled only in a translation unit that calls them,
-// not in every one that includes kernels.cuh.
+// The launchers are templates, so that the kernels are compiled only in a
+// translation unit that calls them, not in every one that includes
+// kernels.cuh. Called as plain functions they dispatch on the head size and
+// the bias at run time (every kernel compiled); a generated step names both,
+// attention_forward<P16, Bias>(...) with P16 = ceil(max(D, Dv) / 16) and
+// Bias 0 or 1, so that only the three kernels it runs are compiled.
 
 /// o = softmax(scale * q k^T [+ bias] [+ causal mask]) v (fp16), and lse
 /// ([B, H, Sq], contiguous, fp32) = the rows' log-sum-exp of the scores.
 /// bias: null, or an additive [B, H, Sq, Sk] fp16 term with strides bs along
 /// b, h, the query (0 where broadcast; keys contiguous).
-template <int = 0>
+template <int P16 = 0, int Bias = -1>
 inline void attention_forward(__half *o, AttentionStrides os, float *lse, const __half *q, AttentionStrides qs,
                               const __half *k, AttentionStrides ks, const __half *v, AttentionStrides vs,
                               const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
@@ -928,16 +966,8 @@ inline void attention_forward(__half *o, AttentionStrides os, float *lse, const 
   a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
   a.vec = (A::vec_ok(q, qs, d.D) ? A::kVecQ : 0u) | (A::vec_ok(k, ks, d.D) ? A::kVecK : 0u) |
           (A::vec_ok(v, vs, d.Dv) ? A::kVecV : 0u) | (A::vec_ok(o, os, d.Dv) ? A::kVecO : 0u);
-  switch (A::p16_of(d)) {
-  case 1: A::launch_forward<1>(a, d); break;
-  case 2: A::launch_forward<2>(a, d); break;
-  case 3: A::launch_forward<3>(a, d); break;
-  case 4: A::launch_forward<4>(a, d); break;
-  case 5: A::launch_forward<5>(a, d); break;
-  case 6: A::launch_forward<6>(a, d); break;
-  case 7: A::launch_forward<7>(a, d); break;
-  default: A::launch_forward<8>(a, d); break;
-  }
+  A::dispatch_p16<P16>(A::p16_of(d), "attention_forward",
+                       [&](auto p) { A::launch_forward<decltype(p)::value, Bias>(a, d); });
 }
 
 /// The gradients of attention_forward (dq, dk, dv in fp16) from q, k, v, the
@@ -946,7 +976,7 @@ inline void attention_forward(__half *o, AttentionStrides os, float *lse, const 
 /// dP = dout v^T and delta_i = dout_i . o_i, dq = scale (P * (dP - delta)) k,
 /// dk = scale (P * (dP - delta))^T q, dv = P^T dout. Two kernels (dK/dV, then
 /// dQ), no atomics: the result does not depend on the schedule.
-template <int = 0>
+template <int P16 = 0, int Bias = -1>
 inline void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, AttentionStrides dks, __half *dv,
                                AttentionStrides dvs, const __half *q, AttentionStrides qs, const __half *k,
                                AttentionStrides ks, const __half *v, AttentionStrides vs, const __half *o,
@@ -964,16 +994,8 @@ inline void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, Att
           (A::vec_ok(v, vs, d.Dv) ? A::kVecV : 0u) | (A::vec_ok(o, os, d.Dv) ? A::kVecO : 0u) |
           (A::vec_ok(dout, dos, d.Dv) ? A::kVecDO : 0u) | (A::vec_ok(dq, dqs, d.D) ? A::kVecDQ : 0u) |
           (A::vec_ok(dk, dks, d.D) ? A::kVecDK : 0u) | (A::vec_ok(dv, dvs, d.Dv) ? A::kVecDV : 0u);
-  switch (A::p16_of(d)) {
-  case 1: A::launch_backward<1>(a, d); break;
-  case 2: A::launch_backward<2>(a, d); break;
-  case 3: A::launch_backward<3>(a, d); break;
-  case 4: A::launch_backward<4>(a, d); break;
-  case 5: A::launch_backward<5>(a, d); break;
-  case 6: A::launch_backward<6>(a, d); break;
-  case 7: A::launch_backward<7>(a, d); break;
-  default: A::launch_backward<8>(a, d); break;
-  }
+  A::dispatch_p16<P16>(A::p16_of(d), "attention_backward",
+                       [&](auto p) { A::launch_backward<decltype(p)::value, Bias>(a, d); });
 }
 
 } // namespace tcc::cuda
