@@ -489,6 +489,33 @@ template <int P16> struct BwdCfg {
 
 /// Writes a warp's 16 x P fp32 accumulators (scaled by `mult`) through
 /// shared memory to a global operand; every thread of the block calls it.
+/// Sw (16 x 16*NJ fp32, row stride LDT) = A_w B^T over P16 * 16 columns:
+/// A_w the warp's 16 rows, B the tile's first 16 * NJ rows (fp16, row stride
+/// LD, in shared memory). The backward kernels' four products (S, dP and
+/// their transposes). Ends with __syncwarp: every lane may read Sw.
+template <int P16, int NJ, int LD, int LDT>
+__device__ __forceinline__ void warp_abt(float *Sw, const __half *Aw, const __half *B) {
+  FragC acc[NJ];
+#pragma unroll
+  for (int j = 0; j < NJ; ++j)
+    wmma::fill_fragment(acc[j], 0.0f);
+#pragma unroll
+  for (int kk = 0; kk < P16; ++kk) {
+    FragA af;
+    wmma::load_matrix_sync(af, Aw + kk * 16, LD);
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      FragBCol bf;
+      wmma::load_matrix_sync(bf, B + j * 16 * LD + kk * 16, LD);
+      wmma::mma_sync(acc[j], af, bf, acc[j]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NJ; ++j)
+    wmma::store_matrix_sync(Sw + j * 16, acc[j], LDT, wmma::mem_row_major);
+  __syncwarp();
+}
+
 template <int P16, int R, int NT, int LDO>
 __device__ __forceinline__ void store_acc(FragC (&acc)[P16], float mult, float *stage, __half *dst, int64_t rs,
                                           int rows, int cols, bool vec) {
@@ -568,25 +595,7 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
       continue; // no query of the tile sees the warp's keys (warp-uniform)
 
     // S^T = K_w Q^T (16 x BT).
-    FragC acc[NJ];
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::fill_fragment(acc[j], 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < P16; ++kk) {
-      FragA kf;
-      wmma::load_matrix_sync(kf, Ks + warp * 16 * LD + kk * 16, LD);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        FragBCol qf;
-        wmma::load_matrix_sync(qf, Qs + j * 16 * LD + kk * 16, LD);
-        wmma::mma_sync(acc[j], kf, qf, acc[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::store_matrix_sync(Sw + j * 16, acc[j], LDT, wmma::mem_row_major);
-    __syncwarp();
+    warp_abt<P16, NJ, LD, LDT>(Sw, Ks + warp * 16 * LD, Qs);
     // P^T: the lane's key row, queries 4i + 2hh, 4i + 2hh + 1.
     float p[BT / 2];
 #pragma unroll
@@ -615,24 +624,7 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
     __syncwarp(); // every lane has read S^T: dP^T overwrites it
 
     // dP^T = V_w dO^T (16 x BT).
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::fill_fragment(acc[j], 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < P16; ++kk) {
-      FragA vf;
-      wmma::load_matrix_sync(vf, Vs + warp * 16 * LD + kk * 16, LD);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        FragBCol gf;
-        wmma::load_matrix_sync(gf, Gs + j * 16 * LD + kk * 16, LD);
-        wmma::mma_sync(acc[j], vf, gf, acc[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::store_matrix_sync(Sw + j * 16, acc[j], LDT, wmma::mem_row_major);
-    __syncwarp();
+    warp_abt<P16, NJ, LD, LDT>(Sw, Vs + warp * 16 * LD, Gs);
     float ds[BT / 2];
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
@@ -730,25 +722,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
       continue; // the warp's queries see none of these keys (warp-uniform)
 
     // S = Q_w K^T (16 x BT).
-    FragC acc[NJ];
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::fill_fragment(acc[j], 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < P16; ++kk) {
-      FragA qf;
-      wmma::load_matrix_sync(qf, Qs + warp * 16 * LD + kk * 16, LD);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        FragBCol kf;
-        wmma::load_matrix_sync(kf, Ks + j * 16 * LD + kk * 16, LD);
-        wmma::mma_sync(acc[j], qf, kf, acc[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::store_matrix_sync(Sw + j * 16, acc[j], LDT, wmma::mem_row_major);
-    __syncwarp();
+    warp_abt<P16, NJ, LD, LDT>(Sw, Qs + warp * 16 * LD, Ks);
     float p[BT / 2];
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
@@ -772,24 +746,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
     __syncwarp(); // every lane has read S: dP overwrites it
 
     // dP = dO_w V^T (16 x BT).
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::fill_fragment(acc[j], 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < P16; ++kk) {
-      FragA gf;
-      wmma::load_matrix_sync(gf, Gs + warp * 16 * LD + kk * 16, LD);
-#pragma unroll
-      for (int j = 0; j < NJ; ++j) {
-        FragBCol vf;
-        wmma::load_matrix_sync(vf, Vs + j * 16 * LD + kk * 16, LD);
-        wmma::mma_sync(acc[j], gf, vf, acc[j]);
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-      wmma::store_matrix_sync(Sw + j * 16, acc[j], LDT, wmma::mem_row_major);
-    __syncwarp();
+    warp_abt<P16, NJ, LD, LDT>(Sw, Gs + warp * 16 * LD, Vs);
     float ds[BT / 2];
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
