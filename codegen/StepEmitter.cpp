@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -103,21 +104,23 @@ private:
   /// On CUDA, the attention launchers' template arguments: the padded head
   /// size / 16 and whether there is a bias, so that the step compiles only
   /// the kernels it runs (runtime/cuda/attention.cuh).
-  std::string attentionKernel(Operation *op) {
+  std::string attentionKernel(Operation *op, Value bias) {
     if (!cuda)
       return "";
     int64_t d = std::max(tensor(op->getOperand(0)).getShape()[3],
                          tensor(op->getOperand(2)).getShape()[3]);
-    bool bias = isa<AttentionOp>(op) ? bool(cast<AttentionOp>(op).getBias())
-                                     : bool(cast<AttentionGradOp>(op).getBias());
     return llvm::formatv("<{0}, {1}>", (d + 15) / 16, bias ? 1 : 0).str();
   }
-  /// AttentionDims{B, H, Sq, Sk, D, Dv} of an attention op or its gradient.
-  static std::string attentionDims(Operation *op) {
+  /// The attention launchers' last arguments: ", bias, its strides,
+  /// AttentionDims{B, H, Sq, Sk, D, Dv}, scale, causal);" (query operand 0,
+  /// value operand 2 in both ops).
+  std::string attentionTail(Operation *op, Value bias, APFloat scale, bool causal) {
     ArrayRef<int64_t> q = tensor(op->getOperand(0)).getShape();
     ArrayRef<int64_t> v = tensor(op->getOperand(2)).getShape();
-    return llvm::formatv("AttentionDims{{{0}LL, {1}LL, {2}LL, {3}LL, {4}LL, {5}LL}", q[0], q[1],
-                         q[2], v[2], q[3], v[3])
+    return llvm::formatv(", {0}, AttentionDims{{{1}LL, {2}LL, {3}LL, {4}LL, {5}LL, {6}LL}, "
+                         "{7:e17}, {8});\n",
+                         attentionBias(bias), q[0], q[1], q[2], v[2], q[3], v[3],
+                         scale.convertToDouble(), causal ? "true" : "false")
         .str();
   }
 
@@ -567,31 +570,23 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
         std::string o = define(a.getResult()).name;
         std::string lse = define(a.getLse()).name;
-        os << "  attention_forward" << attentionKernel(a) << "(" << o << ", "
-           << attentionStrides(a.getResult())
-           << ", " << lse << ", " << ref(a.getQuery()) << ", "
-           << attentionStrides(a.getQuery()) << ", " << ref(a.getKey()) << ", "
-           << attentionStrides(a.getKey()) << ", " << ref(a.getValue()) << ", "
-           << attentionStrides(a.getValue()) << ", " << attentionBias(a.getBias()) << ", "
-           << attentionDims(a) << ", "
-           << llvm::formatv("{0:e17}", a.getScale().convertToDouble()) << ", "
-           << (a.getCausal() ? "true" : "false") << ");\n";
+        os << "  attention_forward" << attentionKernel(a, a.getBias()) << "(" << o << ", "
+           << attentionStrides(a.getResult()) << ", " << lse;
+        for (Value v : {a.getQuery(), a.getKey(), a.getValue()})
+          os << ", " << ref(v) << ", " << attentionStrides(v);
+        os << attentionTail(a, a.getBias(), a.getScale(), a.getCausal());
         return success();
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) -> LogicalResult {
-        std::string dq = define(a.getQueryGrad()).name;
-        std::string dk = define(a.getKeyGrad()).name;
-        std::string dv = define(a.getValueGrad()).name;
-        os << "  attention_backward" << attentionKernel(a) << "(" << dq << ", "
-           << attentionStrides(a.getQueryGrad())
-           << ", " << dk << ", " << attentionStrides(a.getKeyGrad()) << ", " << dv
-           << ", " << attentionStrides(a.getValueGrad());
+        SmallVector<std::string> grads; // defined (declared) before the call
+        for (Value g : a.getResults())
+          grads.push_back(define(g).name + ", " + attentionStrides(g));
+        os << "  attention_backward" << attentionKernel(a, a.getBias()) << "("
+           << llvm::join(grads, ", ");
         for (Value v : {a.getQuery(), a.getKey(), a.getValue(), a.getResult(), a.getGrad()})
           os << ", " << ref(v) << ", " << attentionStrides(v);
-        os << ", " << ref(a.getLse()) << ", " << attentionBias(a.getBias()) << ", "
-           << attentionDims(a) << ", "
-           << llvm::formatv("{0:e17}", a.getScale().convertToDouble()) << ", "
-           << (a.getCausal() ? "true" : "false") << ");\n";
+        os << ", " << ref(a.getLse())
+           << attentionTail(a, a.getBias(), a.getScale(), a.getCausal());
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {

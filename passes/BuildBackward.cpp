@@ -25,6 +25,19 @@ static bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType());
 }
 
+llvm::DenseSet<Value> mlir::tcc::trainableValues(func::FuncOp func) {
+  llvm::DenseSet<Value> active;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, kParamAttr) && !func.getArgAttr(i, kFrozenAttr))
+      active.insert(func.getArgument(i));
+  for (Operation &op : func.getBody().front().without_terminator())
+    if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
+      for (Value r : op.getResults())
+        if (isFloatTensor(r))
+          active.insert(r);
+  return active;
+}
+
 namespace {
 
 class BuildBackwardPass
@@ -77,19 +90,9 @@ private:
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value loss = ret.getOperand(*lossIndex);
 
-    // Values that depend on a trainable parameter.
-    llvm::DenseSet<Value> active;
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      if (func.getArgAttr(i, kParamAttr) && !func.getArgAttr(i, kFrozenAttr))
-        active.insert(func.getArgument(i));
-    SmallVector<Operation *> forward;
-    for (Operation &op : body.without_terminator()) {
-      forward.push_back(&op);
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return active.contains(v); }))
-        for (Value r : op.getResults())
-          if (isFloatTensor(r))
-            active.insert(r);
-    }
+    llvm::DenseSet<Value> active = trainableValues(func);
+    SmallVector<Operation *> forward = llvm::to_vector(
+        llvm::map_range(body.without_terminator(), [](Operation &op) { return &op; }));
 
     // Reverse sweep: each op on a path from a parameter to the loss adds its
     // operands' gradients.

@@ -1,10 +1,12 @@
 //===- FuseAttention.cpp - scaled dot-product attention -> tcc.attention ---===//
 //
 // See tcc-fuse-attention in Passes.td. The match starts at a softmax whose
-// only reader is the probabilities-by-values matmul, and walks up through an
-// optional causal mask and an optional scale to the scores' matmul; anything
-// else about the chain (another reader of an intermediate value, a mask that
-// is not the causal triangle, broadcast batch dimensions) leaves it alone.
+// only reader is the probabilities-by-values matmul, and walks up through
+// scales, at most one causal mask and at most one additive bias to the
+// scores' matmul (and a scale on the queries before it); anything else about
+// the chain (another reader of an intermediate value, a mask that is not the
+// causal triangle, a bias a parameter reaches, broadcast batch dimensions)
+// leaves it alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,15 +28,6 @@ using namespace mlir::tcc;
 namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
-
-/// The value of a splat floating-point constant.
-std::optional<double> splatValue(Value v) {
-  DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
-      !isa<FloatType>(attr.getElementType()))
-    return std::nullopt;
-  return attr.getSplatValue<APFloat>().convertToDouble();
-}
 
 /// A masked score at most this (after the scales that follow the mask) is
 /// a zero probability: exp(-1e4) underflows to 0 in double, and the scores'
@@ -107,41 +100,18 @@ bool isKeyBias(Value bias, RankedTensorType probs) {
   return true;
 }
 
-/// Whether a trainable parameter (an argument with tcc.param and not
-/// tcc.frozen) reaches `v`: tcc.attention gives its bias no gradient.
-bool dependsOnTrainable(Value v) {
-  llvm::SmallPtrSet<Operation *, 16> seen;
-  SmallVector<Value> work{v};
-  while (!work.empty()) {
-    Value x = work.pop_back_val();
-    if (auto arg = dyn_cast<BlockArgument>(x)) {
-      auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-      if (func && func.getArgAttr(arg.getArgNumber(), kParamAttr) &&
-          !func.getArgAttr(arg.getArgNumber(), kFrozenAttr))
-        return true;
+/// If `op` multiplies or divides a value by a scalar constant (a finite,
+/// non-zero one), the factor and that value.
+std::optional<std::pair<double, Value>> scaling(Operation *op) {
+  for (unsigned i = 0; i < 2; ++i) {
+    if (!isa<MulOp>(op) && !(isa<DivOp>(op) && i == 1))
       continue;
-    }
-    Operation *def = x.getDefiningOp();
-    if (def && seen.insert(def).second)
-      llvm::append_range(work, def->getOperands());
+    Value c = op->getOperand(i);
+    std::optional<double> f = splatFloatValue(c);
+    if (f && *f != 0.0 && std::isfinite(*f) && typeOf(c).getNumElements() == 1)
+      return std::make_pair(isa<DivOp>(op) ? 1.0 / *f : *f, op->getOperand(1 - i));
   }
-  return false;
-}
-
-/// If `op` (reading `x`, the scores so far) multiplies or divides them by a
-/// scalar constant, that factor.
-std::optional<double> scaleFactor(Operation *op, Value x) {
-  Value other;
-  if (isa<MulOp>(op))
-    other = op->getOperand(0) == x ? op->getOperand(1) : op->getOperand(0);
-  else if (isa<DivOp>(op) && op->getOperand(0) == x)
-    other = op->getOperand(1);
-  else
-    return std::nullopt;
-  std::optional<double> c = splatValue(other);
-  if (!c || *c == 0.0 || !std::isfinite(*c) || typeOf(other).getNumElements() != 1)
-    return std::nullopt;
-  return isa<DivOp>(op) ? 1.0 / *c : *c;
+  return std::nullopt;
 }
 
 /// Whether `op` masks the scores `x` causally: where(j > i, fill, x),
@@ -152,9 +122,10 @@ bool causalMask(Operation *op, Value x, int64_t sq, int64_t sk, double &fill) {
     bool fillFirst = where.getY() == x;
     if (!fillFirst && where.getX() != x)
       return false;
-    std::optional<double> f = splatValue(fillFirst ? where.getX() : where.getY());
+    Value fillValue = fillFirst ? where.getX() : where.getY();
+    std::optional<double> f = splatFloatValue(fillValue);
     SmallVector<bool> mask = maskValues<bool>(where.getCondition(), sq, sk);
-    if (!f || mask.empty() || typeOf(fillFirst ? where.getX() : where.getY()).getNumElements() != 1)
+    if (!f || mask.empty() || typeOf(fillValue).getNumElements() != 1)
       return false;
     for (auto [i, hidden] : llvm::enumerate(mask))
       if ((fillFirst ? hidden : !hidden) != aboveDiagonal(i, sk))
@@ -167,18 +138,14 @@ bool causalMask(Operation *op, Value x, int64_t sq, int64_t sk, double &fill) {
     SmallVector<double> values = maskValues<double>(m, sq, sk);
     if (values.empty())
       return false;
-    fill = 0.0;
+    fill = -std::numeric_limits<double>::infinity(); // the largest masked value
     for (auto [i, value] : llvm::enumerate(values)) {
-      if (!aboveDiagonal(i, sk)) {
-        if (value != 0.0)
-          return false;
-      } else if (!(value <= kMaskedAtMost)) {
+      if (aboveDiagonal(i, sk) ? !(value <= kMaskedAtMost) : value != 0.0)
         return false;
-      } else {
-        fill = std::max(fill == 0.0 ? value : fill, value); // the largest masked value
-      }
+      if (aboveDiagonal(i, sk))
+        fill = std::max(fill, value);
     }
-    return fill != 0.0;
+    return true;
   }
   return false;
 }
@@ -208,19 +175,17 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     while (Operation *def = x.getDefiningOp()) {
       if (!x.hasOneUse() || typeOf(x) != probsType || isa<MatMulOp>(def))
         break;
-      Value in = def->getNumOperands() ? def->getOperand(0) : Value();
+      Value in;
       double fill = 0.0;
       if (isa<MulOp, DivOp>(def)) {
-        // The scores are whichever operand is not the constant.
-        Value scores = isa<MulOp>(def) && splatValue(def->getOperand(0)) ? def->getOperand(1) : in;
-        std::optional<double> c = scaleFactor(def, scores);
-        if (!c)
+        std::optional<std::pair<double, Value>> scaled = scaling(def);
+        if (!scaled)
           return false;
         scaleSeen = true;
-        chain.scale *= *c;
+        chain.scale *= scaled->first;
         if (!chain.causal)
-          scaleAfterMask *= *c;
-        in = scores;
+          scaleAfterMask *= scaled->first;
+        in = scaled->second;
       } else if (isa<WhereOp, AddOp>(def)) {
         // A causal mask: the scores are the operand that is not a constant.
         unsigned first = isa<WhereOp>(def) ? 1 : 0;
@@ -232,7 +197,7 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
           chain.causal = true;
           chain.maskedValue = fill;
           in = scores;
-        } else if (isa<AddOp>(def) && !chain.bias && chain.scale == 1.0 && !scaleSeen) {
+        } else if (isa<AddOp>(def) && !chain.bias && !scaleSeen) {
           // An additive bias (a padding mask), added after every scale: the
           // scores are the operand that continues the chain.
           Value lhs = def->getOperand(0), rhs = def->getOperand(1);
@@ -241,7 +206,7 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
           scores = lhsScores ? lhs : rhs;
           Value bias = lhsScores ? rhs : lhs;
           if (typeOf(scores) != probsType || !isKeyBias(bias, probsType) ||
-              dependsOnTrainable(bias))
+              trainableValues(softmax->getParentOfType<func::FuncOp>()).contains(bias))
             return false;
           chain.bias = bias;
           in = scores;
@@ -265,13 +230,11 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     Value q = qk.getLhs(), kt = qk.getRhs(), v = pv.getRhs();
     // A scale on the queries (nn.MultiheadAttention's q / sqrt(d)).
     if (Operation *def = q.getDefiningOp(); def && q.hasOneUse() && isa<MulOp, DivOp>(def)) {
-      Value inner = isa<MulOp>(def) && splatValue(def->getOperand(0)) ? def->getOperand(1)
-                                                                       : def->getOperand(0);
-      if (std::optional<double> c = scaleFactor(def, inner);
-          c && *c > 0.0 && typeOf(inner) == typeOf(q)) {
-        chain.scale *= *c;
+      if (std::optional<std::pair<double, Value>> scaled = scaling(def);
+          scaled && scaled->first > 0.0 && typeOf(scaled->second) == typeOf(q)) {
+        chain.scale *= scaled->first;
         chain.ops.push_back(def);
-        q = inner;
+        q = scaled->second;
       }
     }
     auto qt = typeOf(q), ktt = typeOf(kt), vt = typeOf(v);
@@ -288,12 +251,13 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
 
     OpBuilder b(pv);
     Location loc = softmax.getLoc();
-    // [BH, S, D] attention (nn.MultiheadAttention) is [1, BH, S, D].
+    // As a rank-4 view: [BH, S, D] attention (nn.MultiheadAttention) is
+    // [1, BH, S, D], a [.., Sk] bias [B or 1, H or 1, Sq or 1, Sk].
     auto as4d = [&](Value val) -> Value {
-      if (rank == 4)
-        return val;
       auto t = typeOf(val);
-      SmallVector<int64_t> shape{1};
+      if (t.getRank() == 4)
+        return val;
+      SmallVector<int64_t> shape(4 - t.getRank(), 1);
       llvm::append_range(shape, t.getShape());
       return b.create<ReshapeOp>(val.getLoc(), val, b.getDenseI64ArrayAttr(shape));
     };
@@ -306,16 +270,7 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     Location kLoc = kt.getDefiningOp() ? kt.getDefiningOp()->getLoc() : loc;
     Value k = b.create<TransposeOp>(kLoc, kt, b.getDenseI64ArrayAttr(perm));
     Value q4 = as4d(q), k4 = as4d(k), v4 = as4d(v); // in this order
-    Value bias4;
-    if (chain.bias) { // [.., Sk] as [B or 1, H or 1, Sq or 1, Sk]
-      auto t = typeOf(chain.bias);
-      SmallVector<int64_t> shape(4 - t.getRank(), 1);
-      llvm::append_range(shape, t.getShape());
-      bias4 = t.getRank() == 4 ? chain.bias
-                               : b.create<ReshapeOp>(chain.bias.getLoc(), chain.bias,
-                                                     b.getDenseI64ArrayAttr(shape))
-                                     .getResult();
-    }
+    Value bias4 = chain.bias ? as4d(chain.bias) : Value();
     auto attention = b.create<AttentionOp>(loc, q4, k4, v4, bias4,
                                            b.getF64FloatAttr(chain.scale),
                                            b.getBoolAttr(chain.causal));

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace mlir::tcc {
 
@@ -20,6 +21,11 @@ inline constexpr llvm::StringLiteral kGradAttr = "tcc.grad";
 /// backward pass (a scalar the runtime sets to loss scale / accumulation, so
 /// every gradient in the step is of loss * seed).
 inline constexpr llvm::StringLiteral kSeedAttr = "tcc.loss_seed";
+/// The float values of `func` that a trainable parameter (an argument with
+/// tcc.param and without tcc.frozen) reaches: what tcc-build-backward
+/// differentiates.
+llvm::DenseSet<Value> trainableValues(func::FuncOp func);
+
 /// The name of the training step function that tcc-build-backward makes.
 inline constexpr llvm::StringLiteral kMicroStepName = "micro_step";
 

@@ -69,6 +69,10 @@ std::string nodeNameOf(Location loc);
 /// any other op.
 std::optional<int64_t> attentionFlops(Operation *op);
 
+/// The value of a constant whose elements are all one floating-point number
+/// (any shape), or std::nullopt.
+std::optional<double> splatFloatValue(Value v);
+
 /// Folds an elementwise op whose operands are all constants; null when it
 /// cannot (a non-constant operand, or a result too large to keep in the IR).
 OpFoldResult foldElementwise(EwKind kind, Type resultType,

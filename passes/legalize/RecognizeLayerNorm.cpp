@@ -19,12 +19,8 @@ using namespace mlir;
 using namespace mlir::tcc;
 
 bool mlir::tcc::isUniformConstant(Value v, double value) {
-  DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || !attr.isSplat() ||
-      !isa<FloatType>(attr.getElementType()))
-    return false;
-  double got = attr.getSplatValue<APFloat>().convertToDouble();
-  return std::abs(got - value) <= 1e-6 * std::abs(value) + 1e-12;
+  std::optional<double> got = splatFloatValue(v);
+  return got && std::abs(*got - value) <= 1e-6 * std::abs(value) + 1e-12;
 }
 
 namespace {
