@@ -552,72 +552,58 @@ case("sce_2x5x3_none_ignore_weights_logprob",
 # tcc.attention_grad (build_and_compile checks that the fusion happened).
 # Shapes cover several key tiles of the CUDA kernels (64 queries, 32 or 64
 # keys a tile), head sizes that are not multiples of 16, and Sq != Sk.
-def attention_case(b, h, sq, sk, d, dv, causal, divide=False):
+def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None):
+    """form "mul" / "div": [B, H, S, D] operands, the scores times 1/sqrt(d)
+    or divided by sqrt(d), the causal mask as Where(~tril, -inf); "mha":
+    nn.MultiheadAttention's [B*H, S, D] operands, q / sqrt(d) before the
+    product, the causal mask as an additive -inf constant. bias, added after
+    the scale: "padding" (BERT's [B, 1, 1, Sk] mask, 0 or -10000, a fed
+    input: no gradient) or "constant" (a [Sq, Sk] position bias)."""
     def build(g):
-        if b == 0:  # nn.MultiheadAttention's form: [B*H, S, D], q / sqrt(d), additive mask
-            q = g.op("Div", [g.param((h, sq, d), lo=-1.5, hi=1.5), g.const(np.float32(math.sqrt(d)))])
-            k = g.param((h, sk, d), lo=-1.5, hi=1.5)
-            s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 2, 1])])
-            mask = np.where(np.triu(np.ones((1, sq, sk), dtype=np.bool_), k=1), -np.inf, 0.0)
-            s = g.op("Add", [s, g.const(mask.astype(np.float32))])
-            p = g.op("Softmax", [s], axis=-1)
-            return g.weighted_sum([g.op("MatMul", [p, g.param((h, sk, dv))])])
-        q = g.param((b, h, sq, d), lo=-1.5, hi=1.5)
-        k = g.param((b, h, sk, d), lo=-1.5, hi=1.5)
-        v = g.param((b, h, sk, dv))
-        s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])
-        if divide:
-            s = g.op("Div", [s, g.const(np.float32(math.sqrt(d)))])
-        else:
+        heads = (b * h,) if form == "mha" else (b, h)
+        q = g.param(heads + (sq, d), lo=-1.5, hi=1.5)
+        k = g.param(heads + (sk, d), lo=-1.5, hi=1.5)
+        v = g.param(heads + (sk, dv))
+        root_d = g.const(np.float32(math.sqrt(d)))
+        if form == "mha":
+            q = g.op("Div", [q, root_d])
+        perm = [0, 2, 1] if form == "mha" else [0, 1, 3, 2]
+        s = g.op("MatMul", [q, g.op("Transpose", [k], perm=perm)])
+        if form == "mul":
             s = g.op("Mul", [s, g.const(np.float32(1.0 / math.sqrt(d)))])
+        elif form == "div":
+            s = g.op("Div", [s, root_d])
+        if bias == "padding":
+            keep = np.ones((b, 1, 1, sk), dtype=np.float32)
+            keep[0, 0, 0, 2 * sk // 3:] = 0.0
+            keep[-1, 0, 0, 1] = 0.0  # key 0 is always kept: no row is all masked
+            s = g.op("Add", [s, g.input((1.0 - keep) * -10000.0)])
+        elif bias == "constant":
+            s = g.op("Add", [s, g.const(g.rng.normal(size=(sq, sk)).astype(np.float32))])
         if causal:
             above = np.triu(np.ones((sq, sk), dtype=np.bool_), k=1)
-            s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
-        p = g.op("Softmax", [s], axis=-1)
-        return g.weighted_sum([g.op("MatMul", [p, v])])
-    return build
-
-
-def attention_bias_case(causal, constant=False):
-    """BERT's padding mask ([B, 1, 1, Sk], 0 or -10000, a fed input) added to
-    the scaled scores: the fused op's bias (no gradient: it is an input); or
-    a constant [Sq, Sk] position bias (a Constant node)."""
-    def build(g):
-        b, h, s_, d = 2, 3, 6, 8
-        q = g.param((b, h, s_, d), lo=-1.5, hi=1.5)
-        k = g.param((b, h, s_, d), lo=-1.5, hi=1.5)
-        v = g.param((b, h, s_, d))
-        keep = np.ones((b, 1, 1, s_), dtype=np.float32)
-        keep[0, 0, 0, 4:] = 0.0
-        keep[1, 0, 0, 1] = 0.0
-        mask = (g.const(g.rng.normal(size=(s_, s_)).astype(np.float32)) if constant
-                else g.input((1.0 - keep) * -10000.0))
-        s = g.op("Div", [g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])]),
-                         g.const(np.float32(math.sqrt(d)))])
-        s = g.op("Add", [s, mask])
-        if causal:
-            above = np.triu(np.ones((s_, s_), dtype=np.bool_), k=1)
-            s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
+            if form == "mha":
+                mask = np.where(above[None], -np.inf, 0.0).astype(np.float32)
+                s = g.op("Add", [s, g.const(mask)])
+            else:
+                s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
         p = g.op("Softmax", [s], axis=-1)
         return g.weighted_sum([g.op("MatMul", [p, v])])
     return build
 
 
 ATTENTION_CASES = {
-    "attention_causal_b2h3_s5_d8": (2, 3, 5, 5, 8, 8, True),
-    "attention_causal_s70_d24": (1, 2, 70, 70, 24, 24, True),
-    "attention_s3x7_d5_dv6": (1, 2, 3, 7, 5, 6, False),
-    "attention_s66x40_d16_dv40": (1, 1, 66, 40, 16, 40, False),
-    "attention_mha_bh6_s9_d12_additive_mask": (0, 6, 9, 9, 12, 12, True),
+    "attention_causal_b2h3_s5_d8": ((2, 3, 5, 5, 8, 8), dict(causal=True)),
+    "attention_causal_s70_d24": ((1, 2, 70, 70, 24, 24), dict(causal=True)),
+    "attention_s3x7_d5_dv6": ((1, 2, 3, 7, 5, 6), dict(form="div")),
+    "attention_s66x40_d16_dv40": ((1, 1, 66, 40, 16, 40), dict()),
+    "attention_mha_bh6_s9_d12_additive_mask": ((2, 3, 9, 9, 12, 12), dict(causal=True, form="mha")),
+    "attention_padding_mask": ((2, 3, 6, 6, 8, 8), dict(form="div", bias="padding")),
+    "attention_padding_mask_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="div", bias="padding")),
+    "attention_constant_bias_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="div", bias="constant")),
 }
-for name, shape in ATTENTION_CASES.items():
-    case(name, attention_case(*shape, divide=name == "attention_s3x7_d5_dv6"))
-ATTENTION_CASES["attention_padding_mask"] = None
-ATTENTION_CASES["attention_padding_mask_causal"] = None
-case("attention_padding_mask", attention_bias_case(False))
-case("attention_padding_mask_causal", attention_bias_case(True))
-ATTENTION_CASES["attention_constant_bias_causal"] = None
-case("attention_constant_bias_causal", attention_bias_case(True, constant=True))
+for name, (shape, kw) in ATTENTION_CASES.items():
+    case(name, attention_case(*shape, **kw))
 
 
 # More broadcasting shapes.
