@@ -82,11 +82,29 @@ private:
     return std::to_string(tensor(v).getNumElements());
   }
   static std::string i64List(ArrayRef<int64_t> values);
-  /// AttentionStrides{b, h, s} of a dense [B, H, S, D] value.
-  static std::string attentionStrides(Value v) {
+  /// An attention tensor argument: "pointer, AttentionStrides{b, h, s}" for
+  /// `v` (`ptr`, or v's buffer) in the op's layout; a token-major [B, S, C]
+  /// tensor holds its heads of `headSize` columns from column `column` on.
+  std::string attentionArg(Value v, const AttentionShape &s, int64_t column, int64_t headSize,
+                           std::string ptr = "") {
+    if (ptr.empty())
+      ptr = ref(v);
     ArrayRef<int64_t> d = tensor(v).getShape();
-    return llvm::formatv("AttentionStrides{{{0}LL, {1}LL, {2}LL}", d[1] * d[2] * d[3],
-                         d[2] * d[3], d[3])
+    if (!s.tokenMajor)
+      return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ptr, d[1] * d[2] * d[3],
+                           d[2] * d[3], d[3])
+          .str();
+    if (column)
+      ptr = "(" + ptr + " + " + std::to_string(column) + ")";
+    return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ptr, d[1] * d[2],
+                         headSize, d[2])
+        .str();
+  }
+  /// Query, key and value (operands 0, 1, 2 of both attention ops).
+  std::string attentionOperands(Operation *op, const AttentionShape &s) {
+    return llvm::formatv("{0}, {1}, {2}", attentionArg(op->getOperand(0), s, s.columns[0], s.d),
+                         attentionArg(op->getOperand(1), s, s.columns[1], s.d),
+                         attentionArg(op->getOperand(2), s, s.columns[2], s.dv))
         .str();
   }
   /// An attention's bias argument and its strides (0 along broadcast
@@ -104,22 +122,17 @@ private:
   /// On CUDA, the attention launchers' template arguments: the padded head
   /// size / 16 and whether there is a bias, so that the step compiles only
   /// the kernels it runs (runtime/cuda/attention.cuh).
-  std::string attentionKernel(Operation *op, Value bias) {
+  std::string attentionKernel(const AttentionShape &s, Value bias) {
     if (!cuda)
       return "";
-    int64_t d = std::max(tensor(op->getOperand(0)).getShape()[3],
-                         tensor(op->getOperand(2)).getShape()[3]);
-    return llvm::formatv("<{0}, {1}>", (d + 15) / 16, bias ? 1 : 0).str();
+    return llvm::formatv("<{0}, {1}>", (std::max(s.d, s.dv) + 15) / 16, bias ? 1 : 0).str();
   }
   /// The attention launchers' last arguments: ", bias, its strides,
-  /// AttentionDims{B, H, Sq, Sk, D, Dv}, scale, causal);" (query operand 0,
-  /// value operand 2 in both ops).
-  std::string attentionTail(Operation *op, Value bias, APFloat scale, bool causal) {
-    ArrayRef<int64_t> q = tensor(op->getOperand(0)).getShape();
-    ArrayRef<int64_t> v = tensor(op->getOperand(2)).getShape();
+  /// AttentionDims{B, H, Sq, Sk, D, Dv}, scale, causal);".
+  std::string attentionTail(const AttentionShape &s, Value bias, APFloat scale, bool causal) {
     return llvm::formatv(", {0}, AttentionDims{{{1}LL, {2}LL, {3}LL, {4}LL, {5}LL, {6}LL}, "
                          "{7:e17}, {8});\n",
-                         attentionBias(bias), q[0], q[1], q[2], v[2], q[3], v[3],
+                         attentionBias(bias), s.b, s.h, s.sq, s.sk, s.d, s.dv,
                          scale.convertToDouble(), causal ? "true" : "false")
         .str();
   }
@@ -568,25 +581,33 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
+        AttentionShape s = attentionShape(a);
         std::string o = define(a.getResult()).name;
         std::string lse = define(a.getLse()).name;
-        os << "  attention_forward" << attentionKernel(a, a.getBias()) << "(" << o << ", "
-           << attentionStrides(a.getResult()) << ", " << lse;
-        for (Value v : {a.getQuery(), a.getKey(), a.getValue()})
-          os << ", " << ref(v) << ", " << attentionStrides(v);
-        os << attentionTail(a, a.getBias(), a.getScale(), a.getCausal());
+        os << "  attention_forward" << attentionKernel(s, a.getBias()) << "("
+           << attentionArg(a.getResult(), s, 0, s.dv, o) << ", " << lse << ", "
+           << attentionOperands(a, s)
+           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal());
         return success();
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) -> LogicalResult {
-        SmallVector<std::string> grads; // defined (declared) before the call
-        for (Value g : a.getResults())
-          grads.push_back(define(g).name + ", " + attentionStrides(g));
-        os << "  attention_backward" << attentionKernel(a, a.getBias()) << "("
-           << llvm::join(grads, ", ");
-        for (Value v : {a.getQuery(), a.getKey(), a.getValue(), a.getResult(), a.getGrad()})
-          os << ", " << ref(v) << ", " << attentionStrides(v);
-        os << ", " << ref(a.getLse())
-           << attentionTail(a, a.getBias(), a.getScale(), a.getCausal());
+        AttentionShape s = attentionShape(a);
+        // The gradients, defined (declared) before the call; packed, the
+        // one gradient's column ranges.
+        SmallVector<std::string> grads;
+        SmallVector<std::string> names;
+        for (Value g : a.getGrads())
+          names.push_back(define(g).name);
+        for (int i = 0; i < 3; ++i) {
+          Value g = a.getGrads()[s.packed ? 0 : i];
+          grads.push_back(attentionArg(g, s, s.columns[i], i == 2 ? s.dv : s.d,
+                                       names[s.packed ? 0 : i]));
+        }
+        os << "  attention_backward" << attentionKernel(s, a.getBias()) << "("
+           << llvm::join(grads, ", ") << ", " << attentionOperands(a, s) << ", "
+           << attentionArg(a.getResult(), s, 0, s.dv) << ", "
+           << attentionArg(a.getGrad(), s, 0, s.dv) << ", " << ref(a.getLse())
+           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal());
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {

@@ -137,6 +137,16 @@ private:
         if (!active.contains(operand))
           continue;
         Value g = operandGrads[i];
+        // A rule may give an operand that occurs more than once its whole
+        // gradient at its first occurrence (tcc.attention's packed layout).
+        auto givenEarlier = [&, i = i, operand = operand] {
+          for (unsigned j = 0; j < i; ++j)
+            if (op->getOperand(j) == operand && operandGrads[j])
+              return true;
+          return false;
+        };
+        if (!g && givenEarlier())
+          continue;
         if (!g)
           return op->emitOpError("gradient rule does not differentiate operand #")
                  << i << ", which depends on a trainable parameter";

@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace mlir::tcc {
 #define GEN_PASS_DEF_FUSEATTENTION
@@ -150,19 +151,128 @@ bool causalMask(Operation *op, Value x, int64_t sq, int64_t sk, double &fill) {
   return false;
 }
 
+/// If `v` ([B, H, S, D]) is x ([B, S, H*D]) reshaped to [B, S, H, D] and
+/// transposed by transposes that compose to (0, 2, 1, 3), x.
+Value tokenMajorSource(Value v) {
+  SmallVector<int64_t> perm{0, 1, 2, 3}; // v's dimensions in terms of the reshape's
+  while (auto t = v.getDefiningOp<TransposeOp>()) {
+    SmallVector<int64_t> p = t.getPermutation();
+    for (int64_t &i : perm)
+      i = p[i];
+    v = t.getInput();
+  }
+  auto r = v.getDefiningOp<ReshapeOp>();
+  if (!r || perm != ArrayRef<int64_t>{0, 2, 1, 3})
+    return {};
+  auto in = typeOf(r.getInput()), out = typeOf(r.getResult());
+  if (in.getRank() != 3 || out.getRank() != 4 || in.getDimSize(0) != out.getDimSize(0) ||
+      in.getDimSize(1) != out.getDimSize(1) ||
+      in.getDimSize(2) != out.getDimSize(2) * out.getDimSize(3))
+    return {};
+  return r.getInput();
+}
+
+/// Erases the ops of `work` that no longer have a reader, and then those
+/// that fed them (views and splits only). An op is in `work` at most once,
+/// and only while it is alive: it is taken out before it is erased, and
+/// only the producers of an erased op's operands (which that op read) go in.
+void eraseDead(llvm::SetVector<Operation *> work) {
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!op->use_empty() || !isa<TransposeOp, ReshapeOp, SplitOp>(op))
+      continue;
+    for (Value in : op->getOperands())
+      if (Operation *def = in.getDefiningOp())
+        work.insert(def);
+    op->erase();
+  }
+}
+
+/// Rewrites a head-major `attention` whose query, key and value are views of
+/// [B, S, H*D] tensors into the token-major or packed layout (see
+/// tcc.attention), when all three are.
+void toTokenMajor(AttentionOp attention) {
+  Value sources[3];
+  for (int i = 0; i < 3; ++i)
+    if (!(sources[i] = tokenMajorSource(attention->getOperand(i))))
+      return;
+  auto resultType = typeOf(attention.getResult());
+  int64_t b = resultType.getDimSize(0), h = resultType.getDimSize(1),
+          sq = resultType.getDimSize(2), dv = resultType.getDimSize(3);
+  int64_t d = typeOf(attention.getQuery()).getDimSize(3);
+  // The thirds of one split of a fused projection: read it whole.
+  auto split = sources[0].getDefiningOp<SplitOp>();
+  std::array<int64_t, 3> columns{};
+  bool packed = split && split->getNumResults() == 3 && d == dv &&
+                *normalizeAxis(split.getAxis(), 3) == 2 &&
+                typeOf(split.getInput()).getDimSize(2) == 3 * h * d;
+  for (int i = 0; packed && i < 3; ++i) {
+    auto r = dyn_cast<OpResult>(sources[i]);
+    packed = r && r.getOwner() == split.getOperation() &&
+             llvm::none_of(llvm::seq(0, i), [&](int j) { return sources[j] == sources[i]; });
+    if (packed)
+      columns[i] = r.getResultNumber() * h * d;
+  }
+  OpBuilder builder(attention);
+  Location loc = attention.getLoc();
+  SmallVector<Value> operands(sources, sources + 3);
+  if (packed)
+    operands.assign(3, split.getInput());
+  auto tm = builder.create<AttentionOp>(
+      loc, operands[0], operands[1], operands[2], attention.getBias(),
+      attention.getScaleAttr(), attention.getCausalAttr(), builder.getI64IntegerAttr(h),
+      packed ? builder.getDenseI64ArrayAttr(columns) : DenseI64ArrayAttr());
+  // The result's readers: [B, S, H*Dv] is what a transpose to [B, S, H, Dv]
+  // and a reshape back make of it; anyone else reads a view or a copy.
+  Value split4, headMajor;
+  auto splitHeads = [&] {
+    if (!split4)
+      split4 = builder.create<ReshapeOp>(loc, tm.getResult(),
+                                         builder.getDenseI64ArrayAttr({b, sq, h, dv}));
+    return split4;
+  };
+  for (OpOperand &use : llvm::make_early_inc_range(attention.getResult().getUses())) {
+    auto t = dyn_cast<TransposeOp>(use.getOwner());
+    if (t && ArrayRef<int64_t>(t.getPermutation()) == ArrayRef<int64_t>{0, 2, 1, 3}) {
+      for (OpOperand &tu : llvm::make_early_inc_range(t.getResult().getUses())) {
+        auto r = dyn_cast<ReshapeOp>(tu.getOwner());
+        if (r && r.getType() == tm.getResult().getType()) {
+          r.getResult().replaceAllUsesWith(tm.getResult());
+          r->erase();
+        } else {
+          tu.set(splitHeads());
+        }
+      }
+      t->erase();
+      continue;
+    }
+    if (!headMajor)
+      headMajor = builder.create<TransposeOp>(loc, splitHeads(),
+                                              builder.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    use.set(headMajor);
+  }
+  attention.getLse().replaceAllUsesWith(tm.getLse());
+  llvm::SetVector<Operation *> dead;
+  for (Value operand : attention->getOperands())
+    if (Operation *def = operand.getDefiningOp())
+      dead.insert(def);
+  attention->erase();
+  eraseDead(dead);
+}
+
 struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
   using FuseAttentionBase::FuseAttentionBase;
 
   /// Rewrites the attention that ends in `softmax`, if there is one.
-  bool tryFuse(SoftmaxOp softmax) {
+  AttentionOp tryFuse(SoftmaxOp softmax) {
     auto probsType = typeOf(softmax.getResult());
     int64_t rank = probsType.getRank();
     if ((rank != 3 && rank != 4) || *normalizeAxis(softmax.getAxis(), rank) != rank - 1 ||
         !softmax->hasOneUse())
-      return false;
+      return {};
     auto pv = dyn_cast<MatMulOp>(*softmax->user_begin());
     if (!pv || pv.getLhs() != softmax.getResult())
-      return false;
+      return {};
     int64_t sq = probsType.getDimSize(rank - 2), sk = probsType.getDimSize(rank - 1);
 
     // Up from the softmax: scales and at most one causal mask, in any order.
@@ -180,7 +290,7 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
       if (isa<MulOp, DivOp>(def)) {
         std::optional<std::pair<double, Value>> scaled = scaling(def);
         if (!scaled)
-          return false;
+          return {};
         scaleSeen = true;
         chain.scale *= scaled->first;
         if (!chain.causal)
@@ -207,14 +317,14 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
           Value bias = lhsScores ? rhs : lhs;
           if (typeOf(scores) != probsType || !isKeyBias(bias, probsType) ||
               trainableValues(softmax->getParentOfType<func::FuncOp>()).contains(bias))
-            return false;
+            return {};
           chain.bias = bias;
           in = scores;
         } else {
-          return false;
+          return {};
         }
       } else {
-        return false;
+        return {};
       }
       chain.ops.push_back(def);
       reader = def;
@@ -222,10 +332,10 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     }
     if (chain.scale <= 0.0 ||
         (chain.causal && !(chain.maskedValue * scaleAfterMask <= kMaskedAtMost)))
-      return false;
+      return {};
     auto qk = onlyFeeding<MatMulOp>(x, reader);
     if (!qk || typeOf(x) != probsType)
-      return false;
+      return {};
     chain.ops.push_back(qk);
     Value q = qk.getLhs(), kt = qk.getRhs(), v = pv.getRhs();
     // A scale on the queries (nn.MultiheadAttention's q / sqrt(d)).
@@ -244,10 +354,10 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
         qt.getShape().drop_back(2) != batch || ktt.getShape().drop_back(2) != batch ||
         vt.getShape().drop_back(2) != batch || qt.getElementType() != vt.getElementType() ||
         qt.getElementType() != probsType.getElementType())
-      return false;
+      return {};
     int64_t d = qt.getDimSize(rank - 1), dv = vt.getDimSize(rank - 1);
     if (d > maxHeadSize || dv > maxHeadSize)
-      return false;
+      return {};
 
     OpBuilder b(pv);
     Location loc = softmax.getLoc();
@@ -273,7 +383,8 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     Value bias4 = chain.bias ? as4d(chain.bias) : Value();
     auto attention = b.create<AttentionOp>(loc, q4, k4, v4, bias4,
                                            b.getF64FloatAttr(chain.scale),
-                                           b.getBoolAttr(chain.causal));
+                                           b.getBoolAttr(chain.causal), IntegerAttr(),
+                                           DenseI64ArrayAttr());
     Value result = attention.getResult();
     if (rank == 3)
       result = b.create<ReshapeOp>(loc, result,
@@ -290,14 +401,15 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     for (Operation *c : constants)
       if (c->use_empty())
         c->erase();
-    return true;
+    return attention;
   }
 
   void runOnOperation() override {
     SmallVector<SoftmaxOp> softmaxes;
     getOperation().walk([&](SoftmaxOp op) { softmaxes.push_back(op); });
     for (SoftmaxOp softmax : softmaxes)
-      tryFuse(softmax);
+      if (AttentionOp attention = tryFuse(softmax))
+        toTokenMajor(attention);
   }
 };
 

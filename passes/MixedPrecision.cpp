@@ -27,7 +27,10 @@ public:
           (isa<ConcatOp>(op) && !keepsF32(op->getResult(0))))
         ops.push_back(op);
     });
-    for (Operation *op : ops)
+    for (Operation *op : ops) {
+      // One cast per value and op: tcc.attention's packed layout reads one
+      // value as query, key and value, and must go on reading one.
+      llvm::SmallDenseMap<Value, Value> casts;
       for (OpOperand &use : op->getOpOperands()) {
         // The attention kernels read fp16 tensors and the fp32 log-sum-exp.
         if (auto grad = dyn_cast<AttentionGradOp>(op);
@@ -37,11 +40,14 @@ public:
         auto t = cast<RankedTensorType>(v.getType());
         if (!isa<FloatType>(t.getElementType()) || !storedAsF32(v))
           continue;
-        OpBuilder b(op);
-        auto c = b.create<CastOp>(op->getLoc(), t, v,
-                                  TypeAttr::get(t.getElementType()));
-        use.set(c.getResult());
+        Value &c = casts[v];
+        if (!c) {
+          OpBuilder b(op);
+          c = b.create<CastOp>(op->getLoc(), t, v, TypeAttr::get(t.getElementType()));
+        }
+        use.set(c);
       }
+    }
   }
 };
 

@@ -338,6 +338,17 @@ def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
     a parameter reaches, such as a learned position bias, a bias added
     before a scale, dropout on the probabilities, returned attention
     weights) is left as it is.
+
+    Then the layout: where query, key and value are `[B, S, H*D]` tensors
+    (the projections' outputs) seen as `[B, H, S, D]` through a reshape to
+    `[B, S, H, D]` and transposes that amount to `(0, 2, 1, 3)`, the op reads
+    those tensors directly (token-major, `heads = H`) and its result is the
+    `[B, S, H*Dv]` that the output projection reads; and where the three are
+    the thirds of one split of a fused projection (GPT-2's `c_attn`), the op
+    reads the projection's output with each operand's `columns` (packed), so
+    the split copy disappears as well, and in the backward pass
+    `tcc.attention_grad` writes that output's gradient in one piece. The
+    head transposes and their gradients are then neither copied nor stored.
   }];
   let options = [
     Option<"maxHeadSize", "max-head-size", "int64_t", /*default=*/"128",

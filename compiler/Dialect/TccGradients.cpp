@@ -257,8 +257,12 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
     return emitOpError("gradients through the lse result are not supported");
   auto grad = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
                                         getResult(), getLse(), rg[0], getBias(),
-                                        getScaleAttr(), getCausalAttr());
-  og.assign({grad.getQueryGrad(), grad.getKeyGrad(), grad.getValueGrad()});
+                                        getScaleAttr(), getCausalAttr(), getHeadsAttr(),
+                                        getColumnsAttr());
+  if (getColumns()) // packed: the one operand's gradient, given once
+    og.assign({grad.getGrads()[0], Value(), Value()});
+  else
+    og.assign(grad.getGrads().begin(), grad.getGrads().end());
   if (getBias()) // tcc-fuse-attention takes a bias no parameter reaches
     og.push_back(Value());
   return success();
@@ -497,7 +501,6 @@ LogicalResult SliceOp::buildGradients(OpBuilder &b, ValueRange rg,
 
 LogicalResult SplitOp::buildGradients(OpBuilder &b, ValueRange rg,
                                       SmallVectorImpl<Value> &og) {
-  GradBuilder g{b, getLoc()};
   // The pieces without a gradient contribute zeros.
   SmallVector<Value> pieces;
   for (auto [r, grad] : llvm::zip(getResults(), rg)) {

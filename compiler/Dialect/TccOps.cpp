@@ -874,47 +874,88 @@ LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-/// Checks attention's query, key and value shapes ([B, H, Sq, D],
-/// [B, H, Sk, D], [B, H, Sk, Dv], one element type) and returns the result's
-/// and the log-sum-exp's types.
-static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
-                                    Type queryType, Type keyType, Type valueType, Value bias,
+/// Checks attention's operands in their layout (see tcc.attention) and
+/// returns the result's and the log-sum-exp's types.
+static LogicalResult inferAttention(std::optional<Location> loc, StringRef name, Value query,
+                                    Value key, Value value, Value bias,
+                                    std::optional<int64_t> heads,
+                                    std::optional<ArrayRef<int64_t>> columns,
                                     RankedTensorType &result, RankedTensorType &lse) {
-  auto q = cast<RankedTensorType>(queryType), k = cast<RankedTensorType>(keyType),
-       v = cast<RankedTensorType>(valueType);
-  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
-    return opError(loc, name, "query, key and value must be [B, H, S, D] tensors");
+  auto q = cast<RankedTensorType>(query.getType()), k = cast<RankedTensorType>(key.getType()),
+       v = cast<RankedTensorType>(value.getType());
   if (q.getElementType() != k.getElementType() || q.getElementType() != v.getElementType())
     return opError(loc, name, "query, key and value must have one element type");
-  if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
-      q.getShape().take_front(2) != v.getShape().take_front(2))
-    return opError(loc, name, "query, key and value must have the same [B, H]");
-  if (q.getDimSize(3) != k.getDimSize(3))
-    return opError(loc, name, "query and key head sizes differ");
-  if (k.getDimSize(2) != v.getDimSize(2))
-    return opError(loc, name, "key and value lengths differ");
+  if (columns && !heads)
+    return opError(loc, name, "columns (the packed layout) needs heads");
+  int64_t b = q.getDimSize(0), h, sq, sk, d, dv;
+  if (!heads) {
+    if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
+      return opError(loc, name, "query, key and value must be [B, H, S, D] tensors");
+    if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
+        q.getShape().take_front(2) != v.getShape().take_front(2))
+      return opError(loc, name, "query, key and value must have the same [B, H]");
+    h = q.getDimSize(1), sq = q.getDimSize(2), sk = k.getDimSize(2);
+    d = q.getDimSize(3);
+    dv = v.getDimSize(3);
+    if (d != k.getDimSize(3))
+      return opError(loc, name, "query and key head sizes differ");
+    if (sk != v.getDimSize(2))
+      return opError(loc, name, "key and value lengths differ");
+  } else {
+    h = *heads;
+    if (q.getRank() != 3 || k.getRank() != 3 || v.getRank() != 3)
+      return opError(loc, name, "with heads, query, key and value must be [B, S, H*D] tensors");
+    if (h <= 0)
+      return opError(loc, name, "heads must be positive");
+    if (k.getDimSize(0) != b || v.getDimSize(0) != b)
+      return opError(loc, name, "query, key and value must have the same B");
+    sq = q.getDimSize(1), sk = k.getDimSize(1);
+    if (sk != v.getDimSize(1))
+      return opError(loc, name, "key and value lengths differ");
+    if (columns) {
+      // One [B, S, 3*H*D] tensor, three column ranges that tile it.
+      int64_t c = q.getDimSize(2);
+      if (query != key || query != value)
+        return opError(loc, name, "with columns, query, key and value must be one value");
+      SmallVector<int64_t> sorted(*columns);
+      llvm::sort(sorted);
+      if (c % (3 * h) != 0 || sorted.size() != 3 || sorted[0] != 0 || sorted[1] != c / 3 ||
+          sorted[2] != 2 * c / 3)
+        return opError(loc, name,
+                       "columns must be 0, C/3 and 2C/3 in some order, with C a multiple of "
+                       "3 * heads");
+      d = dv = c / (3 * h);
+    } else {
+      if (q.getDimSize(2) % h != 0 || v.getDimSize(2) % h != 0)
+        return opError(loc, name, "the query's and value's widths must be multiples of heads");
+      d = q.getDimSize(2) / h;
+      dv = v.getDimSize(2) / h;
+      if (k.getDimSize(2) != q.getDimSize(2))
+        return opError(loc, name, "query and key head sizes differ");
+    }
+  }
   if (bias) {
     auto bt = cast<RankedTensorType>(bias.getType());
-    std::array<int64_t, 4> want{q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), k.getDimSize(2)};
+    std::array<int64_t, 4> want{b, h, sq, sk};
     bool ok = bt.getRank() == 4 && bt.getElementType() == q.getElementType() &&
               bt.getDimSize(3) == want[3];
-    for (int d = 0; ok && d < 3; ++d)
-      ok = bt.getDimSize(d) == want[d] || bt.getDimSize(d) == 1;
+    for (int i = 0; ok && i < 3; ++i)
+      ok = bt.getDimSize(i) == want[i] || bt.getDimSize(i) == 1;
     if (!ok)
       return opError(loc, name, "bias must be [B or 1, H or 1, Sq or 1, Sk] of the query's type");
   }
-  result = tensorOf({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
-                    q.getElementType());
-  lse = tensorOf({q.getDimSize(0), q.getDimSize(1), q.getDimSize(2)}, q.getElementType());
+  result = heads ? tensorOf({b, sq, h * dv}, q.getElementType())
+                 : tensorOf({b, h, sq, dv}, q.getElementType());
+  lse = tensorOf({b, h, sq}, q.getElementType());
   return success();
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType result, lse;
-  if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery().getType(),
-                            adaptor.getKey().getType(), adaptor.getValue().getType(),
-                            adaptor.getBias(), result, lse)))
+  if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
+                            adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
+                            adaptor.getColumns(), result, lse)))
     return failure();
   types.append({result, lse});
   return success();
@@ -923,18 +964,45 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
   RankedTensorType result, lse;
-  if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery().getType(),
-                            adaptor.getKey().getType(), adaptor.getValue().getType(),
-                            adaptor.getBias(), result, lse)))
+  if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
+                            adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
+                            adaptor.getColumns(), result, lse)))
     return failure();
   if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
     return opError(loc, getOperationName(),
                    "result and grad must have the forward result's type");
   if (adaptor.getLse().getType() != lse)
     return opError(loc, getOperationName(), "lse must be [B, H, Sq] of the query's type");
-  types.append({adaptor.getQuery().getType(), adaptor.getKey().getType(),
-                adaptor.getValue().getType()});
+  types.push_back(adaptor.getQuery().getType());
+  if (!adaptor.getColumns()) // packed: one gradient
+    types.append({adaptor.getKey().getType(), adaptor.getValue().getType()});
   return success();
+}
+
+AttentionShape mlir::tcc::attentionShape(Operation *op) {
+  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto v = cast<RankedTensorType>(op->getOperand(2).getType());
+  auto k = cast<RankedTensorType>(op->getOperand(1).getType());
+  AttentionShape s{};
+  auto heads = op->getAttrOfType<IntegerAttr>("heads");
+  auto columns = op->getAttrOfType<DenseI64ArrayAttr>("columns");
+  s.tokenMajor = bool(heads);
+  s.packed = bool(columns);
+  s.b = q.getDimSize(0);
+  if (!heads) {
+    s.h = q.getDimSize(1), s.sq = q.getDimSize(2), s.sk = k.getDimSize(2);
+    s.d = q.getDimSize(3), s.dv = v.getDimSize(3);
+    return s;
+  }
+  s.h = heads.getInt(), s.sq = q.getDimSize(1), s.sk = k.getDimSize(1);
+  if (columns) {
+    s.d = s.dv = q.getDimSize(2) / (3 * s.h);
+    for (int i = 0; i < 3; ++i)
+      s.columns[i] = columns[i];
+  } else {
+    s.d = q.getDimSize(2) / s.h, s.dv = v.getDimSize(2) / s.h;
+  }
+  return s;
 }
 
 std::optional<double> mlir::tcc::splatFloatValue(Value v) {
@@ -948,19 +1016,16 @@ std::optional<double> mlir::tcc::splatFloatValue(Value v) {
 std::optional<int64_t> mlir::tcc::attentionFlops(Operation *op) {
   if (!isa<AttentionOp, AttentionGradOp>(op))
     return std::nullopt;
-  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
-  auto v = cast<RankedTensorType>(op->getOperand(2).getType());
-  int64_t d = q.getDimSize(3), dv = v.getDimSize(3);
-  int64_t scores = q.getDimSize(0) * q.getDimSize(1) * q.getDimSize(2) *
-                   v.getDimSize(2);
+  AttentionShape s = attentionShape(op);
+  int64_t scores = s.b * s.h * s.sq * s.sk;
   bool causal = op->getAttrOfType<BoolAttr>("causal").getValue();
   if (causal)
     scores /= 2;
   // Forward: q k^T and p v, and the softmax. Backward: q k^T again,
   // dout v^T, p^T dout, ds k and ds^T q, and the elementwise work.
   if (isa<AttentionOp>(op))
-    return scores * (2 * d + 2 * dv + 5);
-  return scores * (6 * d + 4 * dv + 8);
+    return scores * (2 * s.d + 2 * s.dv + 5);
+  return scores * (6 * s.d + 4 * s.dv + 8);
 }
 
 LogicalResult FusionOp::verify() {

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <array>
+
 namespace mlir::tcc {
 
 /// The elementwise computations that share one shape rule and one constant
@@ -63,6 +65,19 @@ SmallVector<int64_t> transposePermutation(std::optional<ArrayRef<int64_t>> perm,
 /// The ONNX node `loc` names (the NameLoc in an imported op's fused
 /// location, which ops derived from it keep), or "" when it names none.
 std::string nodeNameOf(Location loc);
+
+/// The sizes and layout of a (verified) tcc.attention or tcc.attention_grad.
+struct AttentionShape {
+  int64_t b, h, sq, sk, d, dv;
+  /// Token-major ([B, S, H*D] operands, `heads` set) or head-major.
+  bool tokenMajor;
+  /// Query, key and value are one tensor (`columns` set).
+  bool packed;
+  /// The first column of query, key and value in their operands (0 unless
+  /// packed).
+  std::array<int64_t, 3> columns;
+};
+AttentionShape attentionShape(Operation *op);
 
 /// The floating-point operations of a tcc.attention or tcc.attention_grad
 /// (a causal one skips the masked half of the scores), or std::nullopt for

@@ -567,26 +567,42 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
   let summary = "Scaled dot-product attention (recognised by tcc-fuse-attention)";
   let description = [{
     `softmax(scale * query key^T [+ causal mask]) value` over heads
-    `[B, H]`: query `[B, H, Sq, D]`, key `[B, H, Sk, D]`, value
-    `[B, H, Sk, Dv]`, result `[B, H, Sq, Dv]`. The optional `bias`
-    (`[B or 1, H or 1, Sq or 1, Sk]`, broadcast) is added to the scaled
-    scores, as a padding mask is; it gets no gradient (tcc-fuse-attention
-    only takes one that no trainable parameter reaches). With `causal`, query `i` sees
-    keys `0..i` (the top-left aligned lower triangle that a
-    `tril(ones(T, T))` mask selects). `lse` (`[B, H, Sq]`) is each query's
-    log-sum-exp of its scaled scores, kept for the backward pass so that the
-    `Sq x Sk` probabilities are never stored: the CUDA target computes the
-    op in one kernel a tile at a time.
+    `[B, H]`. The optional `bias` (`[B or 1, H or 1, Sq or 1, Sk]`,
+    broadcast) is added to the scaled scores, as a padding mask is; it gets
+    no gradient (tcc-fuse-attention only takes one that no trainable
+    parameter reaches). With `causal`, query `i` sees keys `0..i` (the
+    top-left aligned lower triangle that a `tril(ones(T, T))` mask selects).
+    `lse` (`[B, H, Sq]`) is each query's log-sum-exp of its scaled scores,
+    kept for the backward pass so that the `Sq x Sk` probabilities are never
+    stored: the CUDA target computes the op in one kernel a tile at a time.
+
+    The operands have one of three layouts:
+    - head-major (no `heads`): query `[B, H, Sq, D]`, key `[B, H, Sk, D]`,
+      value `[B, H, Sk, Dv]`, result `[B, H, Sq, Dv]`;
+    - token-major (`heads` = H): query `[B, Sq, H*D]`, key `[B, Sk, H*D]`,
+      value `[B, Sk, H*Dv]`, result `[B, Sq, H*Dv]`; head `h` is columns
+      `[h*D, (h+1)*D)`. This is the layout of the projections that feed
+      attention and of the one that reads it, so no head transposes are
+      stored or copied;
+    - packed (`heads` and `columns`): query, key and value are one
+      `[B, S, 3*H*D]` tensor (one projection's output) and are its columns
+      `[c, c + H*D)` for `c` = `columns[0]`, `[1]`, `[2]`; the result is
+      `[B, S, H*D]`. The projection's output is not split into copies.
 
     ```mlir
     %o, %lse = tcc.attention %q, %k, %v {scale = 0.125 : f64, causal = true}
         : (tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>)
           -> (tensor<8x12x1024x64xf32>, tensor<8x12x1024xf32>)
+    %o2, %lse2 = tcc.attention %qkv, %qkv, %qkv {heads = 12 : i64, columns = array<i64: 0, 768, 1536>, scale = 0.125 : f64, causal = true}
+        : (tensor<8x1024x2304xf32>, tensor<8x1024x2304xf32>, tensor<8x1024x2304xf32>)
+          -> (tensor<8x1024x768xf32>, tensor<8x12x1024xf32>)
     ```
   }];
   let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
                    Tcc_FloatTensor:$value, Optional<Tcc_FloatTensor>:$bias,
-                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal);
+                   F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
+                   OptionalAttr<I64Attr>:$heads,
+                   OptionalAttr<DenseI64ArrayAttr>:$columns);
   let results = (outs Tcc_FloatTensor:$result, Tcc_FloatTensor:$lse);
   let assemblyFormat =
       "$query `,` $key `,` $value (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
@@ -700,9 +716,12 @@ def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
 def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
   let summary = "Gradients of `tcc.attention` with respect to query, key and value";
   let description = [{
-    From the forward op's operands, its `result` and `lse`, and `grad` (the
-    gradient of `result`): the gradients of query, key and value, with the
-    probabilities recomputed from `lse` (and the forward op's `bias`).
+    From the forward op's operands and attributes, its `result` and `lse`,
+    and `grad` (the gradient of `result`): the gradients of query, key and
+    value, with the probabilities recomputed from `lse` (and the forward
+    op's `bias`). In the packed layout (`columns`), where query, key and
+    value are one tensor, there is one result: that tensor's gradient, each
+    column range written by its operand's gradient.
 
     ```mlir
     %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
@@ -715,9 +734,10 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
                    Tcc_FloatTensor:$value, Tcc_FloatTensor:$result,
                    Tcc_FloatTensor:$lse, Tcc_FloatTensor:$grad,
                    Optional<Tcc_FloatTensor>:$bias, F64Attr:$scale,
-                   DefaultValuedAttr<BoolAttr, "false">:$causal);
-  let results = (outs Tcc_FloatTensor:$query_grad, Tcc_FloatTensor:$key_grad,
-                 Tcc_FloatTensor:$value_grad);
+                   DefaultValuedAttr<BoolAttr, "false">:$causal,
+                   OptionalAttr<I64Attr>:$heads,
+                   OptionalAttr<DenseI64ArrayAttr>:$columns);
+  let results = (outs Variadic<Tcc_FloatTensor>:$grads);
   let assemblyFormat =
       "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
 }

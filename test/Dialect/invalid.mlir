@@ -328,3 +328,57 @@ func.func @attention_bias_keys(%q: tensor<1x2x4x8xf32>, %m: tensor<1x1x1x3xf32>)
   %o, %l = tcc.attention %q, %q, %q, %m {scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x1x3xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
   return
 }
+
+// -----
+
+func.func @attention_heads_width(%q: tensor<1x4x9xf32>) {
+  // expected-error @+2 {{'tcc.attention' op the query's and value's widths must be multiples of heads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %q, %q, %q {heads = 2 : i64, scale = 1.0 : f64} : (tensor<1x4x9xf32>, tensor<1x4x9xf32>, tensor<1x4x9xf32>) -> (tensor<1x4x9xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_token_major_rank(%q: tensor<1x2x4x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op with heads, query, key and value must be [B, S, H*D] tensors}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %q, %q, %q {heads = 2 : i64, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_packed_two_values(%a: tensor<1x4x24xf32>, %b: tensor<1x4x24xf32>) {
+  // expected-error @+2 {{'tcc.attention' op with columns, query, key and value must be one value}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %a, %b, %a {heads = 2 : i64, columns = array<i64: 0, 8, 16>, scale = 1.0 : f64} : (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_packed_overlap(%a: tensor<1x4x24xf32>) {
+  // expected-error @+2 {{'tcc.attention' op columns must be 0, C/3 and 2C/3 in some order, with C a multiple of 3 * heads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %a, %a, %a {heads = 2 : i64, columns = array<i64: 0, 8, 8>, scale = 1.0 : f64} : (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_columns_without_heads(%a: tensor<1x2x4x8xf32>) {
+  // expected-error @+2 {{'tcc.attention' op columns (the packed layout) needs heads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %a, %a, %a {columns = array<i64: 0, 8, 16>, scale = 1.0 : f64} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_packed_results(%a: tensor<1x4x24xf32>, %o: tensor<1x4x8xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+2 {{'tcc.attention_grad' op inferred type(s) 'tensor<1x4x24xf32>' are incompatible with return type(s) of operation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %a1, %a2, %a3 = tcc.attention_grad %a, %a, %a, %o, %l, %o {heads = 2 : i64, columns = array<i64: 0, 8, 16>, scale = 1.0 : f64} : (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x8xf32>, tensor<1x2x4xf32>, tensor<1x4x8xf32>) -> (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x24xf32>)
+  return
+}

@@ -186,3 +186,27 @@ func.func @attention_bias(%q: tensor<2x3x5x8xf32>, %m: tensor<2x1x1x5xf32>) {
   %dq, %dk, %dv = tcc.attention_grad %q, %q, %q, %o, %l, %q, %m {scale = 1.0 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>)
   return
 }
+
+// -----
+
+// Token-major: [B, S, H*D] operands, 2 heads of 4 (query, key) and 3 (value).
+// CHECK-LABEL: func.func @attention_token_major
+// CHECK: %[[O:.+]], %[[L:.+]] = tcc.attention %arg0, %arg1, %arg2 {heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x6xf32>) -> (tensor<2x5x6xf32>, tensor<2x2x5xf32>)
+// CHECK: %{{.+}}:3 = tcc.attention_grad %arg0, %arg1, %arg2, %[[O]], %[[L]], %arg3 {heads = 2 : i64, scale = 5.000000e-01 : f64} : ({{.*}}) -> (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x6xf32>)
+func.func @attention_token_major(%q: tensor<2x5x8xf32>, %k: tensor<2x7x8xf32>, %v: tensor<2x7x6xf32>, %g: tensor<2x5x6xf32>) {
+  %o, %l = tcc.attention %q, %k, %v {heads = 2 : i64, scale = 0.5 : f64} : (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x6xf32>) -> (tensor<2x5x6xf32>, tensor<2x2x5xf32>)
+  %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %l, %g {heads = 2 : i64, scale = 0.5 : f64} : (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x6xf32>, tensor<2x5x6xf32>, tensor<2x2x5xf32>, tensor<2x5x6xf32>) -> (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x6xf32>)
+  return
+}
+
+// -----
+
+// Packed: one [B, S, 3*H*D] operand (value first here), one gradient.
+// CHECK-LABEL: func.func @attention_packed
+// CHECK: %[[O:.+]], %[[L:.+]] = tcc.attention %arg0, %arg0, %arg0 {causal = true, columns = array<i64: 8, 16, 0>, heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x24xf32>) -> (tensor<2x5x8xf32>, tensor<2x2x5xf32>)
+// CHECK: %{{.+}} = tcc.attention_grad %arg0, %arg0, %arg0, %[[O]], %[[L]], %arg1 {causal = true, columns = array<i64: 8, 16, 0>, heads = 2 : i64, scale = 5.000000e-01 : f64} : ({{.*}}) -> tensor<2x5x24xf32>
+func.func @attention_packed(%qkv: tensor<2x5x24xf32>, %g: tensor<2x5x8xf32>) {
+  %o, %l = tcc.attention %qkv, %qkv, %qkv {heads = 2 : i64, columns = array<i64: 8, 16, 0>, scale = 0.5 : f64, causal = true} : (tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x24xf32>) -> (tensor<2x5x8xf32>, tensor<2x2x5xf32>)
+  %d = tcc.attention_grad %qkv, %qkv, %qkv, %o, %l, %g {heads = 2 : i64, columns = array<i64: 8, 16, 0>, scale = 0.5 : f64, causal = true} : (tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x8xf32>, tensor<2x2x5xf32>, tensor<2x5x8xf32>) -> tensor<2x5x24xf32>
+  return
+}

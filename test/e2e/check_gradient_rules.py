@@ -552,26 +552,49 @@ case("sce_2x5x3_none_ignore_weights_logprob",
 # tcc.attention_grad (build_and_compile checks that the fusion happened).
 # Shapes cover several key tiles of the CUDA kernels (64 queries, 32 or 64
 # keys a tile), head sizes that are not multiples of 16, and Sq != Sk.
-def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None):
+def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, order="qkv"):
     """form "mul" / "div": [B, H, S, D] operands, the scores times 1/sqrt(d)
     or divided by sqrt(d), the causal mask as Where(~tril, -inf); "mha":
     nn.MultiheadAttention's [B*H, S, D] operands, q / sqrt(d) before the
-    product, the causal mask as an additive -inf constant. bias, added after
-    the scale: "padding" (BERT's [B, 1, 1, Sk] mask, 0 or -10000, a fed
+    product, the causal mask as an additive -inf constant; "token": [B, S,
+    H*D] operands (BERT's projections) reshaped to [B, S, H, D] and
+    transposed to heads, the output transposed and reshaped back, the scores
+    divided by sqrt(d); "packed": the same, with q, k and v the thirds of one
+    [B, S, 3*H*D] parameter (GPT-2's c_attn), split in `order`. bias, added
+    after the scale: "padding" (BERT's [B, 1, 1, Sk] mask, 0 or -10000, a fed
     input: no gradient) or "constant" (a [Sq, Sk] position bias)."""
+    def heads_of(g, x, s, dh, perm):
+        x = g.op("Reshape", [x, g.const(np.array([b, s, h, dh], np.int64))])
+        return g.op("Transpose", [x], perm=perm)
+
     def build(g):
-        heads = (b * h,) if form == "mha" else (b, h)
-        q = g.param(heads + (sq, d), lo=-1.5, hi=1.5)
-        k = g.param(heads + (sk, d), lo=-1.5, hi=1.5)
-        v = g.param(heads + (sk, dv))
+        token = form in ("token", "packed")
+        if form == "packed":
+            x = g.param((b, sq, 3 * h * d), lo=-1.5, hi=1.5)
+            parts = g.op("Split", [x, g.const(np.array([h * d] * 3, np.int64))], n_out=3, axis=2)
+            q3, k3, v3 = (parts[order.index(c)] for c in "qkv")
+        elif form == "token":
+            q3 = g.param((b, sq, h * d), lo=-1.5, hi=1.5)
+            k3 = g.param((b, sk, h * d), lo=-1.5, hi=1.5)
+            v3 = g.param((b, sk, h * dv))
+        else:
+            heads = (b * h,) if form == "mha" else (b, h)
+            q = g.param(heads + (sq, d), lo=-1.5, hi=1.5)
+            k = g.param(heads + (sk, d), lo=-1.5, hi=1.5)
+            v = g.param(heads + (sk, dv))
         root_d = g.const(np.float32(math.sqrt(d)))
         if form == "mha":
             q = g.op("Div", [q, root_d])
-        perm = [0, 2, 1] if form == "mha" else [0, 1, 3, 2]
-        s = g.op("MatMul", [q, g.op("Transpose", [k], perm=perm)])
+        if token:  # k^T straight from [B, S, H, D], as torch exports k.transpose(-2, -1)
+            q = heads_of(g, q3, sq, d, [0, 2, 1, 3])
+            kt = heads_of(g, k3, sk, d, [0, 2, 3, 1])
+            v = heads_of(g, v3, sk, dv, [0, 2, 1, 3])
+        else:
+            kt = g.op("Transpose", [k], perm=[0, 2, 1] if form == "mha" else [0, 1, 3, 2])
+        s = g.op("MatMul", [q, kt])
         if form == "mul":
             s = g.op("Mul", [s, g.const(np.float32(1.0 / math.sqrt(d)))])
-        elif form == "div":
+        elif form in ("div", "token", "packed"):
             s = g.op("Div", [s, root_d])
         if bias == "padding":
             keep = np.ones((b, 1, 1, sk), dtype=np.float32)
@@ -588,7 +611,11 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None):
             else:
                 s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
         p = g.op("Softmax", [s], axis=-1)
-        return g.weighted_sum([g.op("MatMul", [p, v])])
+        o = g.op("MatMul", [p, v])
+        if token:
+            o = g.op("Reshape", [g.op("Transpose", [o], perm=[0, 2, 1, 3]),
+                                 g.const(np.array([b, sq, h * dv], np.int64))])
+        return g.weighted_sum([o])
     return build
 
 
@@ -601,6 +628,10 @@ ATTENTION_CASES = {
     "attention_padding_mask": ((2, 3, 6, 6, 8, 8), dict(form="div", bias="padding")),
     "attention_padding_mask_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="div", bias="padding")),
     "attention_constant_bias_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="div", bias="constant")),
+    "attention_token_major_s3x7_d5_dv6": ((2, 2, 3, 7, 5, 6), dict(form="token")),
+    "attention_token_major_padding_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="token", bias="padding")),
+    "attention_packed_causal_s70_d24": ((1, 2, 70, 70, 24, 24), dict(causal=True, form="packed")),
+    "attention_packed_kvq_padding": ((2, 3, 6, 6, 8, 8), dict(form="packed", order="kvq", bias="padding")),
 }
 for name, (shape, kw) in ATTENTION_CASES.items():
     case(name, attention_case(*shape, **kw))
@@ -671,6 +702,14 @@ def build_and_compile(name, args):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.stdout.count("tcc.attention_grad ") != 1:
             raise RuntimeError("the attention was not fused into tcc.attention")
+        # The layout tcc-fuse-attention chose: token-major for [B, S, H*D]
+        # operands, packed for the thirds of one, head-major otherwise.
+        form = ATTENTION_CASES[name][1].get("form", "mul")
+        want = {"token": ["heads = "], "packed": ["heads = ", "columns = "]}.get(form, [])
+        for attr in ("heads = ", "columns = "):
+            if (attr in r.stdout) != (attr in want):
+                raise RuntimeError("tcc.attention %s `%s` for the %s form" % (
+                    "lacks" if attr in want else "has", attr.strip(" ="), form))
     if args.cuda_emulation:
         cuda = os.path.join(work, "case-cuda.so")
         r = subprocess.run([args.tcc, "--target=cuda", "--cuda-emulation", "-o", cuda, path],

@@ -244,3 +244,125 @@ func.func @bias_then_scale(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v
   %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
   return %o : tensor<1x1x3x4xf32>
 }
+
+// -----
+
+// GPT-2's layout: q, k and v are the thirds of one [B, S, 3*H*D] projection
+// (split, reshaped to [B, S, H, D], transposed to head-major; k^T straight
+// to [B, H, D, S]), and the output goes back to [B, S, H*D]. The op reads
+// the projection whole (packed: each operand's first column) and returns
+// the [B, S, H*D] output; the split, reshapes and transposes are gone.
+// CHECK-LABEL: func.func @packed
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x5x24xf32>
+// CHECK-NEXT: %[[O:.+]], %{{.+}} = tcc.attention %[[X]], %[[X]], %[[X]] {causal = true, columns = array<i64: 0, 8, 16>, heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x24xf32>) -> (tensor<2x5x8xf32>, tensor<2x2x5xf32>)
+// CHECK-NEXT: return %[[O]] : tensor<2x5x8xf32>
+func.func @packed(%x: tensor<2x5x24xf32> {tcc.input = "x"}) -> (tensor<2x5x8xf32> {tcc.output = "o"}) {
+  %q3, %k3, %v3 = tcc.split %x {axis = 2 : i64, split = array<i64: 8, 8, 8>} : (tensor<2x5x24xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  %q4 = tcc.reshape %q3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %q = tcc.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %k4 = tcc.reshape %k3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x4x5xf32>
+  %v4 = tcc.reshape %v3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %v = tcc.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %s = tcc.matmul %q, %kt : (tensor<2x2x5x4xf32>, tensor<2x2x4x5xf32>) -> tensor<2x2x5x5xf32>
+  %c = tcc.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s, %c : (tensor<2x2x5x5xf32>, tensor<f32>) -> tensor<2x2x5x5xf32>
+  %mask = tcc.constant {value = dense<[[true, false, false, false, false], [true, true, false, false, false], [true, true, true, false, false], [true, true, true, true, false], [true, true, true, true, true]]> : tensor<5x5xi1>} : () -> tensor<5x5xi1>
+  %min = tcc.constant {value = dense<-3.4e38> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %mask, %t, %min : (tensor<5x5xi1>, tensor<2x2x5x5xf32>, tensor<f32>) -> tensor<2x2x5x5xf32>
+  %p = tcc.softmax %u : (tensor<2x2x5x5xf32>) -> tensor<2x2x5x5xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  %ot = tcc.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x5x4xf32>) -> tensor<2x5x2x4xf32>
+  %o3 = tcc.reshape %ot {shape = array<i64: 2, 5, 8>} : (tensor<2x5x2x4xf32>) -> tensor<2x5x8xf32>
+  return %o3 : tensor<2x5x8xf32>
+}
+
+// -----
+
+// The split's thirds in another order (v, q, k): the columns follow them.
+// Another reader of the split keeps it (the op still reads the projection).
+// CHECK-LABEL: func.func @packed_order
+// CHECK: tcc.split
+// CHECK: tcc.attention %[[X:[a-z0-9]+]], %[[X]], %[[X]] {columns = array<i64: 8, 16, 0>, heads = 2 : i64, scale = 1.000000e+00 : f64}
+func.func @packed_order(%x: tensor<2x5x24xf32> {tcc.input = "x"}) -> (tensor<2x5x8xf32> {tcc.output = "o"}, tensor<2x5x8xf32> {tcc.output = "v"}) {
+  %v3, %q3, %k3 = tcc.split %x {axis = -1 : i64, split = array<i64: 8, 8, 8>} : (tensor<2x5x24xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>)
+  %q4 = tcc.reshape %q3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %q = tcc.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %k4 = tcc.reshape %k3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x4x5xf32>
+  %v4 = tcc.reshape %v3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %v = tcc.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %s = tcc.matmul %q, %kt : (tensor<2x2x5x4xf32>, tensor<2x2x4x5xf32>) -> tensor<2x2x5x5xf32>
+  %p = tcc.softmax %s : (tensor<2x2x5x5xf32>) -> tensor<2x2x5x5xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  %ot = tcc.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x5x4xf32>) -> tensor<2x5x2x4xf32>
+  %o3 = tcc.reshape %ot {shape = array<i64: 2, 5, 8>} : (tensor<2x5x2x4xf32>) -> tensor<2x5x8xf32>
+  return %o3, %v3 : tensor<2x5x8xf32>, tensor<2x5x8xf32>
+}
+
+// -----
+
+// BERT's layout: q, k and v come from three projections ([B, S, H*D]
+// each): token-major, one operand each. A reader that wants the
+// head-major output gets a view of the token-major one.
+// CHECK-LABEL: func.func @token_major
+// CHECK-SAME: (%[[Q:[a-z0-9]+]]: tensor<2x5x8xf32> {{.*}}, %[[K:[a-z0-9]+]]: tensor<2x7x8xf32> {{.*}}, %[[V:[a-z0-9]+]]: tensor<2x7x6xf32> {{.*}})
+// CHECK-NEXT: %[[O:.+]], %{{.+}} = tcc.attention %[[Q]], %[[K]], %[[V]] {heads = 2 : i64, scale = 5.000000e-01 : f64} : (tensor<2x5x8xf32>, tensor<2x7x8xf32>, tensor<2x7x6xf32>) -> (tensor<2x5x6xf32>, tensor<2x2x5xf32>)
+// CHECK-NEXT: %[[O4:.+]] = tcc.reshape %[[O]] {shape = array<i64: 2, 5, 2, 3>} : (tensor<2x5x6xf32>) -> tensor<2x5x2x3xf32>
+// CHECK-NEXT: %[[OH:.+]] = tcc.transpose %[[O4]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x3xf32>) -> tensor<2x2x5x3xf32>
+// CHECK-NEXT: return %[[O]], %[[OH]]
+func.func @token_major(%q3: tensor<2x5x8xf32> {tcc.input = "q"}, %k3: tensor<2x7x8xf32> {tcc.input = "k"}, %v3: tensor<2x7x6xf32> {tcc.input = "v"})
+    -> (tensor<2x5x6xf32> {tcc.output = "o"}, tensor<2x2x5x3xf32> {tcc.output = "heads"}) {
+  %q4 = tcc.reshape %q3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %q = tcc.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %k4 = tcc.reshape %k3 {shape = array<i64: 2, 7, 2, 4>} : (tensor<2x7x8xf32>) -> tensor<2x7x2x4xf32>
+  %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x7x2x4xf32>) -> tensor<2x2x4x7xf32>
+  %v4 = tcc.reshape %v3 {shape = array<i64: 2, 7, 2, 3>} : (tensor<2x7x6xf32>) -> tensor<2x7x2x3xf32>
+  %v = tcc.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x7x2x3xf32>) -> tensor<2x2x7x3xf32>
+  %s = tcc.matmul %q, %kt : (tensor<2x2x5x4xf32>, tensor<2x2x4x7xf32>) -> tensor<2x2x5x7xf32>
+  %c = tcc.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.div %s, %c : (tensor<2x2x5x7xf32>, tensor<f32>) -> tensor<2x2x5x7xf32>
+  %p = tcc.softmax %t : (tensor<2x2x5x7xf32>) -> tensor<2x2x5x7xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x2x5x7xf32>, tensor<2x2x7x3xf32>) -> tensor<2x2x5x3xf32>
+  %ot = tcc.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x5x3xf32>) -> tensor<2x5x2x3xf32>
+  %o3 = tcc.reshape %ot {shape = array<i64: 2, 5, 6>} : (tensor<2x5x2x3xf32>) -> tensor<2x5x6xf32>
+  return %o3, %o : tensor<2x5x6xf32>, tensor<2x2x5x3xf32>
+}
+
+// -----
+
+// Only q and k are views of [B, S, H*D] tensors: the op stays head-major.
+// CHECK-LABEL: func.func @mixed_layouts
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}} {scale = 1.000000e+00 : f64} : (tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>)
+func.func @mixed_layouts(%q3: tensor<2x5x8xf32> {tcc.input = "q"}, %k3: tensor<2x5x8xf32> {tcc.input = "k"}, %v: tensor<2x2x5x4xf32> {tcc.input = "v"})
+    -> (tensor<2x2x5x4xf32> {tcc.output = "o"}) {
+  %q4 = tcc.reshape %q3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %q = tcc.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %k4 = tcc.reshape %k3 {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %kt = tcc.transpose %k4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x4x5xf32>
+  %s = tcc.matmul %q, %kt : (tensor<2x2x5x4xf32>, tensor<2x2x4x5xf32>) -> tensor<2x2x5x5xf32>
+  %p = tcc.softmax %s : (tensor<2x2x5x5xf32>) -> tensor<2x2x5x5xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  return %o : tensor<2x2x5x4xf32>
+}
+
+// -----
+
+// Self-attention of one [B, S, H*D] value, with no projections: the same
+// head-major view is the query and the value. Token-major, three operands
+// that are one value (not packed: the columns are all 0).
+// CHECK-LABEL: func.func @one_value
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x5x8xf32>
+// CHECK-NEXT: %[[O:.+]], %{{.+}} = tcc.attention %[[X]], %[[X]], %[[X]] {heads = 2 : i64, scale = 1.000000e+00 : f64} : (tensor<2x5x8xf32>, tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x2x5xf32>)
+// CHECK-NEXT: return %[[O]]
+func.func @one_value(%x: tensor<2x5x8xf32> {tcc.input = "x"}) -> (tensor<2x5x8xf32> {tcc.output = "o"}) {
+  %x4 = tcc.reshape %x {shape = array<i64: 2, 5, 2, 4>} : (tensor<2x5x8xf32>) -> tensor<2x5x2x4xf32>
+  %q = tcc.transpose %x4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x5x4xf32>
+  %kt = tcc.transpose %x4 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x5x2x4xf32>) -> tensor<2x2x4x5xf32>
+  %s = tcc.matmul %q, %kt : (tensor<2x2x5x4xf32>, tensor<2x2x4x5xf32>) -> tensor<2x2x5x5xf32>
+  %p = tcc.softmax %s : (tensor<2x2x5x5xf32>) -> tensor<2x2x5x5xf32>
+  %o = tcc.matmul %p, %q : (tensor<2x2x5x5xf32>, tensor<2x2x5x4xf32>) -> tensor<2x2x5x4xf32>
+  %ot = tcc.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x5x4xf32>) -> tensor<2x5x2x4xf32>
+  %o3 = tcc.reshape %ot {shape = array<i64: 2, 5, 8>} : (tensor<2x5x2x4xf32>) -> tensor<2x5x8xf32>
+  return %o3 : tensor<2x5x8xf32>
+}
