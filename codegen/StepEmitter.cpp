@@ -197,6 +197,16 @@ private:
   const StepEmitOptions &options;
   bool cuda;
   unsigned nextKernel = 0, nextGemm = 0;
+  /// The gradients their op adds straight into their fp32 accumulators
+  /// (accumulatedInPlace), and those accumulators' arena offsets.
+  llvm::DenseMap<Value, uint64_t> directAccumulators;
+  /// `v`'s accumulator, "(float *)(arena + N)", if its op adds into it.
+  std::optional<std::string> directAccumulator(Value v) {
+    auto it = directAccumulators.find(v);
+    if (it == directAccumulators.end())
+      return std::nullopt;
+    return "(float *)(arena + " + std::to_string(it->second) + "ULL)";
+  }
   uint64_t constBytes = 0;        // CUDA: static constants, after the arena
   std::string constTable;         // CUDA: {host array, bytes, device offset}
   std::string kernels;            // CUDA: __global__ functions
@@ -1610,6 +1620,12 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
       return op->emitOpError("the CUDA target multiplies fp16 tensors; an "
                              "operand is stored as ")
              << buffers.lookup(v).type;
+  if (std::optional<std::string> acc = directAccumulator(result)) {
+    launched = "cuBLASLt matmul_acc";
+    os << "  if (matmul_acc(" << nextGemm++ << ", " << *acc << ", " << ref(a) << ", " << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b)
+       << ", " << flag(tb) << ") != 0) return gemm_failed();\n";
+    return success();
+  }
   const Buffer &out = define(result);
   // A product of two vectors is a scalar, which the CUDA target keeps in
   // fp32: a dot-product kernel computes it.
@@ -2649,10 +2665,14 @@ FailureOr<EmittedStep> Emitter::run() {
   // that makes them (gradientAccumulatedAfter), the others at the end.
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   llvm::DenseMap<Operation *, SmallVector<unsigned>> accumulateAfter;
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
-    if (func.getResultAttr(i, kGradAttr))
-      if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
-        accumulateAfter[def].push_back(i);
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    if (!func.getResultAttr(i, kGradAttr))
+      continue;
+    if (cuda && accumulatedInPlace(ret.getOperand(i), kMixedPrecision))
+      directAccumulators[ret.getOperand(i)] = resultSlots[i]; // its op adds it
+    else if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
+      accumulateAfter[def].push_back(i);
+  }
   auto accumulate = [&](unsigned i, Value v) {
     auto t = tensor(v);
     std::string slot = "(arena + " + std::to_string(resultSlots[i]) + "ULL)";

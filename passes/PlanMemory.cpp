@@ -115,6 +115,34 @@ bool mlir::tcc::isEarlyAccumulation(OpOperand &use) {
          gradientAccumulatedAfter(use.get());
 }
 
+bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
+  if (floatBytes != kMixedPrecision || !v.hasOneUse() || !isEarlyAccumulation(*v.use_begin()))
+    return false;
+  Operation *def = v.getDefiningOp();
+  auto matmul = dyn_cast_or_null<MatMulOp>(def);
+  if (auto fusion = dyn_cast_or_null<FusionOp>(def)) {
+    // Transposes of the inputs (the GEMM's transpose flags), then the GEMM,
+    // whose product is the fusion's one result.
+    Block &body = fusion.getBody().front();
+    for (Operation &op : body.without_terminator()) {
+      if (auto m = dyn_cast<MatMulOp>(op)) {
+        if (matmul)
+          return false;
+        matmul = m;
+      } else if (auto t = dyn_cast<TransposeOp>(op); !t || matmul ||
+                                                    !isa<BlockArgument>(t.getInput())) {
+        return false;
+      }
+    }
+    if (!matmul || fusion->getNumResults() != 1 ||
+        body.getTerminator()->getOperand(0) != matmul.getResult())
+      return false;
+  }
+  auto rank2 = [](Value x) { return cast<RankedTensorType>(x.getType()).getRank() == 2; };
+  return matmul && rank2(matmul.getLhs()) && rank2(matmul.getRhs()) &&
+         isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+}
+
 bool mlir::tcc::isStaticConstant(Operation *op) {
   if (!isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op))
     return false;
@@ -423,6 +451,9 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       continue;
     }
     for (auto [k, r] : llvm::enumerate(op.getResults())) {
+      // A gradient its op adds into its accumulator has no buffer.
+      if (accumulatedInPlace(r, floatBytes))
+        continue;
       // A result written over an operand that dies here takes its buffer.
       if (std::optional<unsigned> operand = inPlaceOperand(
               &op, k, root, [&](Value v) { return intervalOf.count(v) != 0; }, index,

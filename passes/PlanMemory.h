@@ -59,6 +59,20 @@ Operation *gradientAccumulatedAfter(Value v);
 /// no later than that op, whatever the return's position.
 bool isEarlyAccumulation(OpOperand &use);
 
+/// Whether the op that makes `v`, a gradient the step returns (and nothing
+/// else reads), adds it straight into its fp32 accumulator on the CUDA
+/// target (`floatBytes` = kMixedPrecision): a rank-2 GEMM's product (a
+/// tcc.matmul, or a GEMM fusion of one and transposes of its operands;
+/// cuBLASLt with the accumulator as C and D and beta 1: a weight's
+/// gradient). `v` then has no buffer: the memory plan gives it none and the
+/// emitter calls matmul_acc instead of matmul and accumulate. (Not an
+/// embedding's tcc.gather_grad: its atomic adds would then start from the
+/// accumulator's value, so a row's sum would depend on the order the
+/// atomics run in from two contributions on, where from a zeroed buffer it
+/// takes three; the CUDA emulation test checks that the demo's losses are
+/// the same bits whatever order the blocks run in.)
+bool accumulatedInPlace(Value v, int64_t floatBytes);
+
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);
 

@@ -187,6 +187,23 @@ bool LoopGrouper::joinAsSibling(Operation *op) {
 }
 
 SmallVector<LoopGroup> LoopGrouper::run(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (!FusionCostModel::isElementwise(&op))
+      continue;
+    Operation *before = nullptr;
+    for (Operation *prev = op.getPrevNode(); prev; prev = prev->getPrevNode()) {
+      bool reads = llvm::any_of(op.getOperands(),
+                                [&](Value v) { return v.getDefiningOp() == prev; });
+      if (reads)
+        break;
+      if (isReduction(prev) && !isFusable(prev))
+        before = prev; // it goes above the highest such reduction of the run
+      else if (!isAliasView(prev) && !isStaticConstant(prev))
+        break;
+    }
+    if (before)
+      op.moveBefore(before);
+  }
   int64_t n = 0;
   for (Operation &op : body)
     position[&op] = n++;

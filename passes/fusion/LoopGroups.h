@@ -50,7 +50,13 @@ public:
       : model(model), reductions(reductions), rowsOnly(rowsOnly), record(std::move(record)) {}
 
   /// The groups of `body` with more than one op, sorted by the position of
-  /// their last op.
+  /// their last op. First moves each elementwise op above the reductions
+  /// that cannot be members (with `rowsOnly`, sums across rows: the bias
+  /// and LayerNorm parameter gradients) right before it, and the views and
+  /// constants among them, when it reads none of their results: such a
+  /// reduction reads the loop it follows, which closes that loop, and the
+  /// elementwise op after it could no longer join it (a LayerNorm
+  /// backward's residual gradient sum after dgamma's and dbeta's sums).
   SmallVector<LoopGroup> run(Block &body);
 
 private:

@@ -53,6 +53,8 @@ struct Key {
   int32_t epilogue, residual;
   uint64_t bias, aux;
   int64_t aux_ld;
+  // matmul_acc: C = D in fp32 (the accumulator), beta 1.
+  int32_t out_f32, pad3_;
 };
 
 struct Plan {
@@ -148,8 +150,8 @@ inline void destroy(Plan &p) {
 }
 
 inline cublasStatus_t make_layout(cublasLtMatrixLayout_t *l, int64_t rows, int64_t cols, int64_t ld, int32_t batch,
-                                  int64_t stride) {
-  cublasStatus_t s = cublasLtMatrixLayoutCreate(l, CUDA_R_16F, static_cast<uint64_t>(rows),
+                                  int64_t stride, cudaDataType type = CUDA_R_16F) {
+  cublasStatus_t s = cublasLtMatrixLayoutCreate(l, type, static_cast<uint64_t>(rows),
                                                 static_cast<uint64_t>(cols), ld);
   if (s != CUBLAS_STATUS_SUCCESS)
     return s;
@@ -197,7 +199,8 @@ inline cublasStatus_t build(Plan &p, const Key &k, cublasLtHandle_t h) {
     return s;
   if ((s = make_layout(&p.lb, k.rows_b, k.cols_b, k.ld_b, k.batch, k.stride_b)) != CUBLAS_STATUS_SUCCESS)
     return s;
-  if ((s = make_layout(&p.lc, k.m, k.n, k.ld_c, k.batch, k.stride_c)) != CUBLAS_STATUS_SUCCESS)
+  if ((s = make_layout(&p.lc, k.m, k.n, k.ld_c, k.batch, k.stride_c, k.out_f32 ? CUDA_R_32F : CUDA_R_16F)) !=
+      CUBLAS_STATUS_SUCCESS)
     return s;
   cublasLtMatmulPreference_t pref = nullptr;
   if ((s = cublasLtMatmulPreferenceCreate(&pref)) != CUBLAS_STATUS_SUCCESS)
@@ -292,6 +295,14 @@ inline cublasStatus_t launch(Plan &p, cublasLtHandle_t h, const __half *A, const
                         p.ws_needed ? w.p : nullptr, p.ws_needed, stream());
 }
 
+/// D += A B with D fp32 (C = D, beta 1), in cuBLAS's operand order.
+inline cublasStatus_t launch_acc(Plan &p, cublasLtHandle_t h, const __half *A, const __half *B, float *D) {
+  const float alpha = 1.0f, beta = 1.0f;
+  Workspace &w = workspace();
+  return cublasLtMatmul(h, p.op, &alpha, A, p.la, B, p.lb, &beta, D, p.lc, D, p.lc, &p.algo,
+                        p.ws_needed ? w.p : nullptr, p.ws_needed, stream());
+}
+
 } // namespace gemm_detail
 
 /// The workspace cuBLASLt may use (the arena provides it; default none).
@@ -310,6 +321,50 @@ inline const char *last_error() { return gemm_detail::error_text().c_str(); }
 /// [..., M, K] (likewise trans_b: b stored [..., N, K]). The flag of a rank-1
 /// operand is ignored. out is dense [batch..., M, N]. `id`: a small unique
 /// integer per call site (plan cache). Returns 0 or a cublasStatus_t.
+inline int matmul(int id, __half *out, const __half *a, Shape as, bool trans_a, const __half *b, Shape bs,
+                  bool trans_b);
+
+/// acc [M, N] (fp32, row-major) += op(a) · op(b) for rank-2 fp16 a and b
+/// (trans_a: a stored [K, M]; trans_b: b stored [N, K]): one cuBLASLt call
+/// with the accumulator as C and D in fp32 and beta 1, so that a weight's
+/// gradient goes into its fp32 accumulator without an fp16 copy in between
+/// (nor its rounding, nor its overflow). Returns 0 or a cublasStatus_t.
+inline int matmul_acc(int id, float *acc, const __half *a, Shape as, bool trans_a, const __half *b, Shape bs,
+                      bool trans_b) {
+  using namespace gemm_detail;
+  if (id < 0 || as.rank != 2 || bs.rank != 2) {
+    set_error(CUBLAS_STATUS_INVALID_VALUE, id, "matmul_acc takes rank-2 operands", 0, 0, 0, 0);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  const int64_t M = trans_a ? as.dims[1] : as.dims[0], K = trans_a ? as.dims[0] : as.dims[1];
+  const int64_t Kb = trans_b ? bs.dims[1] : bs.dims[0], N = trans_b ? bs.dims[0] : bs.dims[1];
+  if (K != Kb) {
+    set_error(CUBLAS_STATUS_INVALID_VALUE, id, "inner dimensions differ", M, N, K, 0);
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (M == 0 || N == 0 || K == 0) // adds nothing
+    return 0;
+  cublasStatus_t st;
+  cublasLtHandle_t h;
+  Plan *slot = plan_slot(id, h, st, M, N, K, 1);
+  if (!slot)
+    return st;
+  Key k = base_key(N, K, trans_a, trans_b);
+  k.n = M;
+  k.rows_b = trans_a ? M : K;
+  k.cols_b = trans_a ? K : M;
+  k.ld_b = k.rows_b;
+  k.align_a = align_of(b);
+  k.align_b = align_of(a);
+  k.align_c = align_of(acc);
+  k.out_f32 = 1;
+  if ((st = get_plan(*slot, k, h)) == CUBLAS_STATUS_SUCCESS)
+    st = launch_acc(*slot, h, b, a, acc);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    set_error(st, id, "(fp32 accumulator)", M, N, K, 1);
+  return st;
+}
+
 inline int matmul(int id, __half *out, const __half *a, Shape as, bool trans_a, const __half *b, Shape bs,
                   bool trans_b) {
   using namespace gemm_detail;

@@ -391,3 +391,31 @@ func.func @move_when_inputs_live_on(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) ->
   %s2 = tcc.add %s1, %m2 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %s2, %m2 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// A sum across rows (not fused with row-reductions-only) reads the row
+// loop's value; the elementwise op after it that reads the loop too (a
+// LayerNorm backward's residual gradient sum after the dgamma/dbeta sums)
+// moves above it and joins the loop, which then yields both values. Where
+// every reduction is fused, nothing moves: the sum joins the loop too.
+// ROWS-LABEL: func.func @hoist_over_column_sum
+// ROWS: %[[F:.+]]:2 = tcc.fusion(%arg0, %arg1)
+// ROWS: %[[M:.+]] = tcc.reduce_mean
+// ROWS-NEXT: %[[D:.+]] = tcc.sub %{{.+}}, %[[M]]
+// ROWS-NEXT: %[[Y:.+]] = tcc.add %{{.+}}, %[[D]]
+// ROWS-NEXT: tcc.yield %[[D]], %[[Y]]
+// ROWS: %[[S:.+]] = tcc.reduce_sum %[[F]]#0 {axes = array<i64: 0>
+// ROWS-NEXT: return %[[F]]#1, %[[S]]
+// CHECK-LABEL: func.func @hoist_over_column_sum
+// CHECK: tcc.reduce_mean
+// CHECK-NEXT: tcc.sub
+// CHECK-NEXT: tcc.reduce_sum
+// CHECK-NEXT: tcc.add
+func.func @hoist_over_column_sum(%x: tensor<4x8xf32>, %r: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %m = tcc.reduce_mean %x {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %d = tcc.sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %s = tcc.reduce_sum %d {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %y = tcc.add %r, %d : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %y, %s : tensor<4x8xf32>, tensor<8xf32>
+}

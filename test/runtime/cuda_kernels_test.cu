@@ -884,6 +884,48 @@ static void test_matmul() {
         expect_close(getf(aux), pre, 2e-2, 5e-3, nm + " auxiliary output rep=" + std::to_string(rep));
     }
   }
+  // matmul_acc: a weight's gradient added straight into its fp32
+  // accumulator (cuBLASLt with fp32 C = D, beta 1): acc += op(a) op(b), for
+  // each transpose combination; called twice (the second with its cached
+  // plan) the product is added twice. Values beyond fp16's range stay
+  // finite in the fp32 accumulator.
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    const int64_t M = 24, N = 40, K = 256;
+    std::vector<float> a = round_half(randf(M * K, -100.0f, 100.0f)), b = round_half(randf(K * N, -100.0f, 100.0f));
+    std::vector<float> acc0 = randf(M * N, -1e5f, 1e5f);
+    std::vector<double> prod(M * N, 0.0);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k)
+          prod[i * N + j] += double(ta ? a[k * M + i] : a[i * K + k]) * double(tb ? b[j * K + k] : b[k * N + j]);
+    double largest = 0.0;
+    for (double x : prod)
+      largest = std::max(largest, std::fabs(x));
+    check(largest > 65504.0, "matmul_acc: the product leaves fp16's range");
+    DevBuf<half> ha(to_half(a)), hb(to_half(b));
+    DevBuf<float> acc(acc0);
+    const gpu::Shape as = ta ? gpu::Shape{2, {K, M}} : gpu::Shape{2, {M, K}};
+    const gpu::Shape bs = tb ? gpu::Shape{2, {N, K}} : gpu::Shape{2, {K, N}};
+    for (int rep = 1; rep <= 2; ++rep) {
+      const std::string nm = "matmul_acc ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                             " call " + std::to_string(rep);
+      const int st = gpu::matmul_acc(120 + t, acc.p, ha.p, as, ta, hb.p, bs, tb);
+      check(st == 0, nm + " status");
+      if (st != 0)
+        std::printf("  %s\n", gpu::last_error());
+      std::vector<float> want(M * N);
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] = static_cast<float>(double(acc0[i]) + rep * prod[i]);
+      expect_close(acc.get(), want, 1e-5 * largest, 1e-4, nm + " values");
+    }
+  }
+  {
+    DevBuf<half> x(8);
+    DevBuf<float> acc(8);
+    const int st = gpu::matmul_acc(124, acc.p, x.p, gpu::Shape{3, {1, 2, 4}}, false, x.p, gpu::Shape{2, {4, 2}}, false);
+    check(st != 0, "matmul_acc rejects a rank-3 operand");
+  }
   gpu::set_workspace(nullptr, 0);
 }
 

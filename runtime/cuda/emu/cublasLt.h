@@ -240,7 +240,8 @@ inline bool shapes(const Desc &d, const Layout &a, const Layout &b, const Layout
   const bool ok = am == c.rows && bn == c.cols && ak == bk && dl.rows == c.rows && dl.cols == c.cols &&
                   a.ld >= static_cast<int64_t>(a.rows) && b.ld >= static_cast<int64_t>(b.rows) &&
                   c.ld >= static_cast<int64_t>(c.rows) && a.batch == c.batch && b.batch == c.batch &&
-                  dl.batch == c.batch && a.type == CUDA_R_16F && b.type == CUDA_R_16F && c.type == CUDA_R_16F &&
+                  dl.batch == c.batch && a.type == CUDA_R_16F && b.type == CUDA_R_16F &&
+                  (c.type == CUDA_R_16F || c.type == CUDA_R_32F) && dl.type == c.type &&
                   d.compute == CUBLAS_COMPUTE_32F && d.scale == CUDA_R_32F;
   // Epilogues: a bias needs its pointer; an auxiliary output (GELU_AUX) its
   // pointer and a leading dimension divisible by 8, no less than D's rows.
@@ -253,6 +254,12 @@ inline bool shapes(const Desc &d, const Layout &a, const Layout &b, const Layout
                  d.epilogue, (long long)d.aux_ld, (unsigned long long)c.rows, c.batch);
     return false;
   }
+  if (c.type == CUDA_R_32F && d.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    // The bias's type would follow D's; tcc never asks for it, so the
+    // emulation does not model it.
+    std::fprintf(stderr, "tcc CUDA emulation: cublasLt: epilogue %d with an fp32 D is not emulated\n", d.epilogue);
+    return false;
+  }
   if (!ok)
     std::fprintf(stderr,
                  "tcc CUDA emulation: cublasLt: layouts do not fit the matmul (op(A) %llux%llu, op(B) %llux%llu, "
@@ -262,9 +269,9 @@ inline bool shapes(const Desc &d, const Layout &a, const Layout &b, const Layout
   return ok;
 }
 
-inline bool aligned(const void *p, int64_t stride, int32_t batch, uint64_t align) {
+inline bool aligned(const void *p, int64_t stride, int32_t batch, uint64_t align, int64_t element_bytes = 2) {
   for (int32_t i = 0; i < batch; ++i)
-    if ((reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(i * stride * 2)) % align != 0)
+    if ((reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(i * stride * element_bytes)) % align != 0)
       return false;
   return true;
 }
@@ -309,7 +316,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (!aligned(A, la->stride, la->batch, algo->data[0]) || !aligned(B, lb->stride, lb->batch, algo->data[1]) ||
-      (!aligned(C, lc->stride, lc->batch, algo->data[2]) && C) || !aligned(D, ld->stride, ld->batch, algo->data[3])) {
+      (!aligned(C, lc->stride, lc->batch, algo->data[2], lc->type == CUDA_R_32F ? 4 : 2) && C) ||
+      !aligned(D, ld->stride, ld->batch, algo->data[3], ld->type == CUDA_R_32F ? 4 : 2)) {
     std::fprintf(stderr, "tcc CUDA emulation: cublasLt: an operand is less aligned than the plan's preference "
                          "(A %p/%llu, B %p/%llu, D %p/%llu)\n",
                  A, (unsigned long long)algo->data[0], B, (unsigned long long)algo->data[1], D,
@@ -325,8 +333,12 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     if (need_ws)
       std::memset(workspace, 0xa5, need_ws);
     const __half *pa = static_cast<const __half *>(A), *pb = static_cast<const __half *>(B);
-    const __half *pc = static_cast<const __half *>(C);
-    __half *pd = static_cast<__half *>(D);
+    // C and D: fp16, or fp32 (a mixed-precision GEMM: fp16 A and B, fp32
+    // C = D, as a gradient accumulator takes the product).
+    const bool f32 = c.type == CUDA_R_32F;
+    auto c_at = [&](uint64_t idx) {
+      return f32 ? static_cast<const float *>(C)[idx] : static_cast<float>(static_cast<const __half *>(C)[idx]);
+    };
     std::vector<float> out(m * n), xa(m * k), xb(k * n);
     for (int32_t t = 0; t < c.batch; ++t) {
       const __half *ta = pa + t * a.stride, *tb = pb + t * b.stride;
@@ -345,7 +357,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
             acc += x[p] * y[p];
           float r = al * acc;
           if (be != 0.0f)
-            r += be * static_cast<float>(pc[t * c.stride + i + j * c.ld]);
+            r += be * c_at(t * c.stride + i + j * c.ld);
           if (desc.epilogue & CUBLASLT_EPILOGUE_BIAS)
             r += static_cast<float>(static_cast<const __half *>(desc.bias)[i]);
           if (desc.epilogue & CUBLASLT_EPILOGUE_GELU) {
@@ -359,7 +371,10 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
       // D may alias C: write after every element of this batch is computed.
       for (uint64_t j = 0; j < n; ++j)
         for (uint64_t i = 0; i < m; ++i)
-          pd[t * dd.stride + i + j * dd.ld] = __half(out[i + j * m]);
+          if (f32)
+            static_cast<float *>(D)[t * dd.stride + i + j * dd.ld] = out[i + j * m];
+          else
+            static_cast<__half *>(D)[t * dd.stride + i + j * dd.ld] = __half(out[i + j * m]);
     }
   });
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
