@@ -37,8 +37,9 @@ bool isSwap2D(Operation *op) {
 struct Sink {
   /// Rows: d x other ([V, E]), one row per row of d (any view of d whose
   /// last dimension is V). Terms: a sum over the rows, [E, V] = Y^T d or
-  /// [V, E] = d^T Y with Y = other ([N, E] as bytes).
-  enum Kind { Rows, Terms } kind;
+  /// [V, E] = d^T Y with Y = other ([N, E] as bytes). Sum: d summed over
+  /// its rows (the output projection's bias gradient, [V] as bytes).
+  enum Kind { Rows, Terms, Sum } kind;
   Value other;
   /// Terms: whether the chunks' terms are [V, E] (d^T Y) rather than [E, V].
   bool classesFirst = false;
@@ -54,6 +55,10 @@ struct Sink {
 struct Match {
   SoftmaxCrossEntropyLossWithGradOp loss;
   MatMulOp logits;
+  /// The output projection's bias ([V], or [1, .., 1, V]) added to the
+  /// product, if any, and whether it is the add's first operand.
+  Value bias;
+  bool biasFirst = false;
   int64_t rows, inner, classes; // N, D, V
   SmallVector<Sink> sinks;
   llvm::SetVector<Operation *> replacedOps;
@@ -110,6 +115,19 @@ private:
         return std::nullopt;
       m.replacedOps.insert(r);
       s = r.getInput();
+    }
+    // A bias added to the product, one value per class (nn.Linear's).
+    if (auto add = s.getDefiningOp<AddOp>()) {
+      m.biasFirst = !add.getLhs().getDefiningOp<MatMulOp>();
+      Value product = m.biasFirst ? add.getRhs() : add.getLhs();
+      m.bias = m.biasFirst ? add.getLhs() : add.getRhs();
+      auto bt = typeOf(m.bias);
+      if (!s.hasOneUse() || bt.getRank() == 0 || bt.getShape().back() != m.classes ||
+          bt.getNumElements() != m.classes || typeOf(product) != typeOf(s) ||
+          !availableAt(m.bias, loss))
+        return std::nullopt;
+      m.replacedOps.insert(add);
+      s = product;
     }
     m.logits = s.getDefiningOp<MatMulOp>();
     if (!m.logits || !s.hasOneUse() || m.logits->getBlock() != loss->getBlock())
@@ -193,6 +211,22 @@ private:
         }
         return failure();
       }
+      // The bias gradient: d summed over every dimension but the classes'.
+      if (auto sum = dyn_cast<ReduceSumOp>(user); sum && m.bias && sumsAllButLast(sum) &&
+                                                 shape.back() == m.classes) {
+        // Its [V] view (keepdims leaves [1, .., 1, V]) is what the chunks make.
+        Sink sink{Sink::Sum, Value(), false, sum.getResult()};
+        Value r = sum.getResult();
+        if (r.hasOneUse())
+          if (auto view = dyn_cast<ReshapeOp>(*r.getUsers().begin());
+              view && typeOf(view.getResult()).getRank() == 1) {
+            sink.replaced = view.getResult();
+            m.replacedOps.insert(view);
+          }
+        m.sinks.push_back(sink);
+        m.replacedOps.insert(sum);
+        continue;
+      }
       // d^T, read as the first operand of [V, N] x Y.
       if (isSwap2D(user) && rowsOf(d, m.classes)) {
         m.replacedOps.insert(user);
@@ -208,6 +242,22 @@ private:
       return failure();
     }
     return success();
+  }
+
+  /// Whether `sum` reduces every dimension of its input but the last.
+  static bool sumsAllButLast(ReduceSumOp sum) {
+    int64_t rank = typeOf(sum.getInput()).getRank();
+    std::optional<ArrayRef<int64_t>> axes = sum.getAxes();
+    if (!axes || rank < 2)
+      return false;
+    llvm::SmallDenseSet<int64_t> reduced;
+    for (int64_t a : *axes) {
+      std::optional<int64_t> n = normalizeAxis(a, rank);
+      if (!n || *n == rank - 1)
+        return false;
+      reduced.insert(*n);
+    }
+    return static_cast<int64_t>(reduced.size()) == rank - 1;
   }
 
   static void rewrite(Match &m, int64_t chunkRows) {
@@ -245,9 +295,14 @@ private:
       }
       chunkSeed = b.create<DivOp>(loc, seed, count);
     }
+    Value bias = m.bias;
+    if (bias && typeOf(bias).getRank() != 1)
+      bias = b.create<ReshapeOp>(bias.getLoc(), bias, b.getDenseI64ArrayAttr({m.classes}));
     SmallVector<Value> others;
     for (Sink &s : m.sinks) {
-      if (s.kind == Sink::Terms)
+      if (s.kind == Sink::Sum)
+        others.push_back(Value());
+      else if (s.kind == Sink::Terms)
         others.push_back(reshape(s.other, {m.rows, typeOf(s.other).getDimSize(1)}));
       else if (s.swapOther)
         others.push_back(b.create<TransposeOp>(s.replaced.getLoc(), s.other,
@@ -269,6 +324,8 @@ private:
                                  b.getDenseI64ArrayAttr({0}), DenseI64ArrayAttr());
       };
       Value scores = b.create<MatMulOp>(mmLoc, rowsOf(x, mmLoc), w);
+      if (bias)
+        scores = m.biasFirst ? b.create<AddOp>(mmLoc, bias, scores) : b.create<AddOp>(mmLoc, scores, bias);
       auto chunk = b.create<SoftmaxCrossEntropyLossWithGradOp>(
           loc, scores, rowsOf(labels, loc), chunkSeed, Value(), b.getStringAttr("sum"),
           loss.getIgnoreIndexAttr());
@@ -277,6 +334,10 @@ private:
         Location at = s.replaced.getLoc();
         if (s.kind == Sink::Rows) {
           pieces[k].push_back(b.create<MatMulOp>(at, d, others[k]));
+          continue;
+        }
+        if (s.kind == Sink::Sum) {
+          accumulate(sums[k], b.create<ReduceSumOp>(at, d, b.getDenseI64ArrayAttr({0}), 0, 0), at);
           continue;
         }
         Value y = rowsOf(others[k], at);
@@ -292,12 +353,10 @@ private:
 
     for (auto [k, s] : llvm::enumerate(m.sinks)) {
       Value result = sums[k];
-      if (s.kind == Sink::Rows) {
-        Location at = s.replaced.getLoc();
-        result = b.create<ConcatOp>(at, pieces[k], 0);
-        if (typeOf(result) != typeOf(s.replaced))
-          result = b.create<ReshapeOp>(at, result, typeOf(s.replaced).getShape());
-      }
+      if (s.kind == Sink::Rows)
+        result = b.create<ConcatOp>(s.replaced.getLoc(), pieces[k], 0);
+      if (typeOf(result) != typeOf(s.replaced))
+        result = b.create<ReshapeOp>(s.replaced.getLoc(), result, typeOf(s.replaced).getShape());
       s.replaced.replaceAllUsesWith(result);
     }
     if (count)

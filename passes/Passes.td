@@ -381,7 +381,9 @@ def ChunkLoss : Pass<"tcc-chunk-loss", "ModuleOp"> {
     the sum of their terms, and the loss the sum of theirs (divided by the
     count for "mean"). Views (reshapes that keep the class dimension) may
     sit between the ops; a transpose of `%dw` is folded by computing the
-    terms transposed.
+    terms transposed. A bias added to the product (`[V]`, nn.Linear's) is
+    added to each chunk's, and its gradient (the gradient summed over all
+    but the class dimension) is the sum of the chunks' row sums.
 
     Applies to a loss of reduction "mean" or "sum" without class weights
     whose scores are a GEMM with an unbatched second operand read by nothing

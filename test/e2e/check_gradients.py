@@ -44,7 +44,9 @@ APPENDED_LOSS = {
 # additive causal mask) and BERT's two (a padding mask from an input as the
 # op's bias) as tcc.attention ops (tcc-fuse-attention) or, with
 # --no-attention-fusion, as matmuls and a softmax; the loss over 64 rows in
-# chunks of 24, 24 and 16 (tcc-chunk-loss).
+# chunks of 24, 24 and 16 (tcc-chunk-loss), and BERT's (an output projection
+# with a bias, labels ignored where not masked) over 36 rows in chunks of 16,
+# 16 and 4.
 TCC_FLAGS = {
     "tiny_gpt_opset17": ([], "tcc.attention", 2),
     "mha_decoder": ([], "tcc.attention", 1),
@@ -52,11 +54,13 @@ TCC_FLAGS = {
     "tiny_gpt_unfused_attention": (["--no-attention-fusion"], "tcc.attention", 0),
     "tiny_gpt_chunked_loss": (["--loss-chunk-rows=24"],
                               "tcc.softmax_cross_entropy_loss_with_grad", 3),
+    "bert_mlm_chunked_loss": (["--loss-chunk-rows=16"],
+                              "tcc.softmax_cross_entropy_loss_with_grad", 3),
 }
 
 DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
                   "mha_decoder", "tiny_gpt_logits", "tiny_gpt_chunked_loss",
-                  "tiny_gpt_unfused_attention"]
+                  "tiny_gpt_unfused_attention", "bert_mlm_chunked_loss"]
 
 
 def model_flags(tcc, name, onnx_path, extra):

@@ -311,6 +311,7 @@ MODELS = collections.OrderedDict([
     # tiny_gpt_opset17 again, for tcc flags of its own (check_gradients.TCC_FLAGS).
     ("tiny_gpt_chunked_loss", spec_tiny_gpt_opset17),
     ("tiny_gpt_unfused_attention", spec_tiny_gpt_opset17),
+    ("bert_mlm_chunked_loss", spec_bert_mlm),
 ])
 
 

@@ -145,3 +145,51 @@ func.func @scores_read(%x: tensor<16x4xf32>, %w: tensor<4x6xf32>, %l: tensor<16x
   %dx = tcc.matmul %d, %wt : (tensor<16x6xf32>, tensor<6x4xf32>) -> tensor<16x4xf32>
   return %loss, %s, %dx : tensor<f32>, tensor<16x6xf32>, tensor<16x4xf32>
 }
+
+// -----
+
+// An output projection with a bias (nn.Linear's, as BERT's MLM head has),
+// [2, 8, 6] before the view to [16, 6]: each chunk adds the bias to its
+// product, and the bias gradient (the gradient summed over its rows, [1, 1,
+// 6] viewed as [6]) is the sum of the chunks' row sums.
+// CHECK-LABEL: func.func @bias
+// CHECK-SAME: %[[B:[a-z0-9]+]]: tensor<6xf32>
+// CHECK: %[[P0:.+]] = tcc.matmul %{{.+}}, %{{.+}} : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
+// CHECK: %[[S0:.+]] = tcc.add %[[B]], %[[P0]] : (tensor<6xf32>, tensor<8x6xf32>) -> tensor<8x6xf32>
+// CHECK: %{{.+}}, %[[D0:.+]] = tcc.softmax_cross_entropy_loss_with_grad %[[S0]]
+// CHECK: %[[G0:.+]] = tcc.reduce_sum %[[D0]] {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<8x6xf32>) -> tensor<6xf32>
+// CHECK: %[[P1:.+]] = tcc.matmul
+// CHECK: %[[S1:.+]] = tcc.add %[[B]], %[[P1]]
+// CHECK: %{{.+}}, %[[D1:.+]] = tcc.softmax_cross_entropy_loss_with_grad %[[S1]]
+// CHECK: %[[G1:.+]] = tcc.reduce_sum %[[D1]] {axes = array<i64: 0>, keepdims = 0 : i64}
+// CHECK: %[[DB:.+]] = tcc.add %[[G0]], %[[G1]] : (tensor<6xf32>, tensor<6xf32>) -> tensor<6xf32>
+// CHECK-NOT: tcc.softmax_cross_entropy_loss_with_grad
+// CHECK: return %{{.+}}, %{{.+}}, %[[DB]]
+func.func @bias(%x: tensor<2x8x4xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>, %l: tensor<16xi64>, %seed: tensor<f32>) -> (tensor<f32>, tensor<4x6xf32>, tensor<6xf32>) {
+  %p = tcc.matmul %x, %w : (tensor<2x8x4xf32>, tensor<4x6xf32>) -> tensor<2x8x6xf32>
+  %s3 = tcc.add %b, %p : (tensor<6xf32>, tensor<2x8x6xf32>) -> tensor<2x8x6xf32>
+  %s = tcc.reshape %s3 {shape = array<i64: 16, 6>} : (tensor<2x8x6xf32>) -> tensor<16x6xf32>
+  %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %s, %l, %seed {reduction = "sum"} : (tensor<16x6xf32>, tensor<16xi64>, tensor<f32>) -> (tensor<f32>, tensor<16x6xf32>)
+  %d3 = tcc.reshape %d {shape = array<i64: 2, 8, 6>} : (tensor<16x6xf32>) -> tensor<2x8x6xf32>
+  %db3 = tcc.reduce_sum %d3 {axes = array<i64: 0, 1>} : (tensor<2x8x6xf32>) -> tensor<1x1x6xf32>
+  %db = tcc.reshape %db3 {shape = array<i64: 6>} : (tensor<1x1x6xf32>) -> tensor<6xf32>
+  %x2 = tcc.reshape %x {shape = array<i64: 16, 4>} : (tensor<2x8x4xf32>) -> tensor<16x4xf32>
+  %xt = tcc.transpose %x2 {perm = array<i64: 1, 0>} : (tensor<16x4xf32>) -> tensor<4x16xf32>
+  %dw = tcc.matmul %xt, %d : (tensor<4x16xf32>, tensor<16x6xf32>) -> tensor<4x6xf32>
+  return %loss, %dw, %db : tensor<f32>, tensor<4x6xf32>, tensor<6xf32>
+}
+
+// -----
+
+// A sum of the gradient over its classes is not the bias's gradient: the
+// loss stays whole.
+// CHECK-LABEL: func.func @bias_other_sum
+// CHECK-COUNT-1: tcc.softmax_cross_entropy_loss_with_grad
+// CHECK-NOT: tcc.slice
+func.func @bias_other_sum(%x: tensor<6x4xf32>, %w: tensor<4x6xf32>, %b: tensor<6xf32>, %l: tensor<6xi64>, %seed: tensor<f32>) -> (tensor<f32>, tensor<6xf32>) {
+  %p = tcc.matmul %x, %w : (tensor<6x4xf32>, tensor<4x6xf32>) -> tensor<6x6xf32>
+  %s = tcc.add %p, %b : (tensor<6x6xf32>, tensor<6xf32>) -> tensor<6x6xf32>
+  %loss, %d = tcc.softmax_cross_entropy_loss_with_grad %s, %l, %seed {reduction = "sum"} : (tensor<6x6xf32>, tensor<6xi64>, tensor<f32>) -> (tensor<f32>, tensor<6x6xf32>)
+  %r = tcc.reduce_sum %d {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<6x6xf32>) -> tensor<6xf32>
+  return %loss, %r : tensor<f32>, tensor<6xf32>
+}
