@@ -709,6 +709,11 @@ LogicalResult Emitter::emitOp(Operation *op) {
       .Case<ReduceMeanOp, ReduceSumOp>([&](Operation *o) -> LogicalResult {
         Value in = o->getOperand(0), r = o->getResult(0);
         uint32_t mask = reductionMask(o);
+        if (std::optional<std::string> acc = directAccumulator(r)) { // sums added into it
+          os << "  reduce(" << *acc << ", " << ref(in) << ", " << shape(in) << ", " << mask
+             << "u, false, true);\n";
+          return success();
+        }
         const Buffer &out = define(r);
         os << "  reduce(" << out.name << ", " << ref(in) << ", " << shape(in)
            << ", " << mask << "u, " << (isa<ReduceMeanOp>(o) ? "true" : "false")
@@ -2668,8 +2673,8 @@ FailureOr<EmittedStep> Emitter::run() {
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
     if (!func.getResultAttr(i, kGradAttr))
       continue;
-    if (cuda && accumulatedInPlace(ret.getOperand(i), kMixedPrecision))
-      directAccumulators[ret.getOperand(i)] = resultSlots[i]; // its op adds it
+    if (cuda && accumulatedInPlace(viewRoot(ret.getOperand(i)), kMixedPrecision))
+      directAccumulators[viewRoot(ret.getOperand(i))] = resultSlots[i]; // its op adds it
     else if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
       accumulateAfter[def].push_back(i);
   }

@@ -116,9 +116,19 @@ bool mlir::tcc::isEarlyAccumulation(OpOperand &use) {
 }
 
 bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
-  if (floatBytes != kMixedPrecision || !v.hasOneUse() || !isEarlyAccumulation(*v.use_begin()))
+  if (floatBytes != kMixedPrecision || !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
     return false;
   Operation *def = v.getDefiningOp();
+  // The return reads it, maybe through views that nothing else reads.
+  Value r = v;
+  while (r.hasOneUse() && isAliasView(*r.getUsers().begin()))
+    r = r.getUsers().begin()->getResult(0);
+  if (!r.hasOneUse() || !isEarlyAccumulation(*r.use_begin()))
+    return false;
+  if (isa_and_nonnull<ReduceSumOp>(def)) // a bias's gradient: the sums add into it
+    return true;
+  if (r != v) // GEMM products: no views
+    return false;
   auto matmul = dyn_cast_or_null<MatMulOp>(def);
   if (auto fusion = dyn_cast_or_null<FusionOp>(def)) {
     // Transposes of the inputs (the GEMM's transpose flags), then the GEMM,

@@ -64,8 +64,10 @@ bool isEarlyAccumulation(OpOperand &use);
 /// target (`floatBytes` = kMixedPrecision): a rank-2 GEMM's product (a
 /// tcc.matmul, or a GEMM fusion of one and transposes of its operands;
 /// cuBLASLt with the accumulator as C and D and beta 1: a weight's
-/// gradient). `v` then has no buffer: the memory plan gives it none and the
-/// emitter calls matmul_acc instead of matmul and accumulate. (Not an
+/// gradient), or a tcc.reduce_sum returned through views only it reads
+/// (a bias's gradient: each sum's one writer adds it). `v` then has no
+/// buffer: the memory plan gives it none and the emitter calls matmul_acc,
+/// or reduce adding into the accumulator, instead of the op and accumulate. (Not an
 /// embedding's tcc.gather_grad: its atomic adds would then start from the
 /// accumulator's value, so a row's sum would depend on the order the
 /// atomics run in from two contributions on, where from a zeroed buffer it

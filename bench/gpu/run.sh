@@ -7,9 +7,9 @@
 #   OUT=/tmp/out bash bench/gpu/run.sh
 #
 # 0. the CUDA kernel library and cuBLASLt's epilogues against the CPU kernels
-#    (test/runtime/cuda_kernels_test.cu: 1032 checks; the 18 epilogue, 5 dot,
-#    293 attention and 21 matmul_acc (fp32 C = D, beta 1) ones never yet run
-#    on a GPU);
+#    (test/runtime/cuda_kernels_test.cu: 1048 checks; the 18 epilogue, 5 dot,
+#    293 attention, 21 matmul_acc (fp32 C = D, beta 1) and 16 reduce-into-
+#    accumulator ones never yet run on a GPU);
 # 1. parity: the fp16 CUDA steps of the test models against the CPU target
 #    (loss and every gradient, relative error < 1e-2), and a 200-step
 #    training run of the demo GPT against the CPU run's loss curve;

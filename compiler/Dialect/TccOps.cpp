@@ -887,10 +887,11 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
     return opError(loc, name, "query, key and value must have one element type");
   if (columns && !heads)
     return opError(loc, name, "columns (the packed layout) needs heads");
-  int64_t b = q.getDimSize(0), h, sq, sk, d, dv;
+  int64_t b, h, sq, sk, d, dv;
   if (!heads) {
     if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4)
       return opError(loc, name, "query, key and value must be [B, H, S, D] tensors");
+    b = q.getDimSize(0);
     if (q.getShape().take_front(2) != k.getShape().take_front(2) ||
         q.getShape().take_front(2) != v.getShape().take_front(2))
       return opError(loc, name, "query, key and value must have the same [B, H]");
@@ -905,6 +906,7 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
     h = *heads;
     if (q.getRank() != 3 || k.getRank() != 3 || v.getRank() != 3)
       return opError(loc, name, "with heads, query, key and value must be [B, S, H*D] tensors");
+    b = q.getDimSize(0);
     if (h <= 0)
       return opError(loc, name, "heads must be positive");
     if (k.getDimSize(0) != b || v.getDimSize(0) != b)

@@ -187,11 +187,18 @@ bool LoopGrouper::joinAsSibling(Operation *op) {
 }
 
 SmallVector<LoopGroup> LoopGrouper::run(Block &body) {
+  // The loss (a training step's first result) is where the memory plan and
+  // tcc-remat split the forward pass from the backward pass: nothing moves
+  // above it.
+  Operation *terminator = body.getTerminator();
+  Operation *loss = terminator && terminator->getNumOperands()
+                        ? terminator->getOperand(0).getDefiningOp()
+                        : nullptr;
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (!FusionCostModel::isElementwise(&op))
       continue;
     Operation *before = nullptr;
-    for (Operation *prev = op.getPrevNode(); prev; prev = prev->getPrevNode()) {
+    for (Operation *prev = op.getPrevNode(); prev && prev != loss; prev = prev->getPrevNode()) {
       bool reads = llvm::any_of(op.getOperands(),
                                 [&](Value v) { return v.getDefiningOp() == prev; });
       if (reads)

@@ -1044,9 +1044,19 @@ template <class TO, class Acc> __device__ __forceinline__ TO reduce_finish(Acc s
   return conv<TO>(s / static_cast<Acc>(count));
 }
 
+/// Stores a reduction's result, or with `acc` (fp32 outputs: a gradient
+/// accumulator) adds it to what is there; each output has one writer.
+template <class TO> __device__ __forceinline__ void store_reduced(TO *p, TO v, bool acc) {
+  if constexpr (std::is_same_v<TO, float>) {
+    *p = acc ? *p + v : v;
+  } else {
+    *p = v;
+  }
+}
+
 // Reduced elements of output o are in[o * R + r], r < R: one block per output.
 template <class TO, class TI>
-__global__ void reduce_rows_block_kernel(TO *out, const TI *in, int64_t on, int64_t R, bool mean) {
+__global__ void reduce_rows_block_kernel(TO *out, const TI *in, int64_t on, int64_t R, bool mean, bool acc) {
   using Acc = reduce_acc_t<TI>;
   __shared__ Acc sh[32];
   for (int64_t o = blockIdx.x; o < on; o += gridDim.x) {
@@ -1056,13 +1066,13 @@ __global__ void reduce_rows_block_kernel(TO *out, const TI *in, int64_t on, int6
       s += static_cast<Acc>(ld(x[r]));
     s = block_allreduce(s, SumOp(), sh);
     if (threadIdx.x == 0)
-      out[o] = reduce_finish<TO>(s, R, mean);
+      store_reduced(out + o, reduce_finish<TO>(s, R, mean), acc);
   }
 }
 
 // Same layout, one warp per output.
 template <class TO, class TI>
-__global__ void reduce_rows_warp_kernel(TO *out, const TI *in, int64_t on, int64_t R, bool mean) {
+__global__ void reduce_rows_warp_kernel(TO *out, const TI *in, int64_t on, int64_t R, bool mean, bool acc) {
   using Acc = reduce_acc_t<TI>;
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = gstride() >> 5;
@@ -1073,7 +1083,7 @@ __global__ void reduce_rows_warp_kernel(TO *out, const TI *in, int64_t on, int64
       s += static_cast<Acc>(ld(x[r]));
     s = warp_allreduce(s, SumOp());
     if (lane == 0)
-      out[o] = reduce_finish<TO>(s, R, mean);
+      store_reduced(out + o, reduce_finish<TO>(s, R, mean), acc);
   }
 }
 
@@ -1082,7 +1092,7 @@ __global__ void reduce_rows_warp_kernel(TO *out, const TI *in, int64_t on, int64
 // dims are innermost), threadIdx.y a slice of the reduced elements.
 template <class TO, class TI>
 __global__ void reduce_general_kernel(TO *out, const TI *in, int64_t on, NdIndex<1> kept, int64_t count,
-                                      NdIndex<1> red, bool mean) {
+                                      NdIndex<1> red, bool mean, bool acc) {
   using Acc = reduce_acc_t<TI>;
   __shared__ Acc sh[kThreads];
   const int bx = blockDim.x, by = blockDim.y;
@@ -1116,7 +1126,7 @@ __global__ void reduce_general_kernel(TO *out, const TI *in, int64_t on, NdIndex
       __syncthreads();
     }
     if (ty == 0 && o < on)
-      out[o] = reduce_finish<TO>(s, count, mean);
+      store_reduced(out + o, reduce_finish<TO>(s, count, mean), acc);
   }
 }
 
@@ -1147,7 +1157,7 @@ __device__ __forceinline__ float tree_sum_y(float s, float *sh) { // over thread
 
 template <class TO, class TI>
 __global__ void reduce_split_kernel(TO *out, const TI *in, int64_t on, NdIndex<1> kept, int64_t count,
-                                    NdIndex<1> red, bool mean, int64_t chunk) {
+                                    NdIndex<1> red, bool mean, int64_t chunk, bool acc) {
   __shared__ float sh[kThreads];
   __shared__ int is_last;
   const int bx = blockDim.x, by = blockDim.y, tx = threadIdx.x, ty = threadIdx.y;
@@ -1190,7 +1200,7 @@ __global__ void reduce_split_kernel(TO *out, const TI *in, int64_t on, NdIndex<1
       t += __ldcg(&g_tcc_reduce_partials[j * on + o]);
   t = tree_sum_y(t, sh);
   if (ty == 0 && o < on)
-    out[o] = reduce_finish<TO>(t, count, mean);
+    store_reduced(out + o, reduce_finish<TO>(t, count, mean), acc);
   if (tx == 0 && ty == 0)
     g_tcc_reduce_counters[blockIdx.x] = 0;
 }
@@ -1203,12 +1213,20 @@ __global__ void reduce_split_kernel(TO *out, const TI *in, int64_t on, NdIndex<1
 /// over an empty set is NaN; a sum is 0. mask 0 = converting copy.
 /// Few outputs over many elements use a deterministic split reduction with a
 /// static device scratch (reduce calls must not run concurrently).
-template <class TO, class TI> inline void reduce(TO *out, const TI *in, Shape is, uint32_t axes_mask, bool mean) {
+/// `add_into` (for sums into fp32 `out` only: tcc asks for it there, for a
+/// gradient accumulator): adds the sums into `out` instead of writing them.
+template <class TO, class TI>
+inline void reduce(TO *out, const TI *in, Shape is, uint32_t axes_mask, bool mean, bool add_into = false) {
   using namespace detail;
   uint32_t mask = 0;
   for (int32_t d = 0; d < is.rank; ++d)
     mask |= axes_mask & (1u << d);
   if (mask == 0) {
+    if constexpr (std::is_same_v<TO, float>)
+      if (add_into) {
+        accumulate(out, in, is.numel());
+        return;
+      }
     copy(out, in, is.numel());
     return;
   }
@@ -1240,7 +1258,8 @@ template <class TO, class TI> inline void reduce(TO *out, const TI *in, Shape is
   if (on <= 0)
     return;
   if (count == 0) {
-    fill(out, on, mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    if (!add_into) // an empty sum adds nothing
+      fill(out, on, mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
     return;
   }
   cudaStream_t st = stream();
@@ -1250,10 +1269,10 @@ template <class TO, class TI> inline void reduce(TO *out, const TI *in, Shape is
   if (trailing && count >= 32 && (on >= 1024 || count < 4096)) {
     if (count >= 4096) {
       const int64_t blocks = std::min<int64_t>(on, kMaxBlocks);
-      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_block_kernel<TO, TI>)(out, in, on, count, mean);
+      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_block_kernel<TO, TI>)(out, in, on, count, mean, add_into);
     } else {
       const int64_t blocks = std::min<int64_t>((on + 7) / 8, kMaxBlocks);
-      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_warp_kernel<TO, TI>)(out, in, on, count, mean);
+      TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_warp_kernel<TO, TI>)(out, in, on, count, mean, add_into);
     }
     return;
   }
@@ -1273,20 +1292,20 @@ template <class TO, class TI> inline void reduce(TO *out, const TI *in, Shape is
       if (splits >= 2) {
         const int64_t chunk = (count + splits - 1) / splits;
         splits = (count + chunk - 1) / chunk;
-        TCC_LAUNCH(dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(bx, by), 0, st, reduce_split_kernel<TO, TI>)(out, in, on, kept, count, red, mean, chunk);
+        TCC_LAUNCH(dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), dim3(bx, by), 0, st, reduce_split_kernel<TO, TI>)(out, in, on, kept, count, red, mean, chunk, add_into);
         return;
       }
     }
   }
   if (trailing && count >= 32) {
     const int64_t blocks = std::min<int64_t>(on, kMaxBlocks);
-    TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_block_kernel<TO, TI>)(out, in, on, count, mean);
+    TCC_LAUNCH(static_cast<unsigned>(blocks), kThreads, 0, st, reduce_rows_block_kernel<TO, TI>)(out, in, on, count, mean, add_into);
     return;
   }
   const int by = count >= 256 ? 16 : count >= 16 ? 4 : 1;
   const int bx = kThreads / by;
   const int64_t blocks = std::min<int64_t>((on + bx - 1) / bx, kMaxBlocks);
-  TCC_LAUNCH(static_cast<unsigned>(blocks), dim3(bx, by), 0, st, reduce_general_kernel<TO, TI>)(out, in, on, kept, count, red, mean);
+  TCC_LAUNCH(static_cast<unsigned>(blocks), dim3(bx, by), 0, st, reduce_general_kernel<TO, TI>)(out, in, on, kept, count, red, mean, add_into);
 }
 
 //===----------------------------------------------------------------------===//

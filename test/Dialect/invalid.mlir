@@ -382,3 +382,12 @@ func.func @attention_grad_packed_results(%a: tensor<1x4x24xf32>, %o: tensor<1x4x
   %a1, %a2, %a3 = tcc.attention_grad %a, %a, %a, %o, %l, %o {heads = 2 : i64, columns = array<i64: 0, 8, 16>, scale = 1.0 : f64} : (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x8xf32>, tensor<1x2x4xf32>, tensor<1x4x8xf32>) -> (tensor<1x4x24xf32>, tensor<1x4x24xf32>, tensor<1x4x24xf32>)
   return
 }
+
+// -----
+
+func.func @attention_scalar(%x: tensor<f32>) {
+  // expected-error @+2 {{'tcc.attention' op query, key and value must be [B, H, S, D] tensors}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %o, %l = tcc.attention %x, %x, %x {scale = 1.0 : f64} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  return
+}

@@ -419,3 +419,20 @@ func.func @hoist_over_column_sum(%x: tensor<4x8xf32>, %r: tensor<4x8xf32>) -> (t
   %y = tcc.add %r, %d : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y, %s : tensor<4x8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Nothing moves above the loss (the step's first result), where the memory
+// plan splits the forward pass from the backward pass: the backward pass's
+// first op stays after a mean over all axes (not fused with
+// row-reductions-only) that it does not read.
+// ROWS-LABEL: func.func @loss_stays_first
+// ROWS: %[[L:.+]] = tcc.reduce_mean %arg0
+// ROWS: %[[G:.+]] = tcc.mul %arg1
+// ROWS: return %[[L]], %[[G]]
+func.func @loss_stays_first(%x: tensor<4x8xf32>, %seed: tensor<f32>) -> (tensor<f32>, tensor<f32>) {
+  %l = tcc.reduce_mean %x {keepdims = 0 : i64} : (tensor<4x8xf32>) -> tensor<f32>
+  %c = tcc.constant {value = dense<0.03125> : tensor<f32>} : () -> tensor<f32>
+  %g = tcc.mul %seed, %c : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %l, %g : tensor<f32>, tensor<f32>
+}

@@ -481,6 +481,17 @@ static void test_reduce() {
       wh.resize(on);
       gpu::reduce(out2.p, hx.p, GS(c.s), c.mask, mean != 0);
       expect_close(out2.get(), wh, 1e-4, 2e-5, nm + " f16 in");
+      if (!mean) {
+        // add_into: the sums of fp16 input added into an fp32 accumulator
+        // (a bias's gradient), whichever kernel the shape takes.
+        std::vector<float> acc0 = randf(on ? on : 1, -3.0f, 3.0f), wacc(on);
+        acc0.resize(on);
+        for (int64_t i = 0; i < on; ++i)
+          wacc[i] = acc0[i] + wh[i];
+        DevBuf<float> acc(acc0);
+        gpu::reduce(acc.p, hx.p, GS(c.s), c.mask, false, /*add_into=*/true);
+        expect_close(acc.get(), wacc, 1e-4, 2e-5, nm + " f16 in, added into");
+      }
     }
   }
   {
