@@ -31,18 +31,6 @@ struct Buffer {
   bool inArena = true;
 };
 
-/// A fusion that is one GEMM whose operands are fusion inputs, each read
-/// as stored or with its last two dimensions swapped (tcc-fuse's GEMM
-/// prologue).
-struct GemmFusion {
-  MatMulOp matmul;
-  Value lhs, rhs;
-  bool transLhs = false, transRhs = false;
-  /// Elementwise ops computed on each product element (the epilogue), in
-  /// order; the first reads the matmul's result.
-  SmallVector<Operation *> epilogue;
-};
-
 /// The loop structure of an elementwise / reduction fusion: the shape of its
 /// loop, each body op's kind, and the pass (stage) that computes each value.
 /// A row reduction's result is complete after the pass that reads its
@@ -470,47 +458,6 @@ static uint32_t reductionMask(Operation *o) {
   return mask;
 }
 
-
-static std::optional<GemmFusion> asGemmFusion(FusionOp f) {
-  Block &body = f.getBody().front();
-  GemmFusion g;
-  for (Operation &op : body.without_terminator()) {
-    if (auto m = dyn_cast<MatMulOp>(op)) {
-      if (g.matmul)
-        return std::nullopt;
-      g.matmul = m;
-    } else if (g.matmul) {
-      g.epilogue.push_back(&op); // after the GEMM: its epilogue
-    } else if (!isa<TransposeOp>(op) || !FusionCostModel::isSwapOfLastTwo(cast<TransposeOp>(op))) {
-      return std::nullopt;
-    }
-  }
-  if (!g.matmul)
-    return std::nullopt;
-  // Each result is the product or an epilogue value (a multi-output
-  // epilogue writes every value read outside the fusion).
-  for (Value v : cast<YieldOp>(body.getTerminator()).getValues())
-    if (v != g.matmul.getResult() &&
-        !llvm::is_contained(g.epilogue, v.getDefiningOp()))
-      return std::nullopt;
-  if (g.epilogue.empty() && f.getNumResults() != 1)
-    return std::nullopt;
-  auto resolve = [&](Value v, Value &input, bool &trans) {
-    if (auto t = v.getDefiningOp<TransposeOp>()) {
-      v = t.getInput();
-      trans = true;
-    }
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg)
-      return false;
-    input = f.getInputs()[arg.getArgNumber()];
-    return true;
-  };
-  if (!resolve(g.matmul.getLhs(), g.lhs, g.transLhs) ||
-      !resolve(g.matmul.getRhs(), g.rhs, g.transRhs))
-    return std::nullopt;
-  return g;
-}
 
 LogicalResult Emitter::emitOp(Operation *op) {
   auto bin = [&](StringRef kind) -> LogicalResult {
@@ -1627,8 +1574,9 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
              << buffers.lookup(v).type;
   if (std::optional<std::string> acc = directAccumulator(result)) {
     launched = "cuBLASLt matmul_acc";
-    os << "  if (matmul_acc(" << nextGemm++ << ", " << *acc << ", " << ref(a) << ", " << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b)
-       << ", " << flag(tb) << ") != 0) return gemm_failed();\n";
+    os << "  if (matmul_acc(" << nextGemm++ << ", " << *acc << ", " << ref(a) << ", " << shape(a)
+       << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", " << flag(tb)
+       << ") != 0) return gemm_failed();\n";
     return success();
   }
   const Buffer &out = define(result);
@@ -2673,8 +2621,8 @@ FailureOr<EmittedStep> Emitter::run() {
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
     if (!func.getResultAttr(i, kGradAttr))
       continue;
-    if (cuda && accumulatedInPlace(viewRoot(ret.getOperand(i)), kMixedPrecision))
-      directAccumulators[viewRoot(ret.getOperand(i))] = resultSlots[i]; // its op adds it
+    if (Value root = viewRoot(ret.getOperand(i)); cuda && accumulatedInPlace(root, kMixedPrecision))
+      directAccumulators[root] = resultSlots[i]; // its op adds it
     else if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
       accumulateAfter[def].push_back(i);
   }

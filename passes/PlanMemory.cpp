@@ -2,6 +2,7 @@
 
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
+#include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/FusionCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
@@ -116,7 +117,8 @@ bool mlir::tcc::isEarlyAccumulation(OpOperand &use) {
 }
 
 bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
-  if (floatBytes != kMixedPrecision || !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+  if (floatBytes != kMixedPrecision ||
+      !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
     return false;
   Operation *def = v.getDefiningOp();
   // The return reads it, maybe through views that nothing else reads.
@@ -129,28 +131,17 @@ bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
     return true;
   if (r != v) // GEMM products: no views
     return false;
+  // A GEMM fusion's transposes are the GEMM's flags; an epilogue would
+  // make it write something else.
   auto matmul = dyn_cast_or_null<MatMulOp>(def);
   if (auto fusion = dyn_cast_or_null<FusionOp>(def)) {
-    // Transposes of the inputs (the GEMM's transpose flags), then the GEMM,
-    // whose product is the fusion's one result.
-    Block &body = fusion.getBody().front();
-    for (Operation &op : body.without_terminator()) {
-      if (auto m = dyn_cast<MatMulOp>(op)) {
-        if (matmul)
-          return false;
-        matmul = m;
-      } else if (auto t = dyn_cast<TransposeOp>(op); !t || matmul ||
-                                                    !isa<BlockArgument>(t.getInput())) {
-        return false;
-      }
-    }
-    if (!matmul || fusion->getNumResults() != 1 ||
-        body.getTerminator()->getOperand(0) != matmul.getResult())
+    std::optional<GemmFusion> g = asGemmFusion(fusion);
+    if (!g || !g->epilogue.empty())
       return false;
+    matmul = g->matmul;
   }
   auto rank2 = [](Value x) { return cast<RankedTensorType>(x.getType()).getRank() == 2; };
-  return matmul && rank2(matmul.getLhs()) && rank2(matmul.getRhs()) &&
-         isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType());
+  return matmul && rank2(matmul.getLhs()) && rank2(matmul.getRhs());
 }
 
 bool mlir::tcc::isStaticConstant(Operation *op) {

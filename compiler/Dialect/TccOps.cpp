@@ -875,12 +875,13 @@ LogicalResult GeluGradOp::inferReturnTypes(MLIRContext *,
 }
 
 /// Checks attention's operands in their layout (see tcc.attention) and
-/// returns the result's and the log-sum-exp's types.
+/// returns its sizes, and the result's and the log-sum-exp's types.
 static LogicalResult inferAttention(std::optional<Location> loc, StringRef name, Value query,
                                     Value key, Value value, Value bias,
                                     std::optional<int64_t> heads,
                                     std::optional<ArrayRef<int64_t>> columns,
-                                    RankedTensorType &result, RankedTensorType &lse) {
+                                    AttentionShape &shape, RankedTensorType &result,
+                                    RankedTensorType &lse) {
   auto q = cast<RankedTensorType>(query.getType()), k = cast<RankedTensorType>(key.getType()),
        v = cast<RankedTensorType>(value.getType());
   if (q.getElementType() != k.getElementType() || q.getElementType() != v.getElementType())
@@ -946,6 +947,9 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
     if (!ok)
       return opError(loc, name, "bias must be [B or 1, H or 1, Sq or 1, Sk] of the query's type");
   }
+  shape = {b, h, sq, sk, d, dv, heads.has_value(), columns.has_value(), {0, 0, 0}};
+  if (columns)
+    llvm::copy(*columns, shape.columns.begin());
   result = heads ? tensorOf({b, sq, h * dv}, q.getElementType())
                  : tensorOf({b, h, sq, dv}, q.getElementType());
   lse = tensorOf({b, h, sq}, q.getElementType());
@@ -954,10 +958,11 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  AttentionShape shape;
   RankedTensorType result, lse;
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
-                            adaptor.getColumns(), result, lse)))
+                            adaptor.getColumns(), shape, result, lse)))
     return failure();
   types.append({result, lse});
   return success();
@@ -965,10 +970,11 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 
 LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                 Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  AttentionShape shape;
   RankedTensorType result, lse;
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
-                            adaptor.getColumns(), result, lse)))
+                            adaptor.getColumns(), shape, result, lse)))
     return failure();
   if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
     return opError(loc, getOperationName(),
@@ -982,29 +988,17 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
 }
 
 AttentionShape mlir::tcc::attentionShape(Operation *op) {
-  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
-  auto v = cast<RankedTensorType>(op->getOperand(2).getType());
-  auto k = cast<RankedTensorType>(op->getOperand(1).getType());
-  AttentionShape s{};
   auto heads = op->getAttrOfType<IntegerAttr>("heads");
   auto columns = op->getAttrOfType<DenseI64ArrayAttr>("columns");
-  s.tokenMajor = bool(heads);
-  s.packed = bool(columns);
-  s.b = q.getDimSize(0);
-  if (!heads) {
-    s.h = q.getDimSize(1), s.sq = q.getDimSize(2), s.sk = k.getDimSize(2);
-    s.d = q.getDimSize(3), s.dv = v.getDimSize(3);
-    return s;
-  }
-  s.h = heads.getInt(), s.sq = q.getDimSize(1), s.sk = k.getDimSize(1);
-  if (columns) {
-    s.d = s.dv = q.getDimSize(2) / (3 * s.h);
-    for (int i = 0; i < 3; ++i)
-      s.columns[i] = columns[i];
-  } else {
-    s.d = q.getDimSize(2) / s.h, s.dv = v.getDimSize(2) / s.h;
-  }
-  return s;
+  AttentionShape shape{};
+  RankedTensorType result, lse;
+  // The op verified: this only reads the sizes (no diagnostics).
+  (void)inferAttention(std::nullopt, "", op->getOperand(0), op->getOperand(1), op->getOperand(2),
+                       Value(), heads ? std::optional<int64_t>(heads.getInt()) : std::nullopt,
+                       columns ? std::optional<ArrayRef<int64_t>>(columns.asArrayRef())
+                               : std::nullopt,
+                       shape, result, lse);
+  return shape;
 }
 
 std::optional<double> mlir::tcc::splatFloatValue(Value v) {

@@ -1,6 +1,7 @@
 //===- CublasLtEpilogue.cpp - what cuBLASLt computes after a GEMM --------===//
 
 #include "passes/fusion/CublasLtEpilogue.h"
+#include "passes/fusion/FusionCostModel.h"
 
 using namespace mlir;
 using namespace mlir::tcc;
@@ -66,4 +67,45 @@ FailureOr<CublasLtEpilogue> mlir::tcc::matchCublasLtEpilogue(
   }
   e.last = cur;
   return e;
+}
+
+std::optional<GemmFusion> mlir::tcc::asGemmFusion(FusionOp f) {
+  Block &body = f.getBody().front();
+  GemmFusion g;
+  for (Operation &op : body.without_terminator()) {
+    if (auto m = dyn_cast<MatMulOp>(op)) {
+      if (g.matmul)
+        return std::nullopt;
+      g.matmul = m;
+    } else if (g.matmul) {
+      g.epilogue.push_back(&op); // after the GEMM: its epilogue
+    } else if (!isa<TransposeOp>(op) || !FusionCostModel::isSwapOfLastTwo(cast<TransposeOp>(op))) {
+      return std::nullopt;
+    }
+  }
+  if (!g.matmul)
+    return std::nullopt;
+  // Each result is the product or an epilogue value (a multi-output
+  // epilogue writes every value read outside the fusion).
+  for (Value v : cast<YieldOp>(body.getTerminator()).getValues())
+    if (v != g.matmul.getResult() &&
+        !llvm::is_contained(g.epilogue, v.getDefiningOp()))
+      return std::nullopt;
+  if (g.epilogue.empty() && f.getNumResults() != 1)
+    return std::nullopt;
+  auto resolve = [&](Value v, Value &input, bool &trans) {
+    if (auto t = v.getDefiningOp<TransposeOp>()) {
+      v = t.getInput();
+      trans = true;
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg)
+      return false;
+    input = f.getInputs()[arg.getArgNumber()];
+    return true;
+  };
+  if (!resolve(g.matmul.getLhs(), g.lhs, g.transLhs) ||
+      !resolve(g.matmul.getRhs(), g.rhs, g.transRhs))
+    return std::nullopt;
+  return g;
 }

@@ -17,6 +17,7 @@
 
 #include "llvm/ADT/STLFunctionalExtras.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::tcc {
@@ -39,6 +40,22 @@ struct CublasLtEpilogue {
 /// `fp16(v)`: whether an operand is stored in fp16. Sets `why` to what the
 /// last op of `ops` does in the epilogue, or to why cuBLASLt cannot compute
 /// the chain (the first op it cannot); both read "cuBLASLt epilogue: ...".
+/// A fusion that is one GEMM whose operands are fusion inputs, each read
+/// as stored or with its last two dimensions swapped (tcc-fuse's GEMM
+/// prologue).
+struct GemmFusion {
+  MatMulOp matmul;
+  Value lhs, rhs;
+  bool transLhs = false, transRhs = false;
+  /// Elementwise ops computed on each product element (the epilogue), in
+  /// order; the first reads the matmul's result.
+  SmallVector<Operation *> epilogue;
+};
+
+/// `f` as a GEMM fusion, or std::nullopt. The emitter and the memory plan
+/// (accumulatedInPlace) both ask.
+std::optional<GemmFusion> asGemmFusion(FusionOp f);
+
 FailureOr<CublasLtEpilogue>
 matchCublasLtEpilogue(MatMulOp mm, Value product, bool lhsTransposed,
                       ArrayRef<Operation *> ops,
