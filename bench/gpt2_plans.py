@@ -4,6 +4,7 @@ needed: these are tcc's plans; bench/gpu/run.sh measures them on a GPU).
 
 Usage: /usr/bin/python3 bench/gpt2_plans.py --tcc build/bin/tcc [--workdir DIR]
            [--budgets none,8G,6G,5G,4G,3G] [--flags "--loss-chunk-rows=off"]
+           [--dropout 0.1]
 
 Exports GPT-2 small (bench/gpu/export_gpt2.py, micro-batch 8 x 1024) once
 into the work folder, runs `tcc gpt2.onnx --target=cuda --no-weights
@@ -32,12 +33,15 @@ def main():
     ap.add_argument("--workdir", default="/tmp/tcc-gpt2-plans")
     ap.add_argument("--budgets", default="none,8G,6G,5G,4.5G,4G,3.5G,3G,2.9G")
     ap.add_argument("--flags", default="", help="more tcc flags, e.g. --loss-chunk-rows=off")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="GPT-2's dropouts at this ratio (Hugging Face's default: 0.1)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    onnx_path = os.path.join(args.workdir, "gpt2.onnx")
+    onnx_path = os.path.join(args.workdir, "gpt2%s.onnx" % (
+        "_dropout%g" % args.dropout if args.dropout else ""))
     if not os.path.exists(onnx_path):
-        subprocess.run([sys.executable, os.path.join(HERE, "gpu", "export_gpt2.py"), onnx_path],
-                       check=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "gpu", "export_gpt2.py"), onnx_path,
+                        "--dropout", str(args.dropout)], check=True)
     print("| `--mem-budget` | planned device memory | arena | activations at peak | peak at "
           "| recomputed FLOPs | values recomputed | plan time |")
     print("|---|---|---|---|---|---|---|---|")

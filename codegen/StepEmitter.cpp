@@ -12,6 +12,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -117,11 +119,28 @@ private:
   }
   /// The attention launchers' last arguments: ", bias, its strides,
   /// AttentionDims{B, H, Sq, Sk, D, Dv}, scale, causal);".
-  std::string attentionTail(const AttentionShape &s, Value bias, APFloat scale, bool causal) {
+  std::string attentionTail(const AttentionShape &s, Value bias, APFloat scale, bool causal,
+                            Operation *op) {
     return llvm::formatv(", {0}, AttentionDims{{{1}LL, {2}LL, {3}LL, {4}LL, {5}LL, {6}LL}, "
-                         "{7:e17}, {8});\n",
+                         "{7:e17}, {8}{9});\n",
                          attentionBias(bias), s.b, s.h, s.sq, s.sk, s.d, s.dv,
-                         scale.convertToDouble(), causal ? "true" : "false")
+                         scale.convertToDouble(), causal ? "true" : "false",
+                         attentionDropout(op))
+        .str();
+  }
+  /// ", AttentionDropout{rng, stream, threshold, 1 / (1 - ratio)}" for an
+  /// attention with dropout on its probabilities, else "".
+  std::string attentionDropout(Operation *op) {
+    auto ratio = op->getAttrOfType<FloatAttr>("dropout");
+    auto stream = op->getAttrOfType<IntegerAttr>("dropout_stream");
+    Value rng = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getRng()
+                                     : cast<AttentionGradOp>(op).getRng();
+    if (!ratio || !stream || !rng)
+      return "";
+    double p = ratio.getValueAsDouble();
+    return llvm::formatv(", AttentionDropout{{(const int64_t *){0}, {1}ULL, {2}u, {3:e17}}",
+                         ref(rng), stream.getInt(), (uint64_t)std::ceil(p * 16777216.0),
+                         1.0 / (1.0 - p))
         .str();
   }
 
@@ -201,6 +220,7 @@ private:
   std::string shadowRefresh;      // CUDA: fp16 copies of the parameters
   std::string inputShadows;       // CUDA: fp16 copies of float inputs
   std::string seedFill;           // CUDA: sets the backward seed (outside the graph)
+  std::string rngInit;            // init: zeroes dropout's random state
   std::vector<std::string> profileLabels; // CUDA: what each profile mark ends
   std::string launched; // CUDA: the kernel or library call the op being emitted launches
   llvm::DenseMap<Value, Buffer> buffers;
@@ -544,7 +564,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
         os << "  attention_forward" << attentionKernel(s, a.getBias()) << "("
            << attentionArg(a.getResult(), s, 0, s.dv, o) << ", " << lse << ", "
            << attentionOperands(a, s)
-           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal());
+           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal(), a);
         return success();
       })
       .Case<AttentionGradOp>([&](AttentionGradOp a) -> LogicalResult {
@@ -564,7 +584,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
            << llvm::join(grads, ", ") << ", " << attentionOperands(a, s) << ", "
            << attentionArg(a.getResult(), s, 0, s.dv) << ", "
            << attentionArg(a.getGrad(), s, 0, s.dv) << ", " << ref(a.getLse())
-           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal());
+           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal(), a);
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
@@ -775,6 +795,15 @@ LogicalResult Emitter::emitOp(Operation *op) {
         OpFoldResult folded = s.fold(ShapeOp::FoldAdaptor({}, s));
         return emitConstant(s.getResult(),
                             cast<DenseElementsAttr>(cast<Attribute>(folded)));
+      })
+      .Case<RandomKeepOp>([&](RandomKeepOp r) -> LogicalResult {
+        // keep = 24 random bits >= ceil(ratio * 2^24) (runtime/tcc_random.h).
+        auto threshold = (uint64_t)std::ceil(r.getRatio().convertToDouble() * 16777216.0);
+        const Buffer &out = define(r.getResult());
+        os << "  random_keep(" << out.name << ", (const int64_t *)" << ref(r.getState())
+           << ", " << r.getStream() << "ULL, " << threshold << "u, "
+           << numel(r.getResult()) << "LL);\n";
+        return success();
       })
       .Case<DropoutOp>([&](DropoutOp d) -> LogicalResult {
         if (d.getTraining() && !d.getRatio().isZero())
@@ -2430,6 +2459,7 @@ std::string Emitter::assembleCuda(bool training,
     << "    if (!kInfo.weights_embedded) cudaMemsetAsync(arena + kParams[i].offset, 0, kParams[i].bytes, stream());\n"
     << "    else cudaMemcpyAsync(arena + kParams[i].offset, tcc_initial_weights + at, kParams[i].bytes, cudaMemcpyHostToDevice, stream());\n"
     << "    at += kParams[i].bytes;\n  }\n"
+    << rngInit
     << "  tcc_step_zero_grads(arena_);\n"
     << "  refresh_shadows(arena);\n"
     << "  g_params_dirty = false;\n"
@@ -2532,6 +2562,8 @@ FailureOr<EmittedStep> Emitter::run() {
   bool training = func.getSymName() == kMicroStepName;
   std::vector<std::string> params, grads, inputs, outputs;
   SmallVector<std::pair<Value, uint64_t>> paramBytes;
+  std::string rngState;
+  int64_t rngOffset = -1;
 
   // The arena layout comes from tcc-plan-memory.
   auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
@@ -2552,6 +2584,9 @@ FailureOr<EmittedStep> Emitter::run() {
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       if (func.getArgAttr(i, kSeedAttr) && layout.getAs<IntegerAttr>("seed"))
         argOffsets[func.getArgument(i)] = layout.getAs<IntegerAttr>("seed").getInt();
+      else if (func.getArgAttr(i, kRngAttr) && layout.getAs<IntegerAttr>("rng") &&
+               layout.getAs<IntegerAttr>("rng").getInt() >= 0)
+        argOffsets[func.getArgument(i)] = layout.getAs<IntegerAttr>("rng").getInt();
       else if (func.getArgAttr(i, kParamAttr) && p < paramSlots.size())
         argOffsets[func.getArgument(i)] = paramSlots[p++];
       else if (func.getArgAttr(i, kInputAttr) && in < inputSlots.size())
@@ -2574,6 +2609,11 @@ FailureOr<EmittedStep> Emitter::run() {
       paramBytes.push_back({arg, b.bytes});
     } else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
       inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
+    } else if (func.getArgAttr(i, kRngAttr)) {
+      // Dropout's random state: checkpointed with the optimizer state,
+      // zeroed by init, advanced after every micro-step (below).
+      rngState = descriptor("rng/dropout", arg, b.offset, b.bytes);
+      rngOffset = b.offset;
     } else if (func.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale.
       if (cuda)
@@ -2703,6 +2743,19 @@ FailureOr<EmittedStep> Emitter::run() {
       grads.push_back(descriptor(name, arg, it->second, bytes));
   }
 
+  // The next micro-step draws new dropout masks.
+  if (rngOffset >= 0) {
+    std::string at = "(int64_t *)(arena + " + std::to_string(rngOffset) + "ULL)";
+    if (cuda) {
+      os << "  advance_rng(" << at << ");\n";
+      rngInit = "  cudaMemsetAsync(arena + " + std::to_string(rngOffset) +
+                "ULL, 0, 16, stream());\n";
+    } else {
+      os << "  (" << at << ")[1] += 1;\n";
+      rngInit = "  std::memset(arena + " + std::to_string(rngOffset) + "ULL, 0, 16);\n";
+    }
+  }
+
   // Optimizer state: two tensors per trainable parameter for AdamW, one for
   // SGD's momentum; `apply` walks a table of slots.
   std::vector<std::string> state;
@@ -2735,6 +2788,8 @@ FailureOr<EmittedStep> Emitter::run() {
     }
     ++paramIndex;
   }
+  if (!rngState.empty())
+    state.push_back(rngState);
 
   if (cuda) {
     step.source = assembleCuda(training, params, grads, inputs, outputs, state,
@@ -2784,6 +2839,7 @@ FailureOr<EmittedStep> Emitter::run() {
     << "    else std::memcpy(arena + kParams[i].offset, tcc_initial_weights + at, "
        "kParams[i].bytes);\n"
     << "    at += kParams[i].bytes;\n  }\n"
+    << rngInit
     << "  return tcc_step_zero_grads(arena_);\n}\n\n"
     << "TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {\n"
     << "  char *arena = static_cast<char *>(arena_);\n"

@@ -219,9 +219,10 @@ void toTokenMajor(AttentionOp attention) {
   if (packed)
     operands.assign(3, split.getInput());
   auto tm = builder.create<AttentionOp>(
-      loc, operands[0], operands[1], operands[2], attention.getBias(),
+      loc, operands[0], operands[1], operands[2], attention.getBias(), attention.getRng(),
       attention.getScaleAttr(), attention.getCausalAttr(), builder.getI64IntegerAttr(h),
-      packed ? builder.getDenseI64ArrayAttr(columns) : DenseI64ArrayAttr());
+      packed ? builder.getDenseI64ArrayAttr(columns) : DenseI64ArrayAttr(),
+      attention.getDropoutAttr(), attention.getDropoutStreamAttr());
   // The result's readers: [B, S, H*Dv] is what a transpose to [B, S, H, Dv]
   // and a reshape back make of it; anyone else reads a view or a copy.
   Value split4, headMajor;
@@ -270,14 +271,39 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     if ((rank != 3 && rank != 4) || *normalizeAxis(softmax.getAxis(), rank) != rank - 1 ||
         !softmax->hasOneUse())
       return {};
-    auto pv = dyn_cast<MatMulOp>(*softmax->user_begin());
-    if (!pv || pv.getLhs() != softmax.getResult())
+    // Dropout on the probabilities, as tcc-legalize writes it: where(keep,
+    // probs * 1/(1 - p), 0) with `keep` a random_keep of the probabilities'
+    // shape. The op regenerates the same mask (the flat index of the
+    // [B, H, Sq, Sk] or [B*H, Sq, Sk] probabilities), so the mask may have
+    // other readers.
+    SmallVector<Operation *> dropout; // readers before producers
+    RandomKeepOp keep;
+    Value probs = softmax.getResult();
+    if (auto mul = dyn_cast<MulOp>(*softmax->user_begin())) {
+      std::optional<std::pair<double, Value>> scaled = scaling(mul);
+      auto where = mul->hasOneUse() ? dyn_cast<WhereOp>(*mul->user_begin()) : WhereOp();
+      if (!scaled || scaled->second != probs || !where || where.getX() != mul.getResult() ||
+          !where->hasOneUse())
+        return {};
+      keep = where.getCondition().getDefiningOp<RandomKeepOp>();
+      std::optional<double> zero = splatFloatValue(where.getY());
+      if (!keep || !zero || *zero != 0.0 ||
+          typeOf(keep.getResult()).getShape() != probsType.getShape() ||
+          std::abs(scaled->first * (1.0 - keep.getRatio().convertToDouble()) - 1.0) > 1e-6)
+        return {};
+      dropout = {where, mul};
+      probs = where.getResult();
+    }
+    auto pv = dyn_cast<MatMulOp>(*probs.user_begin());
+    if (!probs.hasOneUse() || !pv || pv.getLhs() != probs)
       return {};
     int64_t sq = probsType.getDimSize(rank - 2), sk = probsType.getDimSize(rank - 1);
 
     // Up from the softmax: scales and at most one causal mask, in any order.
     ScoreChain chain;
-    chain.ops = {pv, softmax};
+    chain.ops = {pv};
+    llvm::append_range(chain.ops, dropout);
+    chain.ops.push_back(softmax);
     Value x = softmax.getInput();
     Operation *reader = softmax;
     double scaleAfterMask = 1.0;
@@ -381,10 +407,10 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     Value k = b.create<TransposeOp>(kLoc, kt, b.getDenseI64ArrayAttr(perm));
     Value q4 = as4d(q), k4 = as4d(k), v4 = as4d(v); // in this order
     Value bias4 = chain.bias ? as4d(chain.bias) : Value();
-    auto attention = b.create<AttentionOp>(loc, q4, k4, v4, bias4,
-                                           b.getF64FloatAttr(chain.scale),
-                                           b.getBoolAttr(chain.causal), IntegerAttr(),
-                                           DenseI64ArrayAttr());
+    auto attention = b.create<AttentionOp>(
+        loc, q4, k4, v4, bias4, keep ? keep.getState() : Value(), b.getF64FloatAttr(chain.scale),
+        b.getBoolAttr(chain.causal), IntegerAttr(), DenseI64ArrayAttr(),
+        keep ? keep.getRatioAttr() : FloatAttr(), keep ? keep.getStreamAttr() : IntegerAttr());
     Value result = attention.getResult();
     if (rank == 3)
       result = b.create<ReshapeOp>(loc, result,
@@ -401,6 +427,8 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     for (Operation *c : constants)
       if (c->use_empty())
         c->erase();
+    if (keep && keep->use_empty())
+      keep->erase();
     return attention;
   }
 

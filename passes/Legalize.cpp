@@ -23,6 +23,8 @@ namespace {
 class LegalizePass : public tcc::impl::LegalizeBase<LegalizePass> {
 public:
   void runOnOperation() override {
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+      lowerTrainingDropout(func);
     RewritePatternSet patterns(&getContext());
     populateGemmLegalizationPatterns(patterns);
     populateLayerNormRecognitionPatterns(patterns);

@@ -21,6 +21,11 @@ inline constexpr llvm::StringLiteral kGradAttr = "tcc.grad";
 /// backward pass (a scalar the runtime sets to loss scale / accumulation, so
 /// every gradient in the step is of loss * seed).
 inline constexpr llvm::StringLiteral kSeedAttr = "tcc.loss_seed";
+/// The argument that holds the step's random state, tensor<2xi64>
+/// [seed, counter], which tcc.random_keep (dropout) reads; tcc-legalize adds
+/// it to a function with training-mode dropout, the memory plan gives it a
+/// persistent slot, and the step advances the counter after each micro-step.
+inline constexpr llvm::StringLiteral kRngAttr = "tcc.rng";
 /// The float values of `func` that a trainable parameter (an argument with
 /// tcc.param and without tcc.frozen) reaches: what tcc-build-backward
 /// differentiates.

@@ -127,6 +127,10 @@ def Legalize : Pass<"tcc-legalize", "ModuleOp"> {
       (ReduceMean, Sub, Pow, ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add
       beta over trailing axes) becomes one `layer_normalization`;
     - the erf and tanh forms of GELU become one `gelu`.
+    - `dropout` with a non-zero ratio in training mode becomes a
+      `random_keep` mask (numbered in order as random streams, reading a
+      random-state argument `tcc.rng` that the pass adds) and a `where` of
+      the input scaled by 1/(1 - ratio).
 
     A pattern applies only when every intermediate value is used inside the
     pattern alone, so nothing is computed twice. Before:
@@ -326,8 +330,12 @@ def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
     causal mask as
     `where(tril, scores, fill)` (Hugging Face's GPT-2) or as an additive
     constant that is 0 on and below the diagonal and `fill` above
-    (nn.MultiheadAttention's `attn_mask`); and `[B*H, S, D]` operands, which
-    the op reads as `[1, B*H, S, D]` views.
+    (nn.MultiheadAttention's `attn_mask`); `[B*H, S, D]` operands, which
+    the op reads as `[1, B*H, S, D]` views; and dropout on the probabilities
+    in tcc-legalize's form, `where(random_keep, probs * 1/(1 - p), 0)`, which
+    becomes the op's `dropout`, `dropout_stream` and `rng` (the op draws the
+    mask the random_keep draws, element by element, so a mask with other
+    readers stays as well).
 
     Applies only where every intermediate value has that one reader, the
     mask (if any) is a constant `[Sq, Sk]` (leading dimensions 1) that hides
@@ -336,8 +344,7 @@ def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
     scale is positive, the batch and head dimensions are not broadcast, and
     both head sizes are at most `max-head-size`. Anything else (a bias that
     a parameter reaches, such as a learned position bias, a bias added
-    before a scale, dropout on the probabilities, returned attention
-    weights) is left as it is.
+    before a scale, returned attention weights) is left as it is.
 
     Then the layout: where query, key and value are `[B, S, H*D]` tensors
     (the projections' outputs) seen as `[B, H, S, D]` through a reshape to

@@ -383,6 +383,15 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       seedSlot = argSlot[func.getArgument(i)] = take(bytes);
       inputBytes += bytes;
     }
+  // The random state of dropout ([seed, counter]): persistent, like the
+  // optimizer state, and checkpointed with it.
+  int64_t rngSlot = -1;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, kRngAttr)) {
+      int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
+      rngSlot = argSlot[func.getArgument(i)] = take(bytes);
+      stateBytes += bytes;
+    }
   // Mixed precision: fp16 working copies of float parameters and inputs
   // (what the body reads), and the GEMM library's workspace.
   SmallVector<int64_t> shadows(func.getNumArguments(), -1);
@@ -559,6 +568,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
       b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
       b.getNamedAttr("seed", b.getI64IntegerAttr(seedSlot)),
+      b.getNamedAttr("rng", b.getI64IntegerAttr(rngSlot)),
       b.getNamedAttr("peak_live_bytes", b.getI64IntegerAttr(peakLive)),
       b.getNamedAttr("peak_op", b.getStringAttr(peakOp)),
       b.getNamedAttr("peak_values", b.getArrayAttr(peakValues)),

@@ -129,7 +129,9 @@ const char *const kUsage =
     "                 [0, len-T), from a seeded PRNG (SplitMix64);\n"
     "                 sequential: consecutive windows i = 0, T, 2T, ...,\n"
     "                 wrapping around\n"
-    "  --seed N       (--data random) the PRNG seed (default 0)\n"
+    "  --seed N       the seed of the data order (--data random) and of the\n"
+    "                 model's dropout masks (default 0); a resumed run continues\n"
+    "                 both from the checkpoint\n"
     "  --no-prefetch  prepare each micro-batch when it is needed instead of on\n"
     "                 a background thread (the batches are the same)\n"
     "  --no-cuda-graphs\n"
@@ -1244,6 +1246,22 @@ std::string loadInitWeights(const std::string &path, bool resuming,
   return mem.copyIn(info.params, info.num_params);
 }
 
+/// Seeds dropout's random state ("rng/dropout" among the step's state
+/// tensors, [seed, micro-step counter]; tcc_step_init zeroes it) for a run
+/// that does not resume one.
+std::string seedDropout(const Step &step, Arena &mem, uint64_t seed) {
+  const tcc_step_info &info = *step.info;
+  for (int32_t i = 0; i < info.num_state; ++i) {
+    const tcc_tensor_desc &d = info.state[i];
+    if (std::strcmp(d.name, "rng/dropout") != 0 || d.bytes != 16)
+      continue;
+    const int64_t state[2] = {static_cast<int64_t>(seed), 0};
+    std::memcpy(mem.host + d.offset, state, sizeof state);
+    return mem.copyIn(&d, 1);
+  }
+  return "";
+}
+
 /// The line `device peak 9.61 GiB (arena 9.58 GiB, budget 12 GiB, device
 /// 140 GiB)` for a device step, with a warning if the peak exceeds the
 /// budget the step was compiled for; `peakOut` gets the peak (0 if the step
@@ -1347,7 +1365,9 @@ int runGradsOnly(const Options &opts, const Step &step) {
   double scale = 1.0;
   for (int attempt = 0;; ++attempt) {
     scale = scaler.enabled() ? scaler.scale() : 1.0;
-    if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty())
+    // Every attempt is micro-step 0 of the run: the same dropout masks.
+    if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty() ||
+        !(err = seedDropout(step, mem, opts.seed)).empty())
       return error(err);
     if (info.has_backward && attempt > 0 && (rc = step.zeroGrads(mem.stepArena())) != 0)
       return error("zeroing the gradients failed (code " + std::to_string(rc) + ")");
@@ -1812,6 +1832,8 @@ int runTraining(const Options &opts, const Step &step) {
   tcc::ckpt::State ck;
   ck.rng = tcc::data::initialRngState(opts.seed);
   ck.seed = opts.seed;
+  if (opts.resume.empty() && !(err = seedDropout(step, mem, opts.seed)).empty())
+    return error(err);
   if (!opts.resume.empty()) {
     if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena)).empty())
       return error(err);
@@ -1837,8 +1859,8 @@ int runTraining(const Options &opts, const Step &step) {
              ck.dataOrder != (opts.sequential ? 1u : 0u))
       warning("the checkpoint was written with another --data-order");
     if (opts.wasGiven("--seed") && ck.seed != opts.seed)
-      warning("--seed is ignored when resuming: the data order continues "
-              "from the checkpoint's PRNG state");
+      warning("--seed is ignored when resuming: the data order and the "
+              "dropout masks continue from the checkpoint's PRNG state");
     // The loss scaler continues where it was when both runs scale
     // dynamically; otherwise it starts afresh (keeping the skipped count).
     tcc::LossScaler::State saved;

@@ -4,6 +4,10 @@ vocabulary 50257, context 1024) for the GPU benchmark, with the loss inside
 the graph, micro-batch B x 1024 tokens.
 
 Usage: /usr/bin/python3 bench/gpu/export_gpt2.py OUT.onnx [--batch 8] [--seq 1024]
+           [--dropout P]
+
+--dropout P gives it GPT-2's dropouts (embeddings, attention probabilities,
+residual branches; Hugging Face's GPT-2 has 0.1); the default is none.
 
 The model class is test/models/export_models.py's TinyGPT (tied embeddings,
 tanh GELU, GPT-2 init); bench/gpu/torch_bench.py times the same class in
@@ -21,9 +25,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "test", "models"))
 from export_models import TinyGPT  # noqa: E402
 
 
-def gpt2_small(seq):
+def gpt2_small(seq, dropout=0.0):
     return TinyGPT(vocab=50257, block_size=seq, n_embd=768, n_layer=12, n_head=12,
-                   gelu_approx="tanh")
+                   gelu_approx="tanh", embd_pdrop=dropout, attn_pdrop=dropout,
+                   resid_pdrop=dropout)
 
 
 def main():
@@ -31,9 +36,10 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--dropout", type=float, default=0.0)
     a = ap.parse_args()
     torch.manual_seed(0)
-    model = gpt2_small(a.seq)
+    model = gpt2_small(a.seq, a.dropout)
     model.train()
     idx = torch.zeros(a.batch, a.seq, dtype=torch.long)
     torch.onnx.export(model, (idx, idx), a.out,

@@ -256,14 +256,17 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
   if (rg[1])
     return emitOpError("gradients through the lse result are not supported");
   auto grad = b.create<AttentionGradOp>(getLoc(), getQuery(), getKey(), getValue(),
-                                        getResult(), getLse(), rg[0], getBias(),
+                                        getResult(), getLse(), rg[0], getBias(), getRng(),
                                         getScaleAttr(), getCausalAttr(), getHeadsAttr(),
-                                        getColumnsAttr());
+                                        getColumnsAttr(), getDropoutAttr(),
+                                        getDropoutStreamAttr());
   if (getColumns()) // packed: the one operand's gradient, given once
     og.assign({grad.getGrads()[0], Value(), Value()});
   else
     og.assign(grad.getGrads().begin(), grad.getGrads().end());
   if (getBias()) // tcc-fuse-attention takes a bias no parameter reaches
+    og.push_back(Value());
+  if (getRng()) // the random state
     og.push_back(Value());
   return success();
 }
@@ -549,8 +552,9 @@ LogicalResult ExpandOp::buildGradients(OpBuilder &b, ValueRange rg,
 LogicalResult DropoutOp::buildGradients(OpBuilder &b, ValueRange rg,
                                         SmallVectorImpl<Value> &og) {
   if (getTraining() && !getRatio().isZero())
-    return emitOpError("dropout with a non-zero ratio in training mode has no "
-                       "gradient rule yet");
+    return emitOpError("dropout with a non-zero ratio in training mode is "
+                       "differentiated after tcc-legalize lowers it to "
+                       "random_keep and where");
   og.assign({rg[0]});
   return success();
 }

@@ -719,6 +719,28 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+LogicalResult RandomKeepOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  if (llvm::any_of(adaptor.getShape(), [](int64_t d) { return d < 0; }))
+    return opError(loc, getOperationName(), "shape has a negative dimension");
+  types.push_back(tensorOf(adaptor.getShape(), IntegerType::get(ctx, 1)));
+  return success();
+}
+
+LogicalResult RandomKeepOp::verify() {
+  auto state = cast<RankedTensorType>(getState().getType());
+  if (state.getShape() != ArrayRef<int64_t>{2} || !state.getElementType().isInteger(64))
+    return emitOpError("state must be a tensor<2xi64> ([seed, counter]), got ")
+           << state;
+  double ratio = getRatio().convertToDouble();
+  if (!(ratio > 0.0 && ratio < 1.0))
+    return emitOpError("ratio must be in (0, 1), got ") << ratio;
+  if (getStreamAttr().getInt() < 0)
+    return emitOpError("stream must be non-negative, got ") << getStreamAttr().getInt();
+  return success();
+}
+
 LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
     SmallVectorImpl<Type> &types) {
@@ -956,13 +978,35 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
   return success();
 }
 
+/// Dropout on the probabilities: `dropout`, `dropout_stream` and the random
+/// state operand all present (ratio in (0, 1), stream >= 0, a tensor<2xi64>
+/// state), or none.
+static LogicalResult checkAttentionDropout(std::optional<Location> loc, StringRef name, Value rng,
+                                           FloatAttr ratio, IntegerAttr stream) {
+  if (!rng && !ratio && !stream)
+    return success();
+  if (!rng || !ratio || !stream)
+    return opError(loc, name, "dropout needs all of `dropout`, `dropout_stream` and the rng operand");
+  auto state = cast<RankedTensorType>(rng.getType());
+  if (state.getShape() != ArrayRef<int64_t>{2} || !state.getElementType().isInteger(64))
+    return opError(loc, name, "rng must be a tensor<2xi64> ([seed, counter])");
+  double p = ratio.getValueAsDouble();
+  if (!(p > 0.0 && p < 1.0))
+    return opError(loc, name, "dropout must be in (0, 1)");
+  if (stream.getInt() < 0)
+    return opError(loc, name, "dropout_stream must be non-negative");
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                             Adaptor adaptor, SmallVectorImpl<Type> &types) {
   AttentionShape shape;
   RankedTensorType result, lse;
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
-                            adaptor.getColumns(), shape, result, lse)))
+                            adaptor.getColumns(), shape, result, lse)) ||
+      failed(checkAttentionDropout(loc, getOperationName(), adaptor.getRng(),
+                                   adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr())))
     return failure();
   types.append({result, lse});
   return success();
@@ -974,7 +1018,9 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   RankedTensorType result, lse;
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
-                            adaptor.getColumns(), shape, result, lse)))
+                            adaptor.getColumns(), shape, result, lse)) ||
+      failed(checkAttentionDropout(loc, getOperationName(), adaptor.getRng(),
+                                   adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr())))
     return failure();
   if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
     return opError(loc, getOperationName(),

@@ -498,8 +498,8 @@ def Tcc_DropoutOp : Tcc_Op<"dropout", [Differentiable]> {
   let summary = "ONNX `Dropout` (identity unless training with ratio > 0)";
   let description = [{
     With `training` false or `ratio` 0 this is the identity and `mask` is all
-    true; it folds away. Dropout with a non-zero ratio in training mode is
-    not supported yet and is rejected by the importer.
+    true; it folds away. With a non-zero ratio in training mode,
+    tcc-legalize rewrites it as `tcc.random_keep` and a `tcc.where`.
 
     ```mlir
     %y, %mask = tcc.dropout %x {ratio = 0.0 : f32, training = true} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
@@ -513,6 +513,30 @@ def Tcc_DropoutOp : Tcc_Op<"dropout", [Differentiable]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def Tcc_RandomKeepOp : Tcc_Op<"random_keep"> {
+  let summary = "Dropout's keep mask, regenerated from the step's random state";
+  let description = [{
+    A boolean tensor of `shape` whose element `i` is true (kept) when the
+    counter-based random number of (`state`, `stream`, `i`) is at least
+    `ratio` (runtime/tcc_random.h defines the function). `state` is the
+    step's random state, `[seed, micro-step counter]`, an argument with
+    `tcc.rng` that the runtime advances after every micro-step; `stream`
+    tells apart the dropouts of one step (tcc-legalize numbers them in
+    order). The mask is a function of its attributes and the state alone,
+    so the backward pass, or a recomputation, regenerates the forward
+    pass's mask rather than storing it.
+
+    ```mlir
+    %keep = tcc.random_keep %rng {ratio = 1.000000e-01 : f32, shape = array<i64: 4, 8>, stream = 0 : i64} : (tensor<2xi64>) -> tensor<4x8xi1>
+    ```
+  }];
+  let arguments = (ins Tcc_IntTensor:$state, F32Attr:$ratio, I64Attr:$stream,
+                   DenseI64ArrayAttr:$shape);
+  let results = (outs Tcc_BoolTensor:$result);
+  let assemblyFormat = "$state attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss", [Differentiable]> {
@@ -563,7 +587,7 @@ def Tcc_GeluOp : Tcc_Op<"gelu", [Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
+def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention (recognised by tcc-fuse-attention)";
   let description = [{
     `softmax(scale * query key^T [+ causal mask]) value` over heads
@@ -589,6 +613,14 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
       `[c, c + H*D)` for `c` = `columns[0]`, `[1]`, `[2]`; the result is
       `[B, S, H*D]`. The projection's output is not split into copies.
 
+    With `dropout` (a ratio in (0, 1)), `dropout_stream` and the step's
+    random state `rng` (tcc.random_keep's operand), the probabilities are
+    dropped before the product with value: probability `(q, k)` of head
+    `(b, h)` is kept, and scaled by `1 / (1 - dropout)`, where
+    `tcc.random_keep` of that stream keeps element `((b*H + h)*Sq + q)*Sk + k`
+    of the `[B, H, Sq, Sk]` probabilities. `lse` is that of the undropped
+    scores; the backward pass regenerates the mask.
+
     ```mlir
     %o, %lse = tcc.attention %q, %k, %v {scale = 0.125 : f64, causal = true}
         : (tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>, tensor<8x12x1024x64xf32>)
@@ -600,12 +632,15 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable]> {
   }];
   let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
                    Tcc_FloatTensor:$value, Optional<Tcc_FloatTensor>:$bias,
+                   Optional<Tcc_IntTensor>:$rng,
                    F64Attr:$scale, DefaultValuedAttr<BoolAttr, "false">:$causal,
                    OptionalAttr<I64Attr>:$heads,
-                   OptionalAttr<DenseI64ArrayAttr>:$columns);
+                   OptionalAttr<DenseI64ArrayAttr>:$columns,
+                   OptionalAttr<F32Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_stream);
   let results = (outs Tcc_FloatTensor:$result, Tcc_FloatTensor:$lse);
   let assemblyFormat =
-      "$query `,` $key `,` $value (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+      "$query `,` $key `,` $value (`,` $bias^)? (`rng` $rng^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -713,7 +748,7 @@ def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
+def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [AttrSizedOperandSegments]> {
   let summary = "Gradients of `tcc.attention` with respect to query, key and value";
   let description = [{
     From the forward op's operands and attributes, its `result` and `lse`,
@@ -721,7 +756,8 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
     value, with the probabilities recomputed from `lse` (and the forward
     op's `bias`). In the packed layout (`columns`), where query, key and
     value are one tensor, there is one result: that tensor's gradient, each
-    column range written by its operand's gradient.
+    column range written by its operand's gradient. With the forward op's
+    `dropout`, `dropout_stream` and `rng`, the same mask is regenerated.
 
     ```mlir
     %dq, %dk, %dv = tcc.attention_grad %q, %k, %v, %o, %lse, %g {scale = 0.125 : f64, causal = true}
@@ -733,13 +769,16 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad"> {
   let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
                    Tcc_FloatTensor:$value, Tcc_FloatTensor:$result,
                    Tcc_FloatTensor:$lse, Tcc_FloatTensor:$grad,
-                   Optional<Tcc_FloatTensor>:$bias, F64Attr:$scale,
+                   Optional<Tcc_FloatTensor>:$bias, Optional<Tcc_IntTensor>:$rng,
+                   F64Attr:$scale,
                    DefaultValuedAttr<BoolAttr, "false">:$causal,
                    OptionalAttr<I64Attr>:$heads,
-                   OptionalAttr<DenseI64ArrayAttr>:$columns);
+                   OptionalAttr<DenseI64ArrayAttr>:$columns,
+                   OptionalAttr<F32Attr>:$dropout,
+                   OptionalAttr<I64Attr>:$dropout_stream);
   let results = (outs Variadic<Tcc_FloatTensor>:$grads);
   let assemblyFormat =
-      "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+      "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`,` $bias^)? (`rng` $rng^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -697,12 +697,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                               RankedTensorType::get({1}, builder.getF32Type()),
                               0.0f));
   if (opType == "Dropout") {
+    // Training-mode dropout draws tcc's own random masks (tcc-legalize,
+    // runtime/tcc_random.h); ONNX's optional `seed` is not used.
     auto ratio = dyn_cast_or_null<FloatAttr>(attrList.get("ratio"));
-    auto training = dyn_cast_or_null<BoolAttr>(attrList.get("training"));
-    if (training && training.getValue() && ratio && !ratio.getValue().isZero())
-      return error(loc) << "Dropout with ratio " << ratio.getValueAsDouble()
-                        << " in training mode is not supported yet; export "
-                           "the model with dropout 0";
+    if (ratio && !(ratio.getValueAsDouble() >= 0.0 && ratio.getValueAsDouble() < 1.0))
+      return error(loc) << "Dropout ratio " << ratio.getValueAsDouble()
+                        << " is outside [0, 1)";
     if (!ratio)
       attrList.set("ratio", builder.getF32FloatAttr(0.5f));
   }

@@ -7,6 +7,7 @@
 #ifndef TCC_PASSES_LEGALIZE_PATTERNS_H
 #define TCC_PASSES_LEGALIZE_PATTERNS_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::tcc {
@@ -17,6 +18,10 @@ void populateGemmLegalizationPatterns(RewritePatternSet &patterns);
 void populateLayerNormRecognitionPatterns(RewritePatternSet &patterns);
 /// The erf and tanh GELU chains -> gelu.
 void populateGeluRecognitionPatterns(RewritePatternSet &patterns);
+
+/// Training-mode dropout with a non-zero ratio -> random_keep + where, the
+/// dropouts numbered in order as random streams (LowerDropout.cpp).
+void lowerTrainingDropout(func::FuncOp func);
 
 /// Whether `v` is a constant whose elements all equal `value` (within a
 /// relative 1e-6, for constants that went through float32).

@@ -25,6 +25,14 @@
 #include <type_traits>
 #include <vector>
 
+// tcc_random.h sits beside this header in a step's build directory and one
+// level up in the source tree.
+#if __has_include("tcc_random.h")
+#include "tcc_random.h"
+#else
+#include "../tcc_random.h"
+#endif
+
 namespace tcc::cpu {
 
 struct Shape {
@@ -480,6 +488,16 @@ template <class T> void fill(T *out, int64_t n, T value) {
     std::fill_n(out, n, value);
 }
 
+/// Dropout's keep mask (runtime/tcc_random.h): out[i] = 1 when element i of
+/// dropout `stream` is kept in the micro-step whose random state is
+/// rng = [seed, counter]; `threshold` is ceil(ratio * 2^24).
+inline void random_keep(uint8_t *out, const int64_t *rng, uint64_t stream, uint32_t threshold,
+                        int64_t n) {
+  const uint64_t k = random::key((uint64_t)rng[0], (uint64_t)rng[1], stream);
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = random::keep(k, (uint64_t)i, threshold) ? 1 : 0;
+}
+
 // ---- linear algebra ----------------------------------------------------------
 
 /// A row of a product handed to a GEMM epilogue: `n` accumulators (double)
@@ -732,8 +750,31 @@ struct AttentionDims {
 struct AttentionStrides {
   int64_t b, h, s;
 };
+/// Dropout on the probabilities (tcc.attention's `dropout`): probability
+/// (q, k) of head (b, h) is kept as tcc.random_keep keeps element
+/// ((b H + h) Sq + q) Sk + k of the [B, H, Sq, Sk] probabilities
+/// (runtime/tcc_random.h), and a kept one is multiplied by `scale`
+/// (1 / (1 - ratio)). No random state: no dropout.
+struct AttentionDropout {
+  const int64_t *rng = nullptr; // [seed, counter]
+  uint64_t stream = 0;
+  uint32_t threshold = 0; // ceil(ratio * 2^24)
+  double scale = 1.0;
+};
 
 namespace detail {
+/// The dropout factor of probability (i, j) of head bh = b H + h: 0, or the
+/// scale; 1 without dropout.
+inline double attn_drop(const AttentionDropout &dr, uint64_t key, int64_t bh, int64_t i, int64_t j,
+                        const AttentionDims &d) {
+  if (!dr.rng)
+    return 1.0;
+  const uint64_t idx = (static_cast<uint64_t>(bh) * d.Sq + i) * d.Sk + j;
+  return random::keep(key, idx, dr.threshold) ? dr.scale : 0.0;
+}
+inline uint64_t attn_drop_key(const AttentionDropout &dr) {
+  return dr.rng ? random::key((uint64_t)dr.rng[0], (uint64_t)dr.rng[1], dr.stream) : 0;
+}
 inline int64_t attn_off(const AttentionStrides &st, int64_t b, int64_t h, int64_t s) {
   return b * st.b + h * st.h + s * st.s;
 }
@@ -747,11 +788,13 @@ inline int64_t attn_keys(int64_t i, int64_t Sk, bool causal) { return causal ? s
 /// backward pass uses to recompute the probabilities. `bias` (may be null)
 /// is an additive [B, H, Sq, Sk] term read through `bs` (its strides along
 /// b, h and the query; 0 where it is broadcast; keys contiguous), such as a
-/// padding mask. In double.
+/// padding mask. With dropout, o = (P * keep / (1 - ratio)) v, and lse is
+/// still that of the scores. In double.
 template <class T>
 void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionStrides qs, const T *k,
                        AttentionStrides ks, const T *v, AttentionStrides vs, const T *bias, AttentionStrides bs,
-                       const AttentionDims &d, double scale, bool causal) {
+                       const AttentionDims &d, double scale, bool causal, const AttentionDropout &drop = {}) {
+  const uint64_t dkey = detail::attn_drop_key(drop);
   std::vector<double> s(static_cast<size_t>(d.Sk)), acc(static_cast<size_t>(d.Dv));
   for (int64_t b = 0; b < d.B; ++b)
     for (int64_t h = 0; h < d.H; ++h)
@@ -774,7 +817,7 @@ void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionS
         const double l = m + std::log(sum);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = 0; j < n; ++j) {
-          const double p = std::exp(s[j] - l);
+          const double p = std::exp(s[j] - l) * detail::attn_drop(drop, dkey, b * d.H + h, i, j, d);
           const T *vj = v + detail::attn_off(vs, b, h, j);
           for (int64_t c = 0; c < d.Dv; ++c)
             acc[c] += p * static_cast<double>(vj[c]);
@@ -790,13 +833,16 @@ void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionS
 /// P = exp(scale q k^T + bias - lse),
 /// dP = dout v^T and delta_i = dout_i . o_i,
 ///   dq = scale (P * (dP - delta)) k,  dk = scale (P * (dP - delta))^T q,
-///   dv = P^T dout.  In double.
+///   dv = P^T dout.  With dropout (factors M: keep / (1 - ratio) or 0),
+/// dv = (P * M)^T dout and dP = (dout v^T) * M; delta is unchanged (o is the
+/// dropped output). In double.
 template <class T>
 void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks, T *dv, AttentionStrides dvs,
                         const T *q, AttentionStrides qs, const T *k, AttentionStrides ks, const T *v,
                         AttentionStrides vs, const T *o, AttentionStrides os, const T *dout, AttentionStrides dos,
                         const T *lse, const T *bias, AttentionStrides bs, const AttentionDims &d, double scale,
-                        bool causal) {
+                        bool causal, const AttentionDropout &drop = {}) {
+  const uint64_t dkey = detail::attn_drop_key(drop);
   const size_t nk = static_cast<size_t>(d.Sk);
   std::vector<double> gq(static_cast<size_t>(d.D)), gk(nk * static_cast<size_t>(d.D)),
       gv(nk * static_cast<size_t>(d.Dv));
@@ -824,14 +870,15 @@ void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks
           for (int64_t c = 0; c < d.Dv; ++c)
             dp += static_cast<double>(gi[c]) * static_cast<double>(vj[c]);
           const double p = std::exp(scale * dot + (bi ? static_cast<double>(bi[j]) : 0.0) - l);
-          const double ds = p * (dp - delta) * scale;
+          const double mf = detail::attn_drop(drop, dkey, b * d.H + h, i, j, d);
+          const double ds = p * (dp * mf - delta) * scale;
           double *gkj = gk.data() + j * d.D, *gvj = gv.data() + j * d.Dv;
           for (int64_t c = 0; c < d.D; ++c) {
             gq[c] += ds * static_cast<double>(kj[c]);
             gkj[c] += ds * static_cast<double>(qi[c]);
           }
           for (int64_t c = 0; c < d.Dv; ++c)
-            gvj[c] += p * static_cast<double>(gi[c]);
+            gvj[c] += p * mf * static_cast<double>(gi[c]);
         }
         T *dqi = dq + detail::attn_off(dqs, b, h, i);
         for (int64_t c = 0; c < d.D; ++c)

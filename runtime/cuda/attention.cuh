@@ -17,6 +17,10 @@
 // max / sum and before exp2(s - log2(e) lse) in both backward kernels. -inf
 // entries give p = 0; padding rows / keys past Sq, Sk read a clamped (valid)
 // address or nothing, and are masked as before.
+// Optional dropout on the probabilities (AttentionDropout): the forward's O
+// takes P * M (M = keep / (1 - ratio) or 0, drawn per (query, key) from the
+// step's random state as tcc.random_keep draws it), its running sum l all of
+// P; the backward kernels use P * M for dV and dP * M for dS, recomputing M.
 // Included at the end of kernels.cuh (stream(), TCC_LAUNCH, load8, the error
 // flag); launchers go on stream() and do not synchronise.
 //
@@ -85,6 +89,17 @@ struct AttentionDims {
 struct AttentionStrides {
   int64_t b, h, s;
 };
+/// Dropout on the probabilities (tcc.attention's `dropout`): probability
+/// (q, k) of head (b, h) is kept as tcc.random_keep keeps element
+/// ((b H + h) Sq + q) Sk + k of the [B, H, Sq, Sk] probabilities
+/// (runtime/tcc_random.h), and a kept one is multiplied by `scale`
+/// (1 / (1 - ratio)). rng (device memory, [seed, counter]) null: no dropout.
+struct AttentionDropout {
+  const int64_t *rng = nullptr;
+  uint64_t stream = 0;
+  uint32_t threshold = 0; // ceil(ratio * 2^24)
+  float scale = 1.0f;
+};
 
 namespace detail {
 namespace attn {
@@ -117,7 +132,23 @@ struct Args {
   float scale_log2; // scale * log2(e): scores in log2 units
   unsigned vec;     // kVec* bits
   int bias2;        // the bias allows 4-byte (half2) loads of even keys
+  AttentionDropout drop;
 };
+
+/// The dropout key of the kernel's micro-step (0 without dropout).
+__device__ __forceinline__ uint64_t drop_key(const Args &a) {
+  return a.drop.rng ? ::tcc::random::key(static_cast<uint64_t>(a.drop.rng[0]), static_cast<uint64_t>(a.drop.rng[1]),
+                                         a.drop.stream)
+                    : 0;
+}
+/// Dropout's factor of probability (q, k) of head bh = b H + h: 0 or the
+/// scale (with dropout only).
+__device__ __forceinline__ float drop_factor(const Args &a, uint64_t key, int64_t bh, int q, int k) {
+  const uint64_t idx = (static_cast<uint64_t>(bh) * static_cast<uint64_t>(a.Sq) + static_cast<uint64_t>(q)) *
+                           static_cast<uint64_t>(a.Sk) +
+                       static_cast<uint64_t>(k);
+  return ::tcc::random::keep(key, idx, a.drop.threshold) ? a.drop.scale : 0.0f;
+}
 
 /// A block's static shared memory (aligned for WMMA and 16-byte accesses).
 template <int N> struct alignas(128) SmemBuf {
@@ -311,6 +342,8 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(FwdCfg<P16>::NT)
   const int64_t h = blockIdx.y, b = blockIdx.z;
   const int qw = q0 + warp * 16; // the warp's first query
   const int row = qw + r;        // the lane's query
+  const int64_t bh = b * a.H + h;
+  const uint64_t dkey = drop_key(a);
   // BIAS: the lane's bias row (the last query's for the padding rows past Sq,
   // whose results are not written).
   const __half *brow = nullptr;
@@ -400,6 +433,11 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(FwdCfg<P16>::NT)
 #pragma unroll
     for (int t = 0; t < P / 2; ++t)
       o[t] *= alpha;
+    if (a.drop.rng) { // dropout: O takes the dropped probabilities, l all of them
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i)
+        s[i] *= drop_factor(a, dkey, bh, row, k0 + 4 * (i >> 1) + 2 * hh + (i & 1));
+    }
     __syncwarp(); // every lane has read S: P overwrites it
 #pragma unroll
     for (int i = 0; i < BN / 4; ++i)
@@ -559,6 +597,7 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
   const int kw = k0 + warp * 16; // the warp's first key
   const int key = kw + r;        // the lane's key
   const int64_t lse_base = (b * a.H + h) * static_cast<int64_t>(Sq);
+  const uint64_t dkey = drop_key(a);
 
   load_tile<R, P16, LD, NT>(Ks, base(a.k, a.ks, b, h, k0), a.ks.s, imin(R, Sk - k0), a.D, a.vec & kVecK);
   load_tile<R, P16, LD, NT>(Vs, base(a.v, a.vs, b, h, k0), a.vs.s, imin(R, Sk - k0), a.Dv, a.vec & kVecV);
@@ -630,10 +669,18 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
     for (int i = 0; i < BT / 4; ++i) {
       const float2 dp = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
       const float2 dl = *reinterpret_cast<const float2 *>(dls + 4 * i + 2 * hh);
+      // Dropout: dP and dV see the dropped probabilities (factors f).
+      float f0 = 1.0f, f1 = 1.0f;
+      if (a.drop.rng) {
+        f0 = drop_factor(a, dkey, b * a.H + h, q0 + 4 * i + 2 * hh, key);
+        f1 = drop_factor(a, dkey, b * a.H + h, q0 + 4 * i + 2 * hh + 1, key);
+      }
       // Scaled before it is rounded to fp16 (scale < 1 keeps it further
       // from fp16's range with a large loss scale).
-      ds[2 * i] = p[2 * i] * (dp.x - dl.x) * a.scale;
-      ds[2 * i + 1] = p[2 * i + 1] * (dp.y - dl.y) * a.scale;
+      ds[2 * i] = p[2 * i] * (dp.x * f0 - dl.x) * a.scale;
+      ds[2 * i + 1] = p[2 * i + 1] * (dp.y * f1 - dl.y) * a.scale;
+      p[2 * i] *= f0;
+      p[2 * i + 1] *= f1;
     }
     __syncwarp(); // every lane has read dP^T: P^T, dS^T (fp16) overwrite it
 #pragma unroll
@@ -692,6 +739,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
   const int qw = q0 + warp * 16; // the warp's first query
   const int row = qw + r;        // the lane's query
   const int rows = imin(R, Sq - q0);
+  const uint64_t dkey = drop_key(a);
   // BIAS: the lane's bias row (the last query's for the padding rows past Sq).
   const __half *brow = nullptr;
   if constexpr (BIAS)
@@ -751,8 +799,13 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
       const float2 dp = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
-      ds[2 * i] = p[2 * i] * (dp.x - dl) * a.scale; // scaled before fp16, as for dK
-      ds[2 * i + 1] = p[2 * i + 1] * (dp.y - dl) * a.scale;
+      float f0 = 1.0f, f1 = 1.0f; // dropout's factors
+      if (a.drop.rng) {
+        f0 = drop_factor(a, dkey, b * a.H + h, row, k0 + 4 * i + 2 * hh);
+        f1 = drop_factor(a, dkey, b * a.H + h, row, k0 + 4 * i + 2 * hh + 1);
+      }
+      ds[2 * i] = p[2 * i] * (dp.x * f0 - dl) * a.scale; // scaled before fp16, as for dK
+      ds[2 * i + 1] = p[2 * i + 1] * (dp.y * f1 - dl) * a.scale;
     }
     __syncwarp(); // every lane has read dP: dS (fp16) overwrites it
 #pragma unroll
@@ -914,11 +967,12 @@ template <int P16 = 0, int Bias = -1>
 inline void attention_forward(__half *o, AttentionStrides os, float *lse, const __half *q, AttentionStrides qs,
                               const __half *k, AttentionStrides ks, const __half *v, AttentionStrides vs,
                               const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
-                              bool causal) {
+                              bool causal, const AttentionDropout &drop = {}) {
   namespace A = detail::attn;
   if (!A::check("attention_forward", d))
     return;
   A::Args a = A::make_args(d, scale, causal, bias, bs);
+  a.drop = drop;
   a.q = q, a.k = k, a.v = v, a.out = o, a.lse_out = lse;
   a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
   a.vec = (A::vec_ok(q, qs, d.D) ? A::kVecQ : 0u) | (A::vec_ok(k, ks, d.D) ? A::kVecK : 0u) |
@@ -939,11 +993,12 @@ inline void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, Att
                                AttentionStrides ks, const __half *v, AttentionStrides vs, const __half *o,
                                AttentionStrides os, const __half *dout, AttentionStrides dos, const float *lse,
                                const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
-                               bool causal) {
+                               bool causal, const AttentionDropout &drop = {}) {
   namespace A = detail::attn;
   if (!A::check("attention_backward", d))
     return;
   A::Args a = A::make_args(d, scale, causal, bias, bs);
+  a.drop = drop;
   a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv;
   a.qs = qs, a.ks = ks, a.vs = vs, a.os = os, a.dos = dos, a.dqs = dqs, a.dks = dks, a.dvs = dvs;

@@ -39,6 +39,14 @@
 #include <type_traits>
 #include <vector>
 
+// tcc_random.h sits beside this header in a step's build directory and one
+// level up in the source tree.
+#if __has_include("tcc_random.h")
+#include "tcc_random.h"
+#else
+#include "../tcc_random.h"
+#endif
+
 /// A kernel launch: TCC_LAUNCH(grid, block, shared_bytes, stream, kernel)(args...)
 /// is kernel<<<grid, block, shared_bytes, stream>>>(args...). Built for the
 /// host against tcc's CUDA emulation (-DTCC_CUDA_EMU, runtime/cuda/emu), it
@@ -647,6 +655,16 @@ template <class TO, class TI> __global__ void scatter1_kernel(TO *out, const TI 
   }
 }
 
+__global__ void random_keep_kernel(uint8_t *out, const int64_t *rng, uint64_t stream, uint32_t threshold,
+                                   int64_t n) {
+  const uint64_t k = ::tcc::random::key((uint64_t)rng[0], (uint64_t)rng[1], stream);
+  for (int64_t i = gtid(); i < n; i += gstride())
+    out[i] = ::tcc::random::keep(k, (uint64_t)i, threshold) ? 1 : 0;
+}
+
+/// rng[1] += 1: the next micro-step's dropout masks.
+__global__ void advance_rng_kernel(int64_t *rng) { rng[1] += 1; }
+
 template <class T> __global__ void fill_kernel(T *out, int64_t n, double value) {
   const T v = conv<T>(value);
   for (int64_t i = gtid(); i < n; i += gstride())
@@ -801,6 +819,20 @@ template <class T> __global__ void dot_kernel(float *out, const T *a, const T *b
 /// CUDA target keeps in fp32 (cuBLASLt writes fp16). One block.
 inline void dot(float *out, const __half *a, const __half *b, int64_t n) {
   TCC_LAUNCH(1, detail::kThreads, 0, stream(), detail::dot_kernel<__half>)(out, a, b, n);
+}
+
+/// Dropout's keep mask (runtime/tcc_random.h), reading the random state
+/// rng = [seed, counter] on the device (so a captured graph draws new masks
+/// on every replay).
+inline void random_keep(uint8_t *out, const int64_t *rng, uint64_t stream_id, uint32_t threshold, int64_t n) {
+  if (n <= 0)
+    return;
+  TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::random_keep_kernel)(out, rng, stream_id, threshold, n);
+}
+
+/// Advances the random state's counter: the step's last kernel.
+inline void advance_rng(int64_t *rng) {
+  TCC_LAUNCH(1, 1, 0, stream(), detail::advance_rng_kernel)(rng);
 }
 
 /// out[0:n] = value, converted to T on the device (conv<T>(double)).

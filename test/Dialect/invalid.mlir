@@ -260,6 +260,39 @@ func.func @dropout_ratio(%x: tensor<3xf32>) {
 
 // -----
 
+func.func @random_keep_state(%s: tensor<3xi64>) {
+  // expected-error @+1 {{'tcc.random_keep' op state must be a tensor<2xi64> ([seed, counter]), got 'tensor<3xi64>'}}
+  %k = tcc.random_keep %s {ratio = 0.1 : f32, stream = 0 : i64, shape = array<i64: 4>} : (tensor<3xi64>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @random_keep_ratio(%s: tensor<2xi64>) {
+  // expected-error @+1 {{'tcc.random_keep' op ratio must be in (0, 1), got 0}}
+  %k = tcc.random_keep %s {ratio = 0.0 : f32, stream = 0 : i64, shape = array<i64: 4>} : (tensor<2xi64>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @random_keep_stream(%s: tensor<2xi64>) {
+  // expected-error @+1 {{'tcc.random_keep' op stream must be non-negative, got -1}}
+  %k = tcc.random_keep %s {ratio = 0.5 : f32, stream = -1 : i64, shape = array<i64: 4>} : (tensor<2xi64>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @random_keep_shape(%s: tensor<2xi64>) {
+  // expected-error @+2 {{'tcc.random_keep' op inferred type(s) 'tensor<2x4xi1>' are incompatible with return type(s) of operation 'tensor<4x2xi1>'}}
+  // expected-error @+1 {{'tcc.random_keep' op failed to infer returned types}}
+  %k = tcc.random_keep %s {ratio = 0.5 : f32, stream = 0 : i64, shape = array<i64: 2, 4>} : (tensor<2xi64>) -> tensor<4x2xi1>
+  return
+}
+
+// -----
+
 func.func @sce_reduction(%s: tensor<8x5xf32>, %l: tensor<8xi64>) {
   // expected-error @+1 {{'tcc.softmax_cross_entropy_loss' op reduction must be "none", "sum" or "mean", got "average"}}
   %o, %lp = tcc.softmax_cross_entropy_loss %s, %l {reduction = "average"} : (tensor<8x5xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x5xf32>)
@@ -389,5 +422,23 @@ func.func @attention_scalar(%x: tensor<f32>) {
   // expected-error @+2 {{'tcc.attention' op query, key and value must be [B, H, S, D] tensors}}
   // expected-error @+1 {{failed to infer returned types}}
   %o, %l = tcc.attention %x, %x, %x {scale = 1.0 : f64} : (tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<f32>, tensor<f32>)
+  return
+}
+
+// -----
+
+func.func @attention_dropout_without_rng(%q: tensor<1x2x3x4xf32>) {
+  // expected-error @+2 {{'tcc.attention' op dropout needs all of `dropout`, `dropout_stream` and the rng operand}}
+  // expected-error @+1 {{'tcc.attention' op failed to infer returned types}}
+  %o, %l = tcc.attention %q, %q, %q {scale = 0.5 : f64, dropout = 0.1 : f32, dropout_stream = 0 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_dropout_ratio(%q: tensor<1x2x3x4xf32>, %rng: tensor<2xi64>) {
+  // expected-error @+2 {{'tcc.attention' op dropout must be in (0, 1)}}
+  // expected-error @+1 {{'tcc.attention' op failed to infer returned types}}
+  %o, %l = tcc.attention %q, %q, %q rng %rng {scale = 0.5 : f64, dropout = 1.0 : f32, dropout_stream = 0 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<2xi64>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
   return
 }

@@ -155,9 +155,11 @@ func.func @constants(%x: tensor<4x16x32xf32>) -> (tensor<3xi64>, tensor<2xi64>, 
 // -----
 
 // CHECK-LABEL: func.func @training
-func.func @training(%x: tensor<4x8xf32>, %logits: tensor<8x5x3xf32>, %labels: tensor<8x3xi64>, %w: tensor<5xf32>) -> (tensor<4x8xf32>, tensor<f32>, tensor<8x3xf32>) {
+func.func @training(%x: tensor<4x8xf32>, %rng: tensor<2xi64>, %logits: tensor<8x5x3xf32>, %labels: tensor<8x3xi64>, %w: tensor<5xf32>) -> (tensor<4x8xf32>, tensor<f32>, tensor<8x3xf32>) {
   // CHECK: tcc.dropout %{{.*}} {ratio = 0.000000e+00 : f32, training = true} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
   %y, %mask = tcc.dropout %x {ratio = 0.0 : f32, training = true} : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
+  // CHECK: tcc.random_keep %{{.*}} {ratio = 2.500000e-01 : f32, shape = array<i64: 4, 8>, stream = 3 : i64} : (tensor<2xi64>) -> tensor<4x8xi1>
+  %keep = tcc.random_keep %rng {ratio = 0.25 : f32, shape = array<i64: 4, 8>, stream = 3 : i64} : (tensor<2xi64>) -> tensor<4x8xi1>
   // CHECK: tcc.softmax_cross_entropy_loss %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<8x5x3xf32>, tensor<8x3xi64>) -> (tensor<f32>, tensor<8x5x3xf32>)
   %loss, %logp = tcc.softmax_cross_entropy_loss %logits, %labels {ignore_index = -100 : i64} : (tensor<8x5x3xf32>, tensor<8x3xi64>) -> (tensor<f32>, tensor<8x5x3xf32>)
   // CHECK: tcc.softmax_cross_entropy_loss %{{.*}}, %{{.*}}, %{{.*}} {reduction = "none"} : (tensor<8x5x3xf32>, tensor<8x3xi64>, tensor<5xf32>) -> (tensor<8x3xf32>, tensor<8x5x3xf32>)
@@ -184,6 +186,18 @@ func.func @attention(%q: tensor<2x3x5x8xf32>, %k: tensor<2x3x7x8xf32>, %v: tenso
 func.func @attention_bias(%q: tensor<2x3x5x8xf32>, %m: tensor<2x1x1x5xf32>) {
   %o, %l = tcc.attention %q, %q, %q, %m {scale = 1.0 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
   %dq, %dk, %dv = tcc.attention_grad %q, %q, %q, %o, %l, %q, %m {scale = 1.0 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>)
+  return
+}
+
+// -----
+
+// Dropout on the probabilities: the random state after the bias.
+// CHECK-LABEL: func.func @attention_dropout
+// CHECK: %[[O:.+]], %[[L:.+]] = tcc.attention %arg0, %arg0, %arg0, %arg1 rng %arg2 {dropout = 1.000000e-01 : f32, dropout_stream = 2 : i64, scale = 1.000000e+00 : f64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>, tensor<2xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+// CHECK: tcc.attention_grad %arg0, %arg0, %arg0, %[[O]], %[[L]], %arg0 rng %arg2 {dropout = 1.000000e-01 : f32, dropout_stream = 2 : i64, scale = 1.000000e+00 : f64}
+func.func @attention_dropout(%q: tensor<2x3x5x8xf32>, %m: tensor<2x1x1x5xf32>, %rng: tensor<2xi64>) {
+  %o, %l = tcc.attention %q, %q, %q, %m rng %rng {scale = 1.0 : f64, dropout = 0.1 : f32, dropout_stream = 2 : i64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x1x1x5xf32>, tensor<2xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5xf32>)
+  %dq, %dk, %dv = tcc.attention_grad %q, %q, %q, %o, %l, %q rng %rng {scale = 1.0 : f64, dropout = 0.1 : f32, dropout_stream = 2 : i64} : (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5xf32>, tensor<2x3x5x8xf32>, tensor<2xi64>) -> (tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>, tensor<2x3x5x8xf32>)
   return
 }
 

@@ -496,17 +496,20 @@ case("expand_3x1_to_2x3x4", expand_case((3, 1), [2, 3, 4]))
 case("expand_same_rank", expand_case((1, 3, 1), [2, 3, 4]))
 
 
-def dropout_case(training):
+def dropout_case(training, ratio=0.0, shape=(2, 3)):
     def build(g):
-        ins = [g.param((2, 3))]
+        ins = [g.param(shape)]
         if training:
-            ins += [g.const(np.float32(0.0)), g.const(np.bool_(True))]
+            ins += [g.const(np.float32(ratio)), g.const(np.bool_(True))]
         return g.weighted_sum([g.op("Dropout", ins)])
     return build
 
 
 case("dropout_ratio0_training", dropout_case(True))
 case("dropout_inference", dropout_case(False))
+# Random masks: fixed within a micro-step (check() rewinds the random state
+# before each one), so finite differences see the same mask.
+case("dropout_ratio03_training", dropout_case(True, 0.3, (4, 9)))
 
 
 # SoftmaxCrossEntropyLoss.
@@ -552,7 +555,8 @@ case("sce_2x5x3_none_ignore_weights_logprob",
 # tcc.attention_grad (build_and_compile checks that the fusion happened).
 # Shapes cover several key tiles of the CUDA kernels (64 queries, 32 or 64
 # keys a tile), head sizes that are not multiples of 16, and Sq != Sk.
-def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, order="qkv"):
+def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, order="qkv",
+                   dropout=0.0):
     """form "mul" / "div": [B, H, S, D] operands, the scores times 1/sqrt(d)
     or divided by sqrt(d), the causal mask as Where(~tril, -inf); "mha":
     nn.MultiheadAttention's [B*H, S, D] operands, q / sqrt(d) before the
@@ -562,7 +566,9 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
     divided by sqrt(d); "packed": the same, with q, k and v the thirds of one
     [B, S, 3*H*D] parameter (GPT-2's c_attn), split in `order`. bias, added
     after the scale: "padding" (BERT's [B, 1, 1, Sk] mask, 0 or -10000, a fed
-    input: no gradient) or "constant" (a [Sq, Sk] position bias)."""
+    input: no gradient) or "constant" (a [Sq, Sk] position bias). dropout:
+    a training-mode Dropout of that ratio on the probabilities (fused into
+    the op)."""
     def heads_of(g, x, s, dh, perm):
         x = g.op("Reshape", [x, g.const(np.array([b, s, h, dh], np.int64))])
         return g.op("Transpose", [x], perm=perm)
@@ -611,6 +617,8 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
             else:
                 s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
         p = g.op("Softmax", [s], axis=-1)
+        if dropout:
+            p = g.op("Dropout", [p, g.const(np.float32(dropout)), g.const(np.bool_(True))])
         o = g.op("MatMul", [p, v])
         if token:
             o = g.op("Reshape", [g.op("Transpose", [o], perm=[0, 2, 1, 3]),
@@ -632,6 +640,10 @@ ATTENTION_CASES = {
     "attention_token_major_padding_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="token", bias="padding")),
     "attention_packed_causal_s70_d24": ((1, 2, 70, 70, 24, 24), dict(causal=True, form="packed")),
     "attention_packed_kvq_padding": ((2, 3, 6, 6, 8, 8), dict(form="packed", order="kvq", bias="padding")),
+    "attention_dropout_causal_s70_d24": ((1, 2, 70, 70, 24, 24), dict(causal=True, dropout=0.3)),
+    "attention_packed_dropout_padding": ((2, 3, 6, 6, 8, 8),
+                                         dict(form="packed", bias="padding", dropout=0.5)),
+    "attention_mha_dropout_causal": ((2, 3, 9, 9, 12, 12), dict(causal=True, form="mha", dropout=0.2)),
 }
 for name, (shape, kw) in ATTENTION_CASES.items():
     case(name, attention_case(*shape, **kw))
@@ -704,6 +716,9 @@ def build_and_compile(name, args):
             raise RuntimeError("the attention was not fused into tcc.attention")
         # The layout tcc-fuse-attention chose: token-major for [B, S, H*D]
         # operands, packed for the thirds of one, head-major otherwise.
+        if ("dropout = " in r.stdout) != bool(ATTENTION_CASES[name][1].get("dropout")):
+            raise RuntimeError("the dropout was %sfused into tcc.attention"
+                               % ("not " if "dropout = " not in r.stdout else ""))
         form = ATTENTION_CASES[name][1].get("form", "mul")
         want = {"token": ["heads = "], "packed": ["heads = ", "columns = "]}.get(form, [])
         for attr in ("heads = ", "columns = "):
@@ -772,7 +787,17 @@ def check(name, g, model, so):
         if not np.allclose(step.param(d.name), inits[d.name]):
             raise RuntimeError("param %s: initial value differs from the initializer" % d.name)
 
-    step.micro_step(1.0)
+    # Dropout: every micro-step draws new masks; rewound to micro-step 0's
+    # before each one, the loss is one function of the parameters.
+    rng_state = step.state("rng/dropout") if any(
+        d.name == "rng/dropout" for d in info.state) else None
+
+    def micro_step():
+        if rng_state is not None:
+            rng_state[1] = 0
+        step.micro_step(1.0)
+
+    micro_step()
     loss0 = step.loss()
     analytic = {}
     for i, d in enumerate(params):
@@ -792,15 +817,15 @@ def check(name, g, model, so):
         for i in idxs:
             orig = flat[i]
             flat[i] = orig + H
-            step.micro_step(1.0)
+            micro_step()
             lp = step.loss()
             flat[i] = orig - H
-            step.micro_step(1.0)
+            micro_step()
             lm = step.loss()
             flat[i] = orig
             rows.append((d.name, np.unravel_index(i, p.shape), float(an[i]),
                          (lp - lm) / (2 * H)))
-    step.micro_step(1.0)
+    micro_step()
     if step.loss() != loss0:
         raise RuntimeError("loss not reproducible: %r vs %r" % (step.loss(), loss0))
     return loss0, rows, analytic

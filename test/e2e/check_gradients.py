@@ -14,6 +14,7 @@ Prints a table and ends with `N passed, M failed`; exits 1 on any failure.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import export_models  # noqa: E402
+import dropout_reference  # noqa: E402
 
 LOSS_RTOL = 1e-5
 GRAD_RTOL = 1e-4
@@ -56,11 +58,22 @@ TCC_FLAGS = {
                               "tcc.softmax_cross_entropy_loss_with_grad", 3),
     "bert_mlm_chunked_loss": (["--loss-chunk-rows=16"],
                               "tcc.softmax_cross_entropy_loss_with_grad", 3),
+    # Training-mode dropout: the attentions fused with the dropout on their
+    # probabilities (the op draws the masks itself), and not fused (their
+    # masks random_keep ops, as the other 5 dropouts' are).
+    "tiny_gpt_dropout": ([], "tcc.attention", 2),
+    "tiny_gpt_dropout_unfused": (["--no-attention-fusion"], "tcc.random_keep", 7),
 }
+
+# Models with training-mode dropout: the reference drops the elements tcc
+# drops (dropout_reference.py, micro-step 0 of seed 0), and must make this
+# many dropout calls, one per Dropout node.
+DROPOUT_CALLS = {"tiny_gpt_dropout": 7, "tiny_gpt_dropout_unfused": 7}
 
 DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
                   "mha_decoder", "tiny_gpt_logits", "tiny_gpt_chunked_loss",
-                  "tiny_gpt_unfused_attention", "bert_mlm_chunked_loss"]
+                  "tiny_gpt_unfused_attention", "bert_mlm_chunked_loss",
+                  "tiny_gpt_dropout", "tiny_gpt_dropout_unfused"]
 
 
 def model_flags(tcc, name, onnx_path, extra):
@@ -84,7 +97,7 @@ def build_model(name):
     return export_models.MODELS[name](gen)
 
 
-def torch_reference(name, feed_dir):
+def torch_reference(name, feed_dir, counter=0):
     model, _, feed, _ = build_model(name)
     model = model.double()
     model.train()
@@ -92,7 +105,20 @@ def torch_reference(name, feed_dir):
     for k in feed:
         v = torch.from_numpy(np.load(os.path.join(feed_dir, k + ".npy")))
         args.append(v.double() if v.is_floating_point() else v)
-    out = model(*args)
+    if name in DROPOUT_CALLS:
+        with dropout_reference.tcc_masks(seed=0, counter=counter) as calls:
+            out = model(*args)
+        if len(calls) != DROPOUT_CALLS[name]:
+            raise RuntimeError("%d dropout calls in the reference, expected %d"
+                               % (len(calls), DROPOUT_CALLS[name]))
+        # The masks keep about 1 - p of the elements (a binomial with
+        # thousands of draws: within 5 standard deviations).
+        for stream, p, kept, n in calls:
+            if abs(kept - (1 - p)) > 5 * np.sqrt(p * (1 - p) / n):
+                raise RuntimeError("dropout %d keeps %.4f of %d elements, p = %g"
+                                   % (stream, kept, n, p))
+    else:
+        out = model(*args)
     if name in APPENDED_LOSS:
         targets = torch.from_numpy(np.load(os.path.join(feed_dir, "targets.npy")))
         out = APPENDED_LOSS[name][1](out, targets)
@@ -158,9 +184,34 @@ def check(name, args):
             i = np.unravel_index(np.argmax(err - GRAD_RTOL * np.abs(ref)), ref.shape)
             problems.append("%s: %d elements out of tolerance, e.g. %s: %.9g vs torch %.9g"
                             % (pname, int(bad.sum()), i, got[i], ref[i]))
+    if name in DROPOUT_CALLS:
+        problems += check_new_masks(name, args, work, feed_dir)
     return {"loss": loss, "ref_loss": ref_loss, "loss_rel": loss_rel,
             "max_rel": max_rel, "max_abs": max_abs, "worst": worst,
             "params": len(ref_grads), "problems": problems}
+
+
+def check_new_masks(name, args, work, feed_dir, steps=3):
+    """Each micro-step draws new masks: training with learning rate 0 on one
+    batch, micro-step k's loss is the reference's with the masks of counter
+    k (and they differ)."""
+    batch = os.path.join(work, "train_feed", "0")
+    os.makedirs(batch, exist_ok=True)
+    for f in os.listdir(feed_dir):
+        shutil.copy(os.path.join(feed_dir, f), batch)
+    dump = os.path.join(work, "train_dump")
+    run([args.tcc_run, os.path.join(work, "step.so"), "--feed", os.path.dirname(batch),
+         "--steps", str(steps), "--lr", "0", "--quiet", "--dump", dump])
+    losses = np.load(os.path.join(dump, "losses.npy")).astype(np.float64)
+    problems = []
+    if len(set(losses.tolist())) != steps:
+        problems.append("micro-steps' losses %s: the masks did not change" % losses)
+    for k in range(steps):
+        ref, _ = torch_reference(name, feed_dir, counter=k)
+        if abs(losses[k] - ref) > LOSS_RTOL * abs(ref):
+            problems.append("micro-step %d: loss %.9g vs torch %.9g with that step's masks"
+                            % (k, losses[k], ref))
+    return problems
 
 
 def main():

@@ -47,6 +47,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import step_abi  # noqa: E402
 from case_harness import CaseFailure, case, fresh, read_bytes, require, work  # noqa: E402
 import case_harness  # noqa: E402
@@ -565,6 +566,19 @@ def main():
         save_cases(step)
         error_cases(step, sgd)
         metrics_case(step)
+
+    # Dropout's random state is training state: a resumed run draws the
+    # masks the uninterrupted run draws (without the state in the
+    # checkpoint, the resumed micro-steps would repeat step 0's masks).
+    def compile_dropout():
+        import export_models
+        d = work("dropout_model")
+        os.makedirs(d, exist_ok=True)
+        export_models.export_one("tiny_gpt_dropout", d)
+        return compile_model(os.path.join(d, "tiny_gpt_dropout.onnx"), work("dropout.so"))
+    dropout_step = case("compile-dropout")(compile_dropout)()
+    if dropout_step:
+        resume_case("resume-dropout", work("dropout.so"), [])
 
     print("total %.1fs" % (time.time() - t0))
     sys.exit(case_harness.summary())

@@ -36,13 +36,17 @@ import torch.nn.functional as F
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, block_size):
+    def __init__(self, n_embd, n_head, block_size, attn_pdrop=0.0, resid_pdrop=0.0):
         super().__init__()
         assert n_embd % n_head == 0
         self.n_head = n_head
         self.head_size = n_embd // n_head
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
+        # GPT-2's dropouts (nn.Identity at 0, so the default export is
+        # unchanged).
+        self.attn_dropout = nn.Dropout(attn_pdrop) if attn_pdrop else nn.Identity()
+        self.resid_dropout = nn.Dropout(resid_pdrop) if resid_pdrop else nn.Identity()
         self.register_buffer(
             "mask",
             torch.tril(torch.ones(block_size, block_size, dtype=torch.bool)),
@@ -58,30 +62,32 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(~self.mask[:T, :T], float("-inf"))
-        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(F.softmax(att, dim=-1))
         y = torch.matmul(att, v)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
+        return self.resid_dropout(self.c_proj(y))
 
 
 class GPTMLP(nn.Module):
-    def __init__(self, n_embd, gelu_approx):
+    def __init__(self, n_embd, gelu_approx, resid_pdrop=0.0):
         super().__init__()
         self.c_fc = nn.Linear(n_embd, 4 * n_embd)
         self.c_proj = nn.Linear(4 * n_embd, n_embd)
         self.gelu_approx = gelu_approx
+        self.dropout = nn.Dropout(resid_pdrop) if resid_pdrop else nn.Identity()
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate=self.gelu_approx))
+        return self.dropout(self.c_proj(F.gelu(self.c_fc(x), approximate=self.gelu_approx)))
 
 
 class GPTBlock(nn.Module):
-    def __init__(self, n_embd, n_head, block_size, gelu_approx):
+    def __init__(self, n_embd, n_head, block_size, gelu_approx, attn_pdrop=0.0,
+                 resid_pdrop=0.0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, block_size)
+        self.attn = CausalSelfAttention(n_embd, n_head, block_size, attn_pdrop, resid_pdrop)
         self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = GPTMLP(n_embd, gelu_approx)
+        self.mlp = GPTMLP(n_embd, gelu_approx, resid_pdrop)
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -91,14 +97,17 @@ class GPTBlock(nn.Module):
 
 class TinyGPT(nn.Module):
     def __init__(self, vocab=65, block_size=16, n_embd=32, n_layer=2, n_head=4,
-                 gelu_approx="none", with_loss=True):
+                 gelu_approx="none", with_loss=True, embd_pdrop=0.0, attn_pdrop=0.0,
+                 resid_pdrop=0.0):
         super().__init__()
         self.vocab = vocab
         self.with_loss = with_loss
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
+        self.drop = nn.Dropout(embd_pdrop) if embd_pdrop else nn.Identity()
         self.h = nn.ModuleList(
-            [GPTBlock(n_embd, n_head, block_size, gelu_approx) for _ in range(n_layer)])
+            [GPTBlock(n_embd, n_head, block_size, gelu_approx, attn_pdrop, resid_pdrop)
+             for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab, bias=False)
         self.lm_head.weight = self.wte.weight  # weight tying
@@ -114,7 +123,7 @@ class TinyGPT(nn.Module):
 
     def forward(self, idx, targets=None):
         B, T = idx.shape
-        x = self.wte(idx) + self.wpe(self.pos[:T])
+        x = self.drop(self.wte(idx) + self.wpe(self.pos[:T]))
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
@@ -300,6 +309,16 @@ def spec_tiny_gpt_logits(gen):
     return model, 17, feed, ["logits"]
 
 
+def spec_tiny_gpt_dropout(gen):
+    """GPT-2's dropouts (embeddings, attention probabilities, residual
+    branches) at 0.1: 7 Dropout nodes. Its vocabulary of 80 covers
+    examples/data/train.bin (runtime tests)."""
+    model = TinyGPT(vocab=80, gelu_approx="tanh", with_loss=True, embd_pdrop=0.1,
+                    attn_pdrop=0.1, resid_pdrop=0.1)
+    feed = {"idx": _tokens(gen, (4, 16), 80), "targets": _tokens(gen, (4, 16), 80)}
+    return model, 17, feed, ["loss"]
+
+
 MODELS = collections.OrderedDict([
     ("tiny_gpt_opset14", spec_tiny_gpt_opset14),
     ("tiny_gpt_opset17", spec_tiny_gpt_opset17),
@@ -308,6 +327,8 @@ MODELS = collections.OrderedDict([
     ("mha_decoder", spec_mha_decoder),
     ("tiny_gpt_logits", spec_tiny_gpt_logits),
     ("wide_rows", spec_wide_rows),
+    ("tiny_gpt_dropout", spec_tiny_gpt_dropout),
+    ("tiny_gpt_dropout_unfused", spec_tiny_gpt_dropout),
     # tiny_gpt_opset17 again, for tcc flags of its own (check_gradients.TCC_FLAGS).
     ("tiny_gpt_chunked_loss", spec_tiny_gpt_opset17),
     ("tiny_gpt_unfused_attention", spec_tiny_gpt_opset17),

@@ -25,9 +25,9 @@ func.func @no_rule(%w: tensor<2x6xf32> {tcc.param = "w"}) -> (tensor<f32> {tcc.o
 
 // -----
 
-// A rule that does not apply: dropout that needs random numbers.
+// A rule that does not apply: training-mode dropout before tcc-legalize.
 func.func @dropout(%w: tensor<4xf32> {tcc.param = "w"}) -> (tensor<f32> {tcc.output = "loss"}) {
-  // expected-error @+1 {{'tcc.dropout' op dropout with a non-zero ratio in training mode has no gradient rule yet}}
+  // expected-error @+1 {{'tcc.dropout' op dropout with a non-zero ratio in training mode is differentiated after tcc-legalize lowers it to random_keep and where}}
   %y, %m = tcc.dropout %w {ratio = 0.1 : f32, training = true} : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>)
   %1 = tcc.reduce_sum %y {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
   return %1 : tensor<f32>

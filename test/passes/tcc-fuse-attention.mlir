@@ -366,3 +366,48 @@ func.func @one_value(%x: tensor<2x5x8xf32> {tcc.input = "x"}) -> (tensor<2x5x8xf
   %o3 = tcc.reshape %ot {shape = array<i64: 2, 5, 8>} : (tensor<2x5x2x4xf32>) -> tensor<2x5x8xf32>
   return %o3 : tensor<2x5x8xf32>
 }
+
+// -----
+
+// Dropout on the probabilities in tcc-legalize's form: the op takes the
+// ratio, the mask's stream and the random state, and the mask (read by
+// nothing else) goes.
+// CHECK-LABEL: func.func @dropout
+// CHECK-SAME: %[[RNG:[a-z0-9]+]]: tensor<2xi64> {tcc.rng}
+// CHECK-NOT: tcc.random_keep
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}} rng %[[RNG]] {dropout = 2.500000e-01 : f32, dropout_stream = 3 : i64, scale = 2.500000e-01 : f64}
+// CHECK-NOT: tcc.random_keep
+// CHECK-NOT: tcc.where
+func.func @dropout(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x5xf32>, %v: tensor<1x2x5x4xf32>, %rng: tensor<2xi64> {tcc.rng}) -> tensor<1x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x2x4x5xf32>) -> tensor<1x2x3x5xf32>
+  %c = tcc.constant {value = dense<4.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.div %s, %c : (tensor<1x2x3x5xf32>, tensor<f32>) -> tensor<1x2x3x5xf32>
+  %p = tcc.softmax %t : (tensor<1x2x3x5xf32>) -> tensor<1x2x3x5xf32>
+  %keep = tcc.random_keep %rng {ratio = 0.25 : f32, shape = array<i64: 1, 2, 3, 5>, stream = 3 : i64} : (tensor<2xi64>) -> tensor<1x2x3x5xi1>
+  %inv = tcc.constant {value = dense<1.33333337> : tensor<f32>} : () -> tensor<f32>
+  %zero = tcc.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %m = tcc.mul %p, %inv : (tensor<1x2x3x5xf32>, tensor<f32>) -> tensor<1x2x3x5xf32>
+  %d = tcc.where %keep, %m, %zero : (tensor<1x2x3x5xi1>, tensor<1x2x3x5xf32>, tensor<f32>) -> tensor<1x2x3x5xf32>
+  %o = tcc.matmul %d, %v : (tensor<1x2x3x5xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Left alone: the dropped probabilities are scaled by 2, not by the
+// 1 / (1 - 0.25) that dropout's scale is.
+// CHECK-LABEL: func.func @dropout_other_scale
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.softmax
+// CHECK: tcc.random_keep
+func.func @dropout_other_scale(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x5xf32>, %v: tensor<1x2x5x4xf32>, %rng: tensor<2xi64> {tcc.rng}) -> tensor<1x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x2x4x5xf32>) -> tensor<1x2x3x5xf32>
+  %p = tcc.softmax %s : (tensor<1x2x3x5xf32>) -> tensor<1x2x3x5xf32>
+  %keep = tcc.random_keep %rng {ratio = 0.25 : f32, shape = array<i64: 1, 2, 3, 5>, stream = 0 : i64} : (tensor<2xi64>) -> tensor<1x2x3x5xi1>
+  %two = tcc.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %zero = tcc.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %m = tcc.mul %p, %two : (tensor<1x2x3x5xf32>, tensor<f32>) -> tensor<1x2x3x5xf32>
+  %d = tcc.where %keep, %m, %zero : (tensor<1x2x3x5xi1>, tensor<1x2x3x5xf32>, tensor<f32>) -> tensor<1x2x3x5xf32>
+  %o = tcc.matmul %d, %v : (tensor<1x2x3x5xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}

@@ -1081,6 +1081,7 @@ static void test_attention() {
     bool causal;
     int layout;
     AttnBias bias = kNoBias;
+    double drop = 0.0; // dropout ratio on the probabilities
   };
   const Case cases[] = {
       {1, 1, 1, 1, 8, 8, false, 0},          {1, 1, 1, 1, 8, 8, true, 0},
@@ -1109,6 +1110,12 @@ static void test_attention() {
       {2, 3, 40, 72, 64, 64, false, 0, kHeads},     {2, 3, 72, 40, 40, 24, true, 2, kHeads},
       {2, 2, 37, 100, 64, 64, false, 0, kInfMask},  {2, 2, 100, 37, 64, 64, true, 0, kInfMask},
       {1, 2, 50, 70, 40, 24, false, 0, kDenseInf},  {2, 1, 66, 66, 8, 8, true, 0, kDenseInf},
+      // Dropout on the probabilities: the masks of tcc.random_keep, drawn in
+      // every kernel (dense, packed and gapped layouts, a padding mask and a
+      // dense bias, Sq != Sk, head sizes 24 to 128, several tiles).
+      {2, 3, 37, 37, 64, 64, true, 0, kNoBias, 0.2},   {1, 2, 100, 70, 128, 128, false, 0, kPadMask, 0.5},
+      {2, 3, 128, 128, 64, 64, true, 1, kNoBias, 0.1}, {2, 2, 20, 50, 40, 24, false, 2, kDense, 0.3},
+      {1, 1, 130, 70, 80, 80, true, 0, kNoBias, 0.1},
   };
   static const char *const bias_names[] = {"", " pad-mask", " bias[B,H,Sq,Sk]", " bias[1,H,Sq,Sk]", " -inf-mask",
                                            " bias[B,H,Sq,Sk]-inf"};
@@ -1118,10 +1125,23 @@ static void test_attention() {
   for (const Case &c : cases) {
     const int64_t B = c.B, H = c.H, Sq = c.Sq, Sk = c.Sk, D = c.D, Dv = c.Dv;
     char nm[160];
-    std::snprintf(nm, sizeof nm, "attention B=%lld H=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s %s%s", (long long)B,
+    char dropName[32] = "";
+    if (c.drop > 0)
+      std::snprintf(dropName, sizeof dropName, " dropout %.1f", c.drop);
+    std::snprintf(nm, sizeof nm, "attention B=%lld H=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s %s%s%s", (long long)B,
                   (long long)H, (long long)Sq, (long long)Sk, (long long)D, (long long)Dv,
                   c.causal ? "causal" : "full", c.layout == 0 ? "dense" : c.layout == 1 ? "packed-qkv" : "gaps",
-                  bias_names[c.bias]);
+                  bias_names[c.bias], dropName);
+    // Dropout: the random state [seed, counter] on the host and the device.
+    const std::vector<int64_t> rng_host{12345, 7};
+    DevBuf<int64_t> rng_dev(rng_host);
+    cpu::AttentionDropout cdrop;
+    gpu::AttentionDropout gdrop;
+    if (c.drop > 0) {
+      const uint32_t threshold = static_cast<uint32_t>(std::ceil(c.drop * 16777216.0));
+      cdrop = {rng_host.data(), 3, threshold, 1.0 / (1.0 - c.drop)};
+      gdrop = {rng_dev.p, 3, threshold, static_cast<float>(1.0 / (1.0 - c.drop))};
+    }
     const AttnLayout L = attn_layout(c.layout, B, H, Sq, Sk, D, Dv);
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     // q, k ~ N(0, 1.5^2): scores ~ N(0, 2.25^2) after scaling; v, dout ~ N(0, 1).
@@ -1199,14 +1219,14 @@ static void test_attention() {
     std::vector<double> o_ref(static_cast<size_t>(L.o_size)), lse_ref(static_cast<size_t>(B * H * Sq));
     cpu::attention_forward(o_ref.data() + L.o.off, L.o.st, lse_ref.data(), dq_in.data() + L.q.off, L.q.st,
                            dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off, L.v.st, cbias, bst, cd, scale,
-                           c.causal);
+                           c.causal, cdrop);
     DevBuf<half> bq(to_half(hq)), bk(to_half(hk)), bv(to_half(hv)), bo(static_cast<size_t>(L.o_size));
     DevBuf<float> blse(static_cast<size_t>(B * H * Sq));
     const half *pq = bq.p + L.q.off;
     const half *pk = (L.packed ? bq.p : bk.p) + L.k.off;
     const half *pv = (L.packed ? bq.p : bv.p) + L.v.off;
     gpu::attention_forward(bo.p + L.o.off, gst(L.o.st), blse.p, pq, gst(L.q.st), pk, gst(L.k.st), pv, gst(L.v.st),
-                           gbias, gst(bst), gd, static_cast<float>(scale), c.causal);
+                           gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop);
     const std::vector<half> o_half = bo.get();
     const AttnErr eo = attn_compare(from_half(o_half), o_ref, L.o, B, H, Sq, Dv);
     const std::vector<float> lse_got = blse.get();
@@ -1231,7 +1251,7 @@ static void test_attention() {
     cpu::attention_backward(gq.data() + L.q.off, L.q.st, gk_.data() + L.k.off, L.k.st, gv_.data() + L.v.off, L.v.st,
                             dq_in.data() + L.q.off, L.q.st, dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off,
                             L.v.st, do_in.data() + L.o.off, L.o.st, dg_in.data() + L.o.off, L.o.st, dlse_in.data(),
-                            cbias, bst, cd, scale, c.causal);
+                            cbias, bst, cd, scale, c.causal, cdrop);
     DevBuf<half> bo_in(to_half(o_in)), bg(to_half(hg)), bdq(static_cast<size_t>(L.qkv_size)),
         bdk(static_cast<size_t>(L.packed ? 1 : L.qkv_size)), bdv(static_cast<size_t>(L.packed ? 1 : L.qkv_size));
     DevBuf<float> blse_in(lse_in);
@@ -1240,7 +1260,7 @@ static void test_attention() {
     half *pdv = (L.packed ? bdq.p : bdv.p) + L.v.off;
     gpu::attention_backward(pdq, gst(L.q.st), pdk, gst(L.k.st), pdv, gst(L.v.st), pq, gst(L.q.st), pk, gst(L.k.st), pv,
                             gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off, gst(L.o.st), blse_in.p,
-                            gbias, gst(bst), gd, static_cast<float>(scale), c.causal);
+                            gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop);
     const std::vector<half> dq_half = bdq.get();
     const std::vector<half> dk_half = L.packed ? dq_half : bdk.get(), dv_half = L.packed ? dq_half : bdv.get();
     const AttnErr edq = attn_compare(from_half(dq_half), gq, L.q, B, H, Sq, D);

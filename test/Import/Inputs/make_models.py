@@ -102,11 +102,16 @@ def main(outdir):
     # Reshape whose shape is a graph input (not a compile-time constant).
     save(model_of([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")],
                   [f32("x", [2, 6]), i64("s", [2])], [f32("y", [3, 4])]), outdir, "runtime_shape")
-    # Dropout that would need random numbers.
+    # Dropout in training mode: random masks (tcc-legalize).
     save(model_of([const("ratio", np.array(0.1, np.float32)),
                    const("train", np.array(True)),
                    helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")],
                   [f32("x", [2, 6])], [f32("y", [2, 6])]), outdir, "dropout_training")
+    # Dropout with ratio 1: outside ONNX's [0, 1).
+    save(model_of([const("ratio", np.array(1.0, np.float32)),
+                   const("train", np.array(True)),
+                   helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")],
+                  [f32("x", [2, 6])], [f32("y", [2, 6])]), outdir, "dropout_ratio_one")
     # Dropout with ratio 0 in training: the identity.
     save(model_of([const("ratio", np.array(0.0, np.float32)),
                    const("train", np.array(True)),

@@ -4,6 +4,8 @@
   bias_tanh.onnx:   loss = mean(tanh(x + b) W)  (a bias broadcast along the rows
                                                  of an elementwise kernel, no GEMM
                                                  epilogue: cuda-vector-loads.test)
+  dropout.onnx:     loss = mean(dropout_0.25(x W))  (training-mode dropout:
+                                                 dropout-step.test)
 Usage: /usr/bin/python3 small_models.py OUTDIR"""
 import os
 import sys
@@ -40,3 +42,11 @@ save("bias_tanh", [helper.make_node("Add", ["x", "b"], ["h"], name="bias"),
                    helper.make_node("MatMul", ["a", "w16"], ["y"], name="mm"),
                    helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
      [x16], (b, w16))
+ratio = numpy_helper.from_array(np.array(0.25, np.float32))
+train = numpy_helper.from_array(np.array(True))
+save("dropout", [helper.make_node("Constant", [], ["ratio"], name="r", value=ratio),
+                 helper.make_node("Constant", [], ["train"], name="t", value=train),
+                 helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                 helper.make_node("Dropout", ["y", "ratio", "train"], ["d"], name="drop"),
+                 helper.make_node("ReduceMean", ["d"], ["loss"], name="mean", keepdims=0)],
+     [x])
