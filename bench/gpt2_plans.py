@@ -46,7 +46,8 @@ def main():
           "| recomputed FLOPs | values recomputed | plan time |")
     print("|---|---|---|---|---|---|---|---|")
     for b in args.budgets.split(","):
-        report = os.path.join(args.workdir, "plan_%s.json" % b)
+        report = os.path.join(args.workdir, "plan_%s_%s.json" % (
+            os.path.splitext(os.path.basename(onnx_path))[0], b))
         if os.path.exists(report):
             os.remove(report)
         cmd = [args.tcc, onnx_path, "--target=cuda", "--no-weights", "--emit=planned",

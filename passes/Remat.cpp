@@ -65,6 +65,10 @@ struct RematCostModel {
       return 4 * n;
     if (isa<GeluOp>(op))
       return 8 * n;
+    // Dropout's mask: a hash per element of the step's random state, which
+    // is always live, so the recomputed mask is the forward pass's.
+    if (isa<RandomKeepOp>(op))
+      return 4 * n;
     if (isa<AttentionOp>(op))
       return attentionFlops(op);
     if (auto mm = dyn_cast<MatMulOp>(op)) {

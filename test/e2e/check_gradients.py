@@ -63,17 +63,20 @@ TCC_FLAGS = {
     # masks random_keep ops, as the other 5 dropouts' are).
     "tiny_gpt_dropout": ([], "tcc.attention", 2),
     "tiny_gpt_dropout_unfused": (["--no-attention-fusion"], "tcc.random_keep", 7),
+    # nn.TransformerEncoder (dropout 0.1 by default): both attentions fused
+    # with the dropout nn.MultiheadAttention applies to their weights.
+    "encoder_dropout": ([], "tcc.attention", 2),
 }
 
 # Models with training-mode dropout: the reference drops the elements tcc
 # drops (dropout_reference.py, micro-step 0 of seed 0), and must make this
 # many dropout calls, one per Dropout node.
-DROPOUT_CALLS = {"tiny_gpt_dropout": 7, "tiny_gpt_dropout_unfused": 7}
+DROPOUT_CALLS = {"tiny_gpt_dropout": 7, "tiny_gpt_dropout_unfused": 7, "encoder_dropout": 8}
 
 DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
                   "mha_decoder", "tiny_gpt_logits", "tiny_gpt_chunked_loss",
                   "tiny_gpt_unfused_attention", "bert_mlm_chunked_loss",
-                  "tiny_gpt_dropout", "tiny_gpt_dropout_unfused"]
+                  "tiny_gpt_dropout", "tiny_gpt_dropout_unfused", "encoder_dropout"]
 
 
 def model_flags(tcc, name, onnx_path, extra):

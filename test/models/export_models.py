@@ -246,6 +246,29 @@ class MHADecoder(nn.Module):
         return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
 
 
+class EncoderDropout(nn.Module):
+    """nn.TransformerEncoder as a user writes it, with its default dropout of
+    0.1 (on the attention weights inside nn.MultiheadAttention, after the
+    attention, in the feed-forward block and after it: 4 per layer), an
+    embedding and a classifier head per token. GELU rather than the default
+    ReLU: a pre-activation within fp16 rounding of 0 flips ReLU's gradient
+    between the fp16 CUDA target and the CPU one (one element, over the
+    parity bound, at this size), which is not what the model checks."""
+
+    def __init__(self, vocab=40, d=32, n_head=4, n_layer=2):
+        super().__init__()
+        self.vocab = vocab
+        self.emb = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, n_head, 2 * d, dropout=0.1, activation="gelu",
+                                           batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, n_layer)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx, targets):
+        logits = self.head(self.enc(self.emb(idx)))
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+
 # ---------------------------------------------------------------------------
 # Model registry: name -> (builder, opset, {input_name: tensor}, [output names])
 # ---------------------------------------------------------------------------
@@ -319,6 +342,12 @@ def spec_tiny_gpt_dropout(gen):
     return model, 17, feed, ["loss"]
 
 
+def spec_encoder_dropout(gen):
+    model = EncoderDropout()
+    feed = {"idx": _tokens(gen, (2, 10), 40), "targets": _tokens(gen, (2, 10), 40)}
+    return model, 17, feed, ["loss"]
+
+
 MODELS = collections.OrderedDict([
     ("tiny_gpt_opset14", spec_tiny_gpt_opset14),
     ("tiny_gpt_opset17", spec_tiny_gpt_opset17),
@@ -329,6 +358,7 @@ MODELS = collections.OrderedDict([
     ("wide_rows", spec_wide_rows),
     ("tiny_gpt_dropout", spec_tiny_gpt_dropout),
     ("tiny_gpt_dropout_unfused", spec_tiny_gpt_dropout),
+    ("encoder_dropout", spec_encoder_dropout),
     # tiny_gpt_opset17 again, for tcc flags of its own (check_gradients.TCC_FLAGS).
     ("tiny_gpt_chunked_loss", spec_tiny_gpt_opset17),
     ("tiny_gpt_unfused_attention", spec_tiny_gpt_opset17),
