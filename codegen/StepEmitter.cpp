@@ -7,13 +7,12 @@
 
 #include "compiler/Dialect/TccOps.h"
 #include "passes/Passes.h"
+#include "runtime/tcc_random.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
-
-#include <cmath>
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -139,7 +138,7 @@ private:
       return "";
     double p = ratio.getValueAsDouble();
     return llvm::formatv(", AttentionDropout{{(const int64_t *){0}, {1}ULL, {2}u, {3:e17}}",
-                         ref(rng), stream.getInt(), (uint64_t)std::ceil(p * 16777216.0),
+                         ref(rng), stream.getInt(), ::tcc::random::threshold(p),
                          1.0 / (1.0 - p))
         .str();
   }
@@ -798,7 +797,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       })
       .Case<RandomKeepOp>([&](RandomKeepOp r) -> LogicalResult {
         // keep = 24 random bits >= ceil(ratio * 2^24) (runtime/tcc_random.h).
-        auto threshold = (uint64_t)std::ceil(r.getRatio().convertToDouble() * 16777216.0);
+        uint32_t threshold = ::tcc::random::threshold(r.getRatio().convertToDouble());
         const Buffer &out = define(r.getResult());
         os << "  random_keep(" << out.name << ", (const int64_t *)" << ref(r.getState())
            << ", " << r.getStream() << "ULL, " << threshold << "u, "

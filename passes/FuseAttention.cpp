@@ -283,19 +283,26 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
       std::optional<std::pair<double, Value>> scaled = scaling(mul);
       auto where = mul->hasOneUse() ? dyn_cast<WhereOp>(*mul->user_begin()) : WhereOp();
       if (!scaled || scaled->second != probs || !where || where.getX() != mul.getResult() ||
-          !where->hasOneUse())
+          !where->hasOneUse() || typeOf(mul.getResult()) != probsType ||
+          typeOf(where.getResult()) != probsType)
         return {};
       keep = where.getCondition().getDefiningOp<RandomKeepOp>();
       std::optional<double> zero = splatFloatValue(where.getY());
+      // The scale as the model's float type stores 1 / (1 - p): within its
+      // rounding (fp16's 2^-11, float's 2^-24; 1e-6 covers both the float
+      // and double forms tcc-legalize writes).
+      double tolerance = probsType.getElementType().getIntOrFloatBitWidth() <= 16 ? 1e-3 : 1e-6;
       if (!keep || !zero || *zero != 0.0 ||
           typeOf(keep.getResult()).getShape() != probsType.getShape() ||
-          std::abs(scaled->first * (1.0 - keep.getRatio().convertToDouble()) - 1.0) > 1e-6)
+          std::abs(scaled->first * (1.0 - keep.getRatio().convertToDouble()) - 1.0) > tolerance)
         return {};
       dropout = {where, mul};
       probs = where.getResult();
     }
+    if (!probs.hasOneUse())
+      return {};
     auto pv = dyn_cast<MatMulOp>(*probs.user_begin());
-    if (!probs.hasOneUse() || !pv || pv.getLhs() != probs)
+    if (!pv || pv.getLhs() != probs)
       return {};
     int64_t sq = probsType.getDimSize(rank - 2), sk = probsType.getDimSize(rank - 1);
 

@@ -239,7 +239,8 @@ const char *const kUsage =
     "gradients only:\n"
     "  --grads-only   run one micro-step (forward and backward) without an\n"
     "                 optimizer step; needs --feed DIR with DIR/<input>.npy;\n"
-    "                 takes no training options but --loss-scale: the\n"
+    "                 takes no training options but --loss-scale and --seed\n"
+    "                 (the dropout masks: micro-step 0's of that seed): the\n"
     "                 backward pass runs with that loss scale (default:\n"
     "                 dynamic for --target=cuda steps, starting at 65536 and\n"
     "                 halved while the gradients are not finite; off for CPU\n"
@@ -974,7 +975,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
                  "--data FILE) [training options]; see tcc-run --help)");
   if (opts.gradsOnly) {
     for (const std::string &f : opts.given)
-      if (f != "--quiet" && f != "--init-weights" && f != "--loss-scale")
+      if (f != "--quiet" && f != "--init-weights" && f != "--loss-scale" && f != "--seed")
         return error("--grads-only runs one micro-step without training; it "
                      "cannot be combined with " +
                      f);

@@ -56,7 +56,14 @@ TCC_RANDOM_FN uint32_t bits(uint64_t k, uint64_t i) {
   return static_cast<uint32_t>(mix(k + i * kGolden) >> 40);
 }
 
-/// Whether element `i` is kept; `threshold` is ceil(ratio * 2^24).
+/// The keep threshold of a dropout ratio in [0, 1): ceil(ratio * 2^24).
+inline uint32_t threshold(double ratio) {
+  double t = ratio * 16777216.0;
+  uint32_t u = static_cast<uint32_t>(t);
+  return u + (static_cast<double>(u) < t ? 1u : 0u);
+}
+
+/// Whether element `i` is kept; `threshold` is threshold(ratio).
 TCC_RANDOM_FN bool keep(uint64_t k, uint64_t i, uint32_t threshold) {
   return bits(k, i) >= threshold;
 }

@@ -518,9 +518,10 @@ def Tcc_DropoutOp : Tcc_Op<"dropout", [Differentiable]> {
 def Tcc_RandomKeepOp : Tcc_Op<"random_keep"> {
   let summary = "Dropout's keep mask, regenerated from the step's random state";
   let description = [{
-    A boolean tensor of `shape` whose element `i` is true (kept) when the
-    counter-based random number of (`state`, `stream`, `i`) is at least
-    `ratio` (runtime/tcc_random.h defines the function). `state` is the
+    A boolean tensor of `shape` whose element `i` is true (kept) when 24
+    random bits of (`state`, `stream`, `i`) are at least `ceil(ratio * 2^24)`,
+    so with probability `1 - ratio` (runtime/tcc_random.h defines the
+    function). `state` is the
     step's random state, `[seed, micro-step counter]`, an argument with
     `tcc.rng` that the runtime advances after every micro-step; `stream`
     tells apart the dropouts of one step (tcc-legalize numbers them in

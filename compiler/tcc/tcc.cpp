@@ -296,6 +296,23 @@ static void printSummary(ModuleOp module, const tcc::ImportStats &stats,
     column += item.size() + 2;
   }
   os << "\n";
+  // Training-mode dropout draws random masks: say so, and how they are seeded.
+  std::map<double, int> ratios;
+  func.walk([&](tcc::DropoutOp d) {
+    if (d.getTraining() && !d.getRatio().isZero())
+      ++ratios[d.getRatio().convertToDouble()];
+  });
+  if (!ratios.empty()) {
+    os << "dropout   ";
+    bool firstRatio = true;
+    for (auto &[ratio, count] : ratios) {
+      os << (firstRatio ? "" : ", ") << count << " at "
+         << llvm::formatv("{0}", (float)ratio);
+      firstRatio = false;
+    }
+    os << " in training mode: random masks from the step's random state "
+          "(tcc-run --seed)\n";
+  }
 }
 
 /// Parses a --mem-budget size; std::nullopt on bad syntax.

@@ -50,7 +50,17 @@ void mlir::tcc::lowerTrainingDropout(func::FuncOp func) {
   if (dropouts.empty())
     return;
   Value rng = randomState(func);
-  for (auto [stream, d] : llvm::enumerate(dropouts)) {
+  // New streams follow any the function already draws from (a second run
+  // of the pass, or hand-written IR), so no two dropouts share a mask.
+  int64_t first = 0;
+  func.walk([&](Operation *op) {
+    if (auto keep = dyn_cast<RandomKeepOp>(op))
+      first = std::max(first, keep.getStreamAttr().getInt() + 1);
+    else if (auto s = op->getAttrOfType<IntegerAttr>("dropout_stream"))
+      first = std::max(first, s.getInt() + 1);
+  });
+  for (auto [k, d] : llvm::enumerate(dropouts)) {
+    int64_t stream = first + static_cast<int64_t>(k);
     OpBuilder b(d);
     Location loc = d.getLoc();
     auto t = cast<RankedTensorType>(d.getInput().getType());

@@ -575,6 +575,8 @@ def main():
         d = work("dropout_model")
         os.makedirs(d, exist_ok=True)
         export_models.export_one("tiny_gpt_dropout", d)
+        if os.path.exists(work("dropout.so")):  # not a previous run's
+            os.remove(work("dropout.so"))
         return compile_model(os.path.join(d, "tiny_gpt_dropout.onnx"), work("dropout.so"))
     dropout_step = case("compile-dropout")(compile_dropout)()
     if dropout_step:

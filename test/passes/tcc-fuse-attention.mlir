@@ -411,3 +411,28 @@ func.func @dropout_other_scale(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x5xf32>
   %o = tcc.matmul %d, %v : (tensor<1x2x3x5xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x3x4xf32>
   return %o : tensor<1x2x3x4xf32>
 }
+
+// -----
+
+// nn.MultiheadAttention's [B*H, S, D] form with dropout: the op reads it as
+// [1, B*H, S, D], so its (b, h) = (0, i) and its mask index is the flat
+// index of the [B*H, Sq, Sk] probabilities that random_keep drew. The mask
+// is also returned: it stays for that reader, and the op draws the same one.
+// CHECK-LABEL: func.func @dropout_bh_mask_returned
+// CHECK: %[[K:.+]] = tcc.random_keep %[[RNG:[a-z0-9]+]] {ratio = 1.000000e-01 : f32, shape = array<i64: 6, 3, 5>, stream = 0 : i64}
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}} rng %[[RNG]] {dropout = 1.000000e-01 : f32, dropout_stream = 0 : i64, scale = 5.000000e-01 : f64} : (tensor<1x6x3x4xf32>, tensor<1x6x5x4xf32>, tensor<1x6x5x4xf32>, tensor<2xi64>)
+// CHECK-NOT: tcc.softmax
+// CHECK: return %{{.+}}, %[[K]]
+func.func @dropout_bh_mask_returned(%q: tensor<6x3x4xf32>, %kt: tensor<6x4x5xf32>, %v: tensor<6x5x4xf32>, %rng: tensor<2xi64> {tcc.rng}) -> (tensor<6x3x4xf32>, tensor<6x3x5xi1>) {
+  %s = tcc.matmul %q, %kt : (tensor<6x3x4xf32>, tensor<6x4x5xf32>) -> tensor<6x3x5xf32>
+  %c = tcc.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s, %c : (tensor<6x3x5xf32>, tensor<f32>) -> tensor<6x3x5xf32>
+  %p = tcc.softmax %t : (tensor<6x3x5xf32>) -> tensor<6x3x5xf32>
+  %keep = tcc.random_keep %rng {ratio = 0.1 : f32, shape = array<i64: 6, 3, 5>, stream = 0 : i64} : (tensor<2xi64>) -> tensor<6x3x5xi1>
+  %inv = tcc.constant {value = dense<1.11111116> : tensor<f32>} : () -> tensor<f32>
+  %zero = tcc.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %m = tcc.mul %p, %inv : (tensor<6x3x5xf32>, tensor<f32>) -> tensor<6x3x5xf32>
+  %d = tcc.where %keep, %m, %zero : (tensor<6x3x5xi1>, tensor<6x3x5xf32>, tensor<f32>) -> tensor<6x3x5xf32>
+  %o = tcc.matmul %d, %v : (tensor<6x3x5xf32>, tensor<6x5x4xf32>) -> tensor<6x3x4xf32>
+  return %o, %keep : tensor<6x3x4xf32>, tensor<6x3x5xi1>
+}

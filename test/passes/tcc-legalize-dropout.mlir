@@ -36,3 +36,18 @@ func.func @identity(%x: tensor<3xf32>) -> tensor<3xf32> {
   %y1, %m1 = tcc.dropout %y0 {ratio = 0.0 : f32, training = true} : (tensor<3xf32>) -> (tensor<3xf32>, tensor<3xi1>)
   return %y1 : tensor<3xf32>
 }
+
+// -----
+
+// A function that already draws from the random state (stream 0 here, as
+// after an earlier run of the pass) keeps its argument, and a new dropout
+// takes the next stream rather than sharing stream 0's mask.
+// CHECK-LABEL: func.func @existing
+// CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<8xf32>, %[[RNG:[a-z0-9]+]]: tensor<2xi64> {tcc.rng}) -> (tensor<8xi1>, tensor<8xf32>)
+// CHECK: tcc.random_keep %[[RNG]] {ratio = 5.000000e-01 : f32, shape = array<i64: 8>, stream = 0 : i64}
+// CHECK: tcc.random_keep %[[RNG]] {ratio = 2.000000e-01 : f32, shape = array<i64: 8>, stream = 1 : i64}
+func.func @existing(%x: tensor<8xf32>, %rng: tensor<2xi64> {tcc.rng}) -> (tensor<8xi1>, tensor<8xf32>) {
+  %k = tcc.random_keep %rng {ratio = 0.5 : f32, shape = array<i64: 8>, stream = 0 : i64} : (tensor<2xi64>) -> tensor<8xi1>
+  %y, %m = tcc.dropout %x {ratio = 0.2 : f32, training = true} : (tensor<8xf32>) -> (tensor<8xf32>, tensor<8xi1>)
+  return %k, %y : tensor<8xi1>, tensor<8xf32>
+}
