@@ -21,6 +21,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace mlir;
@@ -185,6 +186,7 @@ private:
   LogicalResult importSignature(func::FuncOp &func);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
   LogicalResult importOutputs(func::FuncOp func);
+  void warnPaddingRows();
 
   FailureOr<SmallVector<int64_t>> tensorShape(const onnx::TensorProto &t,
                                               Location loc);
@@ -850,6 +852,7 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
       return nullptr;
   if (failed(importOutputs(func)))
     return nullptr;
+  warnPaddingRows();
 
   // Constants that only fed attributes, and folded-away subgraphs, are dead.
   SmallVector<Operation *> ops;
@@ -877,6 +880,51 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
     stats->numFolded = numFolded;
   }
   return module;
+}
+
+/// nn.Embedding(padding_idx=k) starts row k of its table at zero, and
+/// PyTorch never updates that row; ONNX does not record padding_idx, so tcc
+/// trains it like the others. Where a trainable float32 table that a Gather
+/// reads along axis 0 has exactly one all-zero row, say so rather than
+/// silently train differently from PyTorch.
+void Importer::warnPaddingRows() {
+  llvm::StringMap<const onnx::TensorProto *> tables;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    if (t.data_type() == onnx::TensorProto::FLOAT && t.dims_size() == 2 && t.dims(0) > 1 &&
+        t.dims(1) > 0 && t.has_raw_data() && !options.frozen.contains(t.name()) &&
+        t.raw_data().size() == static_cast<size_t>(t.dims(0) * t.dims(1)) * 4)
+      tables[t.name()] = &t;
+  llvm::StringSet<> warned;
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    if (node.op_type() != "Gather" || node.input_size() < 1 || !tables.count(node.input(0)) ||
+        warned.contains(node.input(0)))
+      continue;
+    bool axis0 = true;
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == "axis")
+        axis0 = a.i() == 0 || a.i() == -2;
+    if (!axis0)
+      continue;
+    const onnx::TensorProto &t = *tables.lookup(node.input(0));
+    const std::string &raw = t.raw_data();
+    size_t rowBytes = static_cast<size_t>(t.dims(1)) * 4;
+    int64_t zeroRow = -1, zeroRows = 0;
+    for (int64_t r = 0; r < t.dims(0); ++r) {
+      const char *row = raw.data() + r * rowBytes;
+      if (std::all_of(row, row + rowBytes, [](char c) { return c == 0; })) {
+        zeroRow = r;
+        ++zeroRows;
+      }
+    }
+    if (zeroRows != 1)
+      continue;
+    warned.insert(node.input(0));
+    emitWarning(nodeLocation(ctx, path, node.name(), node.op_type(), opset))
+        << "row " << zeroRow << " of \"" << t.name()
+        << "\" (the table this Gather reads) is all zeros, as nn.Embedding(padding_idx="
+        << zeroRow << ") starts it; PyTorch keeps a padding_idx row fixed, but ONNX "
+           "does not record padding_idx, so tcc trains that row like the others";
+  }
 }
 
 LogicalResult Importer::readParameters(ArrayRef<std::string> names,

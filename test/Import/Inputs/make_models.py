@@ -112,6 +112,15 @@ def main(outdir):
                    const("train", np.array(True)),
                    helper.make_node("Dropout", ["x", "ratio", "train"], ["y"], name="drop")],
                   [f32("x", [2, 6])], [f32("y", [2, 6])]), outdir, "dropout_ratio_one")
+    # An embedding table with one all-zero row (nn.Embedding's padding_idx),
+    # and one without.
+    for name, zero_row in (("padding_row", 2), ("no_padding_row", None)):
+        table = rng.standard_normal((5, 3)).astype(np.float32)
+        if zero_row is not None:
+            table[zero_row] = 0.0
+        save(model_of([helper.make_node("Gather", ["emb", "ids"], ["y"], name="lookup")],
+                      [i64("ids", [4])], [f32("y", [4, 3])],
+                      [numpy_helper.from_array(table, "emb")]), outdir, name)
     # Dropout with ratio 0 in training: the identity.
     save(model_of([const("ratio", np.array(0.0, np.float32)),
                    const("train", np.array(True)),
