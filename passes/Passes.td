@@ -213,7 +213,8 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
 
     The cost model is apart from the transformation: a candidate is a
     saved forward value whose op can be recomputed (elementwise ops, views,
-    softmax, normalization, GELU, and matmuls; never a gather or the loss),
+    softmax, normalization, GELU, dropout masks, whose random state is always
+    live, and matmuls; never a gather or the loss),
     scored by bytes freed per recomputed FLOP. Candidates are tried cheap
     ops first and matmuls only after them, best score first; each is kept only if the replanned arena does not grow,
     else undone. The search stops when the plan fits or nothing helps; if it still
