@@ -8,6 +8,7 @@
 #include "compiler/Dialect/TccOps.h"
 #include "passes/Passes.h"
 #include "runtime/tcc_random.h"
+#include "runtime/tcc_step.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
@@ -2611,7 +2612,7 @@ FailureOr<EmittedStep> Emitter::run() {
     } else if (func.getArgAttr(i, kRngAttr)) {
       // Dropout's random state: checkpointed with the optimizer state,
       // zeroed by init, advanced after every micro-step (below).
-      rngState = descriptor("rng/dropout", arg, b.offset, b.bytes);
+      rngState = descriptor(TCC_STEP_DROPOUT_STATE, arg, b.offset, b.bytes);
       rngOffset = b.offset;
     } else if (func.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale.

@@ -375,23 +375,23 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     inputs.push_back(argSlot[func.getArgument(i)] = take(bytes));
     inputBytes += bytes;
   }
+  // The slot of the argument marked `attr` (-1 if none), its bytes counted
+  // in `category`.
+  auto markedArgSlot = [&](StringRef attr, int64_t &category) -> int64_t {
+    int64_t slot = -1;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, attr)) {
+        int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
+        slot = argSlot[func.getArgument(i)] = take(bytes);
+        category += bytes;
+      }
+    return slot;
+  };
   // The backward pass's seed (loss scale / accumulation), set by the step.
-  int64_t seedSlot = -1;
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (func.getArgAttr(i, kSeedAttr)) {
-      int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
-      seedSlot = argSlot[func.getArgument(i)] = take(bytes);
-      inputBytes += bytes;
-    }
+  int64_t seedSlot = markedArgSlot(kSeedAttr, inputBytes);
   // The random state of dropout ([seed, counter]): persistent, like the
   // optimizer state, and checkpointed with it.
-  int64_t rngSlot = -1;
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (func.getArgAttr(i, kRngAttr)) {
-      int64_t bytes = bufferBytes(func.getArgument(i).getType(), persistentFloatBytes);
-      rngSlot = argSlot[func.getArgument(i)] = take(bytes);
-      stateBytes += bytes;
-    }
+  int64_t rngSlot = markedArgSlot(kRngAttr, stateBytes);
   // Mixed precision: fp16 working copies of float parameters and inputs
   // (what the body reads), and the GEMM library's workspace.
   SmallVector<int64_t> shadows(func.getNumArguments(), -1);

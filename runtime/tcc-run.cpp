@@ -1247,14 +1247,14 @@ std::string loadInitWeights(const std::string &path, bool resuming,
   return mem.copyIn(info.params, info.num_params);
 }
 
-/// Seeds dropout's random state ("rng/dropout" among the step's state
-/// tensors, [seed, micro-step counter]; tcc_step_init zeroes it) for a run
-/// that does not resume one.
+/// Seeds dropout's random state (TCC_STEP_DROPOUT_STATE among the step's
+/// state tensors, [seed, micro-step counter]; tcc_step_init zeroes it) for a
+/// run that does not resume one.
 std::string seedDropout(const Step &step, Arena &mem, uint64_t seed) {
   const tcc_step_info &info = *step.info;
   for (int32_t i = 0; i < info.num_state; ++i) {
     const tcc_tensor_desc &d = info.state[i];
-    if (std::strcmp(d.name, "rng/dropout") != 0 || d.bytes != 16)
+    if (std::strcmp(d.name, TCC_STEP_DROPOUT_STATE) != 0 || d.bytes != 16)
       continue;
     const int64_t state[2] = {static_cast<int64_t>(seed), 0};
     std::memcpy(mem.host + d.offset, state, sizeof state);

@@ -1,8 +1,8 @@
 /*===- tcc_random.h - the random numbers of dropout ---------------*- C++ -*-===*
  *
  * Dropout's keep mask is a pure function of the step's random state
- * [seed, counter] (an arena slot named "rng/dropout" among the step's state
- * tensors, so checkpoints carry it), the dropout's stream number (tcc numbers
+ * [seed, counter] (the state tensor TCC_STEP_DROPOUT_STATE of tcc_step.h, so
+ * checkpoints carry it), the dropout's stream number (tcc numbers
  * a step's dropouts in order) and the element's flat index:
  *
  *   key(seed, counter, stream) = mix(seed ^ mix(counter * G ^ mix(stream + C)))
@@ -61,6 +61,14 @@ inline uint32_t threshold(double ratio) {
   double t = ratio * 16777216.0;
   uint32_t u = static_cast<uint32_t>(t);
   return u + (static_cast<double>(u) < t ? 1u : 0u);
+}
+
+/// The flat index of probability (q, k) of head bh = b H + h in attention
+/// probabilities [B, H, Sq, Sk] (or [B*H, Sq, Sk]): the element whose
+/// random_keep decision a fused attention's dropout draws.
+TCC_RANDOM_FN uint64_t probability_index(uint64_t bh, uint64_t sq, uint64_t sk, uint64_t q,
+                                         uint64_t k) {
+  return (bh * sq + q) * sk + k;
 }
 
 /// Whether element `i` is kept; `threshold` is threshold(ratio).

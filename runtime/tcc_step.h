@@ -22,6 +22,12 @@ extern "C" {
 
 #define TCC_STEP_ABI_VERSION 5
 
+/* The state tensor (among tcc_step_info.state) that holds a step's dropout
+ * random state, int64 [seed, micro-steps done] (runtime/tcc_random.h):
+ * tcc_step_init zeroes it, each micro-step advances the count, and a caller
+ * seeds it by writing the seed. Absent from steps without dropout. */
+#define TCC_STEP_DROPOUT_STATE "rng/dropout"
+
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 enum tcc_dtype {
   TCC_DTYPE_F32 = 1,

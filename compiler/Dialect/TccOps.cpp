@@ -728,17 +728,27 @@ LogicalResult RandomKeepOp::inferReturnTypes(MLIRContext *ctx, std::optional<Loc
   return success();
 }
 
+/// What is wrong with a dropout's parameters (tcc.random_keep's, or
+/// tcc.attention's on its probabilities): the random state must be a
+/// tensor<2xi64> [seed, counter], the ratio in (0, 1), the stream >= 0. ""
+/// if nothing.
+static std::string dropoutError(Value state, FloatAttr ratio, IntegerAttr stream) {
+  std::string msg;
+  llvm::raw_string_ostream os(msg);
+  auto t = cast<RankedTensorType>(state.getType());
+  double p = ratio.getValueAsDouble();
+  if (t.getShape() != ArrayRef<int64_t>{2} || !t.getElementType().isInteger(64))
+    os << "the random state must be a tensor<2xi64> ([seed, counter]), got " << t;
+  else if (!(p > 0.0 && p < 1.0))
+    os << "the dropout ratio must be in (0, 1), got " << p;
+  else if (stream.getInt() < 0)
+    os << "the dropout stream must be non-negative, got " << stream.getInt();
+  return msg;
+}
+
 LogicalResult RandomKeepOp::verify() {
-  auto state = cast<RankedTensorType>(getState().getType());
-  if (state.getShape() != ArrayRef<int64_t>{2} || !state.getElementType().isInteger(64))
-    return emitOpError("state must be a tensor<2xi64> ([seed, counter]), got ")
-           << state;
-  double ratio = getRatio().convertToDouble();
-  if (!(ratio > 0.0 && ratio < 1.0))
-    return emitOpError("ratio must be in (0, 1), got ") << ratio;
-  if (getStreamAttr().getInt() < 0)
-    return emitOpError("stream must be non-negative, got ") << getStreamAttr().getInt();
-  return success();
+  std::string err = dropoutError(getState(), getRatioAttr(), getStreamAttr());
+  return err.empty() ? success() : emitOpError(err);
 }
 
 LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
@@ -987,15 +997,8 @@ static LogicalResult checkAttentionDropout(std::optional<Location> loc, StringRe
     return success();
   if (!rng || !ratio || !stream)
     return opError(loc, name, "dropout needs all of `dropout`, `dropout_stream` and the rng operand");
-  auto state = cast<RankedTensorType>(rng.getType());
-  if (state.getShape() != ArrayRef<int64_t>{2} || !state.getElementType().isInteger(64))
-    return opError(loc, name, "rng must be a tensor<2xi64> ([seed, counter])");
-  double p = ratio.getValueAsDouble();
-  if (!(p > 0.0 && p < 1.0))
-    return opError(loc, name, "dropout must be in (0, 1)");
-  if (stream.getInt() < 0)
-    return opError(loc, name, "dropout_stream must be non-negative");
-  return success();
+  std::string err = dropoutError(rng, ratio, stream);
+  return err.empty() ? success() : opError(loc, name, err);
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,

@@ -769,7 +769,7 @@ inline double attn_drop(const AttentionDropout &dr, uint64_t key, int64_t bh, in
                         const AttentionDims &d) {
   if (!dr.rng)
     return 1.0;
-  const uint64_t idx = (static_cast<uint64_t>(bh) * d.Sq + i) * d.Sk + j;
+  const uint64_t idx = random::probability_index(bh, d.Sq, d.Sk, i, j);
   return random::keep(key, idx, dr.threshold) ? dr.scale : 0.0;
 }
 inline uint64_t attn_drop_key(const AttentionDropout &dr) {

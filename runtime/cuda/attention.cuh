@@ -144,9 +144,9 @@ __device__ __forceinline__ uint64_t drop_key(const Args &a) {
 /// Dropout's factor of probability (q, k) of head bh = b H + h: 0 or the
 /// scale (with dropout only).
 __device__ __forceinline__ float drop_factor(const Args &a, uint64_t key, int64_t bh, int q, int k) {
-  const uint64_t idx = (static_cast<uint64_t>(bh) * static_cast<uint64_t>(a.Sq) + static_cast<uint64_t>(q)) *
-                           static_cast<uint64_t>(a.Sk) +
-                       static_cast<uint64_t>(k);
+  const uint64_t idx = ::tcc::random::probability_index(static_cast<uint64_t>(bh), static_cast<uint64_t>(a.Sq),
+                                                       static_cast<uint64_t>(a.Sk), static_cast<uint64_t>(q),
+                                                       static_cast<uint64_t>(k));
   return ::tcc::random::keep(key, idx, a.drop.threshold) ? a.drop.scale : 0.0f;
 }
 
@@ -491,7 +491,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(FwdCfg<P16>::NT)
     *reinterpret_cast<__half2 *>(Stage + (warp * 16 + r) * LD + 4 * t + 2 * hh) =
         __floats2half2_rn(o[2 * t] * inv, o[2 * t + 1] * inv);
   if (hh == 0 && row < Sq)
-    a.lse_out[(b * a.H + h) * Sq + row] = (m + log2f(l)) * kLn2;
+    a.lse_out[bh * Sq + row] = (m + log2f(l)) * kLn2;
   __syncthreads();
   store_tile<BM, P16, LD, NT>(base(a.out, a.os, b, h, q0), a.os.s, Stage, imin(BM, Sq - q0), a.Dv, a.vec & kVecO);
 }
@@ -596,7 +596,8 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
   const int64_t h = blockIdx.y, b = blockIdx.z;
   const int kw = k0 + warp * 16; // the warp's first key
   const int key = kw + r;        // the lane's key
-  const int64_t lse_base = (b * a.H + h) * static_cast<int64_t>(Sq);
+  const int64_t bh = b * a.H + h;
+  const int64_t lse_base = bh * static_cast<int64_t>(Sq);
   const uint64_t dkey = drop_key(a);
 
   load_tile<R, P16, LD, NT>(Ks, base(a.k, a.ks, b, h, k0), a.ks.s, imin(R, Sk - k0), a.D, a.vec & kVecK);
@@ -672,8 +673,8 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
       // Dropout: dP and dV see the dropped probabilities (factors f).
       float f0 = 1.0f, f1 = 1.0f;
       if (a.drop.rng) {
-        f0 = drop_factor(a, dkey, b * a.H + h, q0 + 4 * i + 2 * hh, key);
-        f1 = drop_factor(a, dkey, b * a.H + h, q0 + 4 * i + 2 * hh + 1, key);
+        f0 = drop_factor(a, dkey, bh, q0 + 4 * i + 2 * hh, key);
+        f1 = drop_factor(a, dkey, bh, q0 + 4 * i + 2 * hh + 1, key);
       }
       // Scaled before it is rounded to fp16 (scale < 1 keeps it further
       // from fp16's range with a large loss scale).
@@ -739,6 +740,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
   const int qw = q0 + warp * 16; // the warp's first query
   const int row = qw + r;        // the lane's query
   const int rows = imin(R, Sq - q0);
+  const int64_t bh = b * a.H + h;
   const uint64_t dkey = drop_key(a);
   // BIAS: the lane's bias row (the last query's for the padding rows past Sq).
   const __half *brow = nullptr;
@@ -748,7 +750,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
   load_tile<R, P16, LD, NT>(Qs, base(a.q, a.qs, b, h, q0), a.qs.s, rows, a.D, a.vec & kVecQ);
   load_tile<R, P16, LD, NT>(Gs, base(a.dout, a.dos, b, h, q0), a.dos.s, rows, a.Dv, a.vec & kVecDO);
   for (int i = threadIdx.x; i < R; i += NT)
-    lse2s[i] = i < rows ? a.lse_in[(b * a.H + h) * static_cast<int64_t>(Sq) + q0 + i] * kLog2e : 0.0f;
+    lse2s[i] = i < rows ? a.lse_in[bh * static_cast<int64_t>(Sq) + q0 + i] * kLog2e : 0.0f;
   row_delta<R, NT>(dls, base(a.o, a.os, b, h, q0), a.os.s, base(a.dout, a.dos, b, h, q0), a.dos.s, rows, a.Dv,
                    (a.vec & (kVecO | kVecDO)) == (kVecO | kVecDO));
   __syncthreads();
@@ -801,8 +803,8 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
       const float2 dp = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
       float f0 = 1.0f, f1 = 1.0f; // dropout's factors
       if (a.drop.rng) {
-        f0 = drop_factor(a, dkey, b * a.H + h, row, k0 + 4 * i + 2 * hh);
-        f1 = drop_factor(a, dkey, b * a.H + h, row, k0 + 4 * i + 2 * hh + 1);
+        f0 = drop_factor(a, dkey, bh, row, k0 + 4 * i + 2 * hh);
+        f1 = drop_factor(a, dkey, bh, row, k0 + 4 * i + 2 * hh + 1);
       }
       ds[2 * i] = p[2 * i] * (dp.x * f0 - dl) * a.scale; // scaled before fp16, as for dK
       ds[2 * i + 1] = p[2 * i + 1] * (dp.y * f1 - dl) * a.scale;

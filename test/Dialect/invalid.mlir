@@ -261,7 +261,7 @@ func.func @dropout_ratio(%x: tensor<3xf32>) {
 // -----
 
 func.func @random_keep_state(%s: tensor<3xi64>) {
-  // expected-error @+1 {{'tcc.random_keep' op state must be a tensor<2xi64> ([seed, counter]), got 'tensor<3xi64>'}}
+  // expected-error @+1 {{'tcc.random_keep' op the random state must be a tensor<2xi64> ([seed, counter]), got tensor<3xi64>}}
   %k = tcc.random_keep %s {ratio = 0.1 : f32, stream = 0 : i64, shape = array<i64: 4>} : (tensor<3xi64>) -> tensor<4xi1>
   return
 }
@@ -269,7 +269,7 @@ func.func @random_keep_state(%s: tensor<3xi64>) {
 // -----
 
 func.func @random_keep_ratio(%s: tensor<2xi64>) {
-  // expected-error @+1 {{'tcc.random_keep' op ratio must be in (0, 1), got 0}}
+  // expected-error @+1 {{'tcc.random_keep' op the dropout ratio must be in (0, 1), got 0}}
   %k = tcc.random_keep %s {ratio = 0.0 : f32, stream = 0 : i64, shape = array<i64: 4>} : (tensor<2xi64>) -> tensor<4xi1>
   return
 }
@@ -277,7 +277,7 @@ func.func @random_keep_ratio(%s: tensor<2xi64>) {
 // -----
 
 func.func @random_keep_stream(%s: tensor<2xi64>) {
-  // expected-error @+1 {{'tcc.random_keep' op stream must be non-negative, got -1}}
+  // expected-error @+1 {{'tcc.random_keep' op the dropout stream must be non-negative, got -1}}
   %k = tcc.random_keep %s {ratio = 0.5 : f32, stream = -1 : i64, shape = array<i64: 4>} : (tensor<2xi64>) -> tensor<4xi1>
   return
 }
@@ -437,7 +437,7 @@ func.func @attention_dropout_without_rng(%q: tensor<1x2x3x4xf32>) {
 // -----
 
 func.func @attention_dropout_ratio(%q: tensor<1x2x3x4xf32>, %rng: tensor<2xi64>) {
-  // expected-error @+2 {{'tcc.attention' op dropout must be in (0, 1)}}
+  // expected-error @+2 {{'tcc.attention' op the dropout ratio must be in (0, 1), got 1}}
   // expected-error @+1 {{'tcc.attention' op failed to infer returned types}}
   %o, %l = tcc.attention %q, %q, %q rng %rng {scale = 0.5 : f64, dropout = 1.0 : f32, dropout_stream = 0 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<2xi64>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
   return

@@ -1138,7 +1138,7 @@ static void test_attention() {
     cpu::AttentionDropout cdrop;
     gpu::AttentionDropout gdrop;
     if (c.drop > 0) {
-      const uint32_t threshold = static_cast<uint32_t>(std::ceil(c.drop * 16777216.0));
+      const uint32_t threshold = ::tcc::random::threshold(c.drop);
       cdrop = {rng_host.data(), 3, threshold, 1.0 / (1.0 - c.drop)};
       gdrop = {rng_dev.p, 3, threshold, static_cast<float>(1.0 / (1.0 - c.drop))};
     }
