@@ -29,8 +29,12 @@ public:
     populateGemmLegalizationPatterns(patterns);
     populateLayerNormRecognitionPatterns(patterns);
     populateGeluRecognitionPatterns(patterns);
+    populateOnnxOpLoweringPatterns(patterns);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       getOperation().emitWarning("tcc-legalize did not converge");
+    for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
+      if (failed(checkImportOnlyOpsLowered(func)))
+        signalPassFailure();
   }
 };
 } // namespace

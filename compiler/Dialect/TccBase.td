@@ -17,7 +17,7 @@ def Tcc_Dialect : Dialect {
   let cppNamespace = "::mlir::tcc";
   let summary = "ONNX-level tensor ops with static shapes, for training";
   let description = [{
-    Ops mirror ONNX operators (opsets 13-17) with their attributes. Every
+    Ops mirror ONNX operators (opsets 13-28) with their attributes. Every
     tensor is statically shaped; every op infers its result types from its
     operands and attributes (`InferTypeOpInterface`), and the verifier checks
     the declared types against that inference. ONNX inputs that must be known
@@ -44,5 +44,15 @@ def Tcc_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
 def Tcc_IntTensor : StaticShapeTensorOf<[AnyInteger]>;
 def Tcc_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Tcc_BoolTensor : StaticShapeTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+// An ONNX op that folds at import or that tcc-legalize rewrites into core
+// ops; no stage after tcc-legalize sees one (TccOps.h).
+def ImportOnly : NativeOpTrait<"ImportOnly"> {
+  let cppNamespace = "::mlir::OpTrait::tcc";
+}
 
 #endif // TCC_DIALECT_TCCBASE_TD

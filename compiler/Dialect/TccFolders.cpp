@@ -25,7 +25,7 @@ using namespace mlir::tcc;
 
 
 /// The largest non-splat result a folder creates.
-static constexpr int64_t kMaxFoldElements = 1 << 16;
+static constexpr int64_t kMaxFoldElements = 1 << 22;
 
 namespace {
 /// A constant tensor's values, widened: int64 for integer element types
@@ -193,6 +193,13 @@ static double evalFloat(EwKind kind, double a, double b) {
   case EwKind::And: return a != 0 && b != 0;
   case EwKind::Or: return a != 0 || b != 0;
   case EwKind::Not: return a == 0;
+  case EwKind::LessOrEqual: return a <= b;
+  case EwKind::GreaterOrEqual: return a >= b;
+  case EwKind::Max: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+  case EwKind::Min: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+  case EwKind::Sin: return std::sin(a);
+  case EwKind::Cos: return std::cos(a);
+  case EwKind::IsNaN: return std::isnan(a);
   }
   return 0;
 }
@@ -222,6 +229,10 @@ static std::optional<int64_t> evalInt(EwKind kind, int64_t a, int64_t b) {
   case EwKind::And: return a != 0 && b != 0;
   case EwKind::Or: return a != 0 || b != 0;
   case EwKind::Not: return a == 0;
+  case EwKind::LessOrEqual: return a <= b;
+  case EwKind::GreaterOrEqual: return a >= b;
+  case EwKind::Max: return std::max(a, b);
+  case EwKind::Min: return std::min(a, b);
   case EwKind::Neg: return (int64_t)(0 - (uint64_t)a);
   case EwKind::Relu: return a > 0 ? a : 0;
   case EwKind::Abs: return a < 0 ? -a : a;
@@ -513,4 +524,102 @@ LogicalResult DropoutOp::fold(FoldAdaptor, SmallVectorImpl<OpFoldResult> &result
   auto maskType = cast<RankedTensorType>(getMask().getType());
   results.push_back(DenseElementsAttr::get(maskType, true));
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Folders of the ImportOnly ops (TccImportOps.cpp)
+//===----------------------------------------------------------------------===//
+
+OpFoldResult IsNaNOp::fold(FoldAdaptor adaptor) {
+  return foldElementwise(EwKind::IsNaN, getType(), adaptor.getOperands());
+}
+
+OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
+  auto inType = cast<RankedTensorType>(getInput().getType());
+  if (inType == getType() && llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))
+    return getInput();
+  std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
+  if (!c || getType().getNumElements() > kMaxFoldElements)
+    return {};
+  std::optional<ArrayRef<int64_t>> axes;
+  if (auto a = getAxesAttr())
+    axes = a.asArrayRef();
+  FailureOr<SmallVector<std::pair<int64_t, int64_t>>> pads =
+      resolvePads(std::nullopt, inType.getRank(), getPads(), axes);
+  if (failed(pads))
+    return {};
+  std::optional<ConstTensor> fill;
+  if (auto v = getValueAttr())
+    fill = ConstTensor::get(v);
+  SmallVector<int64_t> inStrides = stridesOf(inType.getShape());
+  ArrayRef<int64_t> outShape = getType().getShape();
+  ConstBuilder out(getType());
+  for (int64_t i = 0; i < getType().getNumElements(); ++i) {
+    int64_t rem = i, src = 0;
+    bool inside = true;
+    for (int64_t d = (int64_t)outShape.size() - 1; d >= 0; --d) {
+      int64_t coord = rem % outShape[d] - (*pads)[d].first;
+      rem /= outShape[d];
+      if (coord < 0 || coord >= inType.getDimSize(d))
+        inside = false;
+      else
+        src += coord * inStrides[d];
+    }
+    if (inside)
+      out.push(*c, src);
+    else if (fill)
+      out.push(*fill, 0);
+    else
+      out.pushN(0);
+  }
+  return out.build();
+}
+
+OpFoldResult GatherElementsOp::fold(FoldAdaptor adaptor) {
+  std::optional<ConstTensor> data = ConstTensor::get(adaptor.getData());
+  std::optional<ConstTensor> idx = ConstTensor::get(adaptor.getIndices());
+  if (!data || !idx || getType().getNumElements() > kMaxFoldElements)
+    return {};
+  auto dataType = cast<RankedTensorType>(getData().getType());
+  int64_t axis = *normalizeAxis(getAxis(), dataType.getRank());
+  SmallVector<int64_t> dataStrides = stridesOf(dataType.getShape());
+  ArrayRef<int64_t> outShape = getType().getShape();
+  int64_t dim = dataType.getDimSize(axis);
+  ConstBuilder out(getType());
+  for (int64_t i = 0; i < getType().getNumElements(); ++i) {
+    int64_t rem = i, src = 0;
+    for (int64_t d = (int64_t)outShape.size() - 1; d >= 0; --d) {
+      int64_t coord = rem % outShape[d];
+      rem /= outShape[d];
+      if (d == axis) {
+        coord = idx->n(i);
+        if (coord < 0)
+          coord += dim;
+        if (coord < 0 || coord >= dim)
+          return {}; // out of range: left alone
+      } else if (coord >= dataType.getDimSize(d)) {
+        return {};
+      }
+      src += coord * dataStrides[d];
+    }
+    out.push(*data, src);
+  }
+  return out.build();
+}
+
+OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
+  std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
+  if (!c || getType().getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> shape = getType().getShape();
+  int64_t rows = shape[shape.size() - 2], cols = shape.back();
+  ConstBuilder out(getType());
+  for (int64_t i = 0; i < getType().getNumElements(); ++i) {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    if (triluKeeps(getUpper() != 0, getK(), row, col))
+      out.push(*c, i);
+    else
+      out.pushN(0);
+  }
+  return out.build();
 }

@@ -48,6 +48,9 @@ bool mlir::tcc::isComparison(EwKind kind) {
   case EwKind::Equal:
   case EwKind::Less:
   case EwKind::Greater:
+  case EwKind::LessOrEqual:
+  case EwKind::GreaterOrEqual:
+  case EwKind::IsNaN:
   case EwKind::And:
   case EwKind::Or:
   case EwKind::Not:
@@ -120,6 +123,10 @@ static StringRef ewOpName(EwKind kind) {
   case EwKind::Greater: return GreaterOp::getOperationName();
   case EwKind::And: return AndOp::getOperationName();
   case EwKind::Or: return OrOp::getOperationName();
+  case EwKind::LessOrEqual: return LessOrEqualOp::getOperationName();
+  case EwKind::GreaterOrEqual: return GreaterOrEqualOp::getOperationName();
+  case EwKind::Max: return MaxOp::getOperationName();
+  case EwKind::Min: return MinOp::getOperationName();
   default: return "tcc.elementwise";
   }
 }

@@ -13,6 +13,13 @@
 
 #include <array>
 
+namespace mlir::OpTrait::tcc {
+/// Marks an ONNX-level op that only the importer and tcc-legalize see (see
+/// TccOps.td): it folds at import or is rewritten into core ops.
+template <typename ConcreteType>
+class ImportOnly : public TraitBase<ConcreteType, ImportOnly> {};
+} // namespace mlir::OpTrait::tcc
+
 namespace mlir::tcc {
 
 /// The elementwise computations that share one shape rule and one constant
@@ -21,6 +28,8 @@ enum class EwKind {
   Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or,
   Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not,
   Identity,
+  // ONNX-level only (folded at import or legalized; TccOps.td).
+  LessOrEqual, GreaterOrEqual, Max, Min, Sin, Cos, IsNaN,
 };
 
 /// Whether `kind` yields i1 whatever its operands are.
@@ -47,6 +56,15 @@ LogicalResult inferReduceOp(std::optional<Location> loc, Type input,
 struct SliceDim {
   int64_t start = 0, step = 1, size = 0;
 };
+
+/// The (before, after) pads of every axis of a rank-`rank` tensor from
+/// ONNX Pad's `pads` over `axes` (every axis when absent).
+FailureOr<SmallVector<std::pair<int64_t, int64_t>>>
+resolvePads(std::optional<Location> loc, int64_t rank, ArrayRef<int64_t> pads,
+            std::optional<ArrayRef<int64_t>> axes);
+
+/// Whether Trilu keeps element (row, col) of a matrix.
+bool triluKeeps(bool upper, int64_t k, int64_t row, int64_t col);
 
 /// Resolves Slice's attributes against `shape` per the ONNX spec (negative
 /// bounds count from the end, out-of-range bounds clamp); fails, with a

@@ -565,6 +565,99 @@ def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss", [Differ
 }
 
 //===----------------------------------------------------------------------===//
+// ONNX ops that only the importer and tcc-legalize see
+//===----------------------------------------------------------------------===//
+//
+// Today's exporters write these, mostly in subgraphs that fold at import
+// (masks, position tables, shapes). Those left on values computed at run time
+// are rewritten by tcc-legalize into core ops (Patterns.h); an op with the
+// ImportOnly trait that is still there afterwards is reported by name, so no
+// later stage has to know these ops.
+
+def Tcc_LessOrEqualOp : Tcc_BroadcastOp<"less_or_equal", "LessOrEqual", "LessOrEqual", 1, [ImportOnly]>;
+def Tcc_GreaterOrEqualOp : Tcc_BroadcastOp<"greater_or_equal", "GreaterOrEqual", "GreaterOrEqual", 1, [ImportOnly]>;
+def Tcc_MaxOp : Tcc_BroadcastOp<"max", "Max", "Max", 0, [ImportOnly]>;
+def Tcc_MinOp : Tcc_BroadcastOp<"min", "Min", "Min", 0, [ImportOnly]>;
+def Tcc_SinOp : Tcc_UnaryOp<"sin", "Sin", "Sin", Tcc_FloatTensor, [ImportOnly]>;
+def Tcc_CosOp : Tcc_UnaryOp<"cos", "Cos", "Cos", Tcc_FloatTensor, [ImportOnly]>;
+
+def Tcc_IsNaNOp : Tcc_Op<"is_nan", [ImportOnly]> {
+  let summary = "ONNX `IsNaN`: whether each element is NaN";
+  let description = [{
+    The torch.export-based exporter writes `where(is_nan(p), 0, p)` after the
+    softmax of scaled dot-product attention. tcc-legalize rewrites it as
+    `not(equal(x, x))`, which is true exactly for NaN.
+
+    ```mlir
+    %m = tcc.is_nan %x : (tensor<4xf32>) -> tensor<4xi1>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input);
+  let results = (outs Tcc_BoolTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_PadOp : Tcc_Op<"pad", [ImportOnly]> {
+  let summary = "ONNX `Pad` (constant mode) with compile-time pads";
+  let description = [{
+    `pads` holds the amounts added before each axis, then after each axis
+    (`[x1_begin, x2_begin, ..., x1_end, x2_end, ...]`, negative amounts
+    remove elements), over `axes` (all axes when absent, as before opset
+    18). `value` is the fill (zero when absent). Only `mode = "constant"`
+    is supported. tcc-legalize rewrites it as slices and a concatenation.
+
+    ```mlir
+    %r = tcc.pad %labels {pads = array<i64: 0, 0, 0, 1>, value = dense<-100> : tensor<i64>} : (tensor<2x16xi64>) -> tensor<2x17xi64>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, DenseI64ArrayAttr:$pads,
+                   OptionalAttr<ElementsAttr>:$value,
+                   OptionalAttr<DenseI64ArrayAttr>:$axes,
+                   DefaultValuedAttr<StrAttr, "\"constant\"">:$mode);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_GatherElementsOp : Tcc_Op<"gather_elements", [ImportOnly]> {
+  let summary = "ONNX `GatherElements`: index along one axis, element by element";
+  let description = [{
+    `result[i][j][k] = data[index[i][j][k]][j][k]` for `axis = 0` (and so
+    on); the result has the shape of `indices`. BERT's exports use it on
+    the token-type buffer, where it folds at import.
+
+    ```mlir
+    %r = tcc.gather_elements %data, %idx {axis = 1 : i64} : (tensor<1x64xi64>, tensor<2x16xi64>) -> tensor<2x16xi64>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$data, Tcc_IndexTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat =
+      "$data `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Tcc_TriluOp : Tcc_Op<"trilu", [ImportOnly]> {
+  let summary = "ONNX `Trilu`: keep the upper or lower triangle of the last two axes";
+  let description = [{
+    Keeps `x[..., i, j]` where `j - i >= k` (`upper = 1`) or `j - i <= k`
+    (`upper = 0`), and sets the rest to zero. tcc-legalize rewrites it as a
+    `where` with a constant mask.
+
+    ```mlir
+    %r = tcc.trilu %x {upper = 0 : i64, k = 0 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$upper,
+                   DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs Tcc_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Core ops that legalization introduces
 //===----------------------------------------------------------------------===//
 

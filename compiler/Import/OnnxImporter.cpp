@@ -4,6 +4,7 @@
 
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/OnnxLocation.h"
+#include "compiler/Import/Trainable.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -22,6 +23,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <map>
+#include <cmath>
 #include <cstring>
 
 using namespace mlir;
@@ -34,12 +37,15 @@ using namespace mlir::tcc;
 namespace {
 
 /// How an ONNX input that must be known at compile time becomes an attribute.
-enum class ConstKind { Ints, Float, Bool };
+enum class ConstKind { Ints, Int, Float, Bool, Tensor };
 
 struct ConstInput {
   unsigned index;
   StringRef attr;
   ConstKind kind;
+  /// The opset from which this input exists (ReduceMean's axes became an
+  /// input at opset 18); before it, the node has no such input.
+  int64_t sinceOpset = 0;
 };
 
 /// One ONNX op type: the tcc op it becomes, the oldest ONNX version whose
@@ -84,7 +90,8 @@ const std::vector<OpSpec> &opTable() {
       {"Softmax", SoftmaxOp::getOperationName(), 13, 1, {}},
       {"LogSoftmax", LogSoftmaxOp::getOperationName(), 13, 1, {}},
       {"LayerNormalization", LayerNormalizationOp::getOperationName(), 17, 3, {}},
-      {"ReduceMean", ReduceMeanOp::getOperationName(), 1, 1, {}},
+      {"ReduceMean", ReduceMeanOp::getOperationName(), 1, 1,
+       {{1, "axes", ConstKind::Ints, 18}}},
       {"ReduceSum", ReduceSumOp::getOperationName(), 1, 1,
        {{1, "axes", ConstKind::Ints}}},
       {"Gather", GatherOp::getOperationName(), 1, 1, {}},
@@ -113,6 +120,25 @@ const std::vector<OpSpec> &opTable() {
        {{1, "ratio", ConstKind::Float}, {2, "training", ConstKind::Bool}}},
       {"SoftmaxCrossEntropyLoss",
        SoftmaxCrossEntropyLossOp::getOperationName(), 12, 2, {}},
+      {"Gelu", GeluOp::getOperationName(), 20, 1, {}},
+      // Folded at import or rewritten by tcc-legalize (ImportOnly).
+      {"LessOrEqual", LessOrEqualOp::getOperationName(), 12, 1, {}},
+      {"GreaterOrEqual", GreaterOrEqualOp::getOperationName(), 12, 1, {}},
+      {"Max", MaxOp::getOperationName(), 8, 1, {}},
+      {"Min", MinOp::getOperationName(), 8, 1, {}},
+      {"Sin", SinOp::getOperationName(), 7, 1, {}},
+      {"Cos", CosOp::getOperationName(), 7, 1, {}},
+      {"IsNaN", IsNaNOp::getOperationName(), 9, 1, {}},
+      {"Pad", PadOp::getOperationName(), 11, 1,
+       {{1, "pads", ConstKind::Ints},
+        {2, "value", ConstKind::Tensor},
+        {3, "axes", ConstKind::Ints, 18}}},
+      {"GatherElements", GatherElementsOp::getOperationName(), 11, 1, {}},
+      {"Trilu", TriluOp::getOperationName(), 14, 1, {{1, "k", ConstKind::Int}}},
+      // Written as another op (Importer::rewriteNode).
+      {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
+      {"CastLike", CastOp::getOperationName(), 15, 1, {}},
+      {"Range", ConstantOp::getOperationName(), 11, 1, {}},
   };
   return table;
 }
@@ -185,6 +211,8 @@ private:
   LogicalResult checkOpset();
   LogicalResult importSignature(func::FuncOp &func);
   LogicalResult importNode(const onnx::NodeProto &node, int index);
+  LogicalResult importRewritten(const onnx::NodeProto &node,
+                                ArrayRef<Value> operands, Location loc);
   LogicalResult importOutputs(func::FuncOp func);
   void warnPaddingRows();
 
@@ -210,6 +238,8 @@ private:
   int64_t opset = 0;
   llvm::StringMap<Value> values;
   int64_t numFolded = 0;
+  std::vector<std::pair<std::string, std::string>> constantInits;
+  bool hasTrainableMetadata = false;
 };
 
 } // namespace
@@ -250,8 +280,7 @@ LogicalResult Importer::checkOpset() {
   if (opset > kMaxOpset)
     return error(fileLoc) << "opset " << opset
                           << " is newer than tcc supports (up to "
-                          << kMaxOpset
-                          << "); export with opset_version=17 or lower";
+                          << kMaxOpset << ", the newest onnx 1.23 defines)";
   return success();
 }
 
@@ -398,12 +427,37 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
   SmallVector<std::pair<std::string, DenseElementsAttr>> constants;
   llvm::StringSet<> initNames, frozenSeen;
 
-  // Floating-point initializers are trainable parameters; the rest
-  // (integer and boolean tables) are constants.
+  // Floating-point initializers are trainable parameters unless the model's
+  // metadata or their evident role says otherwise (Trainable.h); the rest
+  // (integer and boolean tables, buffers) are constants.
+  bool hasMetadata = false;
+  llvm::StringSet<> metadataNames;
+  llvm::StringMap<InitializerRole> roles =
+      classifyInitializers(model, options.trainable, hasMetadata, metadataNames);
+  hasTrainableMetadata = hasMetadata;
+  for (const auto &n : options.trainable)
+    if (!roles.count(n.getKey()))
+      return error(loc) << "--trainable: the model has no floating-point "
+                           "initializer named \""
+                        << n.getKey() << "\"";
+  for (const auto &n : metadataNames)
+    if (!roles.count(n.getKey()))
+      return error(loc) << "the model's " << kTrainableMetadataKey
+                        << " metadata names \"" << n.getKey()
+                        << "\", which is not a floating-point initializer of "
+                           "the graph (was it folded or renamed at export?)";
+  std::map<std::string, std::vector<std::string>> guessedByReason;
   for (const onnx::TensorProto &t : graph.initializer()) {
     initNames.insert(t.name());
     Type elt = elementType(ctx, t.data_type());
-    if (elt && isa<FloatType>(elt)) {
+    auto role = roles.find(t.name());
+    if (role != roles.end() && !role->second.parameter) {
+      if (options.frozen.contains(t.name()))
+        frozenSeen.insert(t.name());
+      else if (role->second.guessed)
+        guessedByReason[role->second.reason].push_back(t.name());
+      constantInits.emplace_back(t.name(), role->second.reason);
+    } else if (elt && isa<FloatType>(elt)) {
       FailureOr<SmallVector<int64_t>> shape = tensorShape(t, loc);
       if (failed(shape))
         return failure();
@@ -425,6 +479,19 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
     if (failed(value))
       return failure();
     constants.emplace_back(t.name(), *value);
+  }
+  for (auto &[reason, names] : guessedByReason) {
+    std::string list;
+    for (size_t i = 0; i < names.size() && i < 8; ++i)
+      list += (i ? ", \"" : "\"") + names[i] + "\"";
+    if (names.size() > 8)
+      list += " and " + std::to_string(names.size() - 8) + " more";
+    emitWarning(loc) << "tcc keeps " << names.size() << " floating-point "
+                     << (names.size() == 1 ? "initializer" : "initializers")
+                     << " fixed, as PyTorch keeps a buffer, because " << reason
+                     << ": " << list << "; pass --trainable=NAME to train one, "
+                     << "or export with python/tcc_export.py, which records "
+                        "the module's parameters";
   }
   for (const auto &f : options.frozen)
     if (!frozenSeen.contains(f.getKey()))
@@ -579,6 +646,15 @@ FailureOr<Attribute> Importer::constInputAttr(Value v, const ConstInput &ci,
       ints.push_back(i.getSExtValue());
     return Attribute(builder.getDenseI64ArrayAttr(ints));
   }
+  case ConstKind::Int: {
+    if (!isa<IntegerType>(elt) || value.getNumElements() != 1)
+      return error(loc) << "input " << ci.index << " (the " << ci.attr
+                        << ") of " << opType << " must be an integer scalar";
+    return Attribute(builder.getI64IntegerAttr(
+        (*value.getValues<APInt>().begin()).getSExtValue()));
+  }
+  case ConstKind::Tensor:
+    return Attribute(value);
   case ConstKind::Float: {
     if (!isa<FloatType>(elt) || value.getNumElements() != 1)
       return error(loc) << "input " << ci.index << " (the " << ci.attr
@@ -621,7 +697,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
     const std::string &in = node.input(i);
     const ConstInput *ci = nullptr;
     for (const ConstInput &c : spec->constInputs)
-      if (c.index == (unsigned)i)
+      if (c.index == (unsigned)i && opset >= c.sinceOpset)
         ci = &c;
     if (in.empty()) {
       if (!ci && i + 1 < node.input_size())
@@ -643,8 +719,19 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
     attrs.push_back(builder.getNamedAttr(ci->attr, *attr));
   }
 
+  if (opType == "Flatten" || opType == "CastLike" || opType == "Range")
+    return importRewritten(node, operands, loc);
+  if ((opType == "Max" || opType == "Min") && operands.size() != 2) {
+    if (operands.size() != 1)
+      return error(loc) << opType << " with " << operands.size()
+                        << " inputs is not supported (tcc implements 1 or 2)";
+    values[node.output(0)] = operands[0]; // the maximum of one tensor
+    return success();
+  }
+
   // Attributes: each must be one the op knows; a few need translating.
   OperationName opName(spec->tcc, ctx);
+  std::optional<int64_t> numOutputs; // Split's, from opset 18
   ArrayRef<StringAttr> known = opName.getAttributeNames();
   for (const onnx::AttributeProto &a : node.attribute()) {
     StringRef attrName = a.name();
@@ -654,6 +741,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
         return error(loc) << "Cast to " << dataTypeName((int32_t)a.i())
                           << " is not supported";
       attrs.push_back(builder.getNamedAttr("to", TypeAttr::get(to)));
+      continue;
+    }
+    if (opType == "Cast" && attrName == "saturate")
+      continue; // only changes conversions to float8, which tcc refuses
+    if (opType == "Split" && attrName == "num_outputs" && opset >= 18) {
+      numOutputs = a.i();
       continue;
     }
     if (opType == "Constant") {
@@ -718,11 +811,25 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
       axis = a.getInt();
     std::optional<int64_t> ax = normalizeAxis(axis, t.getRank());
     int64_t parts = node.output_size();
-    if (!ax || parts == 0 || t.getDimSize(*ax) % parts != 0)
-      return error(loc) << "Split cannot split axis " << axis << " of "
-                        << t << " evenly into " << parts << " outputs";
-    attrList.set("split", builder.getDenseI64ArrayAttr(SmallVector<int64_t>(
-                              parts, t.getDimSize(*ax) / parts)));
+    if (numOutputs) {
+      // Opset 18: pieces of ceil(dim / num_outputs), the last one smaller.
+      int64_t dim = ax ? t.getDimSize(*ax) : 0;
+      int64_t n = *numOutputs;
+      int64_t chunk = n > 0 ? (dim + n - 1) / n : 0;
+      if (!ax || n != parts || n <= 0 || chunk * (n - 1) >= dim + (dim == 0))
+        return error(loc) << "Split cannot split axis " << axis << " of " << t
+                          << " into num_outputs = " << n << " pieces for its "
+                          << parts << " outputs";
+      SmallVector<int64_t> sizes(n - 1, chunk);
+      sizes.push_back(dim - chunk * (n - 1));
+      attrList.set("split", builder.getDenseI64ArrayAttr(sizes));
+    } else {
+      if (!ax || parts == 0 || t.getDimSize(*ax) % parts != 0)
+        return error(loc) << "Split cannot split axis " << axis << " of "
+                          << t << " evenly into " << parts << " outputs";
+      attrList.set("split", builder.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                                parts, t.getDimSize(*ax) / parts)));
+    }
   }
 
   int numResults = spec->numResults < 0 ? node.output_size() : spec->numResults;
@@ -794,6 +901,101 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty())
       values[node.output(i)] = results[i];
+  return success();
+}
+
+/// The ONNX ops that become another tcc op with attributes worked out here:
+/// Flatten (a reshape to two dimensions), CastLike (a cast to the second
+/// operand's element type) and Range (a constant: its bounds must be).
+LogicalResult Importer::importRewritten(const onnx::NodeProto &node,
+                                        ArrayRef<Value> operands, Location loc) {
+  StringRef opType = node.op_type();
+  auto attrInt = [&](StringRef name, int64_t dflt) {
+    for (const onnx::AttributeProto &a : node.attribute())
+      if (a.name() == name)
+        return (int64_t)a.i();
+    return dflt;
+  };
+  for (const onnx::AttributeProto &a : node.attribute()) {
+    bool known = (opType == "Flatten" && a.name() == "axis") ||
+                 (opType == "CastLike" && a.name() == "saturate");
+    if (!known)
+      return error(loc) << "attribute \"" << a.name() << "\" of " << opType
+                        << " is not supported";
+  }
+  size_t arity = opType == "Flatten" ? 1 : opType == "CastLike" ? 2 : 3;
+  if (operands.size() != arity || node.output_size() != 1)
+    return error(loc) << opType << " needs " << arity << " inputs and 1 output, "
+                      << "this node has " << operands.size() << " and "
+                      << node.output_size();
+  auto input = cast<RankedTensorType>(operands[0].getType());
+  Operation *op = nullptr;
+  if (opType == "Flatten") {
+    int64_t rank = input.getRank(), axis = attrInt("axis", 1);
+    if (axis < -rank || axis > rank)
+      return error(loc) << "Flatten axis " << axis << " is out of range for rank "
+                        << rank;
+    if (axis < 0)
+      axis += rank;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < axis ? outer : inner) *= input.getDimSize(d);
+    op = builder.create<ReshapeOp>(
+        loc, TypeRange{RankedTensorType::get({outer, inner}, input.getElementType())},
+        ValueRange{operands[0]},
+        ArrayRef<NamedAttribute>{builder.getNamedAttr(
+            "shape", builder.getDenseI64ArrayAttr({outer, inner}))});
+  } else if (opType == "CastLike") {
+    Type to = cast<RankedTensorType>(operands[1].getType()).getElementType();
+    op = builder.create<CastOp>(
+        loc, TypeRange{RankedTensorType::get(input.getShape(), to)},
+        ValueRange{operands[0]},
+        ArrayRef<NamedAttribute>{builder.getNamedAttr("to", TypeAttr::get(to))});
+  } else { // Range
+    SmallVector<double> bounds;
+    for (Value v : operands) {
+      DenseElementsAttr c;
+      if (!matchPattern(v, m_Constant(&c)) || c.getNumElements() != 1 ||
+          c.getElementType() != input.getElementType())
+        return error(loc) << "Range's start, limit and delta must be "
+                             "compile-time scalars of one type; tcc compiles "
+                             "static shapes";
+      bounds.push_back(isa<FloatType>(c.getElementType())
+                           ? (*c.getValues<APFloat>().begin()).convertToDouble()
+                           : (double)(*c.getValues<APInt>().begin()).getSExtValue());
+    }
+    double start = bounds[0], limit = bounds[1], delta = bounds[2];
+    double count = delta == 0 ? -1 : std::ceil((limit - start) / delta);
+    if (!(count >= 0 && count <= (double)(1 << 24)))
+      return error(loc) << "Range from " << start << " to " << limit << " by "
+                        << delta << " has no valid length (at most 2^24)";
+    auto type = RankedTensorType::get({(int64_t)count}, input.getElementType());
+    DenseElementsAttr value;
+    if (auto ft = dyn_cast<FloatType>(type.getElementType())) {
+      SmallVector<APFloat> vals;
+      for (int64_t i = 0; i < (int64_t)count; ++i) {
+        APFloat v(start + (double)i * delta);
+        bool lost;
+        v.convert(ft.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+        vals.push_back(v);
+      }
+      value = DenseElementsAttr::get(type, vals);
+    } else {
+      unsigned width = type.getElementType().getIntOrFloatBitWidth();
+      SmallVector<APInt> vals;
+      for (int64_t i = 0; i < (int64_t)count; ++i)
+        vals.push_back(APInt(width, (uint64_t)((int64_t)start + i * (int64_t)delta),
+                             /*isSigned=*/true));
+      value = DenseElementsAttr::get(type, vals);
+    }
+    op = builder.create<ConstantOp>(loc, type, value);
+    ++numFolded;
+  }
+  if (failed(verify(op))) {
+    op->erase();
+    return failure();
+  }
+  values[node.output(0)] = op->getResult(0);
   return success();
 }
 
@@ -878,6 +1080,8 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
     stats->producer = producer;
     stats->numNodes = model.graph().node_size();
     stats->numFolded = numFolded;
+    stats->constants = constantInits;
+    stats->hasTrainableMetadata = hasTrainableMetadata;
   }
   return module;
 }

@@ -27,13 +27,16 @@ namespace mlir::tcc {
 
 /// The oldest and newest default-domain opsets the importer accepts; within
 /// that range each op also has its own oldest supported version.
-inline constexpr int64_t kMaxOpset = 17;
+inline constexpr int64_t kMaxOpset = 28;
 
 struct ImportOptions {
   /// Shapes for graph inputs with dynamic dimensions (`--shape NAME=8x1024`).
   llvm::StringMap<std::vector<int64_t>> inputShapes;
   /// Floating-point initializers that stay fixed (`--frozen=NAME,...`).
   llvm::StringSet<> frozen;
+  /// Floating-point initializers to train whatever the model's metadata or
+  /// their evident role says (`--trainable=NAME,...`; see Trainable.h).
+  llvm::StringSet<> trainable;
 };
 
 struct ImportStats {
@@ -42,6 +45,11 @@ struct ImportStats {
   int64_t numNodes = 0;
   /// Nodes that folded into constants or into their operand at import.
   int64_t numFolded = 0;
+  /// Floating-point initializers imported as constants, not parameters,
+  /// with the reason (Trainable.h).
+  std::vector<std::pair<std::string, std::string>> constants;
+  /// Whether the model says which initializers are parameters.
+  bool hasTrainableMetadata = false;
 };
 
 /// Reads the ONNX model at `path` and returns it as a module holding one

@@ -170,6 +170,12 @@ static cl::list<std::string> frozen(
     "frozen",
     cl::desc("Floating-point initializers to keep fixed instead of training"),
     cl::value_desc("name,..."), cl::CommaSeparated, cl::cat(tccCategory));
+static cl::list<std::string> trainable(
+    "trainable",
+    cl::desc("Floating-point initializers to train even where the model's "
+             "tcc.trainable metadata or their role (a mask, a position table, "
+             "a scalar) says they are buffers"),
+    cl::value_desc("name,..."), cl::CommaSeparated, cl::cat(tccCategory));
 
 /// Parses `--shape` values into `options`; reports and fails on bad syntax.
 static LogicalResult parseShapes(tcc::ImportOptions &options) {
@@ -197,6 +203,14 @@ static LogicalResult parseShapes(tcc::ImportOptions &options) {
   }
   for (const std::string &f : frozen)
     options.frozen.insert(f);
+  for (const std::string &t : trainable) {
+    if (options.frozen.contains(t)) {
+      llvm::errs() << "tcc: error: \"" << t
+                   << "\" is given to both --trainable and --frozen\n";
+      return failure();
+    }
+    options.trainable.insert(t);
+  }
   return success();
 }
 
@@ -280,6 +294,12 @@ static void printSummary(ModuleOp module, const tcc::ImportStats &stats,
       row("", n.getValue(),
           typeStr(func.getArgument(i).getType()) +
               (func.getArgAttr(i, tcc::kFrozenAttr) ? "  (frozen)" : ""));
+  if (!stats.constants.empty()) {
+    os << "buffers   " << stats.constants.size()
+       << " floating-point initializers kept fixed as constants\n";
+    for (auto &[name, reason] : stats.constants)
+      row("", name, reason);
+  }
   os << "ops       ";
   std::vector<std::pair<int64_t, std::string>> sorted;
   for (auto &[name, count] : histogram)

@@ -19,6 +19,12 @@ void populateLayerNormRecognitionPatterns(RewritePatternSet &patterns);
 /// The erf and tanh GELU chains -> gelu.
 void populateGeluRecognitionPatterns(RewritePatternSet &patterns);
 
+/// The ImportOnly ONNX ops left on run-time values -> core ops
+/// (LowerOnnxOps.cpp).
+void populateOnnxOpLoweringPatterns(RewritePatternSet &patterns);
+/// Reports each ImportOnly op still in `func`; fails if there is one.
+LogicalResult checkImportOnlyOpsLowered(func::FuncOp func);
+
 /// Training-mode dropout with a non-zero ratio -> random_keep + where, the
 /// dropouts numbered in order as random streams (LowerDropout.cpp).
 void lowerTrainingDropout(func::FuncOp func);

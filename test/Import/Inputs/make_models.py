@@ -94,7 +94,7 @@ def main(outdir):
     save(model_of([helper.make_node("Softmax", ["x"], ["y"], name="sm")],
                   [f32("x", [2, 5])], [f32("y", [2, 5])], opset=11), outdir, "opset_old")
     save(model_of([helper.make_node("Relu", ["x"], ["y"], name="relu")],
-                  [f32("x", [2, 5])], [f32("y", [2, 5])], opset=18), outdir, "opset_new")
+                  [f32("x", [2, 5])], [f32("y", [2, 5])], opset=29), outdir, "opset_new")
 
     # Shapes that do not fit.
     save(model_of([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],

@@ -1,0 +1,235 @@
+//===- Trainable.cpp - which initializers are trained ---------------------===//
+
+#include "compiler/Import/Trainable.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace mlir::tcc;
+
+namespace {
+
+/// The float values of a float32/float64 initializer stored inline, or none
+/// (external data and other types are not looked at).
+bool readFloats(const onnx::TensorProto &t, std::vector<double> &out) {
+  int64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0 || (d > 0 && count > (int64_t(1) << 40) / d))
+      return false;
+    count *= d;
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return false;
+  if (t.data_type() == onnx::TensorProto::FLOAT) {
+    if (t.has_raw_data()) {
+      if ((int64_t)t.raw_data().size() != count * 4)
+        return false;
+      out.resize(count);
+      for (int64_t i = 0; i < count; ++i) {
+        float f;
+        std::memcpy(&f, t.raw_data().data() + 4 * i, 4);
+        out[i] = f;
+      }
+      return true;
+    }
+    if (t.float_data_size() != count)
+      return false;
+    out.assign(t.float_data().begin(), t.float_data().end());
+    return true;
+  }
+  if (t.data_type() == onnx::TensorProto::DOUBLE) {
+    if (t.has_raw_data()) {
+      if ((int64_t)t.raw_data().size() != count * 8)
+        return false;
+      out.resize(count);
+      std::memcpy(out.data(), t.raw_data().data(), count * 8);
+      return true;
+    }
+    if (t.double_data_size() != count)
+      return false;
+    out.assign(t.double_data().begin(), t.double_data().end());
+    return true;
+  }
+  return false;
+}
+
+/// Whether `values`, as a [rows, cols] table (the last axis is cols), holds
+/// cos(p * theta_j) or sin(p * theta_j) in row p of every column j: the
+/// precomputed tables of sinusoidal and rotary position encodings.
+bool isSinusoidalTable(const onnx::TensorProto &t, const std::vector<double> &v) {
+  if (t.dims_size() < 2)
+    return false;
+  int64_t cols = t.dims(t.dims_size() - 1);
+  if (cols <= 0 || (int64_t)v.size() % cols != 0)
+    return false;
+  int64_t rows = (int64_t)v.size() / cols;
+  if (rows < 3)
+    return false;
+  auto fits = [&](bool isCos) {
+    for (int64_t j = 0; j < cols; ++j) {
+      double first = v[j], second = v[cols + j];
+      if (std::fabs(first - (isCos ? 1.0 : 0.0)) > 1e-6 || std::fabs(second) > 1.0)
+        return false;
+      double theta = isCos ? std::acos(second) : std::asin(second);
+      for (int64_t p = 2; p < rows; ++p) {
+        double want = isCos ? std::cos(p * theta) : std::sin(p * theta);
+        if (std::fabs(v[p * cols + j] - want) > 1e-4)
+          return false;
+      }
+    }
+    return true;
+  };
+  return fits(true) || fits(false);
+}
+
+/// How a value reaches the graph's outputs.
+struct Reach {
+  bool differentiable = false; // through ops that carry a gradient
+  bool mask = false;           // into a comparison or a Where condition
+  bool position = false;       // into Sin/Cos
+};
+
+bool isComparisonOp(llvm::StringRef op) {
+  return op == "Equal" || op == "Less" || op == "Greater" ||
+         op == "LessOrEqual" || op == "GreaterOrEqual" || op == "Not" ||
+         op == "And" || op == "Or" || op == "Xor" || op == "IsNaN" ||
+         op == "IsInf";
+}
+
+bool castsToNonFloat(const onnx::NodeProto &node) {
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == "to") {
+      int64_t to = a.i();
+      return to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE &&
+             to != onnx::TensorProto::FLOAT16 && to != onnx::TensorProto::BFLOAT16;
+    }
+  return false;
+}
+
+class ReachAnalysis {
+public:
+  explicit ReachAnalysis(const onnx::GraphProto &graph) : graph(graph) {
+    for (int n = 0; n < graph.node_size(); ++n)
+      for (int i = 0; i < graph.node(n).input_size(); ++i)
+        users[graph.node(n).input(i)].push_back({n, i});
+    for (const onnx::ValueInfoProto &o : graph.output())
+      outputs.insert(o.name());
+  }
+
+  Reach of(llvm::StringRef value) {
+    Reach r;
+    llvm::StringSet<> seen;
+    llvm::SmallVector<std::string> work{value.str()};
+    while (!work.empty() && !r.differentiable) {
+      std::string v = work.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      if (outputs.contains(v)) {
+        r.differentiable = true;
+        break;
+      }
+      for (auto [n, i] : users.lookup(v)) {
+        const onnx::NodeProto &node = graph.node(n);
+        llvm::StringRef op = node.op_type();
+        if (op == "Shape" || op == "Size" || isComparisonOp(op) ||
+            (op == "Where" && i == 0) ||
+            ((op == "Cast" || op == "CastLike") && castsToNonFloat(node))) {
+          r.mask = true;
+          continue;
+        }
+        if (op == "Sin" || op == "Cos") {
+          r.position = true;
+          continue;
+        }
+        for (const std::string &out : node.output())
+          if (!out.empty())
+            work.push_back(out);
+      }
+    }
+    return r;
+  }
+
+private:
+  const onnx::GraphProto &graph;
+  llvm::StringMap<llvm::SmallVector<std::pair<int, int>, 2>> users;
+  llvm::StringSet<> outputs;
+};
+
+bool isFloatType(int32_t t) {
+  return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE ||
+         t == onnx::TensorProto::FLOAT16 || t == onnx::TensorProto::BFLOAT16;
+}
+
+} // namespace
+
+llvm::StringMap<InitializerRole>
+mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
+                                const llvm::StringSet<> &trainable,
+                                bool &hasMetadata,
+                                llvm::StringSet<> &metadataNames) {
+  hasMetadata = false;
+  for (const onnx::StringStringEntryProto &p : model.metadata_props())
+    if (p.key() == kTrainableMetadataKey) {
+      hasMetadata = true;
+      llvm::SmallVector<llvm::StringRef> names;
+      llvm::StringRef(p.value()).split(names, ',', -1, /*KeepEmpty=*/false);
+      for (llvm::StringRef n : names)
+        metadataNames.insert(n.trim());
+    }
+
+  const onnx::GraphProto &graph = model.graph();
+  ReachAnalysis reach(graph);
+  llvm::StringMap<InitializerRole> roles;
+  for (const onnx::TensorProto &t : graph.initializer()) {
+    if (!isFloatType(t.data_type()))
+      continue;
+    InitializerRole &role = roles[t.name()];
+    if (trainable.contains(t.name()))
+      continue;
+    if (hasMetadata) {
+      if (!metadataNames.contains(t.name())) {
+        role.parameter = false;
+        role.reason = "not a parameter in the model's tcc.trainable metadata";
+      }
+      continue;
+    }
+    int64_t count = 1;
+    for (int64_t d : t.dims())
+      count *= d < 0 ? 0 : d;
+    std::vector<double> values;
+    bool known = readFloats(t, values);
+    role.guessed = true;
+    if (known && std::any_of(values.begin(), values.end(), [](double x) { return !std::isfinite(x); })) {
+      role.parameter = false;
+      role.reason = "it holds non-finite values (an additive mask)";
+      continue;
+    }
+    Reach r = reach.of(t.name());
+    if (!r.differentiable && (r.mask || r.position)) {
+      role.parameter = false;
+      role.reason = r.position ? "it only feeds Sin/Cos (what builds a position table)"
+                               : "it only feeds a mask (comparisons, Where conditions, shapes)";
+      continue;
+    }
+    if (known && isSinusoidalTable(t, values)) {
+      role.parameter = false;
+      role.reason = "it is a sinusoidal position table (row p holds cos or sin of p * theta)";
+      continue;
+    }
+    if (count == 1) {
+      role.parameter = false;
+      role.reason = "it has one element (the torch.export-based exporter stores "
+                    "its scalar constants as initializers)";
+      continue;
+    }
+    role.guessed = false;
+  }
+  return roles;
+}

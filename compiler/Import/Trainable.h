@@ -1,0 +1,60 @@
+//===- Trainable.h - which initializers are trained -------------*- C++ -*-===//
+//
+// ONNX does not say which initializers are parameters and which are buffers
+// (masks, position tables) or an exporter's constants. tcc decides, in this
+// order:
+//   1. `--trainable=NAME`: trained, whatever else says.
+//   2. the model's `tcc.trainable` metadata (written by python/tcc_export.py
+//      from `named_parameters()`): trained when listed, a constant otherwise;
+//   3. without that metadata, a floating-point initializer is trained unless
+//      its evident role says it is not a parameter: it holds a non-finite
+//      value, it only reaches the loss through comparisons, Where conditions,
+//      shapes or Sin/Cos (a mask, or what builds a position table), it is a
+//      sinusoidal position table itself, or it has one element (the
+//      torch.export-based exporter stores its scalar constants as
+//      initializers). Such an initializer becomes a constant, with a warning
+//      that names it and says how to train it.
+// `--frozen=NAME` keeps a parameter fixed (it stays a step argument).
+//
+// tcc never trains silently what PyTorch would not.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TCC_COMPILER_IMPORT_TRAINABLE_H
+#define TCC_COMPILER_IMPORT_TRAINABLE_H
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <string>
+
+namespace onnx {
+class ModelProto;
+}
+
+namespace mlir::tcc {
+
+/// The metadata key python/tcc_export.py writes: comma-separated initializer
+/// names that are the module's parameters.
+inline constexpr const char *kTrainableMetadataKey = "tcc.trainable";
+
+/// Why an initializer is not trained (empty: it is a parameter).
+struct InitializerRole {
+  bool parameter = true;
+  /// For a constant: why, for the diagnostic and the summary.
+  std::string reason;
+  /// Whether tcc guessed (no metadata), so the user is told.
+  bool guessed = false;
+};
+
+/// Classifies every floating-point initializer of `model` (by name). Names in
+/// `trainable` are parameters. `metadataNames` receives the metadata's list
+/// when the model has one (so the caller can report names it lacks).
+llvm::StringMap<InitializerRole>
+classifyInitializers(const onnx::ModelProto &model,
+                     const llvm::StringSet<> &trainable, bool &hasMetadata,
+                     llvm::StringSet<> &metadataNames);
+
+} // namespace mlir::tcc
+
+#endif // TCC_COMPILER_IMPORT_TRAINABLE_H

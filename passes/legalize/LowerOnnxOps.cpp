@@ -1,0 +1,225 @@
+//===- LowerOnnxOps.cpp - the ImportOnly ops as core ops ------------------===//
+//
+// Today's exporters write ops that usually fold at import (masks, position
+// tables). Where one is left on a value computed at run time, it becomes core
+// ops here, so that autodiff, fusion and codegen never see it:
+//
+//   less_or_equal(a, b)      -> or(less(a, b), equal(a, b))
+//   greater_or_equal(a, b)   -> or(greater(a, b), equal(a, b))
+//   max(a, b) / min(a, b)    -> where(greater(a, b) / less(a, b), a, b)
+//   where(is_nan(s), 0, s)   -> s, for s = softmax(x [+ mask]) (see below)
+//   is_nan(x)                -> not(equal(x, x))
+//   pad(x) (constant mode)   -> slices (negative pads) and a concat with
+//                               constant blocks
+//   trilu(x)                 -> where(constant triangle, x, 0)
+//
+// The rest (sin, cos, gather_elements on run-time values) are reported by
+// checkImportOnlyOpsLowered.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/legalize/Patterns.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Matchers.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+namespace {
+
+template <typename SourceOp, typename CompareOp>
+struct OrEqual : OpRewritePattern<SourceOp> {
+  using OpRewritePattern<SourceOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(SourceOp op, PatternRewriter &rw) const override {
+    Value cmp = rw.create<CompareOp>(op.getLoc(), op.getLhs(), op.getRhs());
+    Value eq = rw.create<EqualOp>(op.getLoc(), op.getLhs(), op.getRhs());
+    rw.replaceOpWithNewOp<OrOp>(op, cmp, eq);
+    return success();
+  }
+};
+
+template <typename SourceOp, typename CompareOp>
+struct SelectBy : OpRewritePattern<SourceOp> {
+  using OpRewritePattern<SourceOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(SourceOp op, PatternRewriter &rw) const override {
+    Value cmp = rw.create<CompareOp>(op.getLoc(), op.getLhs(), op.getRhs());
+    auto where = rw.create<WhereOp>(op.getLoc(), cmp, op.getLhs(), op.getRhs());
+    if (where.getType() != op.getType())
+      return rw.notifyMatchFailure(op, "the select changes the type");
+    rw.replaceOp(op, where.getResult());
+    return success();
+  }
+};
+
+/// Whether every row along the last axis of the constant `c` (broadcast
+/// against nothing: its own rows) has a finite element.
+bool everyRowHasFinite(DenseElementsAttr c) {
+  auto type = cast<RankedTensorType>(c.getType());
+  if (!isa<FloatType>(type.getElementType()))
+    return false;
+  int64_t cols = type.getRank() ? type.getShape().back() : 1;
+  if (cols == 0)
+    return false;
+  if (c.isSplat())
+    return std::isfinite(c.getSplatValue<APFloat>().convertToDouble());
+  int64_t i = 0;
+  bool rowOk = false;
+  for (const APFloat &v : c.getValues<APFloat>()) {
+    rowOk |= std::isfinite(v.convertToDouble());
+    if (++i % cols == 0) {
+      if (!rowOk)
+        return false;
+      rowOk = false;
+    }
+  }
+  return true;
+}
+
+/// where(is_nan(s), 0, s) with s = softmax(x [+ m]) over the last axis, as the
+/// torch.export-based exporter writes scaled dot-product attention, is s when
+/// no row of m (a constant additive mask) is wholly non-finite: a softmax is
+/// NaN only where its row has no finite score, which then takes a non-finite
+/// activation, and the step reports that as a non-finite gradient (loss
+/// scaling skips the step) rather than training on it. Keeping the chain
+/// would hide the softmax from tcc-fuse-attention.
+struct DropSoftmaxNaNGuard : OpRewritePattern<WhereOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(WhereOp op, PatternRewriter &rw) const override {
+    auto isNaN = op.getCondition().getDefiningOp<IsNaNOp>();
+    if (!isNaN || isNaN.getInput() != op.getY() || !isUniformConstant(op.getX(), 0.0))
+      return failure();
+    auto softmax = op.getY().getDefiningOp<SoftmaxOp>();
+    if (!softmax || op.getType() != softmax.getType())
+      return failure();
+    int64_t rank = softmax.getType().getRank();
+    if (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1)
+      return failure();
+    if (auto add = softmax.getInput().getDefiningOp<AddOp>()) {
+      for (Value side : {add.getLhs(), add.getRhs()}) {
+        DenseElementsAttr mask;
+        if (matchPattern(side, m_Constant(&mask)) && !everyRowHasFinite(mask))
+          return rw.notifyMatchFailure(op, "a mask row is wholly non-finite");
+      }
+    }
+    rw.replaceOp(op, softmax.getResult());
+    return success();
+  }
+};
+
+struct IsNaNAsNotEqual : OpRewritePattern<IsNaNOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(IsNaNOp op, PatternRewriter &rw) const override {
+    Value eq = rw.create<EqualOp>(op.getLoc(), op.getInput(), op.getInput());
+    rw.replaceOpWithNewOp<NotOp>(op, eq);
+    return success();
+  }
+};
+
+Value splatConstant(PatternRewriter &rw, Location loc, RankedTensorType type,
+                    Attribute fill) {
+  return rw.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, fill));
+}
+
+struct PadAsConcat : OpRewritePattern<PadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(PadOp op, PatternRewriter &rw) const override {
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    std::optional<ArrayRef<int64_t>> axes;
+    if (auto a = op.getAxesAttr())
+      axes = a.asArrayRef();
+    FailureOr<SmallVector<std::pair<int64_t, int64_t>>> pads =
+        resolvePads(std::nullopt, type.getRank(), op.getPads(), axes);
+    if (failed(pads))
+      return failure();
+    Type elt = type.getElementType();
+    Attribute fill;
+    if (auto v = op.getValueAttr())
+      fill = cast<DenseElementsAttr>(v).getValues<Attribute>()[0];
+    else if (isa<FloatType>(elt))
+      fill = rw.getFloatAttr(elt, 0.0);
+    else
+      fill = rw.getIntegerAttr(elt, 0);
+    Location loc = op.getLoc();
+    Value x = op.getInput();
+    for (int64_t axis = 0; axis < type.getRank(); ++axis) {
+      auto [before, after] = (*pads)[axis];
+      auto cur = cast<RankedTensorType>(x.getType());
+      int64_t dim = cur.getDimSize(axis);
+      if (before < 0 || after < 0) {
+        int64_t start = before < 0 ? -before : 0;
+        int64_t end = after < 0 ? dim + after : dim;
+        x = rw.create<SliceOp>(loc, x, rw.getDenseI64ArrayAttr({start}),
+                               rw.getDenseI64ArrayAttr({end}),
+                               rw.getDenseI64ArrayAttr({axis}), DenseI64ArrayAttr());
+        cur = cast<RankedTensorType>(x.getType());
+      }
+      SmallVector<Value> parts;
+      auto block = [&](int64_t n) {
+        SmallVector<int64_t> shape(cur.getShape());
+        shape[axis] = n;
+        parts.push_back(splatConstant(rw, loc, RankedTensorType::get(shape, elt), fill));
+      };
+      if (before > 0)
+        block(before);
+      parts.push_back(x);
+      if (after > 0)
+        block(after);
+      if (parts.size() > 1)
+        x = rw.create<ConcatOp>(loc, parts, rw.getI64IntegerAttr(axis));
+    }
+    if (x.getType() != op.getType())
+      return rw.notifyMatchFailure(op, "the decomposition changes the type");
+    rw.replaceOp(op, x);
+    return success();
+  }
+};
+
+struct TriluAsWhere : OpRewritePattern<TriluOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(TriluOp op, PatternRewriter &rw) const override {
+    ArrayRef<int64_t> shape = op.getType().getShape();
+    int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    SmallVector<bool> keep;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        keep.push_back(triluKeeps(op.getUpper() != 0, op.getK(), r, c));
+    auto maskType = RankedTensorType::get({rows, cols}, rw.getI1Type());
+    Location loc = op.getLoc();
+    Value mask = rw.create<ConstantOp>(loc, maskType, DenseElementsAttr::get(maskType, keep));
+    Type elt = op.getType().getElementType();
+    Attribute zero = isa<FloatType>(elt) ? Attribute(rw.getFloatAttr(elt, 0.0))
+                                         : Attribute(rw.getIntegerAttr(elt, 0));
+    Value zeros = splatConstant(rw, loc, RankedTensorType::get({}, elt), zero);
+    rw.replaceOpWithNewOp<WhereOp>(op, op.getType(), mask, op.getInput(), zeros);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::tcc::populateOnnxOpLoweringPatterns(RewritePatternSet &patterns) {
+  MLIRContext *ctx = patterns.getContext();
+  patterns.add<OrEqual<LessOrEqualOp, LessOp>, OrEqual<GreaterOrEqualOp, GreaterOp>,
+               SelectBy<MaxOp, GreaterOp>, SelectBy<MinOp, LessOp>, PadAsConcat,
+               TriluAsWhere>(ctx);
+  // Before is_nan becomes not(equal): the guard is dropped whole.
+  patterns.add<DropSoftmaxNaNGuard>(ctx, /*benefit=*/2);
+  patterns.add<IsNaNAsNotEqual>(ctx);
+}
+
+LogicalResult mlir::tcc::checkImportOnlyOpsLowered(func::FuncOp func) {
+  bool ok = true;
+  func.walk([&](Operation *op) {
+    if (!op->hasTrait<OpTrait::tcc::ImportOnly>())
+      return;
+    op->emitError() << "'" << op->getName().getStringRef()
+                    << "' on a value computed at run time is not supported yet: "
+                       "tcc folds it only when its operands are compile-time "
+                       "constants (masks and position tables)";
+    ok = false;
+  });
+  return success(ok);
+}

@@ -1,0 +1,352 @@
+"""Hugging Face `transformers` models through tcc, against PyTorch float64.
+
+Usage: VENV/bin/python check_hf_models.py --tcc TCC --tcc-run TCC_RUN --workdir DIR
+           [--models gpt2,bert,...] [--exporters dynamo,torchscript] [--no-cuda-emulation]
+
+Runs under the virtual environment that scripts/setup.sh makes (torch,
+transformers, onnx, onnxruntime from PyPI). Each model is a tiny configuration
+(2 layers, width 64, random initialisation, no weights downloaded, dropout 0 so
+that PyTorch and onnxruntime are deterministic), exported once per exporter
+with python/tcc_export.py:
+
+  dynamo       torch.onnx.export(dynamo=True), the torch.export-based exporter
+               (PyTorch's default since 2.9), opset 20 as it writes it;
+  torchscript  torch.onnx.export(dynamo=False) at opset 18.
+
+For each, in this one run:
+  1. import: `tcc --emit=training` counts the fused attentions;
+  2. gradients: `tcc --target=cpu --cpu-precision=f64`, `tcc-run --grads-only`;
+     the loss and every parameter's gradient against PyTorch float64 autograd
+     (|tcc - torch| <= 1e-6 + 1e-4 |torch|, elementwise);
+  3. training: 3 AdamW steps with accumulation 2 on two micro-batches, every
+     micro-step loss and final parameter against the same loop in PyTorch
+     float64 (torch.optim.AdamW), within rtol 1e-5 / atol 1e-6;
+  4. onnxruntime: the model that `tcc-run --save` wrote, run by onnxruntime on
+     a fresh batch, gives the loss that tcc's trained weights give in PyTorch
+     (relative 1e-4);
+  5. CUDA emulation: `tcc --target=cuda --cuda-emulation`, one fp16 micro-step;
+     every gradient within 1e-2 of the float64 reference, relative to the
+     parameter's largest.
+Prints a table and ends with `N passed, M failed`.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import tcc_export  # noqa: E402
+
+B, S, V = 2, 16, 128
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6
+TRAIN_RTOL, TRAIN_ATOL = 1e-5, 1e-6
+ORT_RTOL = 1e-4
+CUDA_BOUND = 1e-2
+STEPS, ACCUM = 3, 2
+ADAMW = dict(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01)
+EXPORTER_OPSET = {"dynamo": None, "torchscript": 18}
+
+
+def build_model(name):
+    import transformers as T
+    torch.manual_seed(0)
+    common = dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                  intermediate_size=128, vocab_size=V, max_position_embeddings=64)
+    if name == "gpt2":
+        cfg = T.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=V, n_positions=64,
+                           resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        model = T.GPT2LMHeadModel(cfg)
+    elif name == "bert":
+        cfg = T.BertConfig(**common, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        model = T.BertForMaskedLM(cfg)
+    elif name == "llama":  # RoPE, RMSNorm, SwiGLU, grouped-query attention, untied head
+        cfg = T.LlamaConfig(**common, num_key_value_heads=2, tie_word_embeddings=False)
+        model = T.LlamaForCausalLM(cfg)
+    elif name == "qwen2":  # biases on q/k/v
+        cfg = T.Qwen2Config(**common, num_key_value_heads=2, tie_word_embeddings=False)
+        model = T.Qwen2ForCausalLM(cfg)
+    elif name == "mistral":
+        cfg = T.MistralConfig(**common, num_key_value_heads=2, sliding_window=None,
+                              tie_word_embeddings=False)
+        model = T.MistralForCausalLM(cfg)
+    else:
+        raise ValueError(name)
+    model.train()
+    return Loss(model)
+
+
+class Loss(torch.nn.Module):
+    """The model with its loss, on token ids and labels (ONNX inputs
+    `input_ids`, `labels`): the attention mask is all ones, as in training on
+    packed token streams."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids, labels):
+        kwargs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                      labels=labels)
+        if "Bert" not in type(self.m).__name__:
+            kwargs["use_cache"] = False
+        return self.m(**kwargs).loss
+
+
+def batch(name, seed):
+    gen = torch.Generator().manual_seed(seed)
+    # Token 0 is BERT's padding_idx, whose embedding row PyTorch never trains.
+    ids = torch.randint(1, V, (B, S), generator=gen)
+    if name == "bert":
+        labels = torch.full((B, S), -100, dtype=torch.long)
+        masked = torch.rand((B, S), generator=gen) < 0.3
+        masked[:, 0] = True
+        labels[masked] = ids[masked]
+    else:
+        labels = ids.clone()
+    return {"input_ids": ids, "labels": labels}
+
+
+def save_feed(feed, folder):
+    os.makedirs(folder, exist_ok=True)
+    for k, v in feed.items():
+        np.save(os.path.join(folder, k + ".npy"), v.numpy())
+
+
+def run(cmd):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("%s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stdout[-3000:]))
+    return r.stdout
+
+
+def aliases(module):
+    """Each parameter's canonical name and every name it has (tied weights)."""
+    by_id = {}
+    for n, p in module.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(p), []).append(n)
+    return {names[0]: names for names in by_id.values()}
+
+
+def dumped(folder, names):
+    for n in names:
+        path = os.path.join(folder, n.replace("/", "_") + ".npy")
+        if os.path.exists(path):
+            return np.load(path).astype(np.float64)
+    return None
+
+
+def torch_grads(name, feed):
+    model = build_model(name).double()
+    loss = model(**feed)
+    loss.backward()
+    return float(loss), {n: p.grad.detach().numpy() if p.grad is not None else np.zeros(p.shape)
+                         for n, p in model.named_parameters()}, aliases(model)
+
+
+def torch_train(name, batches):
+    model = build_model(name).double()
+    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["lr"],
+                            betas=(ADAMW["beta1"], ADAMW["beta2"]), eps=ADAMW["eps"],
+                            weight_decay=ADAMW["weight_decay"])
+    losses = []
+    for it in range(STEPS):
+        for k in range(ACCUM):
+            loss = model(**batches[(it * ACCUM + k) % len(batches)])
+            losses.append(float(loss))
+            (loss / ACCUM).backward()
+        opt.step()
+        opt.zero_grad()
+    return np.array(losses), {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+
+
+def compare_grads(ref, names, folder, rtol, atol, problems, label):
+    """The worst per-parameter error relative to the parameter's largest
+    gradient; elementwise tolerance failures go to `problems`."""
+    worst = 0.0
+    for pname, want in ref.items():
+        got = dumped(folder, names[pname])
+        if got is None or got.shape != want.shape:
+            problems.append("%s: no gradient for %s" % (label, pname))
+            continue
+        err = np.abs(got - want)
+        scale = max(float(np.max(np.abs(want), initial=0.0)), atol)
+        worst = max(worst, float(np.max(err, initial=0.0)) / scale)
+        if rtol is not None:
+            bad = err > atol + rtol * np.abs(want)
+            if bad.any():
+                i = np.unravel_index(np.argmax(err - rtol * np.abs(want)), want.shape)
+                problems.append("%s: %s: %d elements out of tolerance, e.g. %s: %.9g vs torch %.9g"
+                                % (label, pname, int(bad.sum()), i, got[i], want[i]))
+    return worst
+
+
+def ort_loss(onnx_path, feed):
+    import onnxruntime as ort
+    sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    out = sess.run(None, {n: feed[n].numpy() for n in names})
+    return float(out[0])
+
+
+def torch_loss_with(name, params, names, feed):
+    model = build_model(name).double()
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            p.copy_(torch.from_numpy(params[pname]))
+        return float(model(**feed))
+
+
+def check(name, exporter, args, cache):
+    work = os.path.join(args.workdir, "%s_%s" % (name, exporter))
+    os.makedirs(work, exist_ok=True)
+    onnx_path = os.path.join(work, "model.onnx")
+    t0 = time.time()
+    model = build_model(name)
+    example = batch(name, 1)
+    trainable = tcc_export.export(model, (example["input_ids"], example["labels"]), onnx_path,
+                                  input_names=["input_ids", "labels"], output_names=["loss"],
+                                  exporter=exporter, opset_version=EXPORTER_OPSET[exporter])
+    import onnx
+    proto = onnx.load(onnx_path)
+    opset = max(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    r = {"opset": opset, "nodes": len(proto.graph.node), "export_s": time.time() - t0}
+    problems = []
+    n_params = len(list(model.parameters()))
+    if len({n for names in aliases(model).values() for n in names} & set(trainable)) < n_params:
+        problems.append("the export lost parameters: %d of %d recorded" % (len(trainable), n_params))
+
+    # 1. import and fusion
+    training = run([args.tcc, onnx_path, "--emit=training"])
+    r["attention"] = training.count("tcc.attention ")
+    r["ops"] = sum(1 for line in training.splitlines() if "= tcc." in line)
+
+    # 2. gradients, float64 step
+    step = os.path.join(work, "step64.so")
+    run([args.tcc, onnx_path, "--target=cpu", "--cpu-precision=f64", "-o", step])
+    feed = batch(name, 1)
+    save_feed({k: v for k, v in feed.items()}, os.path.join(work, "feed"))
+    run([args.tcc_run, step, "--feed", os.path.join(work, "feed"), "--grads-only",
+         "--dump", os.path.join(work, "grads")])
+    if name not in cache:
+        cache[name] = {"grads": torch_grads(name, feed),
+                       "train": torch_train(name, [batch(name, 2), batch(name, 3)])}
+    ref_loss, ref_grads, names = cache[name]["grads"]
+    loss = float(np.load(os.path.join(work, "grads", "loss.npy")))
+    r["loss_rel"] = abs(loss - ref_loss) / abs(ref_loss)
+    if r["loss_rel"] > GRAD_RTOL:
+        problems.append("loss %.9g vs torch %.9g" % (loss, ref_loss))
+    r["grad_rel"] = compare_grads(ref_grads, names, os.path.join(work, "grads", "grads"),
+                                  GRAD_RTOL, GRAD_ATOL, problems, "gradients")
+
+    # 3. AdamW, 3 steps with accumulation 2
+    root = os.path.join(work, "train_feed")
+    for k, seed in enumerate([2, 3]):
+        save_feed(batch(name, seed), os.path.join(root, "mb%d" % k))
+    saved = os.path.join(work, "trained.onnx")
+    run([args.tcc_run, step, "--feed", root, "--steps", str(STEPS), "--accum", str(ACCUM),
+         "--lr", repr(ADAMW["lr"]), "--beta1", repr(ADAMW["beta1"]), "--beta2",
+         repr(ADAMW["beta2"]), "--eps", repr(ADAMW["eps"]), "--weight-decay",
+         repr(ADAMW["weight_decay"]), "--lr-schedule", "constant", "--quiet",
+         "--dump", os.path.join(work, "train"), "--save", saved])
+    ref_losses, ref_params = cache[name]["train"]
+    losses = np.load(os.path.join(work, "train", "losses.npy")).astype(np.float64)
+    r["train_rel"] = 0.0
+    if losses.shape != ref_losses.shape or np.any(
+            np.abs(losses - ref_losses) > TRAIN_ATOL + TRAIN_RTOL * np.abs(ref_losses)):
+        problems.append("micro-step losses %s vs torch %s" % (losses, ref_losses))
+    params = {}
+    for pname, want in ref_params.items():
+        got = dumped(os.path.join(work, "train", "params"), names[pname])
+        if got is None:
+            problems.append("training: no final value for %s" % pname)
+            continue
+        params[pname] = got
+        err = np.abs(got - want)
+        r["train_rel"] = max(r["train_rel"], float(np.max(err / np.maximum(np.abs(want), 0.1))))
+        if np.any(err > TRAIN_ATOL + TRAIN_RTOL * np.abs(want)):
+            problems.append("training: %s out of tolerance (max err %.3g)" % (pname, err.max()))
+
+    # 4. onnxruntime on the saved model, against tcc's weights in PyTorch
+    fresh = batch(name, 4)
+    r["ort_rel"] = float("nan")
+    if len(params) == len(ref_params):
+        got = ort_loss(saved, fresh)
+        want = torch_loss_with(name, params, names, fresh)
+        r["ort_rel"] = abs(got - want) / abs(want)
+        if r["ort_rel"] > ORT_RTOL:
+            problems.append("onnxruntime loss %.9g on the saved model vs %.9g" % (got, want))
+
+    # 5. the CUDA target through the emulation, fp16
+    r["cuda_rel"] = float("nan")
+    if args.cuda_emulation:
+        cu = os.path.join(work, "step_cuda.so")
+        run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", cu])
+        run([args.tcc_run, cu, "--feed", os.path.join(work, "feed"), "--grads-only",
+             "--dump", os.path.join(work, "grads_cuda")])
+        r["cuda_rel"] = compare_grads(ref_grads, names, os.path.join(work, "grads_cuda", "grads"),
+                                      None, GRAD_ATOL, problems, "cuda")
+        if r["cuda_rel"] > CUDA_BOUND:
+            problems.append("CUDA emulation: gradient error %.3g > %g" % (r["cuda_rel"], CUDA_BOUND))
+    r["problems"] = problems
+    r["seconds"] = time.time() - t0
+    return r
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--tcc-run", required=True)
+    p.add_argument("--workdir", required=True)
+    p.add_argument("--models", default="gpt2,bert,llama,qwen2,mistral")
+    p.add_argument("--exporters", default="dynamo,torchscript")
+    p.add_argument("--no-cuda-emulation", dest="cuda_emulation", action="store_false")
+    p.add_argument("--json", help="also write the table's rows here")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    import transformers
+    print("torch %s, transformers %s" % (torch.__version__, transformers.__version__))
+    hdr = "%-8s %-11s %5s %5s %4s %5s %9s %9s %9s %9s %9s %6s" % (
+        "model", "exporter", "opset", "nodes", "attn", "ops", "loss rel", "grad rel",
+        "train rel", "ort rel", "cuda rel", "s")
+    print(hdr)
+    passed = failed = 0
+    rows = []
+    cache = {}
+    for name in args.models.split(","):
+        for exporter in args.exporters.split(","):
+            try:
+                r = check(name, exporter, args, cache)
+            except Exception as e:  # a failed export, compile or run fails the check
+                print("%-8s %-11s FAILED: %s" % (name, exporter, e))
+                failed += 1
+                continue
+            print("%-8s %-11s %5d %5d %4d %5d %9.1e %9.1e %9.1e %9.1e %9.1e %6.1f" % (
+                name, exporter, r["opset"], r["nodes"], r["attention"], r["ops"], r["loss_rel"],
+                r["grad_rel"], r["train_rel"], r["ort_rel"], r["cuda_rel"], r["seconds"]))
+            for prob in r["problems"]:
+                print("    " + prob)
+            rows.append(dict(model=name, exporter=exporter, **r))
+            if r["problems"]:
+                failed += 1
+            else:
+                passed += 1
+    print("grad rel / cuda rel = max |tcc - torch float64| / max |torch| per parameter, worst "
+          "parameter; train rel: final weights after 3 AdamW steps, relative (floor 0.1)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
