@@ -30,6 +30,7 @@ public:
     populateLayerNormRecognitionPatterns(patterns);
     populateGeluRecognitionPatterns(patterns);
     populateOnnxOpLoweringPatterns(patterns);
+    populateTransformerOpLoweringPatterns(patterns);
     if (failed(applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
       getOperation().emitWarning("tcc-legalize did not converge");
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>())

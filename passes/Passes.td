@@ -131,6 +131,14 @@ def Legalize : Pass<"tcc-legalize", "ModuleOp"> {
       `random_keep` mask (numbered in order as random streams, reading a
       random-state argument `tcc.rng` that the pass adds) and a `where` of
       the input scaled by 1/(1 - ratio).
+    - the ONNX ops that usually fold at import (`passes/legalize/LowerOnnxOps.cpp`),
+      where one is left on a value computed at run time: `less_or_equal` and
+      `greater_or_equal` as `or` of a comparison and `equal`, `max`/`min` as
+      a `where`, `pad` as slices and a `concat` with constant blocks, `trilu`
+      as a `where` with a constant triangle, `is_nan` as `not(equal(x, x))`,
+      and the `where(is_nan(softmax), 0, softmax)` guard of the exporters'
+      attention dropped where no mask row is wholly non-finite. An op with
+      the `ImportOnly` trait that is still there is an error that names it.
 
     A pattern applies only when every intermediate value is used inside the
     pattern alone, so nothing is computed twice. Before:

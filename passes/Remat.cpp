@@ -61,7 +61,7 @@ struct RematCostModel {
             EqualOp, LessOp, GreaterOp, AndOp, OrOp, NotOp>(op))
       return n;
     if (isa<ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, SqrtOp, ReciprocalOp,
-            PowOp>(op))
+            PowOp, SinOp, CosOp>(op))
       return 4 * n;
     if (isa<GeluOp>(op))
       return 8 * n;

@@ -26,10 +26,32 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The PyPI packages of scripts/requirements.txt, in one virtual environment
+# made from the first python3 on PATH and reused while the requirements stay
+# the same. TCC_NO_VENV=1 skips it (the tests that need it are then not
+# registered).
+venv="${TCC_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tcc/venv}"
+requirements="$repo/scripts/requirements.txt"
+venv_python=""
+if [ "${TCC_NO_VENV:-0}" != 1 ]; then
+  if ! cmp -s "$requirements" "$venv/.tcc-requirements" 2>/dev/null; then
+    echo "setup: installing scripts/requirements.txt into $venv (a few minutes the first time)"
+    python3 -m venv "$venv" 2>/dev/null || {
+      sudo=""; if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+      /usr/bin/python3 -m venv "$venv"
+    }
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$requirements" \
+      || { echo "setup: error: pip install -r $requirements failed"; exit 1; }
+    cp "$requirements" "$venv/.tcc-requirements"
+  fi
+  venv_python="$venv/bin/python"
+fi
+
 build="${TCC_BUILD_DIR:-$repo/build}"
-if [ ! -f "$build/build.ninja" ]; then
+if [ ! -f "$build/build.ninja" ] || ! grep -qs "^TCC_VENV_PYTHON:[A-Z]*=$venv_python\$" "$build/CMakeCache.txt"; then
   cmake -G Ninja -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DPython3_EXECUTABLE=/usr/bin/python3 >"$build.cmake.log" 2>&1 \
-    || { cat "$build.cmake.log"; exit 1; }
+    -DPython3_EXECUTABLE=/usr/bin/python3 -DTCC_VENV_PYTHON="$venv_python" \
+    >"$build.cmake.log" 2>&1 || { cat "$build.cmake.log"; exit 1; }
 fi
 ninja -C "$build"

@@ -199,6 +199,20 @@ LogicalResult ErfOp::buildGradients(OpBuilder &b, ValueRange rg,
   return success();
 }
 
+LogicalResult SinOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                    SmallVectorImpl<Value> &og) {
+  GradBuilder g{b, getLoc()};
+  og.assign({g.mul(rg[0], b.create<CosOp>(getLoc(), getInput()))});
+  return success();
+}
+
+LogicalResult CosOp::buildGradients(OpBuilder &b, ValueRange rg,
+                                    SmallVectorImpl<Value> &og) {
+  GradBuilder g{b, getLoc()};
+  og.assign({g.mul(rg[0], g.neg(b.create<SinOp>(getLoc(), getInput())))});
+  return success();
+}
+
 LogicalResult TanhOp::buildGradients(OpBuilder &b, ValueRange rg,
                                      SmallVectorImpl<Value> &og) {
   GradBuilder g{b, getLoc()};

@@ -27,9 +27,9 @@ namespace mlir::tcc {
 enum class EwKind {
   Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or,
   Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not,
-  Identity,
+  Identity, Sin, Cos,
   // ONNX-level only (folded at import or legalized; TccOps.td).
-  LessOrEqual, GreaterOrEqual, Max, Min, Sin, Cos, IsNaN,
+  LessOrEqual, GreaterOrEqual, Max, Min, IsNaN,
 };
 
 /// Whether `kind` yields i1 whatever its operands are.
@@ -62,6 +62,20 @@ struct SliceDim {
 FailureOr<SmallVector<std::pair<int64_t, int64_t>>>
 resolvePads(std::optional<Location> loc, int64_t rank, ArrayRef<int64_t> pads,
             std::optional<ArrayRef<int64_t>> axes);
+
+/// The sizes of an ONNX RotaryEmbedding (TccImportOps.cpp).
+struct RotarySizes {
+  int64_t batch = 0, seq = 0, heads = 0, head = 0, rotary = 0;
+};
+FailureOr<RotarySizes> rotarySizes(std::optional<Location> loc, Type input, Type cos,
+                                   Type positions, int64_t numHeads, int64_t rotaryDim);
+
+/// The sizes of an ONNX Attention (TccImportOps.cpp).
+struct AttentionSizes {
+  int64_t batch = 0, qHeads = 0, kvHeads = 0, qSeq = 0, kvSeq = 0, head = 0, vHead = 0;
+};
+FailureOr<AttentionSizes> onnxAttentionSizes(std::optional<Location> loc, Type q, Type k,
+                                             Type v, int64_t qHeads, int64_t kvHeads);
 
 /// Whether Trilu keeps element (row, col) of a matrix.
 bool triluKeeps(bool upper, int64_t k, int64_t row, int64_t col);

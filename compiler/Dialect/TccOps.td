@@ -115,6 +115,8 @@ def Tcc_SigmoidOp : Tcc_UnaryOp<"sigmoid", "Sigmoid", "Sigmoid", Tcc_FloatTensor
 def Tcc_ReluOp : Tcc_UnaryOp<"relu", "Relu", "Relu", Tcc_Tensor, [Differentiable]>;
 def Tcc_ReciprocalOp : Tcc_UnaryOp<"reciprocal", "Reciprocal", "Reciprocal", Tcc_FloatTensor, [Differentiable]>;
 def Tcc_AbsOp : Tcc_UnaryOp<"abs", "Abs", "Abs", Tcc_Tensor, [Differentiable]>;
+def Tcc_SinOp : Tcc_UnaryOp<"sin", "Sin", "Sin", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_CosOp : Tcc_UnaryOp<"cos", "Cos", "Cos", Tcc_FloatTensor, [Differentiable]>;
 def Tcc_NotOp : Tcc_UnaryOp<"not", "Not", "Not", Tcc_BoolTensor>;
 def Tcc_IdentityOp : Tcc_UnaryOp<"identity", "Identity", "Identity", Tcc_Tensor, [Differentiable]>;
 
@@ -578,8 +580,6 @@ def Tcc_LessOrEqualOp : Tcc_BroadcastOp<"less_or_equal", "LessOrEqual", "LessOrE
 def Tcc_GreaterOrEqualOp : Tcc_BroadcastOp<"greater_or_equal", "GreaterOrEqual", "GreaterOrEqual", 1, [ImportOnly]>;
 def Tcc_MaxOp : Tcc_BroadcastOp<"max", "Max", "Max", 0, [ImportOnly]>;
 def Tcc_MinOp : Tcc_BroadcastOp<"min", "Min", "Min", 0, [ImportOnly]>;
-def Tcc_SinOp : Tcc_UnaryOp<"sin", "Sin", "Sin", Tcc_FloatTensor, [ImportOnly]>;
-def Tcc_CosOp : Tcc_UnaryOp<"cos", "Cos", "Cos", Tcc_FloatTensor, [ImportOnly]>;
 
 def Tcc_IsNaNOp : Tcc_Op<"is_nan", [ImportOnly]> {
   let summary = "ONNX `IsNaN`: whether each element is NaN";
@@ -655,6 +655,80 @@ def Tcc_TriluOp : Tcc_Op<"trilu", [ImportOnly]> {
   let results = (outs Tcc_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
+}
+
+def Tcc_RMSNormalizationOp : Tcc_Op<"rms_normalization", [ImportOnly]> {
+  let summary = "ONNX `RMSNormalization` (opset 23)";
+  let description = [{
+    `x / sqrt(mean(x^2 over axes [axis, rank)) + epsilon) * scale`, the
+    statistics in float32 (`stash_type` 1). tcc-legalize writes it as the
+    elementwise chain and a `reduce_mean`, as exporters decompose RMSNorm.
+
+    ```mlir
+    %y = tcc.rms_normalization %x, %scale {epsilon = 1.0e-06 : f32} : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input, Tcc_FloatTensor:$scale,
+                   DefaultValuedAttr<I64Attr, "-1">:$axis,
+                   DefaultValuedAttr<F32Attr, "1.0e-05">:$epsilon,
+                   DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $scale attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_RotaryEmbeddingOp : Tcc_Op<"rotary_embedding", [ImportOnly]> {
+  let summary = "ONNX `RotaryEmbedding` (opset 23)";
+  let description = [{
+    Rotates the first `rotary_embedding_dim` (all when 0) elements of each
+    head of `input` (`[B, H, S, D]`, or `[B, S, H*D]` with `num_heads`) by
+    the angles whose cosines and sines are `cos_cache` and `sin_cache`
+    (`[B, S, R/2]`, or `[P, R/2]` read at `position_ids` `[B, S]`): pairs
+    are the two halves of the rotated part, or neighbours when `interleaved`.
+    tcc-legalize writes it as slices, multiplies and concatenations.
+
+    ```mlir
+    %y = tcc.rotary_embedding %x, %cos, %sin : (tensor<1x4x8x16xf32>, tensor<1x8x8xf32>, tensor<1x8x8xf32>) -> tensor<1x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$input, Tcc_FloatTensor:$cos_cache,
+                   Tcc_FloatTensor:$sin_cache, Optional<Tcc_IndexTensor>:$position_ids,
+                   DefaultValuedAttr<I64Attr, "0">:$interleaved,
+                   DefaultValuedAttr<I64Attr, "0">:$num_heads,
+                   DefaultValuedAttr<I64Attr, "0">:$rotary_embedding_dim);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$input `,` $cos_cache `,` $sin_cache (`,` $position_ids^)? attr-dict `:` functional-type(operands, results)";
+}
+
+def Tcc_OnnxAttentionOp : Tcc_Op<"onnx_attention", [ImportOnly]> {
+  let summary = "ONNX `Attention` (opset 23)";
+  let description = [{
+    `softmax(scale * Q K^T + mask) V` over heads, with grouped-query
+    attention (`q_num_heads` a multiple of `kv_num_heads`): `query`, `key`
+    and `value` are `[B, H, S, D]`, or `[B, S, H*D]` with the head counts as
+    attributes. `attn_mask` is boolean (true attends) or additive;
+    `is_causal` masks keys after each query. `scale` defaults to
+    1/sqrt(D). tcc-legalize writes it as matmuls and a softmax (which
+    tcc-fuse-attention then fuses into `tcc.attention`); past keys and
+    values, `softcap` and the extra outputs are not supported.
+
+    ```mlir
+    %y = tcc.onnx_attention %q, %k, %v {is_causal = 1 : i64} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Tcc_FloatTensor:$query, Tcc_FloatTensor:$key,
+                   Tcc_FloatTensor:$value, Optional<Tcc_Tensor>:$attn_mask,
+                   DefaultValuedAttr<I64Attr, "0">:$is_causal,
+                   DefaultValuedAttr<I64Attr, "0">:$q_num_heads,
+                   DefaultValuedAttr<I64Attr, "0">:$kv_num_heads,
+                   OptionalAttr<F32Attr>:$scale,
+                   DefaultValuedAttr<F32Attr, "0.0">:$softcap,
+                   DefaultValuedAttr<I64Attr, "0">:$qk_matmul_output_mode,
+                   DefaultValuedAttr<I64Attr, "0">:$softmax_precision);
+  let results = (outs Tcc_FloatTensor:$result);
+  let assemblyFormat =
+      "$query `,` $key `,` $value (`,` $attn_mask^)? attr-dict `:` functional-type(operands, results)";
 }
 
 //===----------------------------------------------------------------------===//

@@ -143,6 +143,63 @@ const std::vector<OpSpec> &opTable() {
   return table;
 }
 
+/// How many inputs and outputs a node of an op may have, from opset `since`
+/// on (ONNX's schemas; kMany is variadic). Checked before an op is built, so
+/// that type inference never sees a malformed node.
+constexpr int kMany = 1 << 30;
+struct Arity {
+  int64_t since;
+  int minIn, maxIn, minOut, maxOut;
+};
+
+ArrayRef<Arity> arityOf(StringRef op) {
+  static const llvm::StringMap<std::vector<Arity>> table = [] {
+    llvm::StringMap<std::vector<Arity>> t;
+    for (StringRef u : {"Sqrt", "Neg", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu",
+                        "Reciprocal", "Abs", "Not", "Identity", "Cast", "Softmax",
+                        "LogSoftmax", "Transpose", "ConstantOfShape", "Shape", "Gelu",
+                        "Sin", "Cos", "IsNaN", "Flatten"})
+      t[u] = {{0, 1, 1, 1, 1}};
+    for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
+                        "And", "Or", "MatMul", "Gather", "Reshape", "Unsqueeze", "Expand",
+                        "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike"})
+      t[b] = {{0, 2, 2, 1, 1}};
+    t["Where"] = {{0, 3, 3, 1, 1}};
+    t["Range"] = {{0, 3, 3, 1, 1}};
+    t["Gemm"] = {{0, 2, 3, 1, 1}};
+    t["LayerNormalization"] = {{0, 2, 3, 1, 3}};
+    t["ReduceMean"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
+    t["ReduceSum"] = {{0, 1, 2, 1, 1}};
+    t["Squeeze"] = {{0, 1, 2, 1, 1}};
+    t["Slice"] = {{0, 3, 5, 1, 1}};
+    t["Split"] = {{0, 1, 2, 1, kMany}};
+    t["Concat"] = {{0, 1, kMany, 1, 1}};
+    t["Max"] = t["Min"] = {{0, 1, kMany, 1, 1}};
+    t["Constant"] = {{0, 0, 0, 1, 1}};
+    t["Dropout"] = {{0, 1, 3, 1, 2}};
+    t["SoftmaxCrossEntropyLoss"] = {{0, 2, 3, 1, 2}};
+    t["Pad"] = {{0, 2, 3, 1, 1}, {18, 2, 4, 1, 1}};
+    t["Trilu"] = {{0, 1, 2, 1, 1}};
+    t["RMSNormalization"] = {{0, 2, 2, 1, 1}};
+    t["RotaryEmbedding"] = {{0, 3, 4, 1, 1}};
+    t["Attention"] = {{0, 3, 6, 1, 4}, {24, 3, 7, 1, 4}};
+    return t;
+  }();
+  auto it = table.find(op);
+  return it == table.end() ? ArrayRef<Arity>() : ArrayRef<Arity>(it->second);
+}
+
+/// Attributes a node must have (ONNX marks them required).
+bool requiresAttribute(StringRef op, StringRef &name) {
+  if (op == "Cast")
+    name = "to";
+  else if (op == "Concat")
+    name = "axis";
+  else
+    return false;
+  return true;
+}
+
 const OpSpec *lookupOp(StringRef onnxName) {
   for (const OpSpec &spec : opTable())
     if (spec.onnx == onnxName)
@@ -167,6 +224,12 @@ static StringRef dataTypeName(int32_t t) {
   if (onnx::TensorProto_DataType_IsValid(t))
     return onnx::TensorProto_DataType_Name(
         static_cast<onnx::TensorProto_DataType>(t));
+  // Types newer than the onnx.proto tcc is built with (onnx 1.14 to 1.23).
+  static const char *const newer[] = {
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
+      "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
+  if (t >= 17 && t < 17 + (int32_t)std::size(newer))
+    return newer[t - 17];
   return "<invalid>";
 }
 
@@ -677,6 +740,13 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                                          : node.name();
   Location loc = nodeLocation(ctx, path, name, node.op_type(), opset);
   StringRef opType = node.op_type();
+  for (const onnx::FunctionProto &f : model.functions())
+    if (f.name() == opType && f.domain() == node.domain())
+      return error(loc) << "the node calls " << node.domain() << "." << opType
+                        << ", a function local to the model, which tcc does "
+                           "not inline; export without "
+                           "export_modules_as_functions (python/tcc_export.py "
+                           "inlines them)";
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return error(loc) << "op " << node.domain() << "." << opType
                       << " is from a domain tcc does not support";
@@ -689,6 +759,41 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                       << " is not supported: tcc implements its semantics "
                          "from opset "
                       << spec->minOpset;
+
+  // The node's shape against the op's schema, before anything is built.
+  int numIn = node.input_size(), numOut = node.output_size();
+  while (numIn > 0 && node.input(numIn - 1).empty())
+    --numIn;
+  while (numOut > 0 && node.output(numOut - 1).empty())
+    --numOut;
+  const Arity *arity = nullptr;
+  for (const Arity &a : arityOf(opType))
+    if (opset >= a.since)
+      arity = &a;
+  if (arity) {
+    auto range = [](int lo, int hi) {
+      return hi >= kMany   ? std::to_string(lo) + " or more"
+             : lo == hi ? std::to_string(lo)
+                        : std::to_string(lo) + " to " + std::to_string(hi);
+    };
+    if (numIn < arity->minIn || numIn > arity->maxIn)
+      return error(loc) << opType << " takes " << range(arity->minIn, arity->maxIn)
+                        << (arity->maxIn == 1 ? " input" : " inputs") << " at opset "
+                        << opset << "; this node has " << numIn;
+    for (int i = 0; i < arity->minIn; ++i)
+      if (node.input(i).empty())
+        return error(loc) << "input " << i << " of " << opType
+                          << " is required, but the node leaves it empty";
+    if (numOut < arity->minOut || numOut > arity->maxOut)
+      return error(loc) << opType << " has " << range(arity->minOut, arity->maxOut)
+                        << (arity->maxOut == 1 ? " output" : " outputs") << " at opset "
+                        << opset << "; this node has " << numOut;
+  }
+  if (StringRef required; requiresAttribute(opType, required) &&
+                          llvm::none_of(node.attribute(), [&](const auto &a) {
+                            return a.name() == required;
+                          }))
+    return error(loc) << opType << " needs its \"" << required << "\" attribute";
 
   // Operands, with the compile-time inputs turned into attributes.
   SmallVector<Value> operands;
@@ -722,10 +827,28 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   if (opType == "Flatten" || opType == "CastLike" || opType == "Range")
     return importRewritten(node, operands, loc);
   if ((opType == "Max" || opType == "Min") && operands.size() != 2) {
-    if (operands.size() != 1)
-      return error(loc) << opType << " with " << operands.size()
-                        << " inputs is not supported (tcc implements 1 or 2)";
-    values[node.output(0)] = operands[0]; // the maximum of one tensor
+    // Variadic: one input is itself, more are folded pairwise from the left.
+    if (operands.empty() || node.output_size() != 1 || node.attribute_size() != 0)
+      return error(loc) << opType << " needs at least one input, one output and "
+                        << "no attributes";
+    Value acc = operands[0];
+    for (Value next : ArrayRef<Value>(operands).drop_front()) {
+      auto a = cast<RankedTensorType>(acc.getType());
+      auto b = cast<RankedTensorType>(next.getType());
+      SmallVector<int64_t> shape;
+      if (a.getElementType() != b.getElementType() ||
+          !broadcastShapes(a.getShape(), b.getShape(), shape))
+        return error(loc) << opType << "'s inputs " << a << " and " << b
+                          << " do not broadcast to one type";
+      Operation *op = opType == "Max" ? builder.create<MaxOp>(loc, acc, next).getOperation()
+                                      : builder.create<MinOp>(loc, acc, next).getOperation();
+      if (failed(verify(op))) {
+        op->erase();
+        return failure();
+      }
+      acc = op->getResult(0);
+    }
+    values[node.output(0)] = acc;
     return success();
   }
 
@@ -743,8 +866,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
       attrs.push_back(builder.getNamedAttr("to", TypeAttr::get(to)));
       continue;
     }
-    if (opType == "Cast" && attrName == "saturate")
-      continue; // only changes conversions to float8, which tcc refuses
+    if (opType == "Cast" && (attrName == "saturate" || attrName == "round_mode"))
+      continue; // only change conversions to float8, which tcc refuses
     if (opType == "Split" && attrName == "num_outputs" && opset >= 18) {
       numOutputs = a.i();
       continue;
@@ -787,6 +910,9 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   NamedAttrList attrList(attrs);
   if (opType == "Constant" && !attrList.get("value"))
     return error(loc) << "Constant has no value";
+  if (opType == "Constant" && node.attribute_size() > 1)
+    return error(loc) << "Constant has " << node.attribute_size()
+                      << " attributes; it must have exactly one value";
   if (opType == "ConstantOfShape" && !attrList.get("value"))
     attrList.set("value", DenseElementsAttr::get(
                               RankedTensorType::get({1}, builder.getF32Type()),

@@ -62,7 +62,9 @@ bool readFloats(const onnx::TensorProto &t, std::vector<double> &out) {
 
 /// Whether `values`, as a [rows, cols] table (the last axis is cols), holds
 /// cos(p * theta_j) or sin(p * theta_j) in row p of every column j: the
-/// precomputed tables of sinusoidal and rotary position encodings.
+/// precomputed tables of sinusoidal and rotary position encodings. Every
+/// column must vary (theta > 0), so a table of ones or zeros, as a LayerNorm
+/// weight or a bias starts, is not one.
 bool isSinusoidalTable(const onnx::TensorProto &t, const std::vector<double> &v) {
   if (t.dims_size() < 2)
     return false;
@@ -78,6 +80,8 @@ bool isSinusoidalTable(const onnx::TensorProto &t, const std::vector<double> &v)
       if (std::fabs(first - (isCos ? 1.0 : 0.0)) > 1e-6 || std::fabs(second) > 1.0)
         return false;
       double theta = isCos ? std::acos(second) : std::asin(second);
+      if (!(theta > 1e-6)) // a constant column: ones or zeros, as parameters start
+        return false;
       for (int64_t p = 2; p < rows; ++p) {
         double want = isCos ? std::cos(p * theta) : std::sin(p * theta);
         if (std::fabs(v[p * cols + j] - want) > 1e-4)

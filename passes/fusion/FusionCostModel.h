@@ -30,7 +30,7 @@ public:
   static bool isElementwise(Operation *op) {
     return isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp,
                AndOp, OrOp, SqrtOp, NegOp, ExpOp, LogOp, ErfOp, TanhOp,
-               SigmoidOp, ReluOp, ReciprocalOp, AbsOp, NotOp, IdentityOp,
+               SigmoidOp, ReluOp, ReciprocalOp, AbsOp, NotOp, IdentityOp, SinOp, CosOp,
                WhereOp, CastOp, GeluOp, GeluGradOp>(op);
   }
 

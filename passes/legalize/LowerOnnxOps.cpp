@@ -13,7 +13,7 @@
 //                               constant blocks
 //   trilu(x)                 -> where(constant triangle, x, 0)
 //
-// The rest (sin, cos, gather_elements on run-time values) are reported by
+// The rest (gather_elements on run-time values) are reported by
 // checkImportOnlyOpsLowered.
 //
 //===----------------------------------------------------------------------===//
@@ -78,40 +78,69 @@ bool everyRowHasFinite(DenseElementsAttr c) {
   return true;
 }
 
-/// where(is_nan(s), 0, s) with s = softmax(x [+ m]) over the last axis, as the
-/// torch.export-based exporter writes scaled dot-product attention, is s when
-/// no row of m (a constant additive mask) is wholly non-finite: a softmax is
-/// NaN only where its row has no finite score, which then takes a non-finite
+/// The softmax that `where` guards when it is where(is_nan(s), 0, s) with
+/// s = softmax(scores [+ m]) over the last axis, as the exporters write scaled
+/// dot-product attention, and when that guard can go: the scores are a matmul
+/// (maybe scaled by a constant) and m, if there is one, is a constant
+/// additive mask with no wholly non-finite row. A softmax is NaN only
+/// where its row has no finite score, which then takes a non-finite
 /// activation, and the step reports that as a non-finite gradient (loss
-/// scaling skips the step) rather than training on it. Keeping the chain
+/// scaling skips the step) rather than training on it. Keeping the guard
 /// would hide the softmax from tcc-fuse-attention.
-struct DropSoftmaxNaNGuard : OpRewritePattern<WhereOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(WhereOp op, PatternRewriter &rw) const override {
-    auto isNaN = op.getCondition().getDefiningOp<IsNaNOp>();
-    if (!isNaN || isNaN.getInput() != op.getY() || !isUniformConstant(op.getX(), 0.0))
-      return failure();
-    auto softmax = op.getY().getDefiningOp<SoftmaxOp>();
-    if (!softmax || op.getType() != softmax.getType())
-      return failure();
-    int64_t rank = softmax.getType().getRank();
-    if (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1)
-      return failure();
-    if (auto add = softmax.getInput().getDefiningOp<AddOp>()) {
-      for (Value side : {add.getLhs(), add.getRhs()}) {
-        DenseElementsAttr mask;
-        if (matchPattern(side, m_Constant(&mask)) && !everyRowHasFinite(mask))
-          return rw.notifyMatchFailure(op, "a mask row is wholly non-finite");
-      }
-    }
-    rw.replaceOp(op, softmax.getResult());
-    return success();
+SoftmaxOp droppableNaNGuard(WhereOp where, IsNaNOp isNaN) {
+  if (where.getCondition() != isNaN.getResult() || isNaN.getInput() != where.getY() ||
+      !isUniformConstant(where.getX(), 0.0))
+    return nullptr;
+  auto softmax = where.getY().getDefiningOp<SoftmaxOp>();
+  if (!softmax || where.getType() != softmax.getType())
+    return nullptr;
+  int64_t rank = softmax.getType().getRank();
+  if (softmax.getAxis() != -1 && softmax.getAxis() != rank - 1)
+    return nullptr;
+  // The softmax must read scores (a matmul, maybe scaled by a constant) plus
+  // at most one constant mask: a mask computed at run time, or two masks
+  // added, could leave a row with no finite score.
+  Value x = softmax.getInput();
+  if (auto add = x.getDefiningOp<AddOp>()) {
+    DenseElementsAttr mask;
+    if (matchPattern(add.getRhs(), m_Constant(&mask)))
+      x = add.getLhs();
+    else if (matchPattern(add.getLhs(), m_Constant(&mask)))
+      x = add.getRhs();
+    else
+      return nullptr;
+    if (!everyRowHasFinite(mask))
+      return nullptr;
   }
-};
+  auto constSide = [](Value a, Value b) -> Value {
+    if (matchPattern(b, m_Constant()))
+      return a;
+    if (matchPattern(a, m_Constant()))
+      return b;
+    return nullptr;
+  };
+  if (auto mul = x.getDefiningOp<MulOp>())
+    x = constSide(mul.getLhs(), mul.getRhs());
+  else if (auto div = x.getDefiningOp<DivOp>())
+    x = matchPattern(div.getRhs(), m_Constant()) ? div.getLhs() : Value();
+  if (!x || !x.getDefiningOp<MatMulOp>())
+    return nullptr;
+  return softmax;
+}
 
-struct IsNaNAsNotEqual : OpRewritePattern<IsNaNOp> {
+/// is_nan(x): the softmax guards above are dropped; any other use reads
+/// not(equal(x, x)), which is true exactly for NaN.
+struct LowerIsNaN : OpRewritePattern<IsNaNOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(IsNaNOp op, PatternRewriter &rw) const override {
+    for (Operation *user : llvm::make_early_inc_range(op->getUsers()))
+      if (auto where = dyn_cast<WhereOp>(user))
+        if (SoftmaxOp softmax = droppableNaNGuard(where, op))
+          rw.replaceOp(where, softmax.getResult());
+    if (op->use_empty()) {
+      rw.eraseOp(op);
+      return success();
+    }
     Value eq = rw.create<EqualOp>(op.getLoc(), op.getInput(), op.getInput());
     rw.replaceOpWithNewOp<NotOp>(op, eq);
     return success();
@@ -205,9 +234,7 @@ void mlir::tcc::populateOnnxOpLoweringPatterns(RewritePatternSet &patterns) {
   patterns.add<OrEqual<LessOrEqualOp, LessOp>, OrEqual<GreaterOrEqualOp, GreaterOp>,
                SelectBy<MaxOp, GreaterOp>, SelectBy<MinOp, LessOp>, PadAsConcat,
                TriluAsWhere>(ctx);
-  // Before is_nan becomes not(equal): the guard is dropped whole.
-  patterns.add<DropSoftmaxNaNGuard>(ctx, /*benefit=*/2);
-  patterns.add<IsNaNAsNotEqual>(ctx);
+  patterns.add<LowerIsNaN>(ctx);
 }
 
 LogicalResult mlir::tcc::checkImportOnlyOpsLowered(func::FuncOp func) {

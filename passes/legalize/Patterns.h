@@ -22,6 +22,9 @@ void populateGeluRecognitionPatterns(RewritePatternSet &patterns);
 /// The ImportOnly ONNX ops left on run-time values -> core ops
 /// (LowerOnnxOps.cpp).
 void populateOnnxOpLoweringPatterns(RewritePatternSet &patterns);
+/// Opset 23's RMSNormalization, RotaryEmbedding and Attention -> core ops
+/// (LowerTransformerOps.cpp).
+void populateTransformerOpLoweringPatterns(RewritePatternSet &patterns);
 /// Reports each ImportOnly op still in `func`; fails if there is one.
 LogicalResult checkImportOnlyOpsLowered(func::FuncOp func);
 

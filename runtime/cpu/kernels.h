@@ -47,7 +47,7 @@ struct Shape {
 };
 
 enum class BinaryOp { Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or };
-enum class UnaryOp { Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not };
+enum class UnaryOp { Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not, Sin, Cos };
 
 namespace detail {
 
@@ -364,6 +364,10 @@ template <UnaryOp Op, class T> inline T unary_scalar(T x) {
     return conv<T>(std::erf(F(x)));
   else if constexpr (Op == UnaryOp::Tanh)
     return conv<T>(std::tanh(F(x)));
+  else if constexpr (Op == UnaryOp::Sin)
+    return conv<T>(std::sin(F(x)));
+  else if constexpr (Op == UnaryOp::Cos)
+    return conv<T>(std::cos(F(x)));
   else if constexpr (Op == UnaryOp::Sigmoid) { // stable for large |x|
     F v = F(x);
     if (v >= F(0))
@@ -425,6 +429,8 @@ template <class T> void unary(UnaryOp op, T *out, const T *in, int64_t n) {
     TCC_UNARY_CASE(Reciprocal)
     TCC_UNARY_CASE(Abs)
     TCC_UNARY_CASE(Not)
+    TCC_UNARY_CASE(Sin)
+    TCC_UNARY_CASE(Cos)
 #undef TCC_UNARY_CASE
   }
 }

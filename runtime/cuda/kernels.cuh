@@ -72,7 +72,7 @@ struct Shape {
 };
 
 enum class BinaryOp { Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or };
-enum class UnaryOp { Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not };
+enum class UnaryOp { Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not, Sin, Cos };
 
 /// The stream every launcher uses (default: the legacy default stream 0).
 /// The step sets it before launching.
@@ -317,6 +317,10 @@ template <UnaryOp Op, class T> __device__ __forceinline__ T unary_scalar(T x) {
       return conv<T>(erf(F(x)));
     else if constexpr (Op == UnaryOp::Tanh)
       return conv<T>(tanh(F(x)));
+    else if constexpr (Op == UnaryOp::Sin)
+      return conv<T>(sin(F(x)));
+    else if constexpr (Op == UnaryOp::Cos)
+      return conv<T>(cos(F(x)));
     else if constexpr (Op == UnaryOp::Sigmoid) { // stable for large |x|
       const F v = F(x);
       if (v >= F(0))
@@ -746,6 +750,8 @@ template <class TO, class TI> inline void unary(UnaryOp op, TO *out, const TI *i
     TCC_UNARY_CASE(Reciprocal)
     TCC_UNARY_CASE(Abs)
     TCC_UNARY_CASE(Not)
+    TCC_UNARY_CASE(Sin)
+    TCC_UNARY_CASE(Cos)
 #undef TCC_UNARY_CASE
   }
 }

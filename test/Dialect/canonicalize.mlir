@@ -135,3 +135,41 @@ func.func @no_fold_div_by_zero() -> tensor<1xi64> {
   %d = tcc.div %a, %z : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
   return %d : tensor<1xi64>
 }
+
+// -----
+
+// The ONNX-level ops of today's exporters fold on constants: the mask and
+// position-table subgraphs (Trilu, LessOrEqual, Max, Sin/Cos, Pad,
+// GatherElements, IsNaN).
+// CHECK-LABEL: func.func @import_only_folds
+// CHECK-DAG: tcc.constant {value = dense<{{\[\[}}1, 0, 0], [4, 5, 0]]> : tensor<2x3xi64>}
+// CHECK-DAG: tcc.constant {value = dense<[true, true, false]> : tensor<3xi1>}
+// CHECK-DAG: tcc.constant {value = dense<[2, 2, 3]> : tensor<3xi64>}
+// CHECK-DAG: tcc.constant {value = dense<[0.000000e+00, 0.841470957]> : tensor<2xf32>}
+// CHECK-DAG: tcc.constant {value = dense<[1.000000e+00, 0.540302277]> : tensor<2xf32>}
+// CHECK-DAG: tcc.constant {value = dense<[-100, 1, 2, -100]> : tensor<4xi64>}
+// CHECK-DAG: tcc.constant {value = dense<[3, 1]> : tensor<2xi64>}
+// CHECK-DAG: tcc.constant {value = dense<[false, true]> : tensor<2xi1>}
+// CHECK-NOT: tcc.trilu
+// CHECK-NOT: tcc.less_or_equal
+// CHECK-NOT: tcc.pad
+// CHECK-NOT: tcc.gather_elements
+// CHECK-NOT: tcc.is_nan
+func.func @import_only_folds() -> (tensor<2x3xi64>, tensor<3xi1>, tensor<3xi64>, tensor<2xf32>, tensor<2xf32>, tensor<4xi64>, tensor<2xi64>, tensor<2xi1>) {
+  %m = tcc.constant {value = dense<[[1, 2, 3], [4, 5, 6]]> : tensor<2x3xi64>} : () -> tensor<2x3xi64>
+  %t = tcc.trilu %m {upper = 0 : i64} : (tensor<2x3xi64>) -> tensor<2x3xi64>
+  %a = tcc.constant {value = dense<[1, 2, 3]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %two = tcc.constant {value = dense<2> : tensor<i64>} : () -> tensor<i64>
+  %le = tcc.less_or_equal %a, %two : (tensor<3xi64>, tensor<i64>) -> tensor<3xi1>
+  %mx = tcc.max %a, %two : (tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+  %f = tcc.constant {value = dense<[0.0, 1.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %s = tcc.sin %f : (tensor<2xf32>) -> tensor<2xf32>
+  %c = tcc.cos %f : (tensor<2xf32>) -> tensor<2xf32>
+  %l = tcc.constant {value = dense<[1, 2]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %p = tcc.pad %l {pads = array<i64: 1, 1>, value = dense<-100> : tensor<i64>} : (tensor<2xi64>) -> tensor<4xi64>
+  %idx = tcc.constant {value = dense<[2, -3]> : tensor<2xi64>} : () -> tensor<2xi64>
+  %g = tcc.gather_elements %a, %idx {axis = 0 : i64} : (tensor<3xi64>, tensor<2xi64>) -> tensor<2xi64>
+  %nanin = tcc.constant {value = dense<[1.0, 0x7FC00000]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %n = tcc.is_nan %nanin : (tensor<2xf32>) -> tensor<2xi1>
+  return %t, %le, %mx, %s, %c, %p, %g, %n : tensor<2x3xi64>, tensor<3xi1>, tensor<3xi64>, tensor<2xf32>, tensor<2xf32>, tensor<4xi64>, tensor<2xi64>, tensor<2xi1>
+}

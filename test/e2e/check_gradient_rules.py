@@ -259,6 +259,18 @@ case("relu", unary("Relu", shape=(3, 4), away=0.1))
 case("reciprocal", unary("Reciprocal", away=0.5, hi=2.0))
 case("abs", unary("Abs", shape=(3, 4), away=0.1))
 case("identity", unary("Identity"))
+case("sin", unary("Sin", lo=-3.0, hi=3.0))
+case("cos", unary("Cos", lo=-3.0, hi=3.0))
+# Ops that tcc-legalize rewrites into core ops (passes/legalize/LowerOnnxOps.cpp).
+case("max_bcast", binary("Max", (2, 3), (3,)))
+case("min_bcast", binary("Min", (2, 1), (1, 3)))
+case("flatten_axis2", lambda g: g.weighted_sum([g.op("Flatten", [g.param((2, 3, 4))], axis=2)]))
+case("trilu_lower_k1", lambda g: g.weighted_sum(
+    [g.op("Trilu", [g.param((2, 4, 5)), g.const(np.int64(1))], upper=0)]))
+case("trilu_upper", lambda g: g.weighted_sum([g.op("Trilu", [g.param((4, 3))])]))
+case("pad_constant", lambda g: g.weighted_sum([g.op("Pad", [
+    g.param((2, 3, 4)), g.const(np.array([0, 1, -1, 1, 2, 0], np.int64)),
+    g.const(np.float32(0.5))])]))
 
 
 # Where.

@@ -26,7 +26,9 @@ For each, in this one run:
      (relative 1e-4);
   5. CUDA emulation: `tcc --target=cuda --cuda-emulation`, one fp16 micro-step;
      every gradient within 1e-2 of the float64 reference, relative to the
-     parameter's largest.
+     parameter's largest (bench/gpu/compare.py's rule: a gradient that is zero
+     in exact arithmetic, an attention key bias, is measured against 1e-2 of
+     the model's largest gradient).
 Prints a table and ends with `N passed, M failed`.
 """
 import argparse
@@ -44,11 +46,19 @@ import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bench", "gpu"))
+import compare  # noqa: E402  (the fp16 parity rule the GPU check uses)
 import tcc_export  # noqa: E402
 
 B, S, V = 2, 16, 128
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6
-TRAIN_RTOL, TRAIN_ATOL = 1e-5, 1e-6
+# The exported graphs hold float32 constants (RoPE tables, GELU
+# coefficients, epsilons) that the float64 reference computes in float64, so
+# gradients differ at ~1e-7 relative. AdamW turns that into weight differences
+# of up to ~lr/300 on elements whose gradient is near zero (it divides by the
+# gradient's own RMS). atol lr/100 stays far below what any error in the
+# optimizer's arithmetic gives (each wrong term moves a weight by ~lr).
+TRAIN_RTOL, TRAIN_ATOL = 1e-5, 1e-5
 ORT_RTOL = 1e-4
 CUDA_BOUND = 1e-2
 STEPS, ACCUM = 3, 2
@@ -171,22 +181,28 @@ def torch_train(name, batches):
 def compare_grads(ref, names, folder, rtol, atol, problems, label):
     """The worst per-parameter error relative to the parameter's largest
     gradient; elementwise tolerance failures go to `problems`."""
-    worst = 0.0
+    worst, worst_name = 0.0, ""
+    model_max = max(float(np.max(np.abs(g), initial=0.0)) for g in ref.values())
     for pname, want in ref.items():
         got = dumped(folder, names[pname])
         if got is None or got.shape != want.shape:
             problems.append("%s: no gradient for %s" % (label, pname))
             continue
         err = np.abs(got - want)
-        scale = max(float(np.max(np.abs(want), initial=0.0)), atol)
-        worst = max(worst, float(np.max(err, initial=0.0)) / scale)
+        if rtol is None:  # fp16: a gradient zero in exact arithmetic has no scale
+            rel = compare.rel_error(want, got, model_max)
+        else:
+            scale = max(float(np.max(np.abs(want), initial=0.0)), atol)
+            rel = float(np.max(err, initial=0.0)) / scale
+        if rel > worst:
+            worst, worst_name = rel, pname
         if rtol is not None:
             bad = err > atol + rtol * np.abs(want)
             if bad.any():
                 i = np.unravel_index(np.argmax(err - rtol * np.abs(want)), want.shape)
                 problems.append("%s: %s: %d elements out of tolerance, e.g. %s: %.9g vs torch %.9g"
                                 % (label, pname, int(bad.sum()), i, got[i], want[i]))
-    return worst
+    return worst, worst_name
 
 
 def ort_loss(onnx_path, feed):
@@ -244,7 +260,7 @@ def check(name, exporter, args, cache):
     r["loss_rel"] = abs(loss - ref_loss) / abs(ref_loss)
     if r["loss_rel"] > GRAD_RTOL:
         problems.append("loss %.9g vs torch %.9g" % (loss, ref_loss))
-    r["grad_rel"] = compare_grads(ref_grads, names, os.path.join(work, "grads", "grads"),
+    r["grad_rel"], r["grad_worst"] = compare_grads(ref_grads, names, os.path.join(work, "grads", "grads"),
                                   GRAD_RTOL, GRAD_ATOL, problems, "gradients")
 
     # 3. AdamW, 3 steps with accumulation 2
@@ -292,10 +308,11 @@ def check(name, exporter, args, cache):
         run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", cu])
         run([args.tcc_run, cu, "--feed", os.path.join(work, "feed"), "--grads-only",
              "--dump", os.path.join(work, "grads_cuda")])
-        r["cuda_rel"] = compare_grads(ref_grads, names, os.path.join(work, "grads_cuda", "grads"),
+        r["cuda_rel"], r["cuda_worst"] = compare_grads(ref_grads, names, os.path.join(work, "grads_cuda", "grads"),
                                       None, GRAD_ATOL, problems, "cuda")
         if r["cuda_rel"] > CUDA_BOUND:
-            problems.append("CUDA emulation: gradient error %.3g > %g" % (r["cuda_rel"], CUDA_BOUND))
+            problems.append("CUDA emulation: gradient error %.3g > %g (%s)"
+                            % (r["cuda_rel"], CUDA_BOUND, r["cuda_worst"]))
     r["problems"] = problems
     r["seconds"] = time.time() - t0
     return r

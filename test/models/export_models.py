@@ -269,6 +269,69 @@ class EncoderDropout(nn.Module):
         return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
 
 
+class BufferedGPT(nn.Module):
+    """Buffers that an exporter writes as initializers and PyTorch never
+    trains, as llama2.c and nanoGPT register them (persistent, so they are in
+    the ONNX file): rotary tables `freqs_cos`/`freqs_sin` ([T, head/2],
+    llama2.c's precompute_freqs_cis), and per attention either llama2.c's
+    additive mask (0 / -inf, mask="additive") or nanoGPT's float tril `bias`
+    read through `== 0` (mask="tril"). RMSNorm and a SwiGLU MLP as in
+    llama2.c. tcc must keep the buffers fixed and still fuse the attentions."""
+
+    def __init__(self, mask, vocab=48, seq=12, d=32, n_head=4, n_layer=2):
+        super().__init__()
+        self.vocab, self.n_head, self.mask_kind = vocab, n_head, mask
+        hs = d // n_head
+        self.tok = nn.Embedding(vocab, d)
+        self.qkv = nn.ModuleList([nn.Linear(d, 3 * d, bias=False) for _ in range(n_layer)])
+        self.proj = nn.ModuleList([nn.Linear(d, d, bias=False) for _ in range(n_layer)])
+        self.w1 = nn.ModuleList([nn.Linear(d, 2 * d, bias=False) for _ in range(n_layer)])
+        self.w3 = nn.ModuleList([nn.Linear(d, 2 * d, bias=False) for _ in range(n_layer)])
+        self.w2 = nn.ModuleList([nn.Linear(2 * d, d, bias=False) for _ in range(n_layer)])
+        self.norm = nn.Parameter(torch.ones(2 * n_layer + 1, d))
+        self.head = nn.Linear(d, vocab, bias=False)
+        freqs = 1.0 / (10000.0 ** (torch.arange(0, hs, 2).float() / hs))
+        angles = torch.outer(torch.arange(seq).float(), freqs)
+        self.register_buffer("freqs_cos", torch.cos(angles))
+        self.register_buffer("freqs_sin", torch.sin(angles))
+        if mask == "additive":
+            self.register_buffer("mask", torch.triu(
+                torch.full((1, 1, seq, seq), float("-inf")), diagonal=1))
+        else:
+            self.register_buffer("bias", torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def rms(self, x, i):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.norm[i]
+
+    def rope(self, x, T):
+        half = x.shape[-1] // 2
+        cos = self.freqs_cos[:T].view(1, T, 1, half)
+        sin = self.freqs_sin[:T].view(1, T, 1, half)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.tok(idx)
+        C, H = x.shape[-1], self.n_head
+        for i in range(len(self.qkv)):
+            q, k, v = self.qkv[i](self.rms(x, 2 * i)).split(C, dim=2)
+            q = self.rope(q.view(B, T, H, C // H), T).transpose(1, 2)
+            k = self.rope(k.view(B, T, H, C // H), T).transpose(1, 2)
+            v = v.view(B, T, H, C // H).transpose(1, 2)
+            att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(C // H))
+            if self.mask_kind == "additive":
+                att = att + self.mask[:, :, :T, :T]
+            else:
+                att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            y = torch.matmul(F.softmax(att, dim=-1), v).transpose(1, 2).reshape(B, T, C)
+            x = x + self.proj[i](y)
+            h = self.rms(x, 2 * i + 1)
+            x = x + self.w2[i](F.silu(self.w1[i](h)) * self.w3[i](h))
+        logits = self.head(self.rms(x, -1))
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+
 # ---------------------------------------------------------------------------
 # Model registry: name -> (builder, opset, {input_name: tensor}, [output names])
 # ---------------------------------------------------------------------------
@@ -348,6 +411,25 @@ def spec_encoder_dropout(gen):
     return model, 17, feed, ["loss"]
 
 
+def spec_llama2c_buffers(gen):
+    model = BufferedGPT("additive")
+    feed = {"idx": _tokens(gen, (2, 12), 48), "targets": _tokens(gen, (2, 12), 48)}
+    return model, 17, feed, ["loss"]
+
+
+def spec_nanogpt_buffers(gen):
+    model = BufferedGPT("tril")
+    feed = {"idx": _tokens(gen, (2, 12), 48), "targets": _tokens(gen, (2, 12), 48)}
+    return model, 17, feed, ["loss"]
+
+
+# Float initializers that are buffers, not parameters (export_one checks the
+# exported file has exactly the parameters and these).
+BUFFERS = {
+    "llama2c_buffers": {"freqs_cos", "freqs_sin", "mask"},
+    "nanogpt_buffers": {"freqs_cos", "freqs_sin", "bias"},
+}
+
 MODELS = collections.OrderedDict([
     ("tiny_gpt_opset14", spec_tiny_gpt_opset14),
     ("tiny_gpt_opset17", spec_tiny_gpt_opset17),
@@ -363,6 +445,8 @@ MODELS = collections.OrderedDict([
     ("tiny_gpt_chunked_loss", spec_tiny_gpt_opset17),
     ("tiny_gpt_unfused_attention", spec_tiny_gpt_opset17),
     ("bert_mlm_chunked_loss", spec_bert_mlm),
+    ("llama2c_buffers", spec_llama2c_buffers),
+    ("nanogpt_buffers", spec_nanogpt_buffers),
 ])
 
 
@@ -406,7 +490,7 @@ def export_one(name, outdir):
     onnx.checker.check_model(m)
 
     ok = True
-    param_names = {n for n, _ in model.named_parameters()}
+    param_names = {n for n, _ in model.named_parameters()} | BUFFERS.get(name, set())
     float_inits = {i.name for i in m.graph.initializer if i.data_type in FLOAT_TYPES}
     if float_inits != param_names:
         ok = False

@@ -73,7 +73,9 @@ SUPPORTED_OPS = (
     "Softmax LogSoftmax LayerNormalization ReduceMean ReduceSum Gather Reshape "
     "Transpose Unsqueeze Squeeze Slice Split Concat Expand Where Equal Not Cast "
     "Constant ConstantOfShape Shape Identity Dropout SoftmaxCrossEntropyLoss "
-    "Less Greater And Or Reciprocal Abs"
+    "Less Greater And Or Reciprocal Abs "
+    "Gelu LessOrEqual GreaterOrEqual Max Min Sin Cos IsNaN Pad GatherElements Trilu "
+    "Flatten CastLike Range"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -90,6 +92,10 @@ COMPILE_TIME_INPUTS = {
     "Split": (1,),
     "Expand": (1,),
     "ReduceSum": (1,),
+    "ReduceMean": (1,),
+    "Pad": (1, 2, 3),
+    "Trilu": (1,),
+    "Range": (0, 1, 2),
     "ConstantOfShape": (0,),
     "Dropout": (1, 2),
 }
@@ -268,6 +274,8 @@ def as_declared(arr, value_info):
     elem = value_info.type.tensor_type.elem_type
     if elem == onnx.TensorProto.BFLOAT16 and arr.dtype == numpy.uint16:
         return (arr.astype(numpy.uint32) << 16).view(numpy.float32)
+    if arr.dtype.name == "bfloat16":  # onnx >= 1.15 reads it as ml_dtypes.bfloat16
+        return arr.astype(numpy.float32)
     return arr
 
 

@@ -160,6 +160,80 @@ def main(outdir):
                    helper.make_node("Reshape", ["x", "newshape"], ["y"], name="reshape")],
                   [f32("x", [2, 3, 4])], [f32("y", [2, 12])]), outdir, "shape_subgraph")
 
+    buffers(outdir, rng)
+    opset18(outdir)
+
+
+def scores_model(extra_inits, mask_nodes, metadata=None, opset=17):
+    """scores = x @ w, then mask_nodes turn `scores` into `masked`, then
+    softmax and the mean as the loss. w is a parameter."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["scores"], name="mm")] + mask_nodes + [
+        helper.make_node("Softmax", ["masked"], ["p"], name="softmax", axis=-1),
+        helper.make_node("ReduceMean", ["p"], ["loss"], name="mean", keepdims=0)]
+    m = model_of(nodes, [f32("x", [4, 4])], [f32("loss", [])], [w] + list(extra_inits),
+                 opset=opset)
+    if metadata is not None:
+        entry = m.metadata_props.add()
+        entry.key, entry.value = "tcc.trainable", metadata
+    return m
+
+
+def buffers(outdir, rng):
+    """Initializers that are buffers, not parameters (compiler/Import/Trainable.h)."""
+    # llama2.c's additive causal mask: 0 / -inf.
+    additive = np.triu(np.full((4, 4), -np.inf, np.float32), 1)
+    save(scores_model([numpy_helper.from_array(additive, "mask")],
+                      [helper.make_node("Add", ["scores", "mask"], ["masked"], name="add")]),
+         outdir, "buffer_additive_mask")
+    # nanoGPT's float tril read through == 0 (only a Where condition).
+    tril = np.tril(np.ones((4, 4), np.float32))
+    save(scores_model([numpy_helper.from_array(tril, "bias"),
+                       numpy_helper.from_array(np.array(0, np.float32), "zero"),
+                       numpy_helper.from_array(np.array(-np.inf, np.float32), "fill")],
+                      [helper.make_node("Equal", ["bias", "zero"], ["off"], name="eq"),
+                       helper.make_node("Where", ["off", "fill", "scores"], ["masked"],
+                                        name="where")]),
+         outdir, "buffer_tril_mask")
+    # A rotary table (row p = cos(p * theta_j)) multiplied into the scores, and
+    # a parameter of ones beside it (a LayerNorm weight), which is trained.
+    theta = 1.0 / (10000.0 ** (np.arange(0, 4) / 4.0))
+    table = np.cos(np.outer(np.arange(4), theta)).astype(np.float32)
+    save(scores_model([numpy_helper.from_array(table, "freqs_cos"),
+                       numpy_helper.from_array(np.ones((4, 4), np.float32), "gamma")],
+                      [helper.make_node("Mul", ["scores", "freqs_cos"], ["rot"], name="rope"),
+                       helper.make_node("Mul", ["rot", "gamma"], ["masked"], name="scale")]),
+         outdir, "buffer_rope_table")
+    # The same additive mask, and a scalar, with tcc.trainable metadata that
+    # lists only w: no guessing, no warning. Then a list naming what is not there.
+    inits = [numpy_helper.from_array(additive, "mask"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "scale")]
+    nodes = [helper.make_node("Mul", ["scores", "scale"], ["scaled"], name="mul"),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"], name="add")]
+    save(scores_model(inits, nodes, metadata="w"), outdir, "buffer_metadata")
+    save(scores_model(inits, nodes, metadata="w,scale,w_missing"), outdir,
+         "buffer_metadata_missing")
+    # Without metadata, the scalar is a constant (with a warning).
+    save(scores_model(inits, nodes), outdir, "buffer_scalar")
+
+
+def opset18(outdir):
+    """Opset 18 semantics: ReduceMean's axes as an input, Split's num_outputs."""
+    save(model_of([const("axes", np.array([1], np.int64)),
+                   helper.make_node("ReduceMean", ["x", "axes"], ["m"], name="mean"),
+                   helper.make_node("Split", ["m"], ["a", "b", "c"], name="split", axis=0,
+                                    num_outputs=3),
+                   helper.make_node("Gelu", ["c"], ["y"], name="gelu", approximate="tanh")],
+                  [f32("x", [5, 3, 2])], [f32("a", [2, 1, 2]), f32("b", [2, 1, 2]),
+                                          f32("y", [1, 1, 2])], opset=20),
+         outdir, "opset20_reduce_split_gelu")
+    # The same ReduceMean node at opset 17 has two inputs, which it did not then.
+    save(model_of([const("axes", np.array([1], np.int64)),
+                   helper.make_node("ReduceMean", ["x", "axes"], ["m"], name="mean")],
+                  [f32("x", [5, 3, 2])], [f32("m", [5, 1, 2])], opset=17),
+         outdir, "opset17_reduce_axes_input")
+
 
 if __name__ == "__main__":
     main(sys.argv[1])
