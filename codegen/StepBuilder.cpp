@@ -196,8 +196,10 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
   // Copy beside the destination, then rename over it: never a partial file.
   SmallString<256> partial(outPath);
   partial += ".partial";
-  if (std::error_code ec = llvm::sys::fs::copy_file(library, partial))
+  if (std::error_code ec = llvm::sys::fs::copy_file(library, partial)) {
+    llvm::sys::fs::remove(partial); // a full disk leaves a piece of it
     return emitError(loc) << "cannot write " << partial << ": " << ec.message();
+  }
   if (std::error_code ec = llvm::sys::fs::rename(partial, outPath)) {
     llvm::sys::fs::remove(partial);
     return emitError(loc) << "cannot write " << outPath << ": " << ec.message();

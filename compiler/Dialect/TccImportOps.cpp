@@ -247,8 +247,8 @@ LogicalResult OnnxAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Loc
       adaptor.getValue().getType(), adaptor.getQNumHeads(), adaptor.getKvNumHeads());
   if (failed(s))
     return failure();
-  if (adaptor.getSoftcap().convertToDouble() != 0.0)
-    return opError(loc, name, "softcap is not supported");
+  if (adaptor.getSoftcap().convertToDouble() < 0.0)
+    return opError(loc, name, "softcap must not be negative");
   if (Value mask = adaptor.getAttnMask()) {
     auto mt = cast<RankedTensorType>(mask.getType());
     auto q = cast<RankedTensorType>(adaptor.getQuery().getType());

@@ -710,8 +710,10 @@ def Tcc_OnnxAttentionOp : Tcc_Op<"onnx_attention", [ImportOnly]> {
     attributes. `attn_mask` is boolean (true attends) or additive;
     `is_causal` masks keys after each query. `scale` defaults to
     1/sqrt(D). tcc-legalize writes it as matmuls and a softmax (which
-    tcc-fuse-attention then fuses into `tcc.attention`); past keys and
-    values, `softcap` and the extra outputs are not supported.
+    tcc-fuse-attention then fuses into `tcc.attention`); `softcap` > 0
+    gives `softcap * tanh(scores / softcap)`. Past keys and values,
+    `nonpad_kv_seqlen`, the windows of opset 25 and the extra outputs are not
+    supported.
 
     ```mlir
     %y = tcc.onnx_attention %q, %k, %v {is_causal = 1 : i64} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>

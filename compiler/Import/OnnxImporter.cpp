@@ -134,6 +134,9 @@ const std::vector<OpSpec> &opTable() {
         {2, "value", ConstKind::Tensor},
         {3, "axes", ConstKind::Ints, 18}}},
       {"GatherElements", GatherElementsOp::getOperationName(), 11, 1, {}},
+      {"RMSNormalization", RMSNormalizationOp::getOperationName(), 23, 1, {}},
+      {"RotaryEmbedding", RotaryEmbeddingOp::getOperationName(), 23, 1, {}},
+      {"Attention", OnnxAttentionOp::getOperationName(), 23, 1, {}},
       {"Trilu", TriluOp::getOperationName(), 14, 1, {{1, "k", ConstKind::Int}}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
@@ -789,6 +792,13 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                         << (arity->maxOut == 1 ? " output" : " outputs") << " at opset "
                         << opset << "; this node has " << numOut;
   }
+  if (opType == "Attention")
+    for (int i = 4; i < numIn; ++i)
+      if (!node.input(i).empty())
+        return error(loc) << "input " << i << " of Attention ("
+                          << (i == 4 ? "past_key" : i == 5 ? "past_value" : "nonpad_kv_seqlen")
+                          << ") is not supported: tcc compiles training steps without a "
+                             "key/value cache";
   if (StringRef required; requiresAttribute(opType, required) &&
                           llvm::none_of(node.attribute(), [&](const auto &a) {
                             return a.name() == required;

@@ -529,6 +529,13 @@ int main(int argc, char **argv) {
   tcc::ImportOptions options;
   if (failed(parseShapes(options)))
     return 1;
+  // -o must not name the model (also not through a link): writing the step
+  // over it would destroy the user's only copy.
+  if (outputFile != "-" && llvm::sys::fs::equivalent(inputFile, outputFile)) {
+    llvm::errs() << "tcc: error: -o " << outputFile << " names the model itself ("
+                 << inputFile << "); choose another output path\n";
+    return 1;
+  }
 
   MLIRContext context;
   context.loadDialect<tcc::TccDialect, func::FuncDialect>();

@@ -54,30 +54,6 @@ struct SelectBy : OpRewritePattern<SourceOp> {
   }
 };
 
-/// Whether every row along the last axis of the constant `c` (broadcast
-/// against nothing: its own rows) has a finite element.
-bool everyRowHasFinite(DenseElementsAttr c) {
-  auto type = cast<RankedTensorType>(c.getType());
-  if (!isa<FloatType>(type.getElementType()))
-    return false;
-  int64_t cols = type.getRank() ? type.getShape().back() : 1;
-  if (cols == 0)
-    return false;
-  if (c.isSplat())
-    return std::isfinite(c.getSplatValue<APFloat>().convertToDouble());
-  int64_t i = 0;
-  bool rowOk = false;
-  for (const APFloat &v : c.getValues<APFloat>()) {
-    rowOk |= std::isfinite(v.convertToDouble());
-    if (++i % cols == 0) {
-      if (!rowOk)
-        return false;
-      rowOk = false;
-    }
-  }
-  return true;
-}
-
 /// The softmax that `where` guards when it is where(is_nan(s), 0, s) with
 /// s = softmax(scores [+ m]) over the last axis, as the exporters write scaled
 /// dot-product attention, and when that guard can go: the scores are a matmul
@@ -228,6 +204,30 @@ struct TriluAsWhere : OpRewritePattern<TriluOp> {
 };
 
 } // namespace
+
+/// Whether every row along the last axis of the constant `c` (broadcast
+/// against nothing: its own rows) has a finite element.
+bool mlir::tcc::everyRowHasFinite(DenseElementsAttr c) {
+  auto type = cast<RankedTensorType>(c.getType());
+  if (!isa<FloatType>(type.getElementType()))
+    return false;
+  int64_t cols = type.getRank() ? type.getShape().back() : 1;
+  if (cols == 0)
+    return false;
+  if (c.isSplat())
+    return std::isfinite(c.getSplatValue<APFloat>().convertToDouble());
+  int64_t i = 0;
+  bool rowOk = false;
+  for (const APFloat &v : c.getValues<APFloat>()) {
+    rowOk |= std::isfinite(v.convertToDouble());
+    if (++i % cols == 0) {
+      if (!rowOk)
+        return false;
+      rowOk = false;
+    }
+  }
+  return true;
+}
 
 void mlir::tcc::populateOnnxOpLoweringPatterns(RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();

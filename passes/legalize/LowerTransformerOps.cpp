@@ -9,7 +9,8 @@
 //   rotary_embedding   slices of each head, x1 cos - x2 sin and x1 sin + x2 cos,
 //                      concatenated (or interleaved) back
 //   onnx_attention     heads split (3-D inputs), key and value heads repeated
-//                      (grouped-query attention), softmax(scale Q K^T + bias) V,
+//                      (grouped-query attention), softmax(scale Q K^T + bias) V
+//                      (with softcap: cap tanh(scale Q K^T / cap) + bias),
 //                      where the bias is the mask (a boolean one as 0 / -inf)
 //                      plus the causal triangle
 //
@@ -22,6 +23,7 @@
 #include "passes/legalize/Patterns.h"
 
 #include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Matchers.h"
 
 #include <cmath>
 #include <limits>
@@ -171,11 +173,17 @@ struct LowerAttention : OpRewritePattern<OnnxAttentionOp> {
                                  : 1.0 / std::sqrt((double)s.head);
     Value scores = rw.create<MatMulOp>(loc, q, b.transpose(k, {0, 1, 3, 2}));
     scores = b.mul(scores, b.scalar(scale));
+    if (double cap = op.getSoftcap().convertToDouble(); cap > 0.0) // cap tanh(s / cap)
+      scores = b.mul(rw.create<TanhOp>(loc, b.mul(scores, b.scalar(1.0 / cap))),
+                     b.scalar(cap));
+    // One additive bias: the mask (a boolean one as 0 / -inf) plus the causal
+    // triangle, folded to a constant where the mask is one.
     const double inf = std::numeric_limits<double>::infinity();
+    Value bias;
     if (Value mask = op.getAttnMask()) {
       if (b.type(mask).getElementType().isInteger(1))
-        mask = rw.create<WhereOp>(loc, mask, b.scalar(0.0), b.scalar(-inf));
-      scores = b.add(scores, mask);
+        mask = rw.createOrFold<WhereOp>(loc, mask, b.scalar(0.0), b.scalar(-inf));
+      bias = mask;
     }
     if (op.getIsCausal()) {
       // Key j is seen by query i when j <= i (no past keys: the top left).
@@ -184,12 +192,16 @@ struct LowerAttention : OpRewritePattern<OnnxAttentionOp> {
         for (int64_t j = 0; j < s.kvSeq; ++j)
           tri.push_back(rw.getFloatAttr(b.elt, j <= i ? 0.0 : -inf));
       auto t = RankedTensorType::get({s.qSeq, s.kvSeq}, b.elt);
-      scores = b.add(scores, rw.create<ConstantOp>(loc, t, DenseElementsAttr::get(t, tri)));
+      Value causal = rw.create<ConstantOp>(loc, t, DenseElementsAttr::get(t, tri));
+      bias = bias ? rw.createOrFold<AddOp>(loc, bias, causal) : causal;
     }
+    if (bias)
+      scores = b.add(scores, bias);
     Value p = rw.create<SoftmaxOp>(loc, scores, rw.getI64IntegerAttr(-1));
-    // A row whose every key is masked is 0 in ONNX, NaN from a softmax: the
-    // guard tcc-legalize drops again where the mask cannot do that.
-    if (op.getAttnMask() || op.getIsCausal()) {
+    // A row whose every key is masked is 0 in ONNX, NaN from a softmax; a
+    // constant bias with something finite in every row cannot do that.
+    DenseElementsAttr constBias;
+    if (bias && !(matchPattern(bias, m_Constant(&constBias)) && everyRowHasFinite(constBias))) {
       Value nan = rw.create<IsNaNOp>(loc, p);
       p = rw.create<WhereOp>(loc, nan, b.scalar(0.0), p);
     }

@@ -25,6 +25,10 @@ void populateOnnxOpLoweringPatterns(RewritePatternSet &patterns);
 /// Opset 23's RMSNormalization, RotaryEmbedding and Attention -> core ops
 /// (LowerTransformerOps.cpp).
 void populateTransformerOpLoweringPatterns(RewritePatternSet &patterns);
+/// Whether every row (along the last axis) of the float constant `c` has a
+/// finite element, so that an additive mask of it leaves every softmax row
+/// something to attend (LowerOnnxOps.cpp).
+bool everyRowHasFinite(DenseElementsAttr c);
 /// Reports each ImportOnly op still in `func`; fails if there is one.
 LogicalResult checkImportOnlyOpsLowered(func::FuncOp func);
 

@@ -66,6 +66,10 @@ TCC_FLAGS = {
     # nn.TransformerEncoder (dropout 0.1 by default): both attentions fused
     # with the dropout nn.MultiheadAttention applies to their weights.
     "encoder_dropout": ([], "tcc.attention", 2),
+    # Buffers as initializers (llama2.c's additive -inf mask and rotary
+    # tables, nanoGPT's float tril): kept fixed, and the attentions still fused.
+    "llama2c_buffers": ([], "tcc.attention", 2),
+    "nanogpt_buffers": ([], "tcc.attention", 2),
 }
 
 # Models with training-mode dropout: the reference drops the elements tcc
@@ -76,7 +80,8 @@ DROPOUT_CALLS = {"tiny_gpt_dropout": 7, "tiny_gpt_dropout_unfused": 7, "encoder_
 DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
                   "mha_decoder", "tiny_gpt_logits", "tiny_gpt_chunked_loss",
                   "tiny_gpt_unfused_attention", "bert_mlm_chunked_loss",
-                  "tiny_gpt_dropout", "tiny_gpt_dropout_unfused", "encoder_dropout"]
+                  "tiny_gpt_dropout", "tiny_gpt_dropout_unfused", "encoder_dropout",
+                  "llama2c_buffers", "nanogpt_buffers"]
 
 
 def model_flags(tcc, name, onnx_path, extra):
@@ -187,6 +192,11 @@ def check(name, args):
             i = np.unravel_index(np.argmax(err - GRAD_RTOL * np.abs(ref)), ref.shape)
             problems.append("%s: %d elements out of tolerance, e.g. %s: %.9g vs torch %.9g"
                             % (pname, int(bad.sum()), i, got[i], ref[i]))
+    # tcc trains exactly what PyTorch trains: no gradient for a buffer.
+    trained = {f[:-4] for f in os.listdir(os.path.join(dump, "grads"))}
+    extra = trained - {n.replace("/", "_") for n in ref_grads}
+    if extra:
+        problems.append("tcc trains %s, which PyTorch does not" % ", ".join(sorted(extra)))
     if name in DROPOUT_CALLS:
         problems += check_new_masks(name, args, work, feed_dir)
     return {"loss": loss, "ref_loss": ref_loss, "loss_rel": loss_rel,

@@ -52,7 +52,7 @@ CONFIGS = {
         nesterov=True, no_decay="*.bias"),
 }
 DEFAULT_MODELS = ["tiny_gpt_opset14", "tiny_gpt_opset17", "bert_mlm", "mlp_gemm",
-                  "mha_decoder"]
+                  "mha_decoder", "llama2c_buffers"]
 
 
 def lr_at(cfg, it):

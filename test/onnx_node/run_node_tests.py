@@ -75,7 +75,7 @@ SUPPORTED_OPS = (
     "Constant ConstantOfShape Shape Identity Dropout SoftmaxCrossEntropyLoss "
     "Less Greater And Or Reciprocal Abs "
     "Gelu LessOrEqual GreaterOrEqual Max Min Sin Cos IsNaN Pad GatherElements Trilu "
-    "Flatten CastLike Range"
+    "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -162,6 +162,7 @@ def main(outdir):
 
     buffers(outdir, rng)
     opset18(outdir)
+    exporter_constructs(outdir)
 
 
 def scores_model(extra_inits, mask_nodes, metadata=None, opset=17):
@@ -216,6 +217,23 @@ def buffers(outdir, rng):
          "buffer_metadata_missing")
     # Without metadata, the scalar is a constant (with a warning).
     save(scores_model(inits, nodes), outdir, "buffer_scalar")
+
+
+def exporter_constructs(outdir):
+    """What exporters can write that tcc does not read: a model-local
+    function (export_modules_as_functions) and sequence values."""
+    fn = helper.make_function("pkg.mod", "Block", ["x"], ["y"],
+                              [helper.make_node("Relu", ["x"], ["y"])],
+                              [helper.make_opsetid("", 17)])
+    m = model_of([helper.make_node("Block", ["x"], ["y"], name="block", domain="pkg.mod")],
+                 [f32("x", [2, 3])], [f32("y", [2, 3])])
+    m.functions.extend([fn])
+    m.opset_import.extend([helper.make_opsetid("pkg.mod", 1)])
+    save(m, outdir, "local_function")
+    save(model_of([helper.make_node("SplitToSequence", ["x"], ["s"], name="seq", axis=0),
+                   helper.make_node("SequenceAt", ["s", "zero"], ["y"], name="at")],
+                  [f32("x", [2, 3]), i64("zero", [])], [f32("y", [3])]),
+         outdir, "sequence_ops")
 
 
 def opset18(outdir):
