@@ -12,8 +12,9 @@
 //   pad(x) (constant mode)   -> slices (negative pads) and a concat with
 //                               constant blocks
 //   trilu(x)                 -> where(constant triangle, x, 0)
+//   gather_elements(x, i)    -> reduce_sum(where(i == iota, x, 0)) over a new axis
 //
-// The rest (gather_elements on run-time values) are reported by
+// An ImportOnly op that is still there afterwards is reported by
 // checkImportOnlyOpsLowered.
 //
 //===----------------------------------------------------------------------===//
@@ -203,6 +204,72 @@ struct TriluAsWhere : OpRewritePattern<TriluOp> {
   }
 };
 
+/// gather_elements(data, idx, axis) on run-time values, as a select and a
+/// sum over a new axis: with D = data's size along `axis` and k = idx's,
+///   result[.., i, ..] = sum_j where(j == idx[.., i, ..], data[.., j, ..], 0)
+/// (data sliced to idx's sizes on the other axes, negative indices wrapped).
+/// It costs k x D selects per row, which suits the small class counts of an
+/// expanded NLL loss; tcc's own cross-entropy op is what models use.
+struct GatherElementsAsSelect : OpRewritePattern<GatherElementsOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(GatherElementsOp op, PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    auto dataType = cast<RankedTensorType>(op.getData().getType());
+    auto idxType = cast<RankedTensorType>(op.getIndices().getType());
+    int64_t rank = dataType.getRank();
+    int64_t axis = *normalizeAxis(op.getAxis(), rank);
+    int64_t dim = dataType.getDimSize(axis);
+    if (dim == 0 || idxType.getNumElements() * dim > (int64_t(1) << 26))
+      return rw.notifyMatchFailure(op, "too large to lower as a select");
+    // data restricted to idx's sizes on every other axis.
+    Value data = op.getData();
+    SmallVector<int64_t> starts, ends, axes;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && idxType.getDimSize(d) != dataType.getDimSize(d)) {
+        if (idxType.getDimSize(d) > dataType.getDimSize(d))
+          return rw.notifyMatchFailure(op, "indices larger than data on another axis");
+        starts.push_back(0);
+        ends.push_back(idxType.getDimSize(d));
+        axes.push_back(d);
+      }
+    if (!axes.empty())
+      data = rw.create<SliceOp>(loc, data, rw.getDenseI64ArrayAttr(starts),
+                                rw.getDenseI64ArrayAttr(ends), rw.getDenseI64ArrayAttr(axes),
+                                DenseI64ArrayAttr());
+    Type idxElt = idxType.getElementType();
+    auto scalarIdx = [&](int64_t v) -> Value {
+      auto t = RankedTensorType::get({}, idxElt);
+      return rw.create<ConstantOp>(loc, t, DenseElementsAttr::get(t, rw.getIntegerAttr(idxElt, v)));
+    };
+    Value idx = op.getIndices();
+    Value negative = rw.create<LessOp>(loc, idx, scalarIdx(0));
+    Value wrapped = rw.create<AddOp>(loc, idx, scalarIdx(dim));
+    idx = rw.create<WhereOp>(loc, negative, wrapped, idx);
+    // [.., k, 1, ..] against iota [1, .., D, ..] over the new axis axis+1.
+    Value idxU = rw.create<UnsqueezeOp>(loc, idx, rw.getDenseI64ArrayAttr({axis + 1}));
+    SmallVector<int64_t> iotaShape(rank + 1, 1);
+    iotaShape[axis + 1] = dim;
+    SmallVector<Attribute> iota;
+    for (int64_t j = 0; j < dim; ++j)
+      iota.push_back(rw.getIntegerAttr(idxElt, j));
+    auto iotaType = RankedTensorType::get(iotaShape, idxElt);
+    Value iotaV = rw.create<ConstantOp>(loc, iotaType, DenseElementsAttr::get(iotaType, iota));
+    Value hit = rw.create<EqualOp>(loc, idxU, iotaV);
+    Value dataU = rw.create<UnsqueezeOp>(loc, data, rw.getDenseI64ArrayAttr({axis}));
+    Type elt = dataType.getElementType();
+    auto zeroType = RankedTensorType::get({}, elt);
+    Attribute zero = isa<FloatType>(elt) ? Attribute(rw.getFloatAttr(elt, 0.0))
+                                         : Attribute(rw.getIntegerAttr(elt, 0));
+    Value zeros = rw.create<ConstantOp>(loc, zeroType, DenseElementsAttr::get(zeroType, zero));
+    Value picked = rw.create<WhereOp>(loc, hit, dataU, zeros);
+    Value sum = rw.create<ReduceSumOp>(loc, op.getType(), picked,
+                                       rw.getDenseI64ArrayAttr({axis + 1}),
+                                       rw.getI64IntegerAttr(0), rw.getI64IntegerAttr(0));
+    rw.replaceOp(op, sum);
+    return success();
+  }
+};
+
 } // namespace
 
 /// Whether every row along the last axis of the constant `c` (broadcast
@@ -233,7 +300,7 @@ void mlir::tcc::populateOnnxOpLoweringPatterns(RewritePatternSet &patterns) {
   MLIRContext *ctx = patterns.getContext();
   patterns.add<OrEqual<LessOrEqualOp, LessOp>, OrEqual<GreaterOrEqualOp, GreaterOp>,
                SelectBy<MaxOp, GreaterOp>, SelectBy<MinOp, LessOp>, PadAsConcat,
-               TriluAsWhere>(ctx);
+               TriluAsWhere, GatherElementsAsSelect>(ctx);
   patterns.add<LowerIsNaN>(ctx);
 }
 
@@ -243,9 +310,9 @@ LogicalResult mlir::tcc::checkImportOnlyOpsLowered(func::FuncOp func) {
     if (!op->hasTrait<OpTrait::tcc::ImportOnly>())
       return;
     op->emitError() << "'" << op->getName().getStringRef()
-                    << "' on a value computed at run time is not supported yet: "
-                       "tcc folds it only when its operands are compile-time "
-                       "constants (masks and position tables)";
+                    << "' on a value computed at run time is not supported yet in "
+                       "this form: tcc folds it when its operands are compile-time "
+                       "constants, and tcc-legalize has no lowering for this one";
     ok = false;
   });
   return success(ok);

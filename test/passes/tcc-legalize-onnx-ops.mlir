@@ -89,9 +89,27 @@ func.func @trilu(%x: tensor<4x2x3xf32>) -> tensor<4x2x3xf32> {
 
 // -----
 
-// GatherElements on run-time values has no lowering yet: one error, by name.
-func.func @gather_elements(%d: tensor<2x3xf32>, %i: tensor<2x3xi64>) -> tensor<2x3xf32> {
+// GatherElements on run-time values: a select against an iota over a new
+// axis, summed (negative indices wrapped first).
+// CHECK-LABEL: func.func @gather_elements
+// CHECK: %[[NEG:.+]] = tcc.less %[[I:[a-z0-9]+]], %{{.+}}
+// CHECK: %[[IDX:.+]] = tcc.where %[[NEG]]
+// CHECK: %[[IU:.+]] = tcc.unsqueeze %[[IDX]] {axes = array<i64: 2>} : (tensor<2x2xi64>) -> tensor<2x2x1xi64>
+// CHECK: %[[HIT:.+]] = tcc.equal %[[IU]], %{{.+}} : (tensor<2x2x1xi64>, tensor<1x1x3xi64>) -> tensor<2x2x3xi1>
+// CHECK: %[[DU:.+]] = tcc.unsqueeze %{{.+}} {axes = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
+// CHECK: %[[SEL:.+]] = tcc.where %[[HIT]], %[[DU]], %{{.+}} : (tensor<2x2x3xi1>, tensor<2x1x3xf32>, tensor<f32>) -> tensor<2x2x3xf32>
+// CHECK: tcc.reduce_sum %[[SEL]] {axes = array<i64: 2>, keepdims = 0 : i64} : (tensor<2x2x3xf32>) -> tensor<2x2xf32>
+func.func @gather_elements(%d: tensor<2x3xf32>, %i: tensor<2x2xi64>) -> tensor<2x2xf32> {
+  %r = tcc.gather_elements %d, %i {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x2xi64>) -> tensor<2x2xf32>
+  return %r : tensor<2x2xf32>
+}
+
+// -----
+
+// An ImportOnly op no pattern lowers is one error, by name: here indices
+// that are larger than the data on an axis they do not index.
+func.func @gather_elements_bad(%d: tensor<2x3xf32>, %i: tensor<4x3xi64>) -> tensor<4x3xf32> {
   // expected-error @+1 {{'tcc.gather_elements' on a value computed at run time is not supported yet}}
-  %r = tcc.gather_elements %d, %i {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
-  return %r : tensor<2x3xf32>
+  %r = tcc.gather_elements %d, %i {axis = 1 : i64} : (tensor<2x3xf32>, tensor<4x3xi64>) -> tensor<4x3xf32>
+  return %r : tensor<4x3xf32>
 }
