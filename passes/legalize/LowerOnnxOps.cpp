@@ -64,9 +64,15 @@ struct SelectBy : OpRewritePattern<SourceOp> {
 /// activation, and the step reports that as a non-finite gradient (loss
 /// scaling skips the step) rather than training on it. Keeping the guard
 /// would hide the softmax from tcc-fuse-attention.
-SoftmaxOp droppableNaNGuard(WhereOp where, IsNaNOp isNaN) {
-  if (where.getCondition() != isNaN.getResult() || isNaN.getInput() != where.getY() ||
-      !isUniformConstant(where.getX(), 0.0))
+SoftmaxOp droppableNaNGuard(WhereOp where) {
+  // The condition: is_nan(s), or not(equal(s, s)) as is_nan is lowered.
+  Value tested;
+  if (auto isNaN = where.getCondition().getDefiningOp<IsNaNOp>())
+    tested = isNaN.getInput();
+  else if (auto notOp = where.getCondition().getDefiningOp<NotOp>())
+    if (auto eq = notOp.getInput().getDefiningOp<EqualOp>(); eq && eq.getLhs() == eq.getRhs())
+      tested = eq.getLhs();
+  if (!tested || tested != where.getY() || !isUniformConstant(where.getX(), 0.0))
     return nullptr;
   auto softmax = where.getY().getDefiningOp<SoftmaxOp>();
   if (!softmax || where.getType() != softmax.getType())
@@ -105,19 +111,23 @@ SoftmaxOp droppableNaNGuard(WhereOp where, IsNaNOp isNaN) {
   return softmax;
 }
 
-/// is_nan(x): the softmax guards above are dropped; any other use reads
-/// not(equal(x, x)), which is true exactly for NaN.
+/// The guard above, in either form (the mask it depends on may fold into a
+/// constant only later in tcc-legalize, so the lowered form is matched too).
+struct DropSoftmaxNaNGuard : OpRewritePattern<WhereOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(WhereOp op, PatternRewriter &rw) const override {
+    SoftmaxOp softmax = droppableNaNGuard(op);
+    if (!softmax)
+      return failure();
+    rw.replaceOp(op, softmax.getResult());
+    return success();
+  }
+};
+
+/// is_nan(x) -> not(equal(x, x)), which is true exactly for NaN.
 struct LowerIsNaN : OpRewritePattern<IsNaNOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(IsNaNOp op, PatternRewriter &rw) const override {
-    for (Operation *user : llvm::make_early_inc_range(op->getUsers()))
-      if (auto where = dyn_cast<WhereOp>(user))
-        if (SoftmaxOp softmax = droppableNaNGuard(where, op))
-          rw.replaceOp(where, softmax.getResult());
-    if (op->use_empty()) {
-      rw.eraseOp(op);
-      return success();
-    }
     Value eq = rw.create<EqualOp>(op.getLoc(), op.getInput(), op.getInput());
     rw.replaceOpWithNewOp<NotOp>(op, eq);
     return success();
@@ -301,7 +311,7 @@ void mlir::tcc::populateOnnxOpLoweringPatterns(RewritePatternSet &patterns) {
   patterns.add<OrEqual<LessOrEqualOp, LessOp>, OrEqual<GreaterOrEqualOp, GreaterOp>,
                SelectBy<MaxOp, GreaterOp>, SelectBy<MinOp, LessOp>, PadAsConcat,
                TriluAsWhere, GatherElementsAsSelect>(ctx);
-  patterns.add<LowerIsNaN>(ctx);
+  patterns.add<DropSoftmaxNaNGuard, LowerIsNaN>(ctx);
 }
 
 LogicalResult mlir::tcc::checkImportOnlyOpsLowered(func::FuncOp func) {

@@ -16,7 +16,8 @@ with python/tcc_export.py:
   torchscript  torch.onnx.export(dynamo=False) at opset 18.
 
 For each, in this one run:
-  1. import: `tcc --emit=training` counts the fused attentions;
+  1. import: `tcc --emit=training` must have fused every layer's attention
+     into one tcc.attention op;
   2. gradients: `tcc --target=cpu --cpu-precision=f64`, `tcc-run --grads-only`;
      the loss and every parameter's gradient against PyTorch float64 autograd
      (|tcc - torch| <= 1e-6 + 1e-4 |torch|, elementwise);
@@ -53,6 +54,7 @@ import compare  # noqa: E402  (the fp16 parity rule the GPU check uses)
 import tcc_export  # noqa: E402
 
 B, S, V = 2, 16, 128
+LAYERS = 2
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6
 # The exported graphs hold float32 constants (RoPE tables, GELU
 # coefficients, epsilons) that the float64 reference computes in float64, so
@@ -249,6 +251,8 @@ def check(name, exporter, args, cache):
     # 1. import and fusion
     training = run([args.tcc, onnx_path, "--emit=training"])
     r["attention"] = training.count("tcc.attention ")
+    if r["attention"] != LAYERS:  # every layer's attention is one fused op
+        problems.append("%d of the %d attentions fused" % (r["attention"], LAYERS))
     r["ops"] = sum(1 for line in training.splitlines() if "= tcc." in line)
 
     # 2. gradients, float64 step
