@@ -56,6 +56,7 @@ def ort_model(model_dir, steps):
     train = [n for n in meta.get("tcc.trainable", "").split(",") if n]
     frozen = [i.name for i in m.graph.initializer if i.name not in train]
     art = os.path.join(model_dir, "ort-artifacts")
+    os.makedirs(art, exist_ok=True)
     artifacts.generate_artifacts(m, requires_grad=train, frozen_params=frozen, loss=None,
                                  optimizer=artifacts.OptimType.AdamW, artifact_directory=art)
     state = CheckpointState.load_checkpoint(os.path.join(art, "checkpoint"))
