@@ -110,24 +110,26 @@ ArrayRef<Arity> arityOf(StringRef op) {
                         "Sin", "Cos", "IsNaN", "Flatten"})
       t[u] = {{0, 1, 1, 1, 1}};
     for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
-                        "And", "Or", "MatMul", "Gather", "Reshape", "Unsqueeze", "Expand",
+                        "And", "Or", "MatMul", "Gather", "Expand",
                         "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike"})
       t[b] = {{0, 2, 2, 1, 1}};
     t["Where"] = {{0, 3, 3, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};
-    t["Gemm"] = {{0, 2, 3, 1, 1}};
+    t["Gemm"] = {{0, 3, 3, 1, 1}, {11, 2, 3, 1, 1}};
+    t["Reshape"] = {{0, 1, 1, 1, 1}, {5, 2, 2, 1, 1}};
+    t["Unsqueeze"] = {{0, 1, 1, 1, 1}, {13, 2, 2, 1, 1}};
     t["LayerNormalization"] = {{0, 2, 3, 1, 3}};
     t["ReduceMean"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
-    t["ReduceSum"] = {{0, 1, 2, 1, 1}};
-    t["Squeeze"] = {{0, 1, 2, 1, 1}};
-    t["Slice"] = {{0, 3, 5, 1, 1}};
-    t["Split"] = {{0, 1, 2, 1, kMany}};
+    t["ReduceSum"] = {{0, 1, 1, 1, 1}, {13, 1, 2, 1, 1}};
+    t["Squeeze"] = {{0, 1, 1, 1, 1}, {13, 1, 2, 1, 1}};
+    t["Slice"] = {{0, 1, 1, 1, 1}, {10, 3, 5, 1, 1}};
+    t["Split"] = {{0, 1, 2, 1, kMany}, {2, 1, 1, 1, kMany}, {13, 1, 2, 1, kMany}};
     t["Concat"] = {{0, 1, kMany, 1, 1}};
     t["Max"] = t["Min"] = {{0, 1, kMany, 1, 1}};
     t["Constant"] = {{0, 0, 0, 1, 1}};
-    t["Dropout"] = {{0, 1, 3, 1, 2}};
+    t["Dropout"] = {{0, 1, 1, 1, 2}, {12, 1, 3, 1, 2}};
     t["SoftmaxCrossEntropyLoss"] = {{0, 2, 3, 1, 2}};
-    t["Pad"] = {{0, 2, 3, 1, 1}, {18, 2, 4, 1, 1}};
+    t["Pad"] = {{0, 1, 1, 1, 1}, {11, 2, 3, 1, 1}, {18, 2, 4, 1, 1}};
     t["Trilu"] = {{0, 1, 2, 1, 1}};
     t["RMSNormalization"] = {{0, 2, 2, 1, 1}};
     t["RotaryEmbedding"] = {{0, 3, 4, 1, 1}};
