@@ -70,6 +70,7 @@ class G:
         self.name = name
         self.rng = np.random.default_rng(zlib.crc32(name.encode()))
         self.nodes, self.inits, self.inputs, self.feeds = [], [], [], {}
+        self.params = []
         self.opset = OPSET
         self.n = 0
 
@@ -94,6 +95,7 @@ class G:
     def param_value(self, arr):
         name = self.fresh("p")
         self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        self.params.append(name)
         return name
 
     def const(self, arr, dtype=None):
@@ -157,6 +159,11 @@ class G:
                               [helper.make_tensor_value_info(loss, elem, [])], self.inits)
         m = helper.make_model(g, opset_imports=[helper.make_opsetid("", self.opset)],
                               producer_name="check_gradient_rules")
+        # Which initializers are parameters, as python/tcc_export.py records
+        # it: a parameter that only feeds Sin would otherwise be taken for
+        # what builds a position table (compiler/Import/Trainable.h).
+        entry = m.metadata_props.add()
+        entry.key, entry.value = "tcc.trainable", ",".join(self.params)
         onnx.checker.check_model(m, full_check=True)
         return m
 
