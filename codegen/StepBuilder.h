@@ -24,10 +24,26 @@ struct StepBuildOptions {
   bool cudaEmulation = false;
 };
 
-/// The command that builds the step in its source folder (what build.sh in
-/// an --emit=source folder runs): the compiler's arguments after its name.
-std::vector<std::string> stepBuildArguments(const EmittedStep &step,
-                                            const StepBuildOptions &options);
+/// One compiler run of a step's build, in its build folder: the arguments
+/// after the compiler's name, and the log it writes.
+struct BuildCommand {
+  std::vector<std::string> args;
+  std::string log;
+  std::string object; // what a compile writes
+  bool link = false;  // after the compiles, which run in parallel
+};
+
+/// What build.sh in an --emit=source folder runs, and tcc too: a CPU step is
+/// one unit; a CUDA step is its generated half (step.cu) and its fixed half
+/// (runtime/cuda/step_host.cu and gemm.cu, or `prebuiltFixed`, their objects
+/// compiled before with the same compiler and flags), linked.
+std::vector<BuildCommand> stepBuildCommands(const EmittedStep &step,
+                                            const StepBuildOptions &options,
+                                            llvm::ArrayRef<std::string> prebuiltFixed);
+
+/// The name of the compiled fixed half's variant ("cuda-emu", "cuda-sm_90"),
+/// or "" for the CPU target, which has none.
+std::string prebuiltRuntimeVariant(const EmittedStep &step, const StepBuildOptions &options);
 
 /// Writes the step's source, the runtime headers and `weights` (the initial
 /// parameter bytes, in the step's parameter order) into a temporary folder,

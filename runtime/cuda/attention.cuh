@@ -834,7 +834,7 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
                                 rows, a.D, a.vec & kVecDQ);
 }
 
-__global__ void attn_error_kernel() { set_error(); }
+static __global__ void attn_error_kernel() { set_error(); }
 
 //===----------------------------------------------------------------------===//
 // Host side

@@ -7,6 +7,7 @@
 //
 // To link and run it instead of -c: -o cuda_kernels_compile -lcublasLt -lcudart
 #include "cuda/gemm.cuh"
+#include "cuda/gemm.cu" // one unit: the definitions too
 #include "cuda/kernels.cuh"
 
 #include <cstdint>

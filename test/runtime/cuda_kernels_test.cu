@@ -10,6 +10,7 @@
 // perf); "perf" prints timings only.
 #include "cpu/kernels.h"
 #include "cuda/gemm.cuh"
+#include "cuda/gemm.cu" // one unit: the definitions too
 #include "cuda/kernels.cuh"
 
 #include <algorithm>

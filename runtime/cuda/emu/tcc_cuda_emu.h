@@ -298,7 +298,7 @@ constexpr unsigned kMaxThreads = 1024;
 extern "C" void tcc_emu_switch(void **save, void *next);
 __asm__(".text\n"
         ".hidden tcc_emu_switch\n"
-        ".globl tcc_emu_switch\n"
+        ".weak tcc_emu_switch\n"
         ".type tcc_emu_switch,@function\n"
         "tcc_emu_switch:\n"
         "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"

@@ -1,0 +1,478 @@
+//===- step_host.cu - the fixed half of a CUDA step ----------------*- C++ -*-===//
+//
+// The tcc_step ABI's entry points (runtime/tcc_step.h) for every CUDA step,
+// over the tables and functions of the generated half (step_host.h). Built
+// with nvcc for a GPU, or with the host compiler and -DTCC_CUDA_EMU against
+// runtime/cuda/emu.
+//
+//===----------------------------------------------------------------------===//
+#include "step_host.h"
+
+#include "gemm.cuh"
+#include "optimizer.cuh"
+#include "staging.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define TCC_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace tcc::cuda::host {
+
+int g_prof = 0;
+double *g_scratch = nullptr;
+
+namespace {
+
+const StepDesc &desc() {
+  static const StepDesc &d = generated_step();
+  return d;
+}
+
+uint64_t g_baseline = 0, g_peak = 0;
+bool g_params_dirty = false;
+// The micro-step as a CUDA graph: -1 undecided, 0 off, 1 on.
+int g_graph_mode = -1;
+int g_graph_calls = 0;
+cudaGraphExec_t g_graph = nullptr;
+void *g_graph_arena = nullptr;
+char *g_arena = nullptr;
+ApplyTensor *g_table = nullptr;
+int64_t *g_chunks = nullptr;
+int64_t g_nchunks = 0;
+std::vector<ApplyTensor> g_rows;
+InputStaging g_staging; // the next micro-step's inputs (staging.cuh)
+
+// TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at
+// close, the ops that took the most time (event pairs, so launch gaps count
+// to the next op). Not with CUDA graphs.
+std::vector<cudaEvent_t> g_prof_events;
+std::vector<double> g_prof_ms;
+int64_t g_prof_steps = 0;
+
+uint64_t total_input_bytes() {
+  uint64_t n = 0;
+  for (int i = 0; i < desc().info->num_inputs; ++i)
+    n += desc().info->inputs[i].bytes;
+  return n;
+}
+
+// How the micro-step runs, decided once from the environment: as a CUDA
+// graph (the default; TCC_CUDA_GRAPHS=0, which tcc-run --no-cuda-graphs
+// sets, turns it off) or op by op with an event after each op
+// (TCC_CUDA_PROFILE=1, which turns graphs off unless TCC_CUDA_GRAPHS=1 asks
+// for them); not both.
+void decide_modes() {
+  const char *graphs = std::getenv("TCC_CUDA_GRAPHS"), *prof = std::getenv("TCC_CUDA_PROFILE");
+  const bool asked = graphs && std::strcmp(graphs, "1") == 0;
+  g_graph_mode = graphs && std::strcmp(graphs, "0") == 0 ? 0 : 1;
+  g_prof = prof && std::strcmp(prof, "1") == 0 ? 1 : 0;
+  if (g_prof == 1 && g_graph_mode == 1 && !asked)
+    g_graph_mode = 0;
+  if (g_prof == 1 && g_graph_mode == 1) {
+    std::fprintf(stderr, "tcc step: note: TCC_CUDA_PROFILE needs the micro-step without CUDA graphs; not profiling\n");
+    g_prof = 0;
+  }
+  if (g_prof == 1) {
+    g_prof_events.assign(desc().prof_marks, nullptr);
+    for (cudaEvent_t &e : g_prof_events)
+      if (cudaEventCreate(&e) != cudaSuccess) {
+        g_prof = 0;
+        return;
+      }
+    g_prof_ms.assign(desc().prof_marks, 0.0);
+  }
+}
+
+void prof_collect() {
+  for (int k = 1; k < desc().prof_marks; ++k) {
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, g_prof_events[k - 1], g_prof_events[k]) == cudaSuccess)
+      g_prof_ms[k] += ms;
+  }
+  ++g_prof_steps;
+}
+
+void prof_report() {
+  if (!g_prof_steps)
+    return;
+  const int marks = desc().prof_marks;
+  std::vector<int> order;
+  double total = 0.0;
+  for (int k = 1; k < marks; ++k) {
+    order.push_back(k);
+    total += g_prof_ms[k];
+  }
+  std::sort(order.begin(), order.end(), [](int a, int b) { return g_prof_ms[a] > g_prof_ms[b]; });
+  std::fprintf(stderr, "tcc step profile: %lld micro-steps, %.3f ms per micro-step in %d timed ops; the most expensive:\n",
+               (long long)g_prof_steps, total / g_prof_steps, marks - 1);
+  for (size_t i = 0; i < order.size() && i < 30; ++i) {
+    const int k = order[i];
+    std::fprintf(stderr, "  %9.3f ms %5.1f%%  #%-4d %s\n", g_prof_ms[k] / g_prof_steps,
+                 total > 0 ? 100.0 * g_prof_ms[k] / total : 0.0, k, desc().prof_labels[k]);
+  }
+  for (cudaEvent_t e : g_prof_events)
+    cudaEventDestroy(e);
+  g_prof_events.clear();
+}
+
+void sample_memory() {
+  size_t f = 0, t = 0;
+  if (cudaMemGetInfo(&f, &t) != cudaSuccess)
+    return;
+  uint64_t used = t - f;
+  if (used > g_baseline && used - g_baseline > g_peak)
+    g_peak = used - g_baseline;
+}
+
+int fail(cudaError_t e, const char *what, char *err, uint64_t len) {
+  if (err && len)
+    std::snprintf(err, len, "%s: %s (%s)", cudaGetErrorName(e), what, cudaGetErrorString(e));
+  return 1;
+}
+
+int check_device(const char *what) {
+  cudaError_t e = cudaStreamSynchronize(stream());
+  if (e == cudaSuccess)
+    e = cudaGetLastError();
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "tcc step: %s: %s (%s)\n", what, cudaGetErrorName(e), cudaGetErrorString(e));
+    return 5;
+  }
+  if (desc().read_error_flag()) {
+    std::fprintf(stderr, "tcc step: %s: an index (token id or label) is out of range\n", what);
+    return 1;
+  }
+  return 0;
+}
+
+// Runs the body as a CUDA graph captured (unless TCC_CUDA_GRAPHS=0) on the
+// second call (the first creates the GEMM plans) and replayed after; a
+// capture that fails falls back to direct launches, with a note.
+int launch_graph() {
+  cudaError_t e = cudaGraphLaunch(g_graph, stream());
+  if (e == cudaSuccess)
+    return 0;
+  std::fprintf(stderr, "tcc step: launching the micro-step's CUDA graph: %s (%s)\n", cudaGetErrorName(e),
+               cudaGetErrorString(e));
+  return 5;
+}
+
+int run_micro_step(void *arena_) {
+  if (g_graph_mode == 0 || g_graph_calls++ == 0)
+    return desc().micro_step_body(arena_);
+  if (g_graph && g_graph_arena == arena_)
+    return launch_graph();
+  if (g_graph) {
+    cudaGraphExecDestroy(g_graph);
+    g_graph = nullptr;
+  }
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
+  int rc = e == cudaSuccess ? desc().micro_step_body(arena_) : 0;
+  if (e == cudaSuccess)
+    e = cudaStreamEndCapture(stream(), &graph);
+  if (e == cudaSuccess && rc == 0)
+    e = cudaGraphInstantiate(&g_graph, graph, 0);
+  if (graph)
+    cudaGraphDestroy(graph);
+  if (e != cudaSuccess || rc != 0) {
+    std::fprintf(stderr, "tcc step: note: capturing the micro-step as a CUDA graph failed (%s); "
+                         "running it without graphs\n",
+                 cudaGetErrorName(e));
+    cudaGetLastError();
+    g_graph = nullptr;
+    g_graph_mode = 0;
+    return desc().micro_step_body(arena_);
+  }
+  g_graph_arena = arena_;
+  return launch_graph();
+}
+
+} // namespace
+
+void prof_mark(int k) { cudaEventRecord(g_prof_events[k], stream()); }
+
+int gemm_failed() {
+  std::fprintf(stderr, "tcc step: %s\n", last_error());
+  return 4;
+}
+
+} // namespace tcc::cuda::host
+
+using namespace tcc::cuda;
+using namespace tcc::cuda::host;
+
+TCC_EXPORT const tcc_step_info *tcc_step_get_info(void) { return desc().info; }
+
+TCC_EXPORT int tcc_step_device_close(void *arena);
+
+TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_len) {
+  const StepDesc &d = desc();
+  *arena_out = nullptr;
+  if (g_arena) {
+    if (err && err_len)
+      std::snprintf(err, err_len, "the step's arena is already open");
+    return 1;
+  }
+  cudaError_t e = cudaFree(0);
+  if (e != cudaSuccess)
+    return fail(e, "cannot initialise CUDA (no GPU or no driver?)", err, err_len);
+  size_t f = 0, t = 0;
+  if ((e = cudaMemGetInfo(&f, &t)) != cudaSuccess)
+    return fail(e, "cudaMemGetInfo", err, err_len);
+  g_baseline = t - f;
+  g_peak = 0;
+#ifdef TCC_CUDA_EMU
+  std::fprintf(stderr, "tcc step: note: built with --cuda-emulation: its CUDA code runs on the CPU\n");
+#endif
+  if ((e = cudaStreamCreateWithFlags(&stream(), cudaStreamNonBlocking)) != cudaSuccess)
+    return fail(e, "cannot create a stream", err, err_len);
+  char *arena = nullptr;
+  const uint64_t arena_bytes = d.info->arena_bytes;
+  if ((e = cudaMalloc((void **)&arena, arena_bytes + d.const_bytes)) != cudaSuccess) {
+    char what[160];
+    std::snprintf(what, sizeof what, "cannot allocate the step's arena of %llu bytes (%llu free of %llu)",
+                  (unsigned long long)(arena_bytes + d.const_bytes), (unsigned long long)f,
+                  (unsigned long long)t);
+    cudaStreamDestroy(stream());
+    stream() = 0;
+    return fail(e, what, err, err_len);
+  }
+  cudaMemsetAsync(arena, 0, arena_bytes, stream());
+  for (int i = 0; i < d.num_consts; ++i)
+    if (d.consts[i].bytes)
+      cudaMemcpyAsync(arena + arena_bytes + d.consts[i].offset, d.consts[i].host, d.consts[i].bytes,
+                      cudaMemcpyHostToDevice, stream());
+  set_workspace(d.workspace_offset >= 0 ? arena + d.workspace_offset : nullptr, d.workspace_bytes);
+  g_rows.clear();
+  for (int i = 0; i < d.num_apply; ++i) {
+    const ApplyRow &r = d.apply[i];
+    ApplyTensor a{};
+    a.p = (float *)(arena + r.p);
+    a.g = (float *)(arena + r.g);
+    a.s0 = (float *)(arena + r.s0);
+    a.s1 = (float *)(arena + r.s1);
+    a.p16 = r.p16 == ~0ULL ? nullptr : (__half *)(arena + r.p16);
+    a.n = r.n;
+    a.weight_decay = 0.0f;
+    g_rows.push_back(a);
+  }
+  g_arena = arena;
+  if (d.num_apply) {
+    g_table = upload_table(g_rows.data(), d.num_apply);
+    g_chunks = upload_chunk_starts(g_rows.data(), d.num_apply, &g_nchunks);
+    if (!g_table || !g_chunks) {
+      e = cudaGetLastError();
+      tcc_step_device_close(arena);
+      return fail(e, "cannot upload the optimizer's table", err, err_len);
+    }
+  }
+  if ((e = g_staging.open(total_input_bytes())) != cudaSuccess) {
+    tcc_step_device_close(arena);
+    return fail(e, "cannot allocate the input staging buffers", err, err_len);
+  }
+  if ((e = cudaMalloc((void **)&g_scratch, sizeof(double))) != cudaSuccess ||
+      (e = cudaStreamSynchronize(stream())) != cudaSuccess) {
+    tcc_step_device_close(arena);
+    return fail(e, "initialising the arena", err, err_len);
+  }
+  sample_memory();
+  *arena_out = arena;
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_device_close(void *arena) {
+  if (!arena || arena != g_arena)
+    return 1;
+  cudaStreamSynchronize(stream());
+  if (g_prof == 1)
+    prof_report();
+  g_staging.close();
+  if (g_table)
+    cudaFree(g_table);
+  if (g_chunks)
+    cudaFree(g_chunks);
+  if (g_scratch)
+    cudaFree(g_scratch);
+  if (g_graph)
+    cudaGraphExecDestroy(g_graph);
+  g_graph = nullptr;
+  g_graph_arena = nullptr;
+  g_graph_calls = 0;
+  g_table = nullptr;
+  g_chunks = nullptr;
+  g_scratch = nullptr;
+  cudaFree(arena);
+  g_arena = nullptr;
+  cudaStreamDestroy(stream());
+  stream() = 0;
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_copy_in(void *arena, uint64_t offset, const void *src, uint64_t bytes, char *err,
+                                uint64_t err_len) {
+  const tcc_step_info &info = *desc().info;
+  if (offset > info.arena_bytes || bytes > info.arena_bytes - offset) {
+    std::snprintf(err, err_len, "copy outside the arena");
+    return 1;
+  }
+  cudaError_t e = cudaMemcpyAsync((char *)arena + offset, src, bytes, cudaMemcpyHostToDevice, stream());
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(stream());
+  if (e != cudaSuccess)
+    return fail(e, "copy into the arena", err, err_len);
+  for (int i = 0; i < info.num_params; ++i)
+    if (offset < info.params[i].offset + info.params[i].bytes && info.params[i].offset < offset + bytes)
+      g_params_dirty = true;
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err,
+                                 uint64_t err_len) {
+  const tcc_step_info &info = *desc().info;
+  if (offset > info.arena_bytes || bytes > info.arena_bytes - offset) {
+    std::snprintf(err, err_len, "copy outside the arena");
+    return 1;
+  }
+  cudaError_t e = cudaMemcpyAsync(dst, (const char *)arena + offset, bytes, cudaMemcpyDeviceToHost, stream());
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(stream());
+  if (e != cudaSuccess)
+    return fail(e, "copy out of the arena", err, err_len);
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_device_memory(uint64_t *peak, uint64_t *total) {
+  sample_memory();
+  size_t f = 0, t = 0;
+  cudaMemGetInfo(&f, &t);
+  if (peak)
+    *peak = g_peak;
+  if (total)
+    *total = t;
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_zero_grads(void *arena) {
+  desc().zero_grads(static_cast<char *>(arena));
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_init(void *arena_) {
+  const StepDesc &d = desc();
+  char *arena = static_cast<char *>(arena_);
+  uint64_t at = 0;
+  for (int i = 0; i < d.info->num_params; ++i) {
+    const tcc_tensor_desc &p = d.info->params[i];
+    if (!d.info->weights_embedded)
+      cudaMemsetAsync(arena + p.offset, 0, p.bytes, stream());
+    else
+      cudaMemcpyAsync(arena + p.offset, d.weights + at, p.bytes, cudaMemcpyHostToDevice, stream());
+    at += p.bytes;
+  }
+  d.init_rng(arena);
+  tcc_step_zero_grads(arena_);
+  d.refresh_shadows(arena);
+  g_params_dirty = false;
+  return check_device("init");
+}
+
+TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
+  const StepDesc &d = desc();
+  if (!d.info->has_backward)
+    return 3;
+  if (d.num_apply == 0)
+    return 0;
+  const double sq = sum_squares_all(g_table, g_chunks, d.num_apply, g_nchunks, g_scratch);
+  const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;
+  const double norm = std::sqrt(sq) * unscale;
+  a->grad_norm = norm;
+  // A CUDA error makes the sum NaN too: report it, not a skipped step.
+  if (int rc = check_device("apply"))
+    return rc;
+  if (!std::isfinite(norm)) {
+    tcc_step_zero_grads(arena_);
+    if (int rc = check_device("apply"))
+      return rc;
+    return 2;
+  }
+  double clip = 1.0;
+  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)
+    clip = a->clip_norm / (norm + 1e-6);
+  bool changed = false;
+  for (int i = 0; i < d.num_apply; ++i) {
+    float wd = (a->decay && !a->decay[d.apply[i].param]) ? 0.0f : (float)a->weight_decay;
+    if (g_rows[i].weight_decay != wd) {
+      g_rows[i].weight_decay = wd;
+      changed = true;
+    }
+  }
+  if (changed)
+    cudaMemcpyAsync(g_table, g_rows.data(), sizeof(ApplyTensor) * d.num_apply, cudaMemcpyHostToDevice, stream());
+  const double mult = clip * unscale;
+  if (d.adamw)
+    adamw_multi(g_table, g_chunks, d.num_apply, g_nchunks, a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
+  else
+    sgd_multi(g_table, g_chunks, d.num_apply, g_nchunks, a->lr, a->momentum, a->nesterov != 0, a->step, mult);
+  return check_device("apply");
+}
+
+TCC_EXPORT int tcc_step_stage_inputs(void *arena, const void *src, uint64_t bytes, char *err, uint64_t err_len) {
+  if (!arena || arena != g_arena) {
+    std::snprintf(err, err_len, "the arena is not the open one");
+    return 1;
+  }
+  if (bytes != g_staging.bytes) {
+    std::snprintf(err, err_len, "staging %llu bytes of inputs, but the step's inputs take %llu",
+                  (unsigned long long)bytes, (unsigned long long)g_staging.bytes);
+    return 1;
+  }
+  if (g_staging.staged) {
+    std::snprintf(err, err_len, "inputs are already staged for the next micro-step");
+    return 1;
+  }
+  if (cudaError_t e = g_staging.stage(src))
+    return fail(e, "uploading the next inputs", err, err_len);
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_micro_step_begin(void *arena_, double grad_scale) {
+  const StepDesc &d = desc();
+  char *arena = static_cast<char *>(arena_);
+  if (g_staging.staged) {
+    if (cudaError_t e = g_staging.consume(arena, d.info->inputs, d.info->num_inputs, stream())) {
+      std::fprintf(stderr, "tcc step: taking the staged inputs: %s (%s)\n", cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+      return 5;
+    }
+  }
+  if (g_params_dirty) {
+    d.refresh_shadows(arena);
+    g_params_dirty = false;
+  }
+  d.seed_fill(arena, grad_scale);
+  if (g_graph_mode < 0)
+    decide_modes();
+  return run_micro_step(arena_);
+}
+
+TCC_EXPORT int tcc_step_micro_step_end(void *arena_) {
+  (void)arena_;
+  int rc = check_device("micro_step");
+  if (rc == 0 && g_prof == 1)
+    prof_collect();
+  sample_memory();
+  return rc;
+}
+
+TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {
+  if (int rc = tcc_step_micro_step_begin(arena_, grad_scale))
+    return rc;
+  return tcc_step_micro_step_end(arena_);
+}

@@ -1,0 +1,82 @@
+//===- step_host.h - the two halves of a CUDA step ----------------*- C++ -*-===//
+//
+// A CUDA step.so is two units:
+//
+//  * the generated half (step.cu, written by tcc for one model): the tables
+//    of tcc_step_info, the fusion kernels, and the micro-step's body, which
+//    launches them and the library kernels (kernels.cuh, gemm.cuh,
+//    attention.cuh) at the memory plan's arena offsets;
+//  * the fixed half (step_host.cu, the same for every model): the tcc_step
+//    ABI's entry points (runtime/tcc_step.h) over those tables: opening the
+//    device arena, init, copies, input staging, the micro-step as a CUDA
+//    graph, the optimizer's apply, profiling.
+//
+// tcc compiles the fixed half once, when tcc is built, as a library per
+// target (the CUDA emulation, an nvcc architecture), and falls back to
+// compiling it beside the generated half. This header is the contract
+// between them: the generated half defines generated_step(); the fixed half
+// defines the rest.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_RUNTIME_CUDA_STEP_HOST_H
+#define TCC_RUNTIME_CUDA_STEP_HOST_H
+
+#include "tcc_step.h"
+
+#include <cstdint>
+
+namespace tcc::cuda::host {
+
+/// One trainable parameter's slots for the optimizer: master weights,
+/// gradient accumulator, state (AdamW's two moments, SGD's momentum in s0)
+/// and the fp16 working copy (~0: none), as arena byte offsets.
+struct ApplyRow {
+  int param; // index into tcc_step_info.params
+  uint64_t p, g, s0, s1, p16;
+  int64_t n;
+};
+
+/// A constant's host bytes and its offset after the arena.
+struct ConstRow {
+  const void *host;
+  uint64_t bytes, offset;
+};
+
+/// What the generated half gives the fixed half.
+struct StepDesc {
+  const tcc_step_info *info;
+  const ApplyRow *apply;
+  int num_apply;
+  bool adamw; // else SGD
+  const ConstRow *consts;
+  int num_consts;
+  uint64_t const_bytes;         // after the arena
+  const unsigned char *weights; // the initial parameters, in info->params order
+  int64_t workspace_offset;     // the GEMM workspace in the arena, or -1
+  uint64_t workspace_bytes;
+  const char *const *prof_labels; // TCC_CUDA_PROFILE: what mark k ends
+  int prof_marks;                 // marks in the body (0 starts it)
+  /// The micro-step's launches, with no host synchronisation (what a CUDA
+  /// graph captures): 0, or 4 when a GEMM failed.
+  int (*micro_step_body)(void *arena);
+  void (*zero_grads)(char *arena);
+  void (*refresh_shadows)(char *arena); // fp16 copies of the parameters
+  void (*init_rng)(char *arena);        // zeroes dropout's random state
+  void (*seed_fill)(char *arena, double grad_scale);
+  /// kernels.cuh's read_and_clear_error_flag, as the generated half (whose
+  /// kernels set the flag) sees it.
+  int (*read_error_flag)();
+};
+
+/// Defined by the generated half.
+const StepDesc &generated_step();
+
+// What the generated half's micro-step body uses.
+extern int g_prof;  // TCC_CUDA_PROFILE=1: 1
+void prof_mark(int k);
+extern double *g_scratch; // one double of device scratch (losses)
+int gemm_failed();  // reports the GEMM's error; 4
+
+} // namespace tcc::cuda::host
+
+#endif // TCC_RUNTIME_CUDA_STEP_HOST_H
