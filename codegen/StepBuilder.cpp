@@ -13,6 +13,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Chrono.h"
 
+#include <csignal>
+#include <cstring>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -230,6 +233,60 @@ static SmallString<256> runtimeCacheDir(const tcc::EmittedStep &step,
   return root;
 }
 
+namespace {
+/// While a step builds: SIGINT, SIGTERM and SIGHUP stop the compilers tcc
+/// started (the handler only records the signal and kills them); the build
+/// then fails, its folder and any partial output are removed as on any
+/// failure, and the signal is raised again with its default action, so tcc
+/// ends as the signal asks.
+volatile sig_atomic_t gBuildSignal = 0;
+constexpr int kMaxChildren = 16;
+volatile pid_t gChildren[kMaxChildren];
+volatile sig_atomic_t gNumChildren = 0;
+
+void onBuildSignal(int sig) {
+  gBuildSignal = sig;
+  for (int i = 0; i < gNumChildren; ++i)
+    if (gChildren[i] > 0)
+      ::kill(gChildren[i], SIGTERM);
+}
+
+class BuildSignals {
+public:
+  BuildSignals() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = onBuildSignal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i)
+      ::sigaction(kSignals[i], &sa, &old[i]);
+  }
+  ~BuildSignals() {
+    for (int i = 0; i < 3; ++i)
+      ::sigaction(kSignals[i], &old[i], nullptr);
+    gNumChildren = 0;
+    if (int sig = gBuildSignal) {
+      ::signal(sig, SIG_DFL);
+      ::raise(sig);
+    }
+  }
+  static bool interrupted() { return gBuildSignal != 0; }
+  static void started(pid_t pid) {
+    if (gNumChildren < kMaxChildren) {
+      gChildren[gNumChildren] = pid;
+      gNumChildren = gNumChildren + 1;
+    }
+    if (gBuildSignal) // it came before the child was recorded
+      ::kill(pid, SIGTERM);
+  }
+  static void finished() { gNumChildren = 0; }
+
+private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old[3];
+};
+} // namespace
+
 LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
                                              StringRef weights,
                                              StringRef outPath, Location loc,
@@ -249,6 +306,9 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
                              "g++, clang++); the CPU target and the CUDA "
                              "emulation need one to build "
                           << outPath;
+  // Declared before the folder's cleanup, so that a signal is raised again
+  // only after the folder is gone.
+  BuildSignals signals;
   SmallString<256> dir;
   if (std::error_code ec =
           llvm::sys::fs::createUniqueDirectory("tcc-step", dir))
@@ -302,6 +362,8 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
       std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
       llvm::sys::ProcessInfo pi =
           llvm::sys::ExecuteNoWait(cxx, argv, std::nullopt, redirects, 0, &message);
+      if (pi.Pid > 0)
+        BuildSignals::started(pi.Pid);
       running.push_back({pi, c});
     }
     llvm::sys::fs::set_current_path(cwd);
@@ -309,6 +371,12 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
     for (auto &[pi, c] : running) {
       std::string waitMessage;
       int rc = pi.Pid ? llvm::sys::Wait(pi, std::nullopt, &waitMessage).ReturnCode : -1;
+      if (BuildSignals::interrupted()) {
+        if (succeeded(result))
+          emitError(loc) << "interrupted: the build of " << outPath << " was stopped";
+        result = failure();
+        continue;
+      }
       if (rc == 0 || failed(result))
         continue;
       SmallString<256> log(dir);
@@ -324,6 +392,7 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
         diag.attachNote() << (*text)->getBuffer().take_back(4000);
       result = failure();
     }
+    BuildSignals::finished();
     return result;
   };
   SmallVector<const BuildCommand *> units, links;
@@ -347,12 +416,17 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
     }
   }
 
-  // Copy beside the destination, then rename over it: never a partial file.
+  // Copy beside the destination (a name of this process's own), then rename
+  // over it: never a partial file.
   SmallString<256> partial(outPath);
-  partial += ".partial";
+  partial += ".partial-" + std::to_string(::getpid());
   if (std::error_code ec = llvm::sys::fs::copy_file(library, partial)) {
     llvm::sys::fs::remove(partial); // a full disk leaves a piece of it
     return emitError(loc) << "cannot write " << partial << ": " << ec.message();
+  }
+  if (BuildSignals::interrupted()) {
+    llvm::sys::fs::remove(partial);
+    return emitError(loc) << "interrupted: " << outPath << " was not written";
   }
   if (std::error_code ec = llvm::sys::fs::rename(partial, outPath)) {
     llvm::sys::fs::remove(partial);

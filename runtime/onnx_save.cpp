@@ -333,7 +333,7 @@ uint16_t toHalfLike(double v, int expBits, int manBits) {
 
 /// Reads a whole file. Returns "" on success, otherwise why not.
 std::string readFile(const std::string &path, std::string &out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return errnoText(errno);
   struct stat st;
@@ -342,12 +342,12 @@ std::string readFile(const std::string &path, std::string &out) {
     ::close(fd);
     return errnoText(err);
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return "is a directory";
+    return S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file";
   }
   out.clear();
-  if (S_ISREG(st.st_mode) && st.st_size > 0)
+  if (st.st_size > 0)
     out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
@@ -515,7 +515,7 @@ std::string readExternal(const TensorFields &t, const std::string &modelDir,
     i = j + 1;
   }
   std::string path = modelDir + "/" + location;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0)
     return "cannot read its external data " + path + ": " + errnoText(errno);
   auto fail = [&](const std::string &why) {

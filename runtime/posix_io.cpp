@@ -15,6 +15,10 @@ namespace tcc::io {
 std::string errnoText(int err) { return std::strerror(err); }
 
 int openRetry(const char *path, int flags, mode_t mode) {
+  // A reader opens without blocking, so that a FIFO named as a file fails
+  // its regular-file check instead of waiting for a writer.
+  if ((flags & O_ACCMODE) == O_RDONLY && !(flags & O_CREAT))
+    flags |= O_NONBLOCK;
   int fd;
   do
     fd = ::open(path, flags, mode);

@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -47,8 +48,10 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -557,6 +560,62 @@ std::string checkInfo(const Step &step) {
   return "";
 }
 
+/// Checks that `path` is a whole shared library for this machine before
+/// dlopen maps it: a regular file (a FIFO is not waited on), an ELF header,
+/// and every loaded segment inside the file, so that a truncated or foreign
+/// file is an error here rather than a SIGBUS inside the dynamic loader.
+std::string checkLibraryFile(const std::string &arg, const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return "cannot open " + arg + ": " + errnoText(errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return "cannot read " + arg + ": " + errnoText(errno);
+  if (!S_ISREG(st.st_mode))
+    return arg + " is not a regular file (a step library is one)";
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  Elf64_Ehdr eh;
+  const std::string notStep = arg + " is not a step library built by tcc";
+  if (size < sizeof eh || ::pread(fd, &eh, sizeof eh, 0) != static_cast<ssize_t>(sizeof eh))
+    return notStep + " (" + std::to_string(size) + " bytes: too short for a shared library)";
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return notStep + " (it is not an ELF file)";
+#if defined(__x86_64__)
+  const uint16_t machine = EM_X86_64;
+#elif defined(__aarch64__)
+  const uint16_t machine = EM_AARCH64;
+#else
+  const uint16_t machine = eh.e_machine;
+#endif
+  if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+      eh.e_machine != machine)
+    return arg + " is a library for another kind of machine; rebuild it with tcc here";
+  if (eh.e_type != ET_DYN)
+    return notStep + " (it is an ELF file, but not a shared library)";
+  const std::string truncated =
+      arg + " is truncated (" + std::to_string(size) +
+      " bytes, less than its ELF headers describe); rebuild it with tcc";
+  if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > size ||
+      static_cast<uint64_t>(eh.e_phnum) * sizeof(Elf64_Phdr) > size - eh.e_phoff)
+    return truncated;
+  for (uint16_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    if (::pread(fd, &ph, sizeof ph, static_cast<off_t>(eh.e_phoff + i * sizeof ph)) !=
+        static_cast<ssize_t>(sizeof ph))
+      return truncated;
+    if (ph.p_type == PT_LOAD && (ph.p_offset > size || ph.p_filesz > size - ph.p_offset))
+      return truncated;
+  }
+  if (eh.e_shoff > size ||
+      static_cast<uint64_t>(eh.e_shnum) * eh.e_shentsize > size - eh.e_shoff)
+    return truncated;
+  return "";
+}
+
 std::string loadStep(const std::string &arg, Step &step) {
   // dlopen searches the library path for a name without '/'; a path on the
   // command line means a file, so make it relative to the current directory.
@@ -565,6 +624,8 @@ std::string loadStep(const std::string &arg, Step &step) {
   struct stat st;
   if (::stat(step.path.c_str(), &st) != 0)
     return arg + " does not exist";
+  if (std::string err = checkLibraryFile(arg, step.path); !err.empty())
+    return err;
   void *lib = ::dlopen(step.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char *why = ::dlerror();
@@ -754,6 +815,8 @@ struct Options {
     return std::find(given.begin(), given.end(), flag) != given.end();
   }
 };
+
+std::string checkOutputPaths(const Options &opts, const std::string &model);
 
 /// The flags that take a value, with the metavariable the usage shows.
 struct ValueFlag {
@@ -1312,6 +1375,8 @@ int runGradsOnly(const Options &opts, const Step &step) {
     return error("the feed directory " + opts.feed + " does not exist");
   if (!S_ISDIR(st.st_mode))
     return error("the feed directory " + opts.feed + " is not a directory");
+  if (!(err = checkOutputPaths(opts, "")).empty())
+    return error(err);
 
   // Prepare the dump directories before running, so that an unwritable OUT
   // is reported before the work rather than after it.
@@ -1568,6 +1633,137 @@ std::string probeFile(const std::string &path, const char *what) {
 }
 
 //===----------------------------------------------------------------------===//
+// Outputs that must not overwrite inputs or each other
+//===----------------------------------------------------------------------===//
+
+/// What a path names: its device and inode when it exists (links and other
+/// spellings of it compare equal), else its absolute spelling under its
+/// parent's real path.
+struct PathId {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string spelled;
+};
+
+PathId pathId(const std::string &path) {
+  PathId id;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return id;
+  }
+  std::string dir = tcc::io::dirOf(path), base = path.substr(path.find_last_of('/') + 1);
+  char real[PATH_MAX];
+  id.spelled = (::realpath(dir.c_str(), real) ? std::string(real) : dir) + "/" + base;
+  return id;
+}
+
+bool samePath(const PathId &a, const PathId &b) {
+  if (a.exists != b.exists)
+    return false;
+  return a.exists ? a.dev == b.dev && a.ino == b.ino : a.spelled == b.spelled;
+}
+
+/// Refuses an output path (--save, --dump, --metrics, --checkpoint) that
+/// names an input of the run (the step library, the model, the data, the
+/// weights it starts from) or another output.
+std::string checkOutputPaths(const Options &opts, const std::string &model) {
+  struct Named {
+    const char *what;
+    std::string path;
+  };
+  std::vector<Named> outputs, inputs = {{"the step library", opts.step}};
+  if (!model.empty())
+    inputs.push_back({"the model", model});
+  for (const Named &n : {Named{"--data", opts.data}, Named{"--feed", opts.feed},
+                         Named{"--init-weights", opts.initWeights}})
+    if (!n.path.empty())
+      inputs.push_back(n);
+  for (const Named &n : {Named{"--save", opts.save}, Named{"--metrics", opts.metrics},
+                         Named{"--checkpoint", opts.checkpoint},
+                         Named{"--dump", opts.haveDump ? opts.dump : ""}})
+    if (!n.path.empty())
+      outputs.push_back(n);
+  // --resume is an input, except that a run may resume from the folder it
+  // checkpoints into (and usually does).
+  if (!opts.resume.empty() && !samePath(pathId(opts.resume), pathId(opts.checkpoint)))
+    inputs.push_back({"--resume", opts.resume});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    PathId out = pathId(outputs[i].path);
+    for (const Named &in : inputs)
+      if (samePath(out, pathId(in.path)))
+        return std::string(outputs[i].what) + " " + outputs[i].path + " names " + in.what +
+               (in.path != outputs[i].path ? " (" + in.path + ")" : "") +
+               ", which it would overwrite; choose another path";
+    for (size_t j = 0; j < i; ++j)
+      if (samePath(out, pathId(outputs[j].path)))
+        return std::string(outputs[j].what) + " and " + outputs[i].what +
+               " name the same path " + outputs[i].path + "; give each its own";
+  }
+  return "";
+}
+
+/// Holds a write lock on DIR/.tcc-run.lock (a POSIX record lock, which
+/// names the process holding it) for the life of the process, so that two
+/// runs never write checkpoints into one folder. The file stays empty.
+std::string lockCheckpointDir(const std::string &dir) {
+  std::string path = joinPath(dir, ".tcc-run.lock");
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return "cannot create the checkpoint folder's lock " + path + ": " + errnoText(errno);
+  struct flock fl;
+  std::memset(&fl, 0, sizeof fl);
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_SETLK, &fl) == 0)
+    return ""; // fd stays open, and the lock held, until the process exits
+  int e = errno;
+  struct flock holder = fl;
+  bool known = ::fcntl(fd, F_GETLK, &holder) == 0 && holder.l_type != F_UNLCK;
+  ::close(fd);
+  if (e == EACCES || e == EAGAIN)
+    return "the checkpoint folder " + dir + " is in use by another tcc-run" +
+           (known ? " (process " + std::to_string(holder.l_pid) + ")" : std::string()) +
+           "; two runs would overwrite each other's checkpoints (give this one "
+           "its own --checkpoint folder)";
+  return "cannot lock " + path + ": " + errnoText(e);
+}
+
+//===----------------------------------------------------------------------===//
+// Stopping on SIGINT / SIGTERM
+//===----------------------------------------------------------------------===//
+
+volatile sig_atomic_t gStopSignal = 0;
+
+void onStopSignal(int sig) {
+  if (gStopSignal) { // the second one: stop now
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    return;
+  }
+  gStopSignal = sig;
+  static const char msg[] =
+      "\ntcc-run: interrupted: stopping after this optimizer step (again to stop at once)\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+  (void)ignored;
+}
+
+/// From here on, SIGINT and SIGTERM end the training loop after the current
+/// optimizer step (with a checkpoint when --checkpoint is set).
+void catchStopSignals() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = onStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+//===----------------------------------------------------------------------===//
 // Progress
 //===----------------------------------------------------------------------===//
 
@@ -1762,6 +1958,11 @@ int runTraining(const Options &opts, const Step &step) {
   }
 
   // The output locations, checked (and created) before any work.
+  if (!(err = checkOutputPaths(opts, !opts.model.empty()
+                                         ? opts.model
+                                         : (info.model_path ? info.model_path : "")))
+           .empty())
+    return error(err);
   std::string paramsDir = joinPath(opts.dump, "params");
   if (opts.haveDump) {
     if (!(err = checkUniqueFiles(info.params, info.num_params, "parameter",
@@ -1773,7 +1974,8 @@ int runTraining(const Options &opts, const Step &step) {
       return error(err);
   }
   if (!opts.checkpoint.empty() &&
-      !(err = probeDir(opts.checkpoint, "checkpoint directory")).empty())
+      (!(err = probeDir(opts.checkpoint, "checkpoint directory")).empty() ||
+       !(err = lockCheckpointDir(opts.checkpoint)).empty()))
     return error(err);
   std::string modelPath;
   if (!opts.save.empty()) {
@@ -1783,7 +1985,7 @@ int runTraining(const Options &opts, const Step &step) {
     if (modelPath.empty())
       return error("the step does not record the model it was compiled "
                    "from; pass --model PATH for --save");
-    int fd = ::open(modelPath.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(modelPath.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
       return error("cannot read the model " + modelPath + " for --save: " +
                    errnoText(errno) +
@@ -2006,6 +2208,7 @@ int runTraining(const Options &opts, const Step &step) {
     stagedRng = prefetch.rng();
     return "";
   };
+  catchStopSignals();
   for (int64_t it = firstStep; it < opts.steps; ++it) {
     std::string where = "step " + std::to_string(it + 1) + "/" +
                         std::to_string(opts.steps);
@@ -2148,9 +2351,10 @@ int runTraining(const Options &opts, const Step &step) {
     }
 
     bool last = it + 1 == opts.steps;
+    const int stopSignal = gStopSignal;
     if (!opts.checkpoint.empty() &&
-        (last || (opts.checkpointEvery > 0 &&
-                  (it + 1) % opts.checkpointEvery == 0))) {
+        (last || stopSignal ||
+         (opts.checkpointEvery > 0 && (it + 1) % opts.checkpointEvery == 0))) {
       tcc::ckpt::State s = ck;
       s.fingerprint = tcc::ckpt::fingerprint(info);
       s.step = it + 1;
@@ -2172,6 +2376,25 @@ int runTraining(const Options &opts, const Step &step) {
       mirrorAt = it + 1;
       if (!(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
         return error(err);
+    }
+    if (stopSignal && !last) {
+      // Stopped between optimizer steps: the checkpoint (if any) holds
+      // everything so far; --save and --dump, which describe a finished
+      // run, are not written.
+      if (gProgressOpen) {
+        std::fputc('\n', stderr);
+        gProgressOpen = false;
+      }
+      const char *name = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
+      std::string msg = "stopped by " + std::string(name) + " after step " +
+                        std::to_string(it + 1) + "/" + std::to_string(opts.steps);
+      if (!opts.checkpoint.empty())
+        msg += "; the checkpoint in " + opts.checkpoint + " holds it: rerun with --resume " +
+               opts.checkpoint + " to continue";
+      else
+        msg += "; without --checkpoint its training state is not kept";
+      std::fprintf(stderr, "tcc-run: %s\n", msg.c_str());
+      return 128 + stopSignal;
     }
   }
   if (gProgressOpen) {

@@ -36,8 +36,8 @@ bool endsWith(const std::string &s, const char *suffix) {
 //===----------------------------------------------------------------------===//
 
 TokenStream::~TokenStream() {
-  if (map)
-    ::munmap(map, mapBytes);
+  if (fd >= 0)
+    ::close(fd);
 }
 
 const char *TokenStream::typeName() const {
@@ -131,53 +131,67 @@ std::string TokenStream::open(const std::string &path) {
     ::close(fd);
     return "cannot read the data file " + path + ": " + std::strerror(e);
   }
-  mapBytes = static_cast<uint64_t>(st.st_size);
-  if (mapBytes < dataOffset + count * static_cast<uint64_t>(elemSize)) {
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return "the data file " + path + " is not a regular file";
+  }
+  if (static_cast<uint64_t>(st.st_size) < dataOffset + count * static_cast<uint64_t>(elemSize)) {
     ::close(fd);
     return "the data file " + path + " changed while it was being opened";
   }
-  void *p = ::mmap(nullptr, static_cast<size_t>(mapBytes), PROT_READ,
-                   MAP_PRIVATE, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (p == MAP_FAILED)
-    return "cannot map the data file " + path + ": " + std::strerror(e);
-  map = p;
-  base = static_cast<const unsigned char *>(p) + dataOffset;
+  this->fd = fd;
+  this->dataOffset = dataOffset;
   return "";
 }
 
-int64_t TokenStream::at(uint64_t i) const {
-  const unsigned char *p = base + i * static_cast<uint64_t>(elemSize);
-  switch (elemSize) {
-  case 1:
-    return isSigned ? static_cast<int64_t>(static_cast<int8_t>(*p))
-                    : static_cast<int64_t>(*p);
-  case 2: {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return isSigned ? static_cast<int64_t>(static_cast<int16_t>(v))
-                    : static_cast<int64_t>(v);
+std::string TokenStream::copy(uint64_t begin, uint64_t n, void *dst, int dstSize) const {
+  // Read, not mapped: a file that shrinks under a running job is an error
+  // here, not a SIGBUS.
+  const uint64_t bytes = n * static_cast<uint64_t>(elemSize);
+  scratch.resize(static_cast<size_t>(bytes));
+  uint64_t got = 0;
+  const uint64_t at = dataOffset + begin * static_cast<uint64_t>(elemSize);
+  while (got < bytes) {
+    ssize_t r = ::pread(fd, scratch.data() + got, static_cast<size_t>(bytes - got),
+                        static_cast<off_t>(at + got));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0)
+      return "cannot read the data file " + file + ": " + std::strerror(errno);
+    if (r == 0) {
+      struct stat st;
+      std::string now = ::fstat(fd, &st) == 0
+                            ? " (it has " + std::to_string(st.st_size) + " bytes now)"
+                            : std::string();
+      return "the data file " + file + " shrank while training" + now + ": tokens " +
+             std::to_string(begin) + " to " + std::to_string(begin + n) +
+             " are gone (was it rewritten during the run?)";
+    }
+    got += static_cast<uint64_t>(r);
   }
-  case 4: {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return isSigned ? static_cast<int64_t>(static_cast<int32_t>(v))
-                    : static_cast<int64_t>(v);
-  }
-  default: {
-    int64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  }
-}
-
-void TokenStream::copy(uint64_t begin, uint64_t n, void *dst,
-                       int dstSize) const {
   char *out = static_cast<char *>(dst);
   for (uint64_t k = 0; k < n; ++k) {
-    int64_t v = at(begin + k);
+    const unsigned char *p = scratch.data() + k * static_cast<uint64_t>(elemSize);
+    int64_t v;
+    switch (elemSize) {
+    case 1:
+      v = isSigned ? static_cast<int64_t>(static_cast<int8_t>(*p)) : static_cast<int64_t>(*p);
+      break;
+    case 2: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      v = isSigned ? static_cast<int64_t>(static_cast<int16_t>(x)) : static_cast<int64_t>(x);
+      break;
+    }
+    case 4: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      v = isSigned ? static_cast<int64_t>(static_cast<int32_t>(x)) : static_cast<int64_t>(x);
+      break;
+    }
+    default:
+      std::memcpy(&v, p, 8);
+    }
     switch (dstSize) {
     case 1: {
       uint8_t x = static_cast<uint8_t>(v);
@@ -198,6 +212,7 @@ void TokenStream::copy(uint64_t begin, uint64_t n, void *dst,
       std::memcpy(out + 8 * k, &v, 8);
     }
   }
+  return "";
 }
 
 //===----------------------------------------------------------------------===//
@@ -218,9 +233,11 @@ std::string TokenBatchMaker::make(uint64_t index, uint64_t &rng, char *buf) {
       i = ((index * static_cast<uint64_t>(B) + static_cast<uint64_t>(b)) %
            nw) *
           t;
-    stream.copy(i, t, tokens + static_cast<uint64_t>(b) * rowBytes, elemSize);
-    stream.copy(i + 1, t, targets + static_cast<uint64_t>(b) * rowBytes,
-                elemSize);
+    std::string err = stream.copy(i, t, tokens + static_cast<uint64_t>(b) * rowBytes, elemSize);
+    if (err.empty())
+      err = stream.copy(i + 1, t, targets + static_cast<uint64_t>(b) * rowBytes, elemSize);
+    if (!err.empty())
+      return err;
   }
   return "";
 }

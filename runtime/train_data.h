@@ -71,7 +71,9 @@ public:
 };
 
 /// A token stream: `.bin` (little-endian uint16, as nanoGPT's prepare.py
-/// writes) or a 1-D integer `.npy`, memory-mapped.
+/// writes) or a 1-D integer `.npy`, read as windows are needed (not mapped,
+/// so that a file that shrinks during a run is an error, not a SIGBUS).
+/// copy() is not thread-safe: one batch maker calls it.
 class TokenStream {
 public:
   TokenStream() = default;
@@ -79,24 +81,23 @@ public:
   TokenStream(const TokenStream &) = delete;
   TokenStream &operator=(const TokenStream &) = delete;
 
-  /// Opens and maps `path`. Returns "" on success, otherwise a message that
-  /// names the file.
+  /// Opens `path` and checks its header and size. Returns "" on success,
+  /// otherwise a message that names the file.
   std::string open(const std::string &path);
   uint64_t size() const { return count; }
   const std::string &path() const { return file; }
   /// "uint16", "int64", ...
   const char *typeName() const;
-  /// Element `i` (< size()) as an int64.
-  int64_t at(uint64_t i) const;
   /// Copies elements [begin, begin + n) to `dst`, converting each to an
   /// integer of `dstSize` bytes (1, 2, 4 or 8; two's complement truncation).
-  void copy(uint64_t begin, uint64_t n, void *dst, int dstSize) const;
+  /// Returns "" or why not (the file shrank, a read error).
+  std::string copy(uint64_t begin, uint64_t n, void *dst, int dstSize) const;
 
 private:
   std::string file;
-  void *map = nullptr;
-  uint64_t mapBytes = 0;
-  const unsigned char *base = nullptr; // the first element
+  int fd = -1;
+  uint64_t dataOffset = 0; // of the first element
+  mutable std::vector<unsigned char> scratch;
   uint64_t count = 0;
   int elemSize = 0;
   bool isSigned = false;

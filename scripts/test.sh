@@ -6,4 +6,5 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$repo/scripts/setup.sh"
 build="${TCC_BUILD_DIR:-$repo/build}"
 cd "$build"
-ctest --output-on-failure
+# Two tests at a time (most of them run two compilers at a time themselves).
+ctest --output-on-failure -j "${TCC_TEST_JOBS:-2}"

@@ -17,6 +17,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -100,7 +101,10 @@ private:
   FailureOr<DenseElementsAttr> tensorAttr(const onnx::TensorProto &t,
                                           Location loc);
   FailureOr<std::string> externalData(const onnx::TensorProto &t,
-                                      Location loc, bool read);
+                                      Location loc, bool read,
+                                      int64_t expectBytes = -1);
+  LogicalResult checkTensorData(const onnx::TensorProto &t, Location loc,
+                                int64_t count, unsigned width);
   FailureOr<Attribute> convertAttribute(const onnx::AttributeProto &attr,
                                         Location loc, StringRef opType);
   FailureOr<Attribute> constInputAttr(Value v, const ConstInput &ci,
@@ -166,17 +170,26 @@ LogicalResult Importer::checkOpset() {
 FailureOr<SmallVector<int64_t>> Importer::tensorShape(const onnx::TensorProto &t,
                                                       Location loc) {
   SmallVector<int64_t> shape;
+  // Element counts and byte sizes are checked for overflow before anything
+  // is allocated (a tensor's 8-byte elements must fit in int64 bytes).
+  int64_t bytes = 8;
   for (int64_t d : t.dims()) {
     if (d < 0)
       return error(loc) << "tensor \"" << t.name()
                         << "\" has a negative dimension";
+    std::optional<int64_t> b = llvm::checkedMul(bytes, d);
+    if (!b)
+      return error(loc) << "tensor \"" << t.name() << "\" has dimensions whose "
+                        << "product overflows (more than 2^60 elements)";
+    bytes = *b;
     shape.push_back(d);
   }
   return shape;
 }
 
 FailureOr<std::string> Importer::externalData(const onnx::TensorProto &t,
-                                              Location loc, bool read) {
+                                              Location loc, bool read,
+                                              int64_t expectBytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto &kv : t.external_data()) {
@@ -194,26 +207,89 @@ FailureOr<std::string> Importer::externalData(const onnx::TensorProto &t,
   if (location.empty())
     return error(loc) << "tensor \"" << t.name()
                       << "\" has external data without a location";
-  SmallString<256> full(llvm::sys::path::parent_path(path));
+  // As onnx's checker requires: a relative path inside the model's folder,
+  // with no "..", and (through links too) a regular file there.
+  auto outside = [&](StringRef why) {
+    return error(loc) << "tensor \"" << t.name() << "\": external data location \""
+                      << location << "\" " << why
+                      << " (external data must be a file in the model's folder)";
+  };
+  if (llvm::sys::path::is_absolute(location) || StringRef(location).starts_with("~"))
+    return outside("is an absolute path");
+  for (auto it = llvm::sys::path::begin(location), e = llvm::sys::path::end(location);
+       it != e; ++it)
+    if (*it == "..")
+      return outside("leaves the model's folder (\"..\")");
+  SmallString<256> dir(llvm::sys::path::parent_path(path));
+  if (dir.empty())
+    dir = ".";
+  SmallString<256> full(dir);
   llvm::sys::path::append(full, location);
-  uint64_t size = 0;
-  if (std::error_code ec = llvm::sys::fs::file_size(full, size))
+  SmallString<256> realDir, realFull;
+  if (std::error_code ec = llvm::sys::fs::real_path(full, realFull))
     return error(loc) << "tensor \"" << t.name() << "\": external data file \""
                       << full << "\" cannot be read: " << ec.message()
                       << " (it must be beside the model)";
+  if (llvm::sys::fs::real_path(dir, realDir) ||
+      !StringRef(realFull).starts_with((realDir + llvm::sys::path::get_separator()).str()))
+    return outside("is a link that leads out of the model's folder");
+  llvm::sys::fs::file_status st;
+  if (std::error_code ec = llvm::sys::fs::status(realFull, st))
+    return error(loc) << "tensor \"" << t.name() << "\": external data file \""
+                      << full << "\" cannot be read: " << ec.message();
+  if (st.type() != llvm::sys::fs::file_type::regular_file)
+    return outside("is not a regular file");
+  const int64_t size = (int64_t)st.getSize();
+  if (offset > size)
+    return error(loc) << "tensor \"" << t.name() << "\": external data file \""
+                      << full << "\" has " << size << " bytes, but the tensor's "
+                      << "data starts at byte " << offset;
   if (length < 0)
-    length = (int64_t)size - offset;
-  if (offset + length > (int64_t)size)
+    length = size - offset;
+  if (length > size - offset)
     return error(loc) << "tensor \"" << t.name() << "\": external data file \""
                       << full << "\" has " << size << " bytes, but the tensor "
-                      << "needs bytes " << offset << " to " << offset + length;
+                      << "needs bytes " << offset << " to " << offset << " + " << length;
+  if (expectBytes >= 0 && length != expectBytes)
+    return error(loc) << "tensor \"" << t.name() << "\" has " << length
+                      << " bytes of external data; its shape and type need "
+                      << expectBytes;
   if (!read)
     return std::string();
-  auto buffer = llvm::MemoryBuffer::getFileSlice(full, length, offset);
+  auto buffer = llvm::MemoryBuffer::getFileSlice(realFull, length, offset);
   if (!buffer)
     return error(loc) << "tensor \"" << t.name() << "\": cannot read \"" << full
                       << "\": " << buffer.getError().message();
   return (*buffer)->getBuffer().str();
+}
+
+/// How many values a tensor's typed data field (not raw_data) holds.
+static int64_t typedFieldSize(const onnx::TensorProto &t) {
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT: return t.float_data_size();
+  case onnx::TensorProto::DOUBLE: return t.double_data_size();
+  case onnx::TensorProto::INT64: return t.int64_data_size();
+  case onnx::TensorProto::UINT32:
+  case onnx::TensorProto::UINT64: return t.uint64_data_size();
+  default: return t.int32_data_size();
+  }
+}
+
+/// Checks that the data a tensor carries (inline, raw or external) is what
+/// its shape and type need, without reading external data.
+LogicalResult Importer::checkTensorData(const onnx::TensorProto &t, Location loc,
+                                        int64_t count, unsigned width) {
+  const int64_t bytes = width == 1 ? 1 : width / 8;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return failure(failed(externalData(t, loc, /*read=*/false, count * bytes)));
+  const bool raw = t.has_raw_data();
+  const int64_t present = raw ? (int64_t)t.raw_data().size() : typedFieldSize(t);
+  const int64_t needed = raw ? count * bytes : count;
+  if (present != needed)
+    return error(loc) << "tensor \"" << t.name() << "\" has " << present
+                      << (raw ? " bytes of data" : " values") << "; its shape "
+                      << (raw ? "and type need " : "needs ") << needed;
+  return success();
 }
 
 FailureOr<DenseElementsAttr> Importer::tensorAttr(const onnx::TensorProto &t,
@@ -227,16 +303,16 @@ FailureOr<DenseElementsAttr> Importer::tensorAttr(const onnx::TensorProto &t,
   if (failed(shape))
     return failure();
   auto type = RankedTensorType::get(*shape, elt);
-  int64_t count = type.getNumElements();
+  int64_t count = type.getNumElements(); // no overflow: tensorShape checked it
   unsigned width = elt.getIntOrFloatBitWidth();
-  // Element bit patterns, from raw_data or from the typed field ONNX uses for
-  // this data type.
-  std::vector<uint64_t> bits;
-  bits.reserve(count);
+  const int64_t bytes = width == 1 ? 1 : width / 8;
+  // The data present must match the shape before anything is allocated.
+  if (failed(checkTensorData(t, loc, count, width)))
+    return failure();
   std::string external;
   const std::string *raw = nullptr;
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    FailureOr<std::string> data = externalData(t, loc, /*read=*/true);
+    FailureOr<std::string> data = externalData(t, loc, /*read=*/true, count * bytes);
     if (failed(data))
       return failure();
     external = std::move(*data);
@@ -244,12 +320,11 @@ FailureOr<DenseElementsAttr> Importer::tensorAttr(const onnx::TensorProto &t,
   } else if (t.has_raw_data()) {
     raw = &t.raw_data();
   }
+  // Element bit patterns, from raw_data or from the typed field ONNX uses for
+  // this data type.
+  std::vector<uint64_t> bits;
+  bits.reserve(count);
   if (raw) {
-    unsigned bytes = width == 1 ? 1 : width / 8;
-    if ((int64_t)raw->size() != count * (int64_t)bytes)
-      return error(loc) << "tensor \"" << t.name() << "\" has "
-                        << raw->size() << " bytes of data; its shape and type "
-                        << "need " << count * bytes;
     for (int64_t i = 0; i < count; ++i) {
       uint64_t v = 0;
       std::memcpy(&v, raw->data() + i * bytes, bytes); // little-endian host
@@ -277,9 +352,6 @@ FailureOr<DenseElementsAttr> Importer::tensorAttr(const onnx::TensorProto &t,
     case onnx::TensorProto::UINT64: take(t.uint64_data()); break;
     default: take(t.int32_data()); break;
     }
-    if ((int64_t)bits.size() != count)
-      return error(loc) << "tensor \"" << t.name() << "\" has " << bits.size()
-                        << " values; its shape " << "needs " << count;
   }
   if (auto ft = dyn_cast<FloatType>(elt)) {
     SmallVector<APFloat> values;
@@ -340,10 +412,10 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
       FailureOr<SmallVector<int64_t>> shape = tensorShape(t, loc);
       if (failed(shape))
         return failure();
-      if (t.data_location() == onnx::TensorProto::EXTERNAL &&
-          failed(externalData(t, loc, /*read=*/false)))
+      auto type = RankedTensorType::get(*shape, elt);
+      if (failed(checkTensorData(t, loc, type.getNumElements(), elt.getIntOrFloatBitWidth())))
         return failure();
-      argTypes.push_back(RankedTensorType::get(*shape, elt));
+      argTypes.push_back(type);
       bool frozen = options.frozen.contains(t.name());
       if (frozen)
         frozenSeen.insert(t.name());

@@ -2,6 +2,7 @@
 
 #include "compiler/Import/Trainable.h"
 
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -204,9 +205,9 @@ mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
       }
       continue;
     }
-    int64_t count = 1;
+    int64_t count = 1; // saturating: the importer diagnoses an overflow later
     for (int64_t d : t.dims())
-      count *= d < 0 ? 0 : d;
+      count = d <= 0 ? 0 : llvm::checkedMul(count, d).value_or(INT64_MAX);
     std::vector<double> values;
     bool known = readFloats(t, values);
     role.guessed = true;

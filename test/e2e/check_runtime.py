@@ -27,6 +27,16 @@ test/models' tiny_gpt_opset17) and checks, each as a named case:
   metrics         --metrics writes one JSON line per step (step, loss, lr,
                   grad_norm), and 200 steps at lr 3e-3 lower the loss
                   (mean of the last 10 < mean of the first 10 - 0.5).
+  interrupt-*     SIGINT or SIGTERM mid-run: tcc-run finishes the optimizer
+                  step, writes a checkpoint, says so and exits 128 + the
+                  signal; resumed, it ends with the parameters of an
+                  uninterrupted run, byte for byte. A second signal stops it
+                  at once.
+  hostile-*       outputs that name the step, the data or another output; a
+                  checkpoint folder another run holds; a truncated or
+                  foreign step library; a FIFO as the step or the data; a
+                  token file that shrinks during the run: each exit 1 with a
+                  message, no hang, no crash, the files untouched.
 
 Prints PASS/FAIL per case with details and ends with `N passed, M failed`;
 exits 1 if any case failed.
@@ -113,7 +123,9 @@ def snapshot(root):
             dirs.add(os.path.relpath(os.path.join(dp, d), root))
         for f in fn:
             p = os.path.join(dp, f)
-            files[os.path.relpath(p, root)] = hashlib.sha256(read_bytes(p)).hexdigest()
+            # a FIFO (hostile-fifo-*) is named, not read: opening it would wait
+            files[os.path.relpath(p, root)] = (hashlib.sha256(read_bytes(p)).hexdigest()
+                                               if os.path.isfile(p) else "not a file")
     return files, dirs
 
 
@@ -539,6 +551,173 @@ def metrics_case(step):
 
 
 # ---------------------------------------------------------------------------
+# 6. stopping on a signal
+# ---------------------------------------------------------------------------
+def interrupt_case(step, sig):
+    import signal
+    name = "interrupt-" + ("sigint" if sig == signal.SIGINT else "sigterm")
+
+    @case(name)
+    def body():
+        base = fresh(name)
+        C, R, B = (os.path.join(base, x) for x in ("C", "R", "B"))
+        common = ["--data", TRAIN_BIN, "--accum", "2", "--seed", "3"]
+        p = subprocess.Popen([ARGS.tcc_run, step] + common +
+                             ["--steps", "100000", "--print-every", "1", "--checkpoint", C],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True)
+        first = p.stderr.readline()  # the first step's progress line
+        require(first.startswith("step "), "no progress line: %r" % first)
+        p.send_signal(sig)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise CaseFailure("still running 60 s after the signal")
+        require(p.returncode == 128 + sig, "exit code %d, expected %d; stderr %r"
+                % (p.returncode, 128 + sig, err[-300:]))
+        import re
+        m = re.search(r"tcc-run: stopped by SIG(INT|TERM) after step (\d+)/100000; "
+                      r"the checkpoint in (\S+) holds it", err)
+        require(m, "no `stopped by ... after step N` message: %r" % err[-300:])
+        n = int(m.group(2))
+        require(os.path.isfile(os.path.join(C, "checkpoint.bin")), "no checkpoint written")
+        # Resumed to step n + 2, it ends where an uninterrupted run does.
+        tcc_run(step, *common, "--steps", str(n + 2), "--quiet", "--dump", R, check=True)
+        tcc_run(step, *common, "--steps", str(n + 2), "--quiet", "--resume", C, "--dump", B,
+                check=True)
+        msg = compare_params(R, B)
+        require(msg is None, msg)
+        return "stopped after step %d, resumed to %d: %d params identical" % (
+            n, n + 2, len(param_files(R)))
+    return body()
+
+
+@case("interrupt-twice")
+def interrupt_twice_case(step):
+    import signal
+    p = subprocess.Popen([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "100000",
+                          "--print-every", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, universal_newlines=True)
+    p.stderr.readline()
+    p.send_signal(signal.SIGINT)
+    p.send_signal(signal.SIGINT)
+    try:
+        p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise CaseFailure("still running 30 s after two SIGINTs")
+    require(p.returncode in (-signal.SIGINT, 128 + signal.SIGINT),
+            "exit code %d after two SIGINTs" % p.returncode)
+    return "exit %d" % p.returncode
+
+
+# ---------------------------------------------------------------------------
+# 7. hostile input and outputs that would overwrite inputs
+# ---------------------------------------------------------------------------
+def hostile_cases(step):
+    import fcntl
+    import signal
+    base = fresh("hostile")
+    step_hash = hashlib.sha256(read_bytes(step)).hexdigest()
+    data_copy = os.path.join(base, "data.bin")
+    shutil.copy(TRAIN_BIN, data_copy)
+
+    def refused(name, args, needles, timeout=60):
+        @case(name)
+        def body():
+            before = snapshot(base)
+            p = tcc_run(*args, timeout=timeout)
+            require(p.returncode == 1, "exit code %d (expected 1); stderr: %s"
+                    % (p.returncode, p.stderr.strip()[-400:]))
+            lines = [l for l in p.stderr.splitlines() if l.startswith("tcc-run: error:")]
+            require(lines, "no `tcc-run: error:` line: %r" % p.stderr[-400:])
+            for n in needles:
+                require(n in lines[0], "message does not say %r: %s" % (n, lines[0]))
+            require(snapshot(base) == before, "files in the work folder changed")
+            require(hashlib.sha256(read_bytes(step)).hexdigest() == step_hash,
+                    "the step library changed")
+            return "| " + lines[0]
+        return body()
+
+    run_data = [step, "--data", data_copy, "--steps", "2", "--quiet"]
+    refused("hostile-save-names-step", run_data + ["--save", step],
+            ["--save", "names the step library", "would overwrite"])
+    refused("hostile-metrics-names-data", run_data + ["--metrics", data_copy],
+            ["--metrics", "names --data"])
+    link = os.path.join(base, "link.so")
+    os.symlink(step, link)
+    refused("hostile-save-link-to-step", run_data + ["--save", link],
+            ["names the step library"])
+    out = os.path.join(base, "out.json")
+    refused("hostile-two-outputs-one-path", run_data + ["--metrics", out, "--save", out],
+            ["--save and --metrics name the same path"])
+    ck = os.path.join(base, "ck")
+    refused("hostile-dump-is-checkpoint", run_data + ["--checkpoint", ck, "--dump", ck],
+            ["--checkpoint and --dump name the same path"])
+
+    @case("hostile-checkpoint-locked")
+    def locked():
+        d = fresh("hostile-locked")
+        ckd = os.path.join(d, "ck")
+        os.makedirs(ckd)
+        with open(os.path.join(ckd, ".tcc-run.lock"), "w") as f:
+            fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running tcc-run holds it
+            p = tcc_run(step, "--data", TRAIN_BIN, "--steps", "2", "--quiet",
+                        "--checkpoint", ckd, timeout=60)
+        require(p.returncode == 1, "exit %d; stderr %r" % (p.returncode, p.stderr[-300:]))
+        require("is in use by another tcc-run (process %d)" % os.getpid() in p.stderr,
+                "message: %r" % p.stderr[-300:])
+        require(sorted(os.listdir(ckd)) == [".tcc-run.lock"], "files written: %s"
+                % os.listdir(ckd))
+        # Free, the same folder works.
+        tcc_run(step, "--data", TRAIN_BIN, "--steps", "1", "--quiet", "--checkpoint", ckd,
+                check=True)
+        return "| " + p.stderr.strip().splitlines()[-1]
+    locked()
+
+    trunc = os.path.join(base, "truncated.so")
+    with open(trunc, "wb") as f:
+        f.write(read_bytes(step)[:len(read_bytes(step)) // 2])
+    refused("hostile-truncated-step", [trunc, "--data", TRAIN_BIN, "--steps", "1"],
+            ["is truncated", "rebuild it with tcc"])
+    text = os.path.join(base, "text.so")
+    with open(text, "w") as f:
+        f.write("not a library\n" * 10)
+    refused("hostile-text-step", [text, "--data", TRAIN_BIN, "--steps", "1"],
+            ["is not a step library built by tcc (it is not an ELF file)"])
+    fifo = os.path.join(base, "fifo")
+    os.mkfifo(fifo)
+    refused("hostile-fifo-step", [fifo, "--data", TRAIN_BIN, "--steps", "1"],
+            ["is not a regular file"], timeout=20)
+    fifo_bin = os.path.join(base, "tokens.bin")
+    os.mkfifo(fifo_bin)
+    refused("hostile-fifo-data", [step, "--data", fifo_bin, "--steps", "1"],
+            ["tokens.bin", "not a regular file"], timeout=20)
+
+    @case("hostile-data-shrinks")
+    def shrinks():
+        d = fresh("hostile-shrink")
+        data = os.path.join(d, "data.bin")
+        shutil.copy(TRAIN_BIN, data)
+        p = subprocess.Popen([ARGS.tcc_run, step, "--data", data, "--steps", "100000",
+                              "--print-every", "1"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True)
+        p.stderr.readline()
+        os.truncate(data, 0)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise CaseFailure("still running 60 s after the data file was emptied")
+        require(p.returncode == 1, "exit code %d (a signal is negative); stderr %r"
+                % (p.returncode, err[-300:]))
+        require("shrank while training" in err, "message: %r" % err[-300:])
+        return "| " + [l for l in err.splitlines() if "error" in l][0]
+    shrinks()
+
+
+# ---------------------------------------------------------------------------
 def main():
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__,
@@ -566,6 +745,11 @@ def main():
         save_cases(step)
         error_cases(step, sgd)
         metrics_case(step)
+        import signal
+        interrupt_case(step, signal.SIGINT)
+        interrupt_case(step, signal.SIGTERM)
+        interrupt_twice_case(step)
+        hostile_cases(step)
 
     # Dropout's random state is training state: a resumed run draws the
     # masks the uninterrupted run draws (without the state in the

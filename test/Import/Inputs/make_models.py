@@ -147,6 +147,42 @@ def main(outdir):
         if kv.key == "location":
             kv.value = "missing.data"
     onnx.save(m, os.path.join(outdir, "external_missing.onnx"))
+    # External data outside the model's folder, or not a file: refused.
+    def external_variant(name, **fields):
+        v = onnx.load(os.path.join(outdir, "external.onnx"), load_external_data=False)
+        kvs = {kv.key: kv for kv in v.graph.initializer[0].external_data}
+        for k, val in fields.items():
+            if k in kvs:
+                kvs[k].value = val
+            else:
+                e = v.graph.initializer[0].external_data.add()
+                e.key, e.value = k, val
+        onnx.save(v, os.path.join(outdir, name + ".onnx"))
+    external_variant("external_dotdot", location="../../../../etc/passwd")
+    external_variant("external_absolute", location="/etc/passwd")
+    os.symlink("/etc/passwd", os.path.join(outdir, "passwd_link.data"))
+    external_variant("external_link_out", location="passwd_link.data")
+    os.mkfifo(os.path.join(outdir, "fifo.data"))
+    external_variant("external_fifo", location="fifo.data")
+    external_variant("external_offset_overflow", offset="9223372036854775807", length="16")
+    external_variant("external_short", length="8")
+    # A tensor that declares 2^40 elements and carries no data, and one whose
+    # dimensions overflow int64.
+    huge = onnx.TensorProto()
+    huge.name, huge.data_type = "huge", onnx.TensorProto.FLOAT
+    huge.dims.extend([1 << 20, 1 << 20])
+    save(model_of([helper.make_node("Add", ["x", "huge"], ["y"], name="add")],
+                  [f32("x", [1 << 20, 1 << 20])], [f32("y", [1 << 20, 1 << 20])], [huge]),
+         outdir, "huge_no_data")
+    save(model_of([helper.make_node("Constant", [], ["huge"], name="c", value=huge),
+                   helper.make_node("Add", ["x", "huge"], ["y"], name="add")],
+                  [f32("x", [1 << 20, 1 << 20])], [f32("y", [1 << 20, 1 << 20])]),
+         outdir, "huge_constant_no_data")
+    over = onnx.TensorProto()
+    over.name, over.data_type = "over", onnx.TensorProto.FLOAT
+    over.dims.extend([1 << 31, 1 << 31, 1 << 31])
+    save(model_of([helper.make_node("Relu", ["over"], ["y"], name="relu")],
+                  [], [f32("y", [1])], [over]), outdir, "dims_overflow")
 
     # Shape subgraph: Shape -> Gather -> Unsqueeze -> Concat -> Reshape, the
     # way torch exports x.view(x.size(0), -1); all of it folds.

@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""How long `tcc -o step.so` takes, and whose time it is: tcc's own work
+(import, autodiff, fusion, the memory plan, emission) against the host
+compiler's or nvcc's, by model size and target.
+
+Usage: /usr/bin/python3 bench/compile_time.py --tcc build/bin/tcc [--work DIR]
+           [--models tiny,gpt-mini,gpt2] [--targets cpu,cuda,cuda-emulation]
+
+For each model and target it measures, in the same run:
+  tcc only       `tcc --emit=planned` (everything before the compilers);
+  cold           `-o step.so` with an empty cache (TCC_CACHE_DIR): the step's
+                 generated half and the CUDA step's fixed half
+                 (runtime/cuda/step_host.cu, gemm.cu) are compiled, in
+                 parallel;
+  warm           `-o step.so` again: the fixed half comes from tcc's cache,
+                 only the generated half is compiled (what every build after
+                 the first one costs);
+  one unit       the reference: the generated half and the fixed half
+                 compiled as one unit (`cat` of the sources; what a step
+                 build cost before the split).
+Each time is the best of --repeat runs (wall clock). Models: the bundled
+demo GPT (tiny), a 4-layer width-256 GPT (gpt-mini), GPT-2 small (gpt2,
+bench/gpu/export_gpt2.py, micro-batch 1 x 1024; exported once into --work;
+--no-weights, so embedding 124M parameters does not count). Prints a table.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(ROOT, "test", "models"))
+
+TARGET_FLAGS = {
+    "cpu": ["--target=cpu"],
+    "cuda": ["--target=cuda"],
+    "cuda-emulation": ["--target=cuda", "--cuda-emulation"],
+}
+
+
+def timed(cmd, env=None, cwd=None):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       universal_newlines=True, env=env, cwd=cwd)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError("`%s` failed: %s" % (" ".join(cmd[:3]), p.stderr[-800:]))
+    return dt
+
+
+def best(n, fn):
+    return min(fn() for _ in range(n))
+
+
+def export_models(work, names):
+    paths = {}
+    for name in names:
+        path = os.path.join(work, name + ".onnx")
+        if name == "tiny":
+            path = os.path.join(ROOT, "examples", "tiny_gpt_demo.onnx")
+        elif not os.path.exists(path):
+            if name == "gpt2":
+                subprocess.run([sys.executable, os.path.join(HERE, "gpu", "export_gpt2.py"), path,
+                                "--batch", "1", "--seq", "1024"], check=True)
+            elif name == "gpt-mini":
+                import torch
+                from export_models import TinyGPT
+                torch.manual_seed(0)
+                m = TinyGPT(vocab=512, block_size=128, n_embd=256, n_layer=4, n_head=4,
+                            gelu_approx="tanh")
+                idx = torch.randint(0, 512, (4, 128))
+                torch.onnx.export(m, (idx, idx), path, input_names=["idx", "targets"],
+                                  output_names=["loss"], opset_version=17,
+                                  training=torch.onnx.TrainingMode.TRAINING,
+                                  do_constant_folding=False)
+            else:
+                raise SystemExit("unknown model " + name)
+        paths[name] = path
+    return paths
+
+
+def one_unit_time(tcc, model, flags, cuda_emulation, env):
+    """Compiles the --emit=source folder's units as one translation unit."""
+    d = tempfile.mkdtemp(prefix="tcc-one-unit-")
+    try:
+        subprocess.run([tcc, model] + flags + ["--no-weights", "--emit=source", "-o", d],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env)
+        if not os.path.exists(os.path.join(d, "step_host.cu")):
+            return None  # the CPU target is one unit already
+        with open(os.path.join(d, "all.cu"), "w") as out:
+            for f in ("step.cu", "step_host.cu", "gemm.cu"):
+                out.write('#include "%s"\n' % f)
+        if cuda_emulation:
+            cmd = ["c++", "-std=c++17", "-O2", "-fno-strict-aliasing", "-DTCC_CUDA_EMU", "-x",
+                   "c++", "-I", "emu", "-I", ".", "-shared", "-fPIC", "-fvisibility=hidden",
+                   "-o", "step.so", "all.cu"]
+        else:
+            cmd = ["/usr/local/cuda/bin/nvcc", "-std=c++17", "-O3", "-arch=sm_90",
+                   "-diag-suppress=177,550", "-shared", "-Xcompiler",
+                   "-fPIC,-fvisibility=hidden", "-I", ".", "-o", "step.so", "all.cu",
+                   "-lcublasLt", "-lcudart"]
+        return timed(cmd, cwd=d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tcc", required=True)
+    ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "tcc-compile-time"))
+    ap.add_argument("--models", default="tiny,gpt-mini,gpt2")
+    ap.add_argument("--targets", default="cpu,cuda,cuda-emulation")
+    ap.add_argument("--repeat", type=int, default=2)
+    a = ap.parse_args()
+    tcc = os.path.abspath(a.tcc)
+    os.makedirs(a.work, exist_ok=True)
+    models = export_models(a.work, a.models.split(","))
+    print("%-9s %-15s %9s %9s %9s %9s   (seconds, best of %d; %d cores)" % (
+        "model", "target", "tcc only", "cold", "warm", "one unit", a.repeat, os.cpu_count()))
+    for name, path in models.items():
+        for target in a.targets.split(","):
+            if target == "cuda" and not os.path.exists("/usr/local/cuda/bin/nvcc"):
+                continue
+            flags = TARGET_FLAGS[target] + ["--no-weights"]
+            out = os.path.join(a.work, "%s-%s.so" % (name, target))
+            cache = os.path.join(a.work, "cache")
+            env = dict(os.environ, TCC_CACHE_DIR=cache)
+
+            def cold():
+                shutil.rmtree(cache, ignore_errors=True)
+                return timed([tcc, path] + flags + ["-o", out], env=env)
+            only = best(a.repeat, lambda: timed([tcc, path] + flags + ["--emit=planned", "-o",
+                                                                       os.devnull], env=env))
+            c = best(a.repeat, cold)
+            w = best(a.repeat, lambda: timed([tcc, path] + flags + ["-o", out], env=env))
+            one = None
+            if target != "cpu":
+                one = best(a.repeat, lambda: one_unit_time(tcc, path, TARGET_FLAGS[target],
+                                                           target == "cuda-emulation", env))
+            print("%-9s %-15s %9.2f %9.2f %9.2f %9s" % (
+                name, target, only, c, w, "%.2f" % one if one is not None else "-"), flush=True)
+
+
+if __name__ == "__main__":
+    main()
