@@ -4,6 +4,7 @@
 
 #include "compiler/Dialect/TccOps.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 namespace mlir::tcc {
 #define GEN_PASS_DEF_CHECKIMPORTCONTRACT
@@ -14,6 +15,23 @@ using namespace mlir;
 using namespace mlir::tcc;
 
 namespace {
+
+/// The most bytes one tensor may take (256 TiB): with this bound the
+/// planner's sums of sizes and offsets cannot overflow int64.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 48;
+
+/// Whether a static shape's elements, at 8 bytes each, fit kMaxTensorBytes
+/// (checked, without computing an overflowing product).
+bool fitsPlan(RankedTensorType t) {
+  int64_t bytes = 8;
+  for (int64_t d : t.getShape()) {
+    std::optional<int64_t> b = llvm::checkedMul(bytes, d);
+    if (!b || *b > kMaxTensorBytes)
+      return false;
+    bytes = *b;
+  }
+  return true;
+}
 
 /// Reports every break of the import contract (see Passes.td); changes
 /// nothing.
@@ -58,6 +76,10 @@ private:
         func.emitError() << "argument \"" << name
                          << "\" is not a statically shaped tensor";
         ok = false;
+      } else if (!fitsPlan(type)) {
+        func.emitError() << "argument \"" << name << "\" has shape " << type
+                         << ", more elements than tcc can plan (at most 2^45)";
+        ok = false;
       } else if (param && !isa<FloatType>(type.getElementType())) {
         func.emitError() << "parameter \"" << name
                          << "\" is not a floating-point tensor";
@@ -87,6 +109,10 @@ private:
         auto rt = dyn_cast<RankedTensorType>(t);
         if (!rt || !rt.hasStaticShape()) {
           op->emitError("result type ") << t << " is not statically shaped";
+          ok = false;
+        } else if (!fitsPlan(rt)) {
+          op->emitError("result type ") << t
+                                        << " has more elements than tcc can plan (at most 2^45)";
           ok = false;
         }
       }

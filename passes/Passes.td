@@ -17,7 +17,8 @@ def CheckImportContract : Pass<"tcc-check-import-contract", "ModuleOp"> {
       floating-point tensor) or `tcc.input = "<name>"`, and the names are
       unique across both; every result carries `tcc.output = "<name>"`;
     - every op in the body is a `tcc` op or the terminator, and every tensor
-      has a static shape.
+      has a static shape of at most 2^45 elements (256 TiB at 8 bytes each),
+      so that no size or offset the planner computes overflows.
 
     It changes nothing. A module that breaks the contract gets one error per
     problem, on the offending op or function, and the pass fails:

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "llvm/Support/CheckedArithmetic.h"
 #include "compiler/Dialect/TccOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -26,6 +27,21 @@ using namespace mlir::tcc;
 
 /// The largest non-splat result a folder creates.
 static constexpr int64_t kMaxFoldElements = 1 << 22;
+
+/// Whether a shape has more than kMaxFoldElements elements, computed with
+/// checked products (one that overflows int64 is more), or a dynamic size.
+static bool tooLargeToFold(ShapedType t) {
+  int64_t n = 1;
+  for (int64_t d : t.getShape()) {
+    if (d < 0)
+      return true;
+    std::optional<int64_t> m = llvm::checkedMul(n, d);
+    if (!m || *m > kMaxFoldElements)
+      return true;
+    n = *m;
+  }
+  return false;
+}
 
 namespace {
 /// A constant tensor's values, widened: int64 for integer element types
@@ -45,7 +61,7 @@ struct ConstTensor {
     c.type = cast<RankedTensorType>(dense.getType());
     c.isFloat = isa<FloatType>(c.type.getElementType());
     c.splat = dense.isSplat();
-    if (!c.splat && c.type.getNumElements() > kMaxFoldElements)
+    if (!c.splat && tooLargeToFold(c.type))
       return std::nullopt;
     bool isUnsigned = c.type.getElementType().isUnsignedInteger() ||
                       c.type.getElementType().isInteger(1);
@@ -252,7 +268,7 @@ OpFoldResult mlir::tcc::foldElementwise(EwKind kind, Type resultType,
     in.push_back(std::move(*c));
   }
   bool allSplat = llvm::all_of(in, [](const ConstTensor &c) { return c.splat; });
-  if (!allSplat && type.getNumElements() > kMaxFoldElements)
+  if (!allSplat && tooLargeToFold(type))
     return {};
   // Operands are evaluated in floating point when any is a float, except for
   // a float exponent of an integer base (Pow), which stays integer-typed.
@@ -337,7 +353,7 @@ OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getCondition());
   std::optional<ConstTensor> x = ConstTensor::get(adaptor.getX());
   std::optional<ConstTensor> y = ConstTensor::get(adaptor.getY());
-  if (!c || !x || !y || getType().getNumElements() > kMaxFoldElements)
+  if (!c || !x || !y || tooLargeToFold(getType()))
     return {};
   ConstBuilder out(getType());
   ArrayRef<int64_t> shape = getType().getShape();
@@ -424,7 +440,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
       return {};
     in.push_back(std::move(*c));
   }
-  if (getType().getNumElements() > kMaxFoldElements)
+  if (tooLargeToFold(getType()))
     return {};
   int64_t axis = *normalizeAxis(getAxis(), getType().getRank());
   ArrayRef<int64_t> shape = getType().getShape();
@@ -446,7 +462,7 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   std::optional<ConstTensor> data = ConstTensor::get(adaptor.getData());
   std::optional<ConstTensor> idx = ConstTensor::get(adaptor.getIndices());
-  if (!data || !idx || getType().getNumElements() > kMaxFoldElements)
+  if (!data || !idx || tooLargeToFold(getType()))
     return {};
   auto dataType = cast<RankedTensorType>(getData().getType());
   int64_t axis = *normalizeAxis(getAxis(), dataType.getRank());
@@ -483,7 +499,7 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
   if (identity)
     return getInput();
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
-  if (!c || getType().getNumElements() > kMaxFoldElements)
+  if (!c || tooLargeToFold(getType()))
     return {};
   SmallVector<int64_t> inStrides = stridesOf(inType.getShape());
   ArrayRef<int64_t> outShape = getType().getShape();
@@ -509,7 +525,7 @@ OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
   if (c->splat)
     return DenseElementsAttr::get(
         getType(), cast<DenseElementsAttr>(adaptor.getInput()).getSplatValue<Attribute>());
-  if (getType().getNumElements() > kMaxFoldElements)
+  if (tooLargeToFold(getType()))
     return {};
   ConstBuilder out(getType());
   for (int64_t i = 0; i < getType().getNumElements(); ++i)
@@ -539,7 +555,7 @@ OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
   if (inType == getType() && llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))
     return getInput();
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
-  if (!c || getType().getNumElements() > kMaxFoldElements)
+  if (!c || tooLargeToFold(getType()))
     return {};
   std::optional<ArrayRef<int64_t>> axes;
   if (auto a = getAxesAttr())
@@ -578,7 +594,7 @@ OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
 OpFoldResult GatherElementsOp::fold(FoldAdaptor adaptor) {
   std::optional<ConstTensor> data = ConstTensor::get(adaptor.getData());
   std::optional<ConstTensor> idx = ConstTensor::get(adaptor.getIndices());
-  if (!data || !idx || getType().getNumElements() > kMaxFoldElements)
+  if (!data || !idx || tooLargeToFold(getType()))
     return {};
   auto dataType = cast<RankedTensorType>(getData().getType());
   int64_t axis = *normalizeAxis(getAxis(), dataType.getRank());
@@ -609,7 +625,7 @@ OpFoldResult GatherElementsOp::fold(FoldAdaptor adaptor) {
 
 OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
-  if (!c || getType().getNumElements() > kMaxFoldElements)
+  if (!c || tooLargeToFold(getType()))
     return {};
   ArrayRef<int64_t> shape = getType().getShape();
   int64_t rows = shape[shape.size() - 2], cols = shape.back();

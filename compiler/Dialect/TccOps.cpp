@@ -14,6 +14,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -430,7 +431,11 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *, std::optional<Location>
       d = input.getDimSize(i);
     }
     shape.push_back(d);
-    known *= d;
+    std::optional<int64_t> k = llvm::checkedMul(known, d);
+    if (!k)
+      return opError(loc, name, "shape " + shapeStr(target) +
+                                    " has more elements than an int64 counts");
+    known = *k;
   }
   int64_t total = input.getNumElements();
   if (inferAt >= 0) {

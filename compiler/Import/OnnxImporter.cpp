@@ -130,6 +130,11 @@ private:
 LogicalResult Importer::load() {
   if (llvm::sys::fs::is_directory(path))
     return error(fileLoc) << "is a directory, not an ONNX model file";
+  // A FIFO or a device would block the read, or never end.
+  llvm::sys::fs::file_status st;
+  if (!llvm::sys::fs::status(path, st) &&
+      st.type() != llvm::sys::fs::file_type::regular_file)
+    return error(fileLoc) << "is not a regular file, so not an ONNX model file";
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)

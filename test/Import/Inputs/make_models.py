@@ -178,6 +178,12 @@ def main(outdir):
                    helper.make_node("Add", ["x", "huge"], ["y"], name="add")],
                   [f32("x", [1 << 20, 1 << 20])], [f32("y", [1 << 20, 1 << 20])]),
          outdir, "huge_constant_no_data")
+    # An Expand to 2^64 elements (from a shape constant), and a FIFO named
+    # as the model.
+    save(model_of([const("shape", np.array([1 << 32, 1 << 32], np.int64)),
+                   helper.make_node("Expand", ["x", "shape"], ["y"], name="expand")],
+                  [f32("x", [1])], [f32("y", [1 << 32, 1 << 32])]), outdir, "expand_huge")
+    os.mkfifo(os.path.join(outdir, "fifo.onnx"))
     over = onnx.TensorProto()
     over.name, over.data_type = "over", onnx.TensorProto.FLOAT
     over.dims.extend([1 << 31, 1 << 31, 1 << 31])
