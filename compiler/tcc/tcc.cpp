@@ -26,6 +26,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -720,6 +721,13 @@ int main(int argc, char **argv) {
   buildOptions.cudaArch = arch;
   buildOptions.cudaEmulation = cudaEmulation;
   if (emit == EmitKind::Source) {
+    // A folder this run creates is removed again if anything in it cannot
+    // be written (a full disk): never a half-written source folder.
+    const bool existed = llvm::sys::fs::exists(outputFile);
+    auto removeNew = llvm::make_scope_exit([&] {
+      if (!existed)
+        llvm::sys::fs::remove_directories(outputFile);
+    });
     if (failed(tcc::writeStepSources(*step, outputFile, fileLoc, buildOptions)))
       return 1;
     SmallString<256> w(outputFile);
@@ -731,6 +739,13 @@ int main(int argc, char **argv) {
       return 1;
     }
     wos << weights;
+    wos.close();
+    if (wos.has_error()) {
+      wos.clear_error();
+      emitError(fileLoc) << "writing " << w << " failed";
+      return 1;
+    }
+    removeNew.release();
     return 0;
   }
   if (outputFile == "-") {
