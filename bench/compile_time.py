@@ -15,9 +15,11 @@ For each model and target it measures, in the same run:
   warm           `-o step.so` again: the fixed half comes from tcc's cache,
                  only the generated half is compiled (what every build after
                  the first one costs);
-  one unit       the reference: the generated half and the fixed half
-                 compiled as one unit (`cat` of the sources; what a step
-                 build cost before the split).
+  serial         the reference: the --emit=source folder's build.sh, which
+                 compiles the generated half and the fixed half's units one
+                 after another, uncached (the compiler work of a step build
+                 without the cache; the build before the split was one unit
+                 of the same code).
 Each time is the best of --repeat runs (wall clock). Models: the bundled
 demo GPT (tiny), a 4-layer width-256 GPT (gpt-mini), GPT-2 small (gpt2,
 bench/gpu/export_gpt2.py, micro-batch 1 x 1024; exported once into --work;
@@ -83,28 +85,18 @@ def export_models(work, names):
     return paths
 
 
-def one_unit_time(tcc, model, flags, cuda_emulation, env):
-    """Compiles the --emit=source folder's units as one translation unit."""
-    d = tempfile.mkdtemp(prefix="tcc-one-unit-")
+def serial_time(tcc, model, flags, env):
+    """The reference: build.sh of the --emit=source folder, which compiles
+    the generated half and the fixed half's units one after another, with
+    no cache (the work every step build did before the fixed half was
+    cached)."""
+    d = tempfile.mkdtemp(prefix="tcc-serial-")
     try:
         subprocess.run([tcc, model] + flags + ["--no-weights", "--emit=source", "-o", d],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        env=env)
-        if not os.path.exists(os.path.join(d, "step_host.cu")):
-            return None  # the CPU target is one unit already
-        with open(os.path.join(d, "all.cu"), "w") as out:
-            for f in ("step.cu", "step_host.cu", "gemm.cu"):
-                out.write('#include "%s"\n' % f)
-        if cuda_emulation:
-            cmd = ["c++", "-std=c++17", "-O2", "-fno-strict-aliasing", "-DTCC_CUDA_EMU", "-x",
-                   "c++", "-I", "emu", "-I", ".", "-shared", "-fPIC", "-fvisibility=hidden",
-                   "-o", "step.so", "all.cu"]
-        else:
-            cmd = ["/usr/local/cuda/bin/nvcc", "-std=c++17", "-O3", "-arch=sm_90",
-                   "-diag-suppress=177,550", "-shared", "-Xcompiler",
-                   "-fPIC,-fvisibility=hidden", "-I", ".", "-o", "step.so", "all.cu",
-                   "-lcublasLt", "-lcudart"]
-        return timed(cmd, cwd=d)
+        return timed(["sh", os.path.join(d, "build.sh")],
+                     env=dict(env, NVCC="/usr/local/cuda/bin/nvcc"))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -122,7 +114,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     models = export_models(a.work, a.models.split(","))
     print("%-9s %-15s %9s %9s %9s %9s   (seconds, best of %d; %d cores)" % (
-        "model", "target", "tcc only", "cold", "warm", "one unit", a.repeat, os.cpu_count()))
+        "model", "target", "tcc only", "cold", "warm", "serial", a.repeat, os.cpu_count()))
     for name, path in models.items():
         for target in a.targets.split(","):
             if target == "cuda" and not os.path.exists("/usr/local/cuda/bin/nvcc"):
@@ -141,8 +133,7 @@ def main():
             w = best(a.repeat, lambda: timed([tcc, path] + flags + ["-o", out], env=env))
             one = None
             if target != "cpu":
-                one = best(a.repeat, lambda: one_unit_time(tcc, path, TARGET_FLAGS[target],
-                                                           target == "cuda-emulation", env))
+                one = best(a.repeat, lambda: serial_time(tcc, path, TARGET_FLAGS[target], env))
             print("%-9s %-15s %9.2f %9.2f %9.2f %9s" % (
                 name, target, only, c, w, "%.2f" % one if one is not None else "-"), flush=True)
 
