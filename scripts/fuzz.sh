@@ -90,7 +90,8 @@ for name in "${names[@]}"; do
     # tcc itself, instrumented (TCC_FUZZ in CMakeLists.txt).
     if [ ! -f "$out/import-build/build.ninja" ]; then
       cmake -G Ninja -S "$repo" -B "$out/import-build" -DCMAKE_CXX_COMPILER="$cxx" \
-        -DCMAKE_C_COMPILER="${cxx/clang++/clang}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_C_COMPILER="${cxx/clang++/clang}" -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CXX_FLAGS=-gline-tables-only \
         -DTCC_FUZZ=ON -DTCC_VENV_PYTHON= > "$out/import-build.log" 2>&1
     fi
     ninja -C "$out/import-build" fuzz-import >> "$out/import-build.log" 2>&1 ||
