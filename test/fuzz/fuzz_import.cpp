@@ -26,39 +26,39 @@
 using namespace mlir;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::string path = tcc::fuzz::writeInput("model.onnx", data, size);
+  std::string path = ::tcc::fuzz::writeInput("model.onnx", data, size);
   MLIRContext context;
-  context.loadDialect<tcc::TccDialect, func::FuncDialect>();
+  context.loadDialect<mlir::tcc::TccDialect, func::FuncDialect>();
   context.printOpOnDiagnostic(false);
   // Diagnostics are expected; they are not printed.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
-  tcc::ImportOptions options;
-  OwningOpRef<ModuleOp> module = tcc::importOnnxFile(&context, path, options);
+  mlir::tcc::ImportOptions options;
+  OwningOpRef<ModuleOp> module = mlir::tcc::importOnnxFile(&context, path, options);
   if (!module)
     return 0;
   PassManager contract(&context);
-  contract.addPass(tcc::createCheckImportContract());
+  contract.addPass(mlir::tcc::createCheckImportContract());
   if (failed(contract.run(*module)))
     return 0;
   // As tcc: the backward pass when a parameter is trainable.
   auto model = *module->getOps<func::FuncOp>().begin();
   bool trainable = false;
   for (unsigned i = 0; i < model.getNumArguments(); ++i)
-    trainable |= model.getArgAttr(i, tcc::kParamAttr) && !model.getArgAttr(i, tcc::kFrozenAttr);
+    trainable |= model.getArgAttr(i, mlir::tcc::kParamAttr) && !model.getArgAttr(i, mlir::tcc::kFrozenAttr);
   PassManager pm(&context);
-  pm.addPass(tcc::createLegalize());
+  pm.addPass(mlir::tcc::createLegalize());
   if (trainable)
-    pm.addPass(tcc::createBuildBackward());
+    pm.addPass(mlir::tcc::createBuildBackward());
   pm.addPass(createCanonicalizerPass());
-  tcc::FuseOptions fuse;
+  mlir::tcc::FuseOptions fuse;
   fuse.reductions = true;
   fuse.moves = true;
   fuse.gemmEpilogues = true;
-  pm.addPass(tcc::createFuse(fuse));
-  tcc::PlanMemoryOptions plan;
+  pm.addPass(mlir::tcc::createFuse(fuse));
+  mlir::tcc::PlanMemoryOptions plan;
   plan.floatBytes = 4;
   plan.statePerParam = 2;
-  pm.addPass(tcc::createPlanMemory(plan));
+  pm.addPass(mlir::tcc::createPlanMemory(plan));
   (void)pm.run(*module);
   return 0;
 }
