@@ -565,7 +565,7 @@ std::string checkInfo(const Step &step) {
 /// and every loaded segment inside the file, so that a truncated or foreign
 /// file is an error here rather than a SIGBUS inside the dynamic loader.
 std::string checkLibraryFile(const std::string &arg, const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  int fd = tcc::io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC); // non-blocking: a FIFO fails below
   if (fd < 0)
     return "cannot open " + arg + ": " + errnoText(errno);
   struct Closer {
