@@ -198,6 +198,10 @@ private:
                            const std::string &zero);
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
+  /// What the op table says `op` is: the code it runs (the kernel or
+  /// library call it launched, on CUDA), the op (a fusion's ops), and the
+  /// ONNX nodes it came from.
+  std::string opLabel(Operation *op) const;
 
   func::FuncOp func;
   const StepEmitOptions &options;
@@ -220,7 +224,10 @@ private:
   std::string inputShadows;       // CUDA: fp16 copies of float inputs
   std::string seedFill;           // CUDA: sets the backward seed (outside the graph)
   std::string rngInit;            // init: zeroes dropout's random state
-  std::vector<std::string> profileLabels; // CUDA: what each profile mark ends
+  /// The step's op table (tcc_step_info.ops): what each op that runs code
+  /// is, and the plan's arena bytes live while it runs; mark k ends op k-1.
+  std::vector<std::string> opLabels;
+  std::vector<uint64_t> opLive;
   std::string launched; // CUDA: the kernel or library call the op being emitted launches
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
@@ -2191,7 +2198,9 @@ static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &pa
                         const std::vector<std::string> &grads,
                         const std::vector<std::string> &inputs,
                         const std::vector<std::string> &outputs,
-                        const std::vector<std::string> &state) {
+                        const std::vector<std::string> &state,
+                        const std::vector<std::string> &ops,
+                        const std::vector<uint64_t> &opLive) {
   auto table = [&](StringRef name, const std::vector<std::string> &rows) {
     s << "static const tcc_tensor_desc " << name << "[] = {\n";
     for (const std::string &r : rows)
@@ -2205,6 +2214,15 @@ static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &pa
   table("kInputs", inputs);
   table("kOutputs", outputs);
   table("kState", state);
+  s << "// The op table (tcc-run --trace): what each op that runs code is, and\n"
+    << "// the plan's arena bytes live while it runs.\n"
+    << "static const char *const kOps[] = {\n";
+  for (const std::string &o : ops)
+    s << "    " << cstring(o) << ",\n";
+  s << (ops.empty() ? "    \"\",\n" : "") << "};\nstatic const uint64_t kOpLive[] = {";
+  for (uint64_t b : opLive)
+    s << b << "ULL, ";
+  s << (opLive.empty() ? "0};\n" : "};\n");
 }
 
 std::string Emitter::assembleCuda(bool training,
@@ -2238,7 +2256,7 @@ std::string Emitter::assembleCuda(bool training,
     << "  return (unsigned)std::min<int64_t>(std::max<int64_t>((n + 255) / 256, 1), 65535LL * 32);\n"
     << "}\n\n"
     << globals << "\n" << kernels;
-  writeTables(s, params, grads, inputs, outputs, state);
+  writeTables(s, params, grads, inputs, outputs, state, opLabels, opLive);
   std::string optimizer = training ? options.optimizer : "";
   bool adam = options.optimizer == "adamw";
   s << "static const ApplyRow kApply[] = {\n" << applyRows
@@ -2251,18 +2269,13 @@ std::string Emitter::assembleCuda(bool training,
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
     << state.size() << ", kState, " << options.memBudget << "ULL, 1, "
-    << (options.embedWeights ? 1 : 0) << "};\n\n"
+    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "#if !defined(__CUDA_ARCH__)\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
     << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
     << "#endif\n\n"
-    << "// TCC_CUDA_PROFILE=1: what each event mark in the body ends.\n"
-    << "static const char *const kProfLabels[] = {\"(start)\"";
-  for (const std::string &l : profileLabels)
-    s << ",\n    " << cstring(l);
-  s << "};\n\n"
     << "void zero_grads(char *arena) {\n  (void)arena;\n" << zero << "}\n\n"
     << "void refresh_shadows(char *arena) {\n  (void)arena;\n" << shadowRefresh << "}\n\n"
     << "void init_rng(char *arena) {\n  (void)arena;\n" << rngInit << "}\n\n"
@@ -2278,12 +2291,43 @@ std::string Emitter::assembleCuda(bool training,
     << (adam ? "true" : "false") << ", kConsts, "
     << (constTable.empty() ? 0 : llvm::count(constTable, '\n')) << ", " << constBytes << "ULL,\n"
     << "      tcc_initial_weights, " << (workspace >= 0 ? std::to_string(workspace) : "-1")
-    << "LL, " << std::max<int64_t>(workspaceBytes, 0) << "ULL, kProfLabels, "
-    << profileLabels.size() + 1 << ",\n"
+    << "LL, " << std::max<int64_t>(workspaceBytes, 0) << "ULL,\n"
     << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
     << "      read_and_clear_error_flag};\n"
     << "  return d;\n}\n";
   return src;
+}
+
+std::string Emitter::opLabel(Operation *op) const {
+  std::string label = op->getName().getStringRef().str();
+  SmallVector<std::string> nodes;
+  auto addNode = [&](Location loc) {
+    std::string n = nodeNameOf(loc);
+    if (!n.empty() && !llvm::is_contained(nodes, n))
+      nodes.push_back(n);
+  };
+  if (auto fusion = dyn_cast<FusionOp>(op)) {
+    label += " (";
+    llvm::raw_string_ostream ls(label);
+    llvm::interleave(
+        fusion.getBody().front().without_terminator(), ls,
+        [&](Operation &o) {
+          ls << o.getName().getStringRef();
+          addNode(o.getLoc());
+        },
+        " ");
+    ls << ")";
+  }
+  addNode(op->getLoc());
+  if (!launched.empty())
+    label = launched + ": " + label;
+  // A fusion of many nodes names the first few.
+  constexpr size_t kNamed = 8;
+  for (size_t i = 0; i < nodes.size() && i < kNamed; ++i)
+    label += (i ? ", " : " ") + nodes[i];
+  if (nodes.size() > kNamed)
+    label += " (+" + std::to_string(nodes.size() - kNamed) + " more)";
+  return label;
 }
 
 FailureOr<EmittedStep> Emitter::run() {
@@ -2379,10 +2423,22 @@ FailureOr<EmittedStep> Emitter::run() {
       shadowOffsets[arg] = sb.offset;
     }
   }
-  // CUDA: with TCC_CUDA_PROFILE=1 an event after each op's launches times
-  // it (mark k ends op k; mark 0 starts the body).
-  if (cuda)
-    os << "  if (g_prof == 1) prof_mark(0);\n";
+  // A mark after each op that runs code times it for tcc-run --trace (and
+  // TCC_CUDA_PROFILE=1): mark k ends op k-1 of the op table, mark 0 starts
+  // the body. CUDA records an event on the step's stream; the CPU step calls
+  // the runtime's hook, if one is set. The table gives each op the plan's
+  // live bytes: the persistent slots and the temporaries live at it.
+  os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
+  MemoryTimeline timeline = memoryTimeline(func, cuda ? kMixedPrecision : options.useDouble ? 8 : 4);
+  std::vector<int64_t> live = timeline.liveBytes();
+  llvm::DenseMap<Operation *, size_t> opIndex;
+  for (auto [k, op] : llvm::enumerate(timeline.ops))
+    opIndex[op] = k;
+  int64_t persistentBytes = 0;
+  if (auto l = func->getAttrOfType<DictionaryAttr>("tcc.layout"))
+    if (auto a = l.getAs<IntegerAttr>("arena_bytes"))
+      if (auto t = l.getAs<IntegerAttr>("temporary_bytes"))
+        persistentBytes = a.getInt() - t.getInt();
   // Gradients are added, scaled, into their accumulators right after the op
   // that makes them (gradientAccumulatedAfter), the others at the end.
   auto ret = cast<func::ReturnOp>(block.getTerminator());
@@ -2414,13 +2470,12 @@ FailureOr<EmittedStep> Emitter::run() {
       accumulate(i, viewRoot(ret.getOperand(i)));
     // Views share their operand's buffer and constants are data: nothing
     // runs for them.
-    if (!cuda || isAliasView(&op) || isa<ConstantOp>(op))
+    if (isAliasView(&op) || isa<ConstantOp>(op))
       continue;
-    std::string label = op.getName().getStringRef().str();
-    if (!launched.empty())
-      label = launched + " (" + label + ")";
-    profileLabels.push_back(label + " " + nodeNameOf(op.getLoc()));
-    os << "  if (g_prof == 1) prof_mark(" << profileLabels.size() << ");\n";
+    opLabels.push_back(opLabel(&op));
+    opLive.push_back(persistentBytes + live[opIndex.lookup(&op)]);
+    os << (cuda ? "  if (g_prof == 1) prof_mark(" : "  TCC_MARK(") << opLabels.size()
+       << ");\n";
   }
   if (planError)
     return func.emitError("a value has no slot in the memory plan");
@@ -2538,8 +2593,13 @@ FailureOr<EmittedStep> Emitter::run() {
     << "#define TCC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
     << "namespace {\nusing namespace tcc::cpu;\nusing F = "
     << (options.useDouble ? "double" : "float") << ";\n\n"
+    << "// tcc-run --trace: the hook called at each mark of the micro-step (mark\n"
+    << "// k ends kOps[k-1]); a load and a branch per op while none is set.\n"
+    << "tcc_step_trace_hook g_trace_hook = nullptr;\nvoid *g_trace_ctx = nullptr;\n"
+    << "#define TCC_MARK(k) do { if (__builtin_expect(g_trace_hook != nullptr, 0)) "
+       "g_trace_hook(g_trace_ctx, (k), -1.0); } while (0)\n\n"
     << globals << "\n";
-  writeTables(s, params, grads, inputs, outputs, state);
+  writeTables(s, params, grads, inputs, outputs, state, opLabels, opLive);
   s << "struct ApplyRow { int param; uint64_t p, g, s0, s1; int64_t n; };\n"
     << "static const ApplyRow kApply[] = {\n" << applyRows
     << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0},\n") << "};\n"
@@ -2551,13 +2611,15 @@ FailureOr<EmittedStep> Emitter::run() {
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
     << state.size() << ", kState, " << options.memBudget << "ULL, 0, "
-    << (options.embedWeights ? 1 : 0) << "};\n\n"
+    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
     << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
     << "} // namespace\n\n"
     << "TCC_EXPORT const tcc_step_info *tcc_step_get_info(void) { return &kInfo; }\n\n"
+    << "TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {\n"
+    << "  g_trace_hook = hook;\n  g_trace_ctx = ctx;\n  return 0;\n}\n\n"
     << "TCC_EXPORT int tcc_step_zero_grads(void *arena_) {\n"
     << "  char *arena = static_cast<char *>(arena_);\n  (void)arena;\n" << zero
     << "  return 0;\n}\n\n"

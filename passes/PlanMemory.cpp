@@ -310,6 +310,85 @@ static int64_t assignOffsets(std::vector<Interval> &intervals) {
   return top;
 }
 
+/// What collectTemporaries finds.
+struct Temporaries {
+  llvm::DenseMap<Operation *, int64_t> index; // the body's ops, numbered
+  int64_t numOps = 0;
+  std::vector<Interval> intervals;
+  llvm::DenseMap<Value, size_t> intervalOf;
+  /// The value whose buffer a view or an in-place result shares.
+  llvm::DenseMap<Value, Value> rootOf;
+  /// The first op of the backward pass; -1 without one.
+  int64_t firstBackward = -1;
+  Value root(Value v) const {
+    auto it = rootOf.find(v);
+    return it == rootOf.end() ? v : it->second;
+  }
+};
+
+/// The temporaries of `func`'s body and their lifetimes: every result
+/// that needs a buffer of its own (not a view, not a constant kept in the
+/// library, not a gradient added straight into its accumulator, not a
+/// result written over a dying operand), live from its op to its last use
+/// through views. planFunction places them; memoryTimeline reports them.
+static Temporaries collectTemporaries(func::FuncOp func, int64_t floatBytes) {
+  Temporaries t;
+  Block &body = func.getBody().front();
+  auto &index = t.index;
+  auto &intervals = t.intervals;
+  auto &intervalOf = t.intervalOf;
+  auto &rootOf = t.rootOf;
+  for (Operation &op : body)
+    index[&op] = t.numOps++;
+  // In a training step the forward pass ends with the op that makes the
+  // loss (result 0); tcc-build-backward appends the backward pass after it.
+  if (func.getSymName() == kMicroStepName && func.getNumResults() > 0)
+    if (Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp())
+      t.firstBackward = index.lookup(lossOp) + 1;
+  // A view (reshape, squeeze, unsqueeze, identity) is its operand's bytes:
+  // it gets no buffer of its own, and keeps its root buffer alive.
+  auto root = [&](Value v) { return t.root(v); };
+  auto lastUse = [&](Value r, int64_t from) {
+    int64_t end = from;
+    for (OpOperand &use : r.getUses())
+      if (!isEarlyAccumulation(use))
+        end = std::max(end, index[use.getOwner()]);
+    return end;
+  };
+  for (Operation &op : body.without_terminator()) {
+    if (isStaticConstant(&op))
+      continue;
+    if (isAliasView(&op)) {
+      Value r = op.getResult(0), base = root(op.getOperand(0));
+      rootOf[r] = base;
+      auto it = intervalOf.find(base);
+      if (it != intervalOf.end())
+        intervals[it->second].end =
+            std::max(intervals[it->second].end, lastUse(r, index[&op]));
+      continue;
+    }
+    for (auto [k, r] : llvm::enumerate(op.getResults())) {
+      // A gradient its op adds into its accumulator has no buffer.
+      if (accumulatedInPlace(r, floatBytes))
+        continue;
+      // A result written over an operand that dies here takes its buffer.
+      if (std::optional<unsigned> operand = inPlaceOperand(
+              &op, k, root, [&](Value v) { return intervalOf.count(v) != 0; }, index,
+              floatBytes)) {
+        Value base = root(op.getOperand(*operand));
+        rootOf[r] = base;
+        Interval &in = intervals[intervalOf.lookup(base)];
+        in.end = std::max(in.end, lastUse(r, index[&op]));
+        continue;
+      }
+      intervalOf[r] = intervals.size();
+      intervals.push_back({r, valueBytes(r, floatBytes),
+                           index[&op], lastUse(r, index[&op])});
+    }
+  }
+  return t;
+}
+
 } // namespace
 
 int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
@@ -422,63 +501,11 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   int64_t persistent = cursor;
 
   // Temporaries: live from their op to their last use.
-  llvm::DenseMap<Operation *, int64_t> index;
-  int64_t n = 0;
-  for (Operation &op : body)
-    index[&op] = n++;
-  std::vector<Interval> intervals;
-  llvm::DenseMap<Value, size_t> intervalOf;
-  // In a training step the forward pass ends with the op that makes the
-  // loss (result 0); tcc-build-backward appends the backward pass after it.
-  int64_t firstBackward = -1;
-  if (func.getSymName() == kMicroStepName && func.getNumResults() > 0)
-    if (Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp())
-      firstBackward = index.lookup(lossOp) + 1;
-  // A view (reshape, squeeze, unsqueeze, identity) is its operand's bytes:
-  // it gets no buffer of its own, and keeps its root buffer alive.
-  llvm::DenseMap<Value, Value> rootOf;
-  auto root = [&](Value v) {
-    auto it = rootOf.find(v);
-    return it == rootOf.end() ? v : it->second;
-  };
-  auto lastUse = [&](Value r, int64_t from) {
-    int64_t end = from;
-    for (OpOperand &use : r.getUses())
-      if (!isEarlyAccumulation(use))
-        end = std::max(end, index[use.getOwner()]);
-    return end;
-  };
-  for (Operation &op : body.without_terminator()) {
-    if (isStaticConstant(&op))
-      continue;
-    if (isAliasView(&op)) {
-      Value r = op.getResult(0), base = root(op.getOperand(0));
-      rootOf[r] = base;
-      auto it = intervalOf.find(base);
-      if (it != intervalOf.end())
-        intervals[it->second].end =
-            std::max(intervals[it->second].end, lastUse(r, index[&op]));
-      continue;
-    }
-    for (auto [k, r] : llvm::enumerate(op.getResults())) {
-      // A gradient its op adds into its accumulator has no buffer.
-      if (accumulatedInPlace(r, floatBytes))
-        continue;
-      // A result written over an operand that dies here takes its buffer.
-      if (std::optional<unsigned> operand = inPlaceOperand(
-              &op, k, root, [&](Value v) { return intervalOf.count(v) != 0; }, index,
-              floatBytes)) {
-        Value base = root(op.getOperand(*operand));
-        rootOf[r] = base;
-        Interval &in = intervals[intervalOf.lookup(base)];
-        in.end = std::max(in.end, lastUse(r, index[&op]));
-        continue;
-      }
-      intervalOf[r] = intervals.size();
-      intervals.push_back({r, valueBytes(r, floatBytes),
-                           index[&op], lastUse(r, index[&op])});
-    }
-  }
+  Temporaries temps = collectTemporaries(func, floatBytes);
+  auto &intervals = temps.intervals;
+  auto &intervalOf = temps.intervalOf;
+  const int64_t n = temps.numOps, firstBackward = temps.firstBackward;
+  auto root = [&](Value v) { return temps.root(v); };
   int64_t temporaries = assignOffsets(intervals);
   int64_t unshared = 0;
   for (const Interval &i : intervals)
@@ -606,6 +633,30 @@ private:
 };
 
 } // namespace
+
+MemoryTimeline mlir::tcc::memoryTimeline(func::FuncOp func, int64_t floatBytes) {
+  Temporaries temps = collectTemporaries(func, floatBytes);
+  assignOffsets(temps.intervals);
+  MemoryTimeline t;
+  for (Operation &op : func.getBody().front())
+    t.ops.push_back(&op);
+  t.firstBackward = temps.firstBackward;
+  for (const Interval &i : temps.intervals)
+    t.temporaries.push_back({i.value, i.bytes, i.start, i.end, i.offset});
+  return t;
+}
+
+std::vector<int64_t> MemoryTimeline::liveBytes() const {
+  std::vector<int64_t> live(ops.size() + 1, 0);
+  for (const PlannedTemporary &v : temporaries) {
+    live[v.start] += v.bytes;
+    live[v.end + 1] -= v.bytes;
+  }
+  for (size_t k = 1; k < live.size(); ++k)
+    live[k] += live[k - 1];
+  live.pop_back();
+  return live;
+}
 
 LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
   auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");

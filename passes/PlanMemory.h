@@ -6,6 +6,9 @@
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
+
+#include <vector>
 
 #include <optional>
 
@@ -126,6 +129,26 @@ std::string describePlanned(Value v);
 /// `arena_bytes` is the arena alone).
 int64_t planFunction(func::FuncOp func, int64_t floatBytes,
                      int64_t statePerParam);
+
+/// A temporary of a planned step: its value, bytes, the schedule indices
+/// (of the body's ops) between which it is live, inclusive, and its offset
+/// in the arena's temporaries region.
+struct PlannedTemporary {
+  Value value;
+  int64_t bytes, start, end, offset;
+};
+
+/// A planned step's temporaries over its schedule, as planFunction placed
+/// them (the same liveness and offsets): what `tcc --memory-plot` draws and
+/// what the step's op table reports as live bytes.
+struct MemoryTimeline {
+  SmallVector<Operation *> ops; // the body's ops, terminator included
+  std::vector<PlannedTemporary> temporaries;
+  int64_t firstBackward = -1; // index of the first backward op; -1: none
+  /// The bytes of temporaries live while op `k` runs.
+  std::vector<int64_t> liveBytes() const;
+};
+MemoryTimeline memoryTimeline(func::FuncOp func, int64_t floatBytes);
 
 /// Reports, on `func`, that its planned arena exceeds `budget` and what
 /// occupies it; always fails.

@@ -30,6 +30,8 @@
 #include "runtime/onnx_save.h"
 #include "runtime/posix_io.h"
 #include "runtime/tcc_step.h"
+#include "runtime/tensorboard.h"
+#include "runtime/trace.h"
 #include "runtime/train_data.h"
 
 #include <algorithm>
@@ -211,10 +213,31 @@ const char *const kUsage =
     "                 this process), \"skipped\" (true if the update was\n"
     "                 skipped)}, with loss scaling also \"loss_scale\" (the\n"
     "                 scale this step used) and \"skipped_total\" (steps\n"
-    "                 skipped so far, resumed ones included), for a\n"
+    "                 skipped so far, resumed ones included), \"tokens_per_s\"\n"
+    "                 (tokens this process trained on per second), for a\n"
     "                 --target=cuda step \"device_peak_bytes\" (the device\n"
     "                 memory peak so far); appended to when resuming (steps\n"
     "                 redone after a kill then appear twice)\n"
+    "  --trace FILE.json\n"
+    "                 record the first --trace-steps optimizer steps as a\n"
+    "                 timeline in the Chrome trace format, for Perfetto\n"
+    "                 (ui.perfetto.dev) or chrome://tracing: each op of the\n"
+    "                 micro-step (kernels and GEMMs, named by the step's op\n"
+    "                 table: the kernel, the fused tcc ops, the ONNX nodes),\n"
+    "                 input staging, the data reader thread, the optimizer\n"
+    "                 update and checkpoint writes, with counters for the\n"
+    "                 plan's live arena bytes and the loss scale. A CUDA step's\n"
+    "                 ops are timed with events on its stream, without CUDA\n"
+    "                 graphs while traced. Written atomically once the traced\n"
+    "                 steps are done. Tracing changes no result\n"
+    "  --trace-steps N\n"
+    "                 how many optimizer steps --trace records (default 2)\n"
+    "  --tensorboard DIR\n"
+    "                 also write the metrics as TensorBoard scalars, to a new\n"
+    "                 event file DIR/events.out.tfevents.* (tensorboard\n"
+    "                 --logdir DIR): train/loss, train/lr, train/grad_norm,\n"
+    "                 train/tokens_per_s, train/skipped, and with loss scaling\n"
+    "                 train/loss_scale; the same values as --metrics\n"
     "  --dump OUT     after training, write OUT/losses.npy (float32, every\n"
     "                 micro-step's loss in this process, in order) and\n"
     "                 OUT/params/<name>.npy (the final parameters); each file\n"
@@ -441,6 +464,7 @@ using DeviceMemoryFn = int (*)(uint64_t *, uint64_t *);
 using StageInputsFn = int (*)(void *, const void *, uint64_t, char *, uint64_t);
 using MicroStepBeginFn = int (*)(void *, double);
 using MicroStepEndFn = int (*)(void *);
+using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
 
 struct Step {
   std::string name; // as given on the command line
@@ -461,6 +485,7 @@ struct Step {
   StageInputsFn stageInputs = nullptr;
   MicroStepBeginFn microStepBegin = nullptr;
   MicroStepEndFn microStepEnd = nullptr;
+  SetTraceHookFn setTraceHook = nullptr; // tcc-run --trace
 };
 
 /// '/' in a tensor name becomes '_' in its file name.
@@ -646,6 +671,9 @@ std::string loadStep(const std::string &arg, Step &step) {
       !(err = sym("tcc_step_zero_grads", zeroGrads)).empty() ||
       !(err = sym("tcc_step_micro_step", microStep)).empty())
     return err;
+  // Steps before ABI 6 have no trace hook; the version check below refuses
+  // them with a clearer message.
+  step.setTraceHook = reinterpret_cast<SetTraceHookFn>(::dlsym(lib, "tcc_step_set_trace_hook"));
   step.init = reinterpret_cast<InitFn>(init);
   step.zeroGrads = reinterpret_cast<ZeroGradsFn>(zeroGrads);
   step.microStep = reinterpret_cast<MicroStepFn>(microStep);
@@ -659,6 +687,8 @@ std::string loadStep(const std::string &arg, Step &step) {
            ", but this tcc-run supports ABI " +
            std::to_string(TCC_STEP_ABI_VERSION) +
            "; rebuild the step with a matching tcc";
+  if (!step.setTraceHook)
+    return arg + " does not export tcc_step_set_trace_hook (is it a step library built by tcc?)";
   if (step.info->device_arena != 0 && step.info->device_arena != 1)
     return arg + ": the step's device_arena is " +
            std::to_string(step.info->device_arena) + " (0 or 1 expected)";
@@ -792,6 +822,8 @@ struct Options {
 
   // Training.
   std::string data, metrics, checkpoint, resume, save, model, initWeights;
+  std::string trace, tensorboard;
+  int64_t traceSteps = 2;
   bool haveData = false;
   int64_t steps = 1, accum = 1, warmup = 0, printEvery = 1,
           checkpointEvery = 0;
@@ -837,6 +869,8 @@ const ValueFlag kValueFlags[] = {
     {"--save", "OUT.onnx"},      {"--model", "PATH"},
     {"--print-every", "N"},      {"--loss-scale", "dynamic|off|X"},
     {"--init-weights", "FILE"},
+    {"--trace", "FILE.json"},    {"--trace-steps", "N"},
+    {"--tensorboard", "DIR"},
 };
 
 std::string parseInt(const std::string &flag, const std::string &v,
@@ -958,10 +992,12 @@ int parseArgs(int argc, char **argv, Options &opts) {
     std::string err;
     if (flag == "--data" || flag == "--metrics" || flag == "--checkpoint" ||
         flag == "--resume" || flag == "--save" || flag == "--model" ||
-        flag == "--init-weights") {
+        flag == "--init-weights" || flag == "--trace" || flag == "--tensorboard") {
       if (value.empty())
         return error(flag + " needs a non-empty " + vf->meta);
       (flag == "--data"         ? opts.data
+       : flag == "--trace"      ? opts.trace
+       : flag == "--tensorboard" ? opts.tensorboard
        : flag == "--metrics"    ? opts.metrics
        : flag == "--checkpoint" ? opts.checkpoint
        : flag == "--resume"     ? opts.resume
@@ -975,6 +1011,8 @@ int parseArgs(int argc, char **argv, Options &opts) {
       err = parseInt(flag, value, 1, opts.accum);
     } else if (flag == "--warmup") {
       err = parseInt(flag, value, 0, opts.warmup);
+    } else if (flag == "--trace-steps") {
+      err = parseInt(flag, value, 1, opts.traceSteps);
     } else if (flag == "--print-every") {
       err = parseInt(flag, value, 1, opts.printEvery);
     } else if (flag == "--checkpoint-every") {
@@ -1062,6 +1100,9 @@ int parseArgs(int argc, char **argv, Options &opts) {
   if (!opts.model.empty() && opts.save.empty())
     return error("--model only says which ONNX model --save starts from; it "
                  "needs --save OUT.onnx");
+  if (opts.wasGiven("--trace-steps") && opts.trace.empty())
+    return error("--trace-steps says how many optimizer steps --trace records; it needs "
+                 "--trace FILE.json");
   return -1;
 }
 
@@ -1667,7 +1708,8 @@ bool samePath(const PathId &a, const PathId &b) {
   return a.exists ? a.dev == b.dev && a.ino == b.ino : a.spelled == b.spelled;
 }
 
-/// Refuses an output path (--save, --dump, --metrics, --checkpoint) that
+/// Refuses an output path (--save, --dump, --metrics, --checkpoint, --trace,
+/// --tensorboard) that
 /// names an input of the run (the step library, the model, the data, the
 /// weights it starts from) or another output.
 std::string checkOutputPaths(const Options &opts, const std::string &model) {
@@ -1684,6 +1726,7 @@ std::string checkOutputPaths(const Options &opts, const std::string &model) {
       inputs.push_back(n);
   for (const Named &n : {Named{"--save", opts.save}, Named{"--metrics", opts.metrics},
                          Named{"--checkpoint", opts.checkpoint},
+                         Named{"--trace", opts.trace}, Named{"--tensorboard", opts.tensorboard},
                          Named{"--dump", opts.haveDump ? opts.dump : ""}})
     if (!n.path.empty())
       outputs.push_back(n);
@@ -1815,6 +1858,48 @@ double learningRate(const Options &o, int64_t it) {
                            static_cast<double>(o.steps - o.warmup);
   double coeff = 0.5 * (1.0 + std::cos(kPi * ratio));
   return o.minLr + coeff * (o.lr - o.minLr);
+}
+
+/// The marks of the micro-step being traced (tcc_step_set_trace_hook): the
+/// time of mark k in microseconds, on the trace's clock for a CPU step (the
+/// hook reads it as the mark happens), from mark 0 on the device for a CUDA
+/// step; NaN until the mark is reported.
+struct TraceMarks {
+  const tcc::trace::Writer *writer = nullptr;
+  std::vector<double> at;
+  void clear() { std::fill(at.begin(), at.end(), NAN); }
+  bool complete() const {
+    return std::none_of(at.begin(), at.end(), [](double t) { return std::isnan(t); });
+  }
+};
+
+void recordTraceMark(void *ctx, int32_t mark, double seconds) {
+  auto *m = static_cast<TraceMarks *>(ctx);
+  if (mark < 0 || static_cast<size_t>(mark) >= m->at.size())
+    return;
+  m->at[mark] = seconds < 0 ? m->writer->now() : seconds * 1e6;
+}
+
+/// Adds the ops of a traced micro-step, from its marks, to `trace`: on the
+/// training loop's lane for a CPU step; on the device stream's lane for a
+/// CUDA step, inside a span for the micro-step, the device's mark 0 placed
+/// at `deviceStart` (microseconds on the trace's clock). Each op comes with
+/// the plan's live arena bytes as a counter.
+void traceOps(tcc::trace::Writer &trace, const tcc_step_info &info, const TraceMarks &marks,
+              bool device, double deviceStart, const std::string &microName) {
+  const int32_t n = info.num_ops;
+  const double base = device ? deviceStart : 0.0;
+  const int lane = device ? tcc::trace::kDevice : tcc::trace::kLoop;
+  if (device)
+    trace.complete(lane, microName + " (device)", "micro_step", base, marks.at[n]);
+  for (int32_t k = 0; k < n; ++k) {
+    const double ts = base + marks.at[k];
+    trace.complete(lane, info.ops[k], "kernel", ts, marks.at[k + 1] - marks.at[k],
+                   "\"op\":" + std::to_string(k) +
+                       ",\"live_bytes\":" + std::to_string(info.op_live_bytes[k]));
+    trace.counter("live arena bytes (plan)", "bytes", ts,
+                  static_cast<double>(info.op_live_bytes[k]));
+  }
 }
 
 int runTraining(const Options &opts, const Step &step) {
@@ -2022,6 +2107,11 @@ int runTraining(const Options &opts, const Step &step) {
   if (!opts.metrics.empty() &&
       !(err = probeFile(opts.metrics, "metrics file")).empty())
     return error(err);
+  if (!opts.trace.empty() && !(err = probeFile(opts.trace, "trace file")).empty())
+    return error(err);
+  if (!opts.tensorboard.empty() &&
+      !(err = probeDir(opts.tensorboard, "TensorBoard folder")).empty())
+    return error(err);
 
   // The arena, with the initial parameters or the checkpoint's. For a device
   // step, `arena` is the host mirror: the parameters and optimizer state are
@@ -2123,6 +2213,11 @@ int runTraining(const Options &opts, const Step &step) {
                    errnoText(errno));
   }
   FILE *metrics = metricsCloser.f;
+  // --tensorboard: a new event file for this process (TensorBoard reads
+  // every event file in the folder, so a resumed run adds one).
+  tcc::tb::EventWriter board;
+  if (!opts.tensorboard.empty() && !(err = board.open(opts.tensorboard)).empty())
+    return error(err);
 
   tcc_optim_args args;
   std::memset(&args, 0, sizeof args);
@@ -2165,6 +2260,45 @@ int runTraining(const Options &opts, const Step &step) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
 
+  // --trace: the first --trace-steps optimizer steps of this process.
+  tcc::trace::Writer trace;
+  TraceMarks marks;
+  marks.writer = &trace;
+  marks.at.assign(static_cast<size_t>(info.num_ops) + 1, NAN);
+  const int64_t traceEnd =
+      opts.trace.empty() ? firstStep : std::min(opts.steps, firstStep + opts.traceSteps);
+  auto stopTracing = [&]() -> std::string {
+    if (!trace.active())
+      return "";
+    step.setTraceHook(nullptr, nullptr);
+    std::string e = trace.finish();
+    if (e.empty() && !opts.quiet) {
+      if (gProgressOpen) {
+        std::fputc('\n', stderr);
+        gProgressOpen = false;
+      }
+      std::fprintf(stderr, "tcc-run: wrote the trace of steps %lld-%lld to %s\n",
+                   static_cast<long long>(firstStep + 1), static_cast<long long>(traceEnd),
+                   opts.trace.c_str());
+    }
+    return e;
+  };
+  if (traceEnd > firstStep) {
+    trace.start(opts.trace, step.name, step.device);
+    if (step.setTraceHook(recordTraceMark, &marks) != 0)
+      return error("cannot trace " + step.name + ": the step could not set up its timing "
+                   "(CUDA events)");
+  }
+  // The batch the reader handed over last, on the trace.
+  auto traceBatch = [&](const tcc::data::Prefetcher &p) {
+    if (!trace.active())
+      return;
+    auto [from, to] = p.lastMade();
+    trace.complete(p.threadedReader() ? tcc::trace::kReader : tcc::trace::kLoop,
+                   "make micro-batch " + std::to_string(p.position() - 1), "data",
+                   trace.micros(from), trace.micros(to) - trace.micros(from));
+  };
+
   tcc::data::Prefetcher prefetch(*maker, ck.position, ck.rng,
                                  !opts.noPrefetch);
   // A device step uploads micro-batch j+1 while micro-batch j computes
@@ -2192,15 +2326,20 @@ int runTraining(const Options &opts, const Step &step) {
         at += info.inputs[i].bytes;
       }
       char msg[1024] = {0};
+      const double t = trace.active() ? trace.now() : 0.0;
       if (failed.empty())
         if (int rc = step.stageInputs(stepArena, buf, inputBytes, msg,
                                       sizeof msg))
           failed = mem.stepError("uploading the next inputs", rc, msg);
+      trace.complete(tcc::trace::kLoop, "stage inputs (next micro-batch)", "copy", t,
+                     trace.active() ? trace.now() - t : 0.0,
+                     "\"bytes\":" + std::to_string(inputBytes));
       if (!failed.empty())
         failed = where + ": " + failed;
     });
     if (!err.empty())
       return err;
+    traceBatch(prefetch);
     if (!failed.empty())
       return failed;
     staged = true;
@@ -2215,10 +2354,16 @@ int runTraining(const Options &opts, const Step &step) {
     double lr = learningRate(opts, it);
     const double scale = scaler.scale(); // this step's loss scale
     double lossSum = 0;
+    const double stepStart = trace.active() ? trace.now() : 0.0;
+    if (trace.active() && scaler.enabled())
+      trace.counter("loss scale", "scale", stepStart, scale);
     for (int64_t k = 0; k < K; ++k) {
       // (loss * scale / K).backward(): with loss scaling, the accumulators
       // hold the gradients times the scale; apply divides it out.
       const double gradScale = scale / static_cast<double>(K);
+      const double microStart = trace.active() ? trace.now() : 0.0;
+      double bodyStart = 0.0; // CUDA: when the micro-step was queued
+      marks.clear();
       if (step.device) {
         if (!stageErr.empty())
           return error(stageErr);
@@ -2227,6 +2372,7 @@ int runTraining(const Options &opts, const Step &step) {
         staged = false;
         dataPos = stagedPos;
         dataRng = stagedRng;
+        bodyStart = trace.active() ? trace.now() : 0.0;
         rc = step.microStepBegin(stepArena, gradScale);
         if (rc == 0) {
           // The next micro-batch uploads while this one computes; a failure
@@ -2236,15 +2382,21 @@ int runTraining(const Options &opts, const Step &step) {
           rc = step.microStepEnd(stepArena);
         }
       } else {
+        double copyStart = 0.0, copyEnd = 0.0;
         err = prefetch.next([&](const char *buf) {
+          copyStart = trace.active() ? trace.now() : 0.0;
           for (int32_t i = 0; i < info.num_inputs; ++i) {
             const tcc_tensor_desc &d = info.inputs[i];
             std::memcpy(arena + d.offset, buf, static_cast<size_t>(d.bytes));
             buf += d.bytes;
           }
+          copyEnd = trace.active() ? trace.now() : 0.0;
         });
         if (!err.empty())
           return error(err);
+        traceBatch(prefetch);
+        trace.complete(tcc::trace::kLoop, "stage inputs", "copy", copyStart,
+                       copyEnd - copyStart, "\"bytes\":" + std::to_string(inputBytes));
         dataPos = prefetch.position();
         dataRng = prefetch.rng();
         rc = step.microStep(stepArena, gradScale);
@@ -2259,19 +2411,39 @@ int runTraining(const Options &opts, const Step &step) {
           msg += ": " + std::string(meaning);
         return error(msg);
       }
+      const double bodyEnd = trace.active() ? trace.now() : 0.0;
       if (!(err = mem.copyOut(lossDesc)).empty())
         return error(where + ": " + err);
       double loss = elementAsDouble(arena + lossDesc.offset, lossDesc.dtype);
       losses.push_back(static_cast<float>(loss));
       lossSum += loss;
+      if (trace.active()) {
+        const double t = trace.now();
+        const std::string name = "micro-step " + std::to_string(k + 1) + "/" + std::to_string(K);
+        trace.complete(tcc::trace::kLoop, "copy out the loss", "copy", bodyEnd, t - bodyEnd);
+        if (!marks.complete())
+          return error(where + ": tracing: the step did not report the time of every op");
+        // The device's mark 0 is no earlier than the micro-step was queued,
+        // and its last mark no later than the host saw it finish.
+        traceOps(trace, info, marks, step.device,
+                 std::max(bodyStart, bodyEnd - marks.at[info.num_ops]), name);
+        trace.complete(tcc::trace::kLoop, name, "micro_step", microStart, t - microStart,
+                       "\"loss\":" + jsonNumber(loss, "%.9g"));
+      }
     }
     double loss = lossSum / static_cast<double>(K);
     args.lr = lr;
     args.step = optimizerSteps + 1;
     args.grad_norm = NAN;
     args.loss_scale = scale;
+    const double applyStart = trace.active() ? trace.now() : 0.0;
     rc = step.apply(stepArena, &args);
     bool skip = rc == 2;
+    if (trace.active())
+      trace.complete(tcc::trace::kLoop, "optimizer update (" + std::string(info.optimizer) + ")",
+                     "optimizer", applyStart, trace.now() - applyStart,
+                     "\"grad_norm\":" + jsonNumber(args.grad_norm) +
+                         ",\"skipped\":" + (skip ? "true" : "false"));
     if (rc != 0 && !skip)
       return error(where + ": the optimizer step failed (code " +
                    std::to_string(rc) + ")");
@@ -2294,6 +2466,8 @@ int runTraining(const Options &opts, const Step &step) {
     int64_t done = it + 1 - firstStep;
     double secs = elapsed();
     uint64_t tokensNow = static_cast<uint64_t>(done * K) * tokensPerMicro;
+    // Tokens this process trained on per second (the progress line's tok/s).
+    const double tokensPerSec = secs > 0 ? static_cast<double>(tokensNow) / secs : 0.0;
 
     if (metrics) {
       // With loss scaling: the scale this step used, and the steps skipped
@@ -2310,16 +2484,37 @@ int runTraining(const Options &opts, const Step &step) {
       }
       std::fprintf(metrics,
                    "{\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                   "\"tokens\":%llu,\"elapsed_s\":%.6f,\"skipped\":%s%s}\n",
+                   "\"tokens\":%llu,\"elapsed_s\":%.6f,\"tokens_per_s\":%s,"
+                   "\"skipped\":%s%s}\n",
                    static_cast<long long>(it + 1),
                    jsonNumber(loss, "%.9g").c_str(), jsonNumber(lr).c_str(),
                    jsonNumber(args.grad_norm).c_str(),
                    static_cast<unsigned long long>(
                        static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),
-                   secs, skip ? "true" : "false", extra.c_str());
+                   secs, jsonNumber(tokensPerSec, "%.9g").c_str(), skip ? "true" : "false",
+                   extra.c_str());
       if (std::fflush(metrics) != 0 || std::ferror(metrics))
         return error("cannot write the metrics file " + opts.metrics + ": " +
                      errnoText(errno));
+    }
+
+    if (!opts.tensorboard.empty()) {
+      // The values --metrics writes, under TensorBoard's tags.
+      std::vector<std::pair<std::string, double>> scalars = {
+          {"train/loss", loss},
+          {"train/lr", lr},
+          {"train/grad_norm", args.grad_norm},
+          {"train/tokens_per_s", tokensPerSec},
+          {"train/skipped", skip ? 1.0 : 0.0},
+      };
+      if (scaler.enabled())
+        scalars.push_back({"train/loss_scale", scale});
+      struct timespec wall;
+      ::clock_gettime(CLOCK_REALTIME, &wall);
+      if (!(err = board.scalars(it + 1, static_cast<double>(wall.tv_sec) + wall.tv_nsec * 1e-9,
+                                scalars))
+               .empty())
+        return error(err);
     }
 
     if (!opts.quiet &&
@@ -2371,11 +2566,23 @@ int runTraining(const Options &opts, const Step &step) {
       s.lossScale = ls.scale;
       s.growthTracker = ls.growthTracker;
       s.skipped = ls.skipped;
+      const double ckStart = trace.active() ? trace.now() : 0.0;
       if (!(err = mem.copyOutParamsAndState(true)).empty())
         return error(where + ": " + err);
       mirrorAt = it + 1;
       if (!(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
         return error(err);
+      if (trace.active())
+        trace.complete(tcc::trace::kLoop, "checkpoint write", "checkpoint", ckStart,
+                       trace.now() - ckStart);
+    }
+    if (trace.active()) {
+      trace.complete(tcc::trace::kLoop, "step " + std::to_string(it + 1), "step", stepStart,
+                     trace.now() - stepStart,
+                     "\"loss\":" + jsonNumber(loss, "%.9g") + ",\"lr\":" + jsonNumber(lr));
+      if (it + 1 >= traceEnd || stopSignal)
+        if (!(err = stopTracing()).empty())
+          return error(err);
     }
     if (stopSignal && !last) {
       // Stopped between optimizer steps: the checkpoint (if any) holds

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 5
+#define TCC_STEP_ABI_VERSION 6
 
 /* The state tensor (among tcc_step_info.state) that holds a step's dropout
  * random state, int64 [seed, micro-steps done] (runtime/tcc_random.h):
@@ -82,6 +82,16 @@ typedef struct tcc_step_info {
                                      the parameters, and the caller must load
                                      weights (a checkpoint or a raw blob in
                                      `params` order) before training */
+  int32_t num_ops;                /* the micro-step's ops that run code, in the
+                                     order they run (what tcc_step_set_trace_hook
+                                     times) */
+  const char *const *ops;         /* op k: the kernel or library call, the tcc op
+                                     (a fusion's ops) and the ONNX nodes it came
+                                     from, e.g. "cuBLASLt matmul: tcc.matmul
+                                     /h.0/attn/MatMul" */
+  const uint64_t *op_live_bytes;  /* op k: the arena bytes the memory plan has
+                                     live while it runs (the persistent slots and
+                                     the temporaries live at it) */
 } tcc_step_info;
 
 /* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and
@@ -127,6 +137,18 @@ int tcc_step_micro_step(void *arena, double grad_scale);
  * gradient norm is not finite (nothing is updated; the accumulators are
  * zeroed). */
 int tcc_step_apply(void *arena, tcc_optim_args *args);
+
+/* Per-op timing (tcc-run --trace). With a hook set, each micro-step that
+ * follows reports its marks: mark 0 starts the micro-step's body and mark k
+ * (1..num_ops) ends ops[k-1]. A CPU step calls hook(ctx, k, -1) as mark k
+ * happens, on the calling thread, so the caller reads its own clock. A CUDA
+ * step records an event on its stream at each mark (CUDA graphs are off
+ * while a hook is set) and calls hook(ctx, k, seconds) for every mark when
+ * the micro-step ends (in tcc_step_micro_step or _end), `seconds` being the
+ * time from mark 0 to mark k on the device. NULL turns timing off. Without
+ * a hook a mark costs a load and a branch. */
+typedef void (*tcc_step_trace_hook)(void *ctx, int32_t mark, double seconds);
+int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx);
 
 /* Device steps (`device_arena` = 1) only. Every function returns 0 on
  * success; on failure it writes a message that starts with the CUDA error's

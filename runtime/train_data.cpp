@@ -283,7 +283,9 @@ void Prefetcher::produce() {
       s = &slots[tail];
     }
     uint64_t r = prodRng;
+    s->madeFrom = std::chrono::steady_clock::now();
     s->err = maker.make(prodIndex, r, s->data.data());
+    s->madeTo = std::chrono::steady_clock::now();
     s->index = prodIndex;
     s->rngAfter = r;
     ++prodIndex;
@@ -306,7 +308,9 @@ Prefetcher::Slot *Prefetcher::acquire() {
     if (!s->err.empty())
       return s;
     uint64_t r = prodRng;
+    s->madeFrom = std::chrono::steady_clock::now();
     s->err = maker.make(prodIndex, r, s->data.data());
+    s->madeTo = std::chrono::steady_clock::now();
     s->index = prodIndex;
     s->rngAfter = r;
     ++prodIndex;

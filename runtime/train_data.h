@@ -15,11 +15,13 @@
 #ifndef TCC_RUNTIME_TRAIN_DATA_H
 #define TCC_RUNTIME_TRAIN_DATA_H
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tcc::data {
@@ -155,6 +157,7 @@ public:
     Slot *s = acquire();
     if (!s->err.empty())
       return s->err;
+    made = {s->madeFrom, s->madeTo};
     consume(static_cast<const char *>(s->data.data()));
     pos = s->index + 1;
     rngState = s->rngAfter;
@@ -165,6 +168,14 @@ public:
   uint64_t position() const { return pos; }
   /// The PRNG state after the last consumed batch.
   uint64_t rng() const { return rngState; }
+  /// When the batch that next() hands over (or handed over last) was made:
+  /// on the reader thread, or in next() itself without one (tcc-run --trace).
+  std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
+  lastMade() const {
+    return made;
+  }
+  /// Whether batches are made on a thread of their own.
+  bool threadedReader() const { return threaded; }
 
 private:
   struct Slot {
@@ -172,6 +183,7 @@ private:
     uint64_t index = 0, rngAfter = 0;
     std::string err;
     bool full = false;
+    std::chrono::steady_clock::time_point madeFrom, madeTo;
   };
 
   Slot *acquire();
@@ -181,6 +193,7 @@ private:
   BatchMaker &maker;
   bool threaded;
   uint64_t pos, rngState;
+  std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point> made;
   // Producer state: the next batch to make.
   uint64_t prodIndex, prodRng;
   Slot slots[kSlots];

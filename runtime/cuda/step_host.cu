@@ -50,10 +50,17 @@ InputStaging g_staging; // the next micro-step's inputs (staging.cuh)
 
 // TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at
 // close, the ops that took the most time (event pairs, so launch gaps count
-// to the next op). Not with CUDA graphs.
+// to the next op). Not with CUDA graphs. A trace hook (tcc-run --trace) uses
+// the same events, and is called with each mark's time when a micro-step
+// ends.
 std::vector<cudaEvent_t> g_prof_events;
 std::vector<double> g_prof_ms;
 int64_t g_prof_steps = 0;
+bool g_profile = false; // TCC_CUDA_PROFILE=1
+tcc_step_trace_hook g_hook = nullptr;
+void *g_hook_ctx = nullptr;
+
+int marks() { return desc().info->num_ops + 1; }
 
 uint64_t total_input_bytes() {
   uint64_t n = 0;
@@ -62,35 +69,48 @@ uint64_t total_input_bytes() {
   return n;
 }
 
+// The events of the marks, created once.
+bool make_events() {
+  if (static_cast<int>(g_prof_events.size()) == marks())
+    return true;
+  g_prof_events.assign(marks(), nullptr);
+  for (cudaEvent_t &e : g_prof_events)
+    if (cudaEventCreate(&e) != cudaSuccess) {
+      for (cudaEvent_t x : g_prof_events)
+        if (x)
+          cudaEventDestroy(x);
+      g_prof_events.clear();
+      return false;
+    }
+  return true;
+}
+
 // How the micro-step runs, decided once from the environment: as a CUDA
 // graph (the default; TCC_CUDA_GRAPHS=0, which tcc-run --no-cuda-graphs
 // sets, turns it off) or op by op with an event after each op
 // (TCC_CUDA_PROFILE=1, which turns graphs off unless TCC_CUDA_GRAPHS=1 asks
-// for them); not both.
+// for them); not both. A trace hook runs the micro-steps op by op while it
+// is set, whatever the mode.
 void decide_modes() {
   const char *graphs = std::getenv("TCC_CUDA_GRAPHS"), *prof = std::getenv("TCC_CUDA_PROFILE");
   const bool asked = graphs && std::strcmp(graphs, "1") == 0;
   g_graph_mode = graphs && std::strcmp(graphs, "0") == 0 ? 0 : 1;
-  g_prof = prof && std::strcmp(prof, "1") == 0 ? 1 : 0;
-  if (g_prof == 1 && g_graph_mode == 1 && !asked)
+  g_profile = prof && std::strcmp(prof, "1") == 0;
+  if (g_profile && g_graph_mode == 1 && !asked)
     g_graph_mode = 0;
-  if (g_prof == 1 && g_graph_mode == 1) {
+  if (g_profile && g_graph_mode == 1) {
     std::fprintf(stderr, "tcc step: note: TCC_CUDA_PROFILE needs the micro-step without CUDA graphs; not profiling\n");
-    g_prof = 0;
+    g_profile = false;
   }
-  if (g_prof == 1) {
-    g_prof_events.assign(desc().prof_marks, nullptr);
-    for (cudaEvent_t &e : g_prof_events)
-      if (cudaEventCreate(&e) != cudaSuccess) {
-        g_prof = 0;
-        return;
-      }
-    g_prof_ms.assign(desc().prof_marks, 0.0);
-  }
+  if (g_profile && !make_events())
+    g_profile = false;
+  if (g_profile)
+    g_prof_ms.assign(marks(), 0.0);
+  g_prof = g_profile || g_hook ? 1 : 0;
 }
 
 void prof_collect() {
-  for (int k = 1; k < desc().prof_marks; ++k) {
+  for (int k = 1; k < marks(); ++k) {
     float ms = 0.0f;
     if (cudaEventElapsedTime(&ms, g_prof_events[k - 1], g_prof_events[k]) == cudaSuccess)
       g_prof_ms[k] += ms;
@@ -101,24 +121,21 @@ void prof_collect() {
 void prof_report() {
   if (!g_prof_steps)
     return;
-  const int marks = desc().prof_marks;
+  const int n = marks();
   std::vector<int> order;
   double total = 0.0;
-  for (int k = 1; k < marks; ++k) {
+  for (int k = 1; k < n; ++k) {
     order.push_back(k);
     total += g_prof_ms[k];
   }
   std::sort(order.begin(), order.end(), [](int a, int b) { return g_prof_ms[a] > g_prof_ms[b]; });
   std::fprintf(stderr, "tcc step profile: %lld micro-steps, %.3f ms per micro-step in %d timed ops; the most expensive:\n",
-               (long long)g_prof_steps, total / g_prof_steps, marks - 1);
+               (long long)g_prof_steps, total / g_prof_steps, n - 1);
   for (size_t i = 0; i < order.size() && i < 30; ++i) {
     const int k = order[i];
     std::fprintf(stderr, "  %9.3f ms %5.1f%%  #%-4d %s\n", g_prof_ms[k] / g_prof_steps,
-                 total > 0 ? 100.0 * g_prof_ms[k] / total : 0.0, k, desc().prof_labels[k]);
+                 total > 0 ? 100.0 * g_prof_ms[k] / total : 0.0, k, desc().info->ops[k - 1]);
   }
-  for (cudaEvent_t e : g_prof_events)
-    cudaEventDestroy(e);
-  g_prof_events.clear();
 }
 
 void sample_memory() {
@@ -164,7 +181,7 @@ int launch_graph() {
 }
 
 int run_micro_step(void *arena_) {
-  if (g_graph_mode == 0 || g_graph_calls++ == 0)
+  if (g_graph_mode == 0 || g_hook || g_graph_calls++ == 0)
     return desc().micro_step_body(arena_);
   if (g_graph && g_graph_arena == arena_)
     return launch_graph();
@@ -291,8 +308,13 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   if (!arena || arena != g_arena)
     return 1;
   cudaStreamSynchronize(stream());
-  if (g_prof == 1)
+  if (g_profile)
     prof_report();
+  for (cudaEvent_t e : g_prof_events)
+    cudaEventDestroy(e);
+  g_prof_events.clear();
+  g_hook = nullptr;
+  g_prof = 0;
   g_staging.close();
   if (g_table)
     cudaFree(g_table);
@@ -465,10 +487,26 @@ TCC_EXPORT int tcc_step_micro_step_begin(void *arena_, double grad_scale) {
 TCC_EXPORT int tcc_step_micro_step_end(void *arena_) {
   (void)arena_;
   int rc = check_device("micro_step");
-  if (rc == 0 && g_prof == 1)
+  if (rc == 0 && g_profile)
     prof_collect();
+  if (rc == 0 && g_hook)
+    for (int k = 0; k < marks(); ++k) {
+      float ms = 0.0f;
+      if (cudaEventElapsedTime(&ms, g_prof_events[0], g_prof_events[k]) != cudaSuccess)
+        ms = -1000.0f; // the mark's time is unknown
+      g_hook(g_hook_ctx, k, ms / 1000.0);
+    }
   sample_memory();
   return rc;
+}
+
+TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {
+  if (hook && !make_events())
+    return 1;
+  g_hook = hook;
+  g_hook_ctx = ctx;
+  g_prof = g_profile || g_hook ? 1 : 0;
+  return 0;
 }
 
 TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {

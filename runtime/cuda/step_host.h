@@ -54,8 +54,6 @@ struct StepDesc {
   const unsigned char *weights; // the initial parameters, in info->params order
   int64_t workspace_offset;     // the GEMM workspace in the arena, or -1
   uint64_t workspace_bytes;
-  const char *const *prof_labels; // TCC_CUDA_PROFILE: what mark k ends
-  int prof_marks;                 // marks in the body (0 starts it)
   /// The micro-step's launches, with no host synchronisation (what a CUDA
   /// graph captures): 0, or 4 when a GEMM failed.
   int (*micro_step_body)(void *arena);
@@ -72,8 +70,8 @@ struct StepDesc {
 const StepDesc &generated_step();
 
 // What the generated half's micro-step body uses.
-extern int g_prof;  // TCC_CUDA_PROFILE=1: 1
-void prof_mark(int k);
+extern int g_prof;  // 1: record an event at each mark (TCC_CUDA_PROFILE=1, or a trace hook)
+void prof_mark(int k); // mark k ends info->ops[k-1]; 0 starts the body
 extern double *g_scratch; // one double of device scratch (losses)
 int gemm_failed();  // reports the GEMM's error; 4
 

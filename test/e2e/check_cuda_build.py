@@ -56,7 +56,9 @@ class Info(ctypes.Structure):
                 ("outputs", ctypes.POINTER(Desc)), ("optimizer", ctypes.c_char_p),
                 ("num_state", ctypes.c_int32), ("state", ctypes.POINTER(Desc)),
                 ("mem_budget", ctypes.c_uint64), ("device_arena", ctypes.c_int32),
-                ("weights_embedded", ctypes.c_int32)]
+                ("weights_embedded", ctypes.c_int32), ("num_ops", ctypes.c_int32),
+                ("ops", ctypes.POINTER(ctypes.c_char_p)),
+                ("op_live_bytes", ctypes.POINTER(ctypes.c_uint64))]
 
 
 def prepare_model(name, workdir, tcc):
@@ -87,8 +89,11 @@ def check(name, args, have_gpu):
     lib = ctypes.CDLL(so)
     lib.tcc_step_get_info.restype = ctypes.POINTER(Info)
     info = lib.tcc_step_get_info().contents
-    if info.abi_version != 5:
+    if info.abi_version != 6:
         problems.append("abi_version %d" % info.abi_version)
+    ops = [info.ops[k] for k in range(info.num_ops)]
+    if not ops or not all(ops) or any(info.op_live_bytes[k] > info.arena_bytes for k in range(info.num_ops)):
+        problems.append("op table: %d ops, %r" % (len(ops), ops[:3]))
     if info.target != b"cuda" or info.device_arena != 1 or info.weights_embedded != 1:
         problems.append("step table: target %s, device_arena %d, weights_embedded %d"
                         % (info.target, info.device_arena, info.weights_embedded))

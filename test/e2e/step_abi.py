@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2, 3, 4, 5)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3, 4, 5, 6)  # layouts of tcc_step_info this module reads
 # (v5 added device functions: tcc_step_stage_inputs, tcc_step_micro_step_begin
 # and _end; its tcc_step_info is v4's)
 
@@ -39,7 +39,7 @@ ALIGN = 64
 TensorDesc = collections.namedtuple("TensorDesc", "name dtype shape offset bytes")
 StepInfo = collections.namedtuple(
     "StepInfo", "abi_version model model_path target arena_bytes has_backward "
-                "params grads inputs outputs optimizer state mem_budget")
+                "params grads inputs outputs optimizer state mem_budget ops")
 
 
 class _CDesc(ctypes.Structure):
@@ -88,6 +88,52 @@ class _CInfoV4(ctypes.Structure):
                                     ("weights_embedded", ctypes.c_int32)]
 
 
+class _CInfoV6(ctypes.Structure):
+    # v6 adds the op table: what each op that runs code is, and the plan's
+    # live arena bytes while it runs (tcc-run --trace).
+    _fields_ = _CInfoV4._fields_ + [("num_ops", ctypes.c_int32),
+                                    ("ops", ctypes.POINTER(ctypes.c_char_p)),
+                                    ("op_live_bytes", ctypes.POINTER(ctypes.c_uint64))]
+
+
+def read_info(path, lib=None):
+    """The tcc_step_info of the step library at `path` (any target), as a
+    StepInfo; `ops` is a list of (label, live bytes) (empty before v6)."""
+    lib = lib or ctypes.CDLL(path)
+    lib.tcc_step_get_info.restype = ctypes.POINTER(ctypes.c_uint32)
+    lib.tcc_step_get_info.argtypes = []
+    raw = lib.tcc_step_get_info()
+    version = int(raw[0])  # abi_version is the first field in every layout
+    if version not in ABI_VERSIONS:
+        raise StepError("%s: abi_version %d, this module reads %s"
+                        % (path, version, ABI_VERSIONS))
+    layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4, 5: _CInfoV4,
+              6: _CInfoV6}[version]
+    ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
+    dec = lambda s: s.decode() if s else ""  # noqa: E731
+    v2 = version >= 2
+    ops = []
+    if version >= 6:
+        ops = [(ci.ops[k].decode(), int(ci.op_live_bytes[k])) for k in range(ci.num_ops)]
+    info = StepInfo(
+        abi_version=version,
+        model=dec(ci.model),
+        model_path=dec(ci.model_path) if v2 else "",
+        target=dec(ci.target),
+        arena_bytes=int(ci.arena_bytes),
+        has_backward=int(ci.has_backward),
+        params=_descs(ci.params, ci.num_params),
+        grads=_descs(ci.grads, ci.num_params),
+        inputs=_descs(ci.inputs, ci.num_inputs),
+        outputs=_descs(ci.outputs, ci.num_outputs),
+        optimizer=dec(ci.optimizer) if v2 else "",
+        state=_descs(ci.state, ci.num_state) if v2 else [],
+        mem_budget=int(ci.mem_budget) if version >= 3 else 0,
+        ops=ops)
+    device = version >= 4 and bool(ci.device_arena)
+    return info, device
+
+
 class OptimArgs(ctypes.Structure):
     """tcc_optim_args (ABI v4): the run-time hyperparameters of tcc_step_apply
     (loss_scale, added in v4, stays 0: no scaling)."""
@@ -131,30 +177,9 @@ class Step:
         self.lib.tcc_step_micro_step.restype = ctypes.c_int
         self.lib.tcc_step_micro_step.argtypes = [ctypes.c_void_p, ctypes.c_double]
 
-        raw = self.lib.tcc_step_get_info()
-        version = int(raw[0])  # abi_version is the first field in every layout
-        if version not in ABI_VERSIONS:
-            raise StepError("%s: abi_version %d, this module reads %s"
-                            % (path, version, ABI_VERSIONS))
-        layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4, 5: _CInfoV4}[version]
-        ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
-        dec = lambda s: s.decode() if s else ""  # noqa: E731
-        v2 = version >= 2
-        self.info = StepInfo(
-            abi_version=version,
-            model=dec(ci.model),
-            model_path=dec(ci.model_path) if v2 else "",
-            target=dec(ci.target),
-            arena_bytes=int(ci.arena_bytes),
-            has_backward=int(ci.has_backward),
-            params=_descs(ci.params, ci.num_params),
-            grads=_descs(ci.grads, ci.num_params),
-            inputs=_descs(ci.inputs, ci.num_inputs),
-            outputs=_descs(ci.outputs, ci.num_outputs),
-            optimizer=dec(ci.optimizer) if v2 else "",
-            state=_descs(ci.state, ci.num_state) if v2 else [],
-            mem_budget=int(ci.mem_budget) if version >= 3 else 0)
-        if version >= 4 and ci.device_arena:
+        self.info, device = read_info(path, self.lib)
+        v2 = self.info.abi_version >= 2
+        if device:
             raise StepError("%s: a device (CUDA) step; this module drives host arenas only"
                             % path)
         if v2 and hasattr(self.lib, "tcc_step_apply"):
