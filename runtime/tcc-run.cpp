@@ -2487,7 +2487,7 @@ int runTraining(const Options &opts, const Step &step) {
                    "\"tokens\":%llu,\"elapsed_s\":%.6f,\"tokens_per_s\":%s,"
                    "\"skipped\":%s%s}\n",
                    static_cast<long long>(it + 1),
-                   jsonNumber(loss, "%.9g").c_str(), jsonNumber(lr).c_str(),
+                   jsonNumber(loss).c_str(), jsonNumber(lr).c_str(),
                    jsonNumber(args.grad_norm).c_str(),
                    static_cast<unsigned long long>(
                        static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),

@@ -11,6 +11,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev
   python3-onnx python3-torch python3-numpy libonnx-testdata
   clang-19 libfuzzer-19-dev
+  chromium fonts-dejavu-core
 )
 
 missing=()
