@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace tcc::plot {
+namespace mlir::tcc::plot {
 
 /// A category of bytes that stay the same for the whole step (parameters,
 /// gradient accumulators, ...), with its key as --memory-report names it.
@@ -58,9 +58,10 @@ struct MemoryPlan {
 };
 
 /// The page (HTML with inline SVG, `html` true) or the bare SVG of `plans`
-/// (one, or two drawn side by side on the same byte scale).
+/// (one, or two drawn side by side on the same byte scale). The elements and
+/// data- attributes tests read are listed at the top of MemoryPlot.cpp.
 std::string render(const std::vector<MemoryPlan> &plans, bool html);
 
-} // namespace tcc::plot
+} // namespace mlir::tcc::plot
 
 #endif // TCC_COMPILER_TCC_MEMORYPLOT_H

@@ -14,6 +14,7 @@
 
 #include "codegen/StepEmitter.h"
 #include "codegen/StepBuilder.h"
+#include "compiler/tcc/MemoryPlot.h"
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "compiler/Import/OnnxLocation.h"
@@ -147,6 +148,19 @@ static cl::opt<std::string> memoryReport(
     "memory-report",
     cl::desc("Write the memory plan's breakdown as JSON to this file"),
     cl::value_desc("file"), cl::cat(tccCategory));
+static cl::opt<std::string> memoryPlot(
+    "memory-plot",
+    cl::desc("Draw the memory plan: live bytes by category over the schedule, "
+             "the budget, the peak, recomputed values, and the arena's "
+             "temporaries (hover for a value's ONNX node and size); "
+             "FILE.html (a self-contained page) or FILE.svg"),
+    cl::value_desc("file"), cl::cat(tccCategory));
+static cl::opt<std::string> memoryPlotCompare(
+    "memory-plot-compare",
+    cl::desc("With --memory-plot: also plan the step with this budget "
+             "(a size such as 3G, or none) and draw the two plans side by "
+             "side, on one byte scale"),
+    cl::value_desc("budget|none"), cl::cat(tccCategory));
 static cl::opt<bool> noFusion(
     "no-fusion", cl::desc("Do not fuse elementwise ops into kernels"),
     cl::init(false), cl::cat(tccCategory));
@@ -488,6 +502,96 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
   return writeJson(std::move(report), path);
 }
 
+/// The memory plot's data for a planned function (see MemoryPlot.h).
+static tcc::plot::MemoryPlan plotData(func::FuncOp func, int64_t floatBytes,
+                                      int64_t budget, StringRef title) {
+  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
+  auto get = [&](StringRef key) -> int64_t {
+    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
+    return a ? a.getInt() : 0;
+  };
+  tcc::plot::MemoryPlan plan;
+  plan.title = title.str();
+  plan.budget = budget;
+  const bool mixed = floatBytes == tcc::kMixedPrecision;
+  plan.fixed = {
+      {"parameters", mixed ? "parameters (fp32 masters)" : "parameters", get("param_bytes")},
+      {"gradients", "gradient accumulators", get("grad_bytes")},
+      {"optimizer_state", "optimizer state", get("state_bytes")},
+      {"inputs", "inputs", get("input_bytes")},
+      {"outputs", "outputs", get("output_bytes")},
+  };
+  if (mixed) {
+    plan.fixed.push_back({"fp16_working_copies", "fp16 working copies", get("shadow_bytes")});
+    plan.fixed.push_back({"library_workspace", "cuBLASLt workspace", get("workspace_bytes")});
+  }
+  // The persistent slots' alignment (64 bytes each).
+  int64_t named = 0;
+  for (const tcc::plot::FixedCategory &c : plan.fixed)
+    named += c.bytes;
+  int64_t padding = get("arena_bytes") - get("temporary_bytes") - named;
+  if (padding > 0)
+    plan.fixed.push_back({"alignment", "slot alignment", padding});
+  if (mixed)
+    plan.fixed.push_back({"constants_and_runtime_reserve",
+                          "constants, input staging, CUDA runtime reserve",
+                          get("device_reserve_bytes")});
+  plan.temporariesRegion = get("temporary_bytes");
+  plan.plannedPeak = get("planned_bytes");
+  plan.peakLiveBytes = get("peak_live_bytes");
+
+  tcc::MemoryTimeline timeline = tcc::memoryTimeline(func, floatBytes);
+  for (Operation *op : timeline.ops)
+    plan.ops.push_back(isa<func::ReturnOp>(op) ? std::string("return")
+                                               : tcc::describePlanned(op));
+  plan.firstBackward = timeline.firstBackward;
+  auto recomputed = [](Operation *op) {
+    Operation *fusion = op ? op->getParentOfType<tcc::FusionOp>() : nullptr;
+    return op && (op->hasAttr("tcc.remat") || (fusion && fusion->hasAttr("tcc.remat")));
+  };
+  for (const tcc::PlannedTemporary &t : timeline.temporaries) {
+    tcc::plot::PlannedValue v;
+    v.what = tcc::describePlanned(t.value);
+    v.bytes = t.bytes;
+    v.start = t.start;
+    v.end = t.end;
+    v.offset = t.offset;
+    v.saved = timeline.firstBackward >= 0 && t.start < timeline.firstBackward &&
+              t.end >= timeline.firstBackward;
+    v.recomputed = recomputed(t.value.getDefiningOp());
+    plan.values.push_back(std::move(v));
+  }
+  // The planner's peak: the first op where the most temporaries are live.
+  std::vector<int64_t> live = timeline.liveBytes();
+  int64_t best = 0;
+  for (size_t k = 0; k < live.size(); ++k)
+    if (live[k] > best)
+      best = live[k], plan.peakOp = static_cast<int64_t>(k);
+  return plan;
+}
+
+/// Writes `plans` as --memory-plot's picture (HTML or SVG by the file's
+/// extension); the file exists only if the whole write succeeded.
+static LogicalResult writeMemoryPlot(const std::vector<tcc::plot::MemoryPlan> &plans,
+                                     StringRef path) {
+  bool svg = llvm::sys::path::extension(path).equals_insensitive(".svg");
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out = openOutputFile(path, &error);
+  if (!out) {
+    llvm::errs() << "tcc: error: cannot write " << path << ": " << error << "\n";
+    return failure();
+  }
+  out->os() << tcc::plot::render(plans, !svg);
+  out->os().flush();
+  if (out->os().has_error()) {
+    out->os().clear_error();
+    llvm::errs() << "tcc: error: writing " << path << " failed\n";
+    return failure();
+  }
+  out->keep();
+  return success();
+}
+
 /// Writes text output to -o (stdout for '-'); the file exists only if the
 /// whole write succeeded.
 static int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
@@ -530,6 +634,51 @@ int main(int argc, char **argv) {
   tcc::ImportOptions options;
   if (failed(parseShapes(options)))
     return 1;
+  // --memory-plot-compare: a second plan of the same step, with another
+  // budget, drawn beside this one.
+  std::optional<int64_t> compareBudget;
+  if (!memoryPlotCompare.empty()) {
+    if (memoryPlot.empty()) {
+      llvm::errs() << "tcc: error: --memory-plot-compare draws a second plan beside the "
+                      "first; it needs --memory-plot FILE.html\n";
+      return 1;
+    }
+    std::optional<int64_t> parsed =
+        memoryPlotCompare == "none" ? std::optional<int64_t>(0) : parseSize(memoryPlotCompare);
+    if (!parsed || *parsed < 0) {
+      llvm::errs() << "tcc: error: --memory-plot-compare=" << memoryPlotCompare
+                   << ": expected a size such as 3G, or none\n";
+      return 1;
+    }
+    compareBudget = *parsed;
+  }
+  if (!memoryPlot.empty()) {
+    StringRef ext = llvm::sys::path::extension(memoryPlot);
+    if (!ext.equals_insensitive(".html") && !ext.equals_insensitive(".htm") &&
+        !ext.equals_insensitive(".svg")) {
+      llvm::errs() << "tcc: error: --memory-plot=" << memoryPlot
+                   << ": expected a file ending in .html (a page) or .svg (a picture)\n";
+      return 1;
+    }
+  }
+  // The reports describe the planned step. Without -o they are what the run
+  // is for: tcc plans the step, writes them and stops (no library).
+  const bool wantsPlanReport =
+      !memoryReport.empty() || !memoryPlot.empty() || !fusionReport.empty();
+  bool planOnly = false;
+  if (wantsPlanReport && emit == EmitKind::Default && outputFile == "-") {
+    emit = EmitKind::Planned;
+    planOnly = true;
+  } else if (wantsPlanReport && (emit == EmitKind::Summary || emit == EmitKind::Imported ||
+                                 emit == EmitKind::Training)) {
+    llvm::errs() << "tcc: error: --memory-report, --memory-plot and --fusion-report describe "
+                    "the planned step, which --emit="
+                 << (emit == EmitKind::Summary    ? "summary"
+                     : emit == EmitKind::Imported ? "imported"
+                                                  : "training")
+                 << " stops before; drop --emit, or use --emit=planned\n";
+    return 1;
+  }
   // -o must not name the model (also not through a link): writing the step
   // over it would destroy the user's only copy.
   if (outputFile != "-" && llvm::sys::fs::equivalent(inputFile, outputFile)) {
@@ -656,32 +805,39 @@ int main(int argc, char **argv) {
   planOptions.floatBytes = target == Target::Cuda ? tcc::kMixedPrecision
                            : cpuPrecision == Precision::F64 ? 8 : 4;
   planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
-  planOptions.budget = budget;
-  PassManager planPm(&context);
   // Fusion first, so that rematerialisation plans exactly what is emitted
   // (and recomputes whole fused kernels).
-  if (target == Target::Cuda)
-    planPm.addPass(tcc::createMixedPrecision());
-  if (!noFusion) {
-    // Reductions across rows are lowered by the CPU emitter only so far;
-    // CUDA fuses row reductions, and the GEMM epilogues cuBLASLt runs.
-    tcc::FuseOptions fuseOptions;
-    fuseOptions.reductions = true;
-    fuseOptions.rowReductionsOnly = target == Target::Cuda;
-    fuseOptions.moves = true;
-    fuseOptions.gemmEpilogues = true;
-    fuseOptions.cublasLtEpilogues = target == Target::Cuda;
-    planPm.addPass(tcc::createFuse(fuseOptions));
-  }
-  if (budget > 0 || rematPolicy != "greedy") {
-    tcc::RematOptions rematOptions;
-    rematOptions.policy = rematPolicy;
-    rematOptions.budget = budget;
-    rematOptions.floatBytes = planOptions.floatBytes;
-    rematOptions.statePerParam = planOptions.statePerParam;
-    planPm.addPass(tcc::createRemat(rematOptions));
-  }
-  planPm.addPass(tcc::createPlanMemory(planOptions));
+  auto addPlanPasses = [&](PassManager &pm, int64_t budget) {
+    if (target == Target::Cuda)
+      pm.addPass(tcc::createMixedPrecision());
+    if (!noFusion) {
+      // Reductions across rows are lowered by the CPU emitter only so far;
+      // CUDA fuses row reductions, and the GEMM epilogues cuBLASLt runs.
+      tcc::FuseOptions fuseOptions;
+      fuseOptions.reductions = true;
+      fuseOptions.rowReductionsOnly = target == Target::Cuda;
+      fuseOptions.moves = true;
+      fuseOptions.gemmEpilogues = true;
+      fuseOptions.cublasLtEpilogues = target == Target::Cuda;
+      pm.addPass(tcc::createFuse(fuseOptions));
+    }
+    if (budget > 0 || rematPolicy != "greedy") {
+      tcc::RematOptions rematOptions;
+      rematOptions.policy = rematPolicy;
+      rematOptions.budget = budget;
+      rematOptions.floatBytes = planOptions.floatBytes;
+      rematOptions.statePerParam = planOptions.statePerParam;
+      pm.addPass(tcc::createRemat(rematOptions));
+    }
+    tcc::PlanMemoryOptions options = planOptions;
+    options.budget = budget;
+    pm.addPass(tcc::createPlanMemory(options));
+  };
+  OwningOpRef<ModuleOp> compareModule;
+  if (compareBudget)
+    compareModule = module->clone();
+  PassManager planPm(&context);
+  addPlanPasses(planPm, budget);
   if (failed(planPm.run(*module)))
     return 1;
   auto planned = *module->getOps<func::FuncOp>().begin();
@@ -691,6 +847,43 @@ int main(int argc, char **argv) {
   if (!memoryReport.empty() &&
       failed(writeMemoryReport(planned, budget, memoryReport)))
     return 1;
+  if (!memoryPlot.empty()) {
+    auto title = [&](int64_t b) {
+      return llvm::sys::path::filename(inputFile).str() + " - " +
+             (target == Target::Cuda ? "cuda" : "cpu") + ", " +
+             (b > 0 ? "--mem-budget=" + humanBytes(b) : std::string("no budget"));
+    };
+    std::vector<tcc::plot::MemoryPlan> plans = {
+        plotData(planned, planOptions.floatBytes, budget, title(budget))};
+    if (compareBudget) {
+      PassManager comparePm(&context);
+      addPlanPasses(comparePm, *compareBudget);
+      if (failed(comparePm.run(*compareModule))) {
+        llvm::errs() << "tcc: error: the plan to compare with (--memory-plot-compare="
+                     << memoryPlotCompare << ") could not be made; see above\n";
+        return 1;
+      }
+      plans.push_back(plotData(*compareModule->getOps<func::FuncOp>().begin(),
+                               planOptions.floatBytes, *compareBudget, title(*compareBudget)));
+    }
+    if (failed(writeMemoryPlot(plans, memoryPlot)))
+      return 1;
+  }
+  if (planOnly) {
+    auto bytesOf = [&](StringRef key) {
+      auto a = layout.getAs<IntegerAttr>(key);
+      return a ? a.getInt() : 0;
+    };
+    llvm::errs() << "tcc: planned peak " << humanBytes(bytesOf("planned_bytes")) << " (arena "
+                 << humanBytes(bytesOf("arena_bytes")) << ")"
+                 << (budget ? ", budget " + humanBytes(budget) : "") << "; wrote";
+    for (const std::string *f : {&memoryReport.getValue(), &memoryPlot.getValue(),
+                                 &fusionReport.getValue()})
+      if (!f->empty())
+        llvm::errs() << " " << *f;
+    llvm::errs() << " (no step library without -o)\n";
+    return 0;
+  }
   if (emit == EmitKind::Planned)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
 
