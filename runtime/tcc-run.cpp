@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/checkpoint.h"
+#include "runtime/data_parallel.h"
 #include "runtime/loss_scale.h"
 #include "runtime/npy.h"
 #include "runtime/onnx_save.h"
@@ -72,6 +73,9 @@ using tcc::npy::shapeToString;
 /// other message).
 bool gProgressOpen = false;
 
+/// The processes training together (world size 1 without a launcher).
+tcc::dp::World gWorld;
+
 void endProgressLine() {
   if (gProgressOpen) {
     std::fputs("\r\x1b[K", stderr);
@@ -82,7 +86,11 @@ void endProgressLine() {
 int error(const std::string &msg) {
   std::fflush(stdout);
   endProgressLine();
-  std::fprintf(stderr, "tcc-run: error: %s\n", msg.c_str());
+  if (gWorld.parallel())
+    std::fprintf(stderr, "tcc-run: error: rank %d of %d: %s\n", gWorld.rank(), gWorld.size(),
+                 msg.c_str());
+  else
+    std::fprintf(stderr, "tcc-run: error: %s\n", msg.c_str());
   return 1;
 }
 
@@ -2058,7 +2066,8 @@ int runTraining(const Options &opts, const Step &step) {
         !(err = probeDir(paramsDir, "dump directory")).empty())
       return error(err);
   }
-  if (!opts.checkpoint.empty() &&
+  // Rank 0 writes the checkpoints of a data-parallel run.
+  if (!opts.checkpoint.empty() && gWorld.rank() == 0 &&
       (!(err = probeDir(opts.checkpoint, "checkpoint directory")).empty() ||
        !(err = lockCheckpointDir(opts.checkpoint)).empty()))
     return error(err);
@@ -2135,13 +2144,24 @@ int runTraining(const Options &opts, const Step &step) {
       return error(err);
     std::string path = tcc::ckpt::filePath(opts.resume);
     if (ck.step >= opts.steps) {
-      std::printf("checkpoint %s is at step %lld; --steps %lld: nothing to "
+      if (gWorld.rank() == 0)
+        std::printf("checkpoint %s is at step %lld; --steps %lld: nothing to "
                   "do\n",
                   path.c_str(), static_cast<long long>(ck.step),
                   static_cast<long long>(opts.steps));
       return 0;
     }
-    if (ck.accum != opts.accum)
+    // A checkpoint counts the micro-batches of a step across the world.
+    const int64_t worldAccum = opts.accum * gWorld.size();
+    if (gWorld.parallel() && ck.accum != worldAccum)
+      return error("the checkpoint " + path + " was written with " + std::to_string(ck.accum) +
+                   " micro-batches per optimizer step; " + std::to_string(gWorld.size()) +
+                   " ranks with --accum " + std::to_string(opts.accum) + " take " +
+                   std::to_string(worldAccum) +
+                   ": resume with ranks x --accum = " + std::to_string(ck.accum) +
+                   " (any world size that divides it), so that each step trains on the "
+                   "same micro-batches");
+    if (!gWorld.parallel() && ck.accum != opts.accum)
       warning("resuming with --accum " + std::to_string(opts.accum) +
               "; the checkpoint was written with --accum " +
               std::to_string(ck.accum));
@@ -2241,6 +2261,23 @@ int runTraining(const Options &opts, const Step &step) {
   // loss scaling existed).
   int64_t optimizerSteps = ck.optimizerSteps;
   const int64_t K = opts.accum;
+  // Data parallelism: this rank's share of each step's N*K micro-batches
+  // (data_parallel.h), and where the dropout state counts micro-steps.
+  const int64_t N = gWorld.size();
+  tokensPerMicro *= static_cast<uint64_t>(N); // the world's tokens per micro-step
+  std::unique_ptr<tcc::dp::ShardedBatchMaker> shard;
+  tcc::data::BatchMaker *source = maker.get();
+  uint64_t localStart = ck.position;
+  if (N > 1) {
+    localStart = static_cast<uint64_t>(ck.step * K);
+    shard = std::make_unique<tcc::dp::ShardedBatchMaker>(*maker, gWorld.rank(),
+                                                         static_cast<int>(N), K, localStart);
+    source = shard.get();
+  }
+  int64_t *dropoutCount = nullptr; // [seed, micro-steps done] of the dropout state
+  for (int32_t i = 0; i < info.num_state; ++i)
+    if (std::strcmp(info.state[i].name, TCC_STEP_DROPOUT_STATE) == 0 && !mem.device)
+      dropoutCount = reinterpret_cast<int64_t *>(arena + info.state[i].offset) + 1;
   const tcc_tensor_desc &lossDesc = info.outputs[0];
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   std::vector<float> losses;
@@ -2299,8 +2336,7 @@ int runTraining(const Options &opts, const Step &step) {
                    trace.micros(from), trace.micros(to) - trace.micros(from));
   };
 
-  tcc::data::Prefetcher prefetch(*maker, ck.position, ck.rng,
-                                 !opts.noPrefetch);
+  tcc::data::Prefetcher prefetch(*source, localStart, ck.rng, !opts.noPrefetch);
   // A device step uploads micro-batch j+1 while micro-batch j computes
   // (tcc_step_stage_inputs between tcc_step_micro_step_begin and _end), so
   // it takes each batch from the prefetcher one micro-step early. The data
@@ -2360,7 +2396,12 @@ int runTraining(const Options &opts, const Step &step) {
     for (int64_t k = 0; k < K; ++k) {
       // (loss * scale / K).backward(): with loss scaling, the accumulators
       // hold the gradients times the scale; apply divides it out.
-      const double gradScale = scale / static_cast<double>(K);
+      // Across N ranks: (loss * scale / (N*K)).backward(), summed below.
+      const double gradScale = scale / static_cast<double>(N * K);
+      // Each rank's dropout masks are those of the single process's
+      // micro-step with this batch's global number.
+      if (shard && dropoutCount)
+        *dropoutCount = static_cast<int64_t>(shard->global(prefetch.position()));
       const double microStart = trace.active() ? trace.now() : 0.0;
       double bodyStart = 0.0; // CUDA: when the micro-step was queued
       marks.clear();
@@ -2431,7 +2472,39 @@ int runTraining(const Options &opts, const Step &step) {
                        "\"loss\":" + jsonNumber(loss, "%.9g"));
       }
     }
-    double loss = lossSum / static_cast<double>(K);
+    if (N > 1) {
+      // The world's gradients: the accumulators summed across the ranks
+      // (each micro-step added loss * scale / (N*K)'s), alike on every rank,
+      // so every rank makes the same update (and the same skip decision).
+      for (int32_t i = 0; i < info.num_params; ++i) {
+        const tcc_tensor_desc &g = info.grads[i];
+        if (!g.bytes)
+          continue;
+        if (g.dtype == TCC_DTYPE_F32)
+          err = gWorld.sum(reinterpret_cast<float *>(arena + g.offset), g.bytes / 4,
+                           "the gradient all-reduce");
+        else if (g.dtype == TCC_DTYPE_F64)
+          err = gWorld.sum(reinterpret_cast<double *>(arena + g.offset), g.bytes / 8,
+                           "the gradient all-reduce");
+        else
+          err = std::string("gradient ") + g.name + " is neither f32 nor f64";
+        if (!err.empty())
+          return error(where + ": " + err);
+      }
+      // Every micro-step's loss, in the single process's order, on rank 0.
+      std::vector<float> all(static_cast<size_t>(N * K));
+      if (!(err = gWorld.gather(losses.data() + losses.size() - static_cast<size_t>(K),
+                                static_cast<uint64_t>(K), all.data(), 0, "gathering the losses"))
+               .empty())
+        return error(where + ": " + err);
+      losses.resize(losses.size() - static_cast<size_t>(K));
+      lossSum = 0;
+      for (float l : all) {
+        losses.push_back(l);
+        lossSum += static_cast<double>(l);
+      }
+    }
+    double loss = lossSum / static_cast<double>(N * K);
     args.lr = lr;
     args.step = optimizerSteps + 1;
     args.grad_norm = NAN;
@@ -2546,7 +2619,11 @@ int runTraining(const Options &opts, const Step &step) {
     }
 
     bool last = it + 1 == opts.steps;
-    const int stopSignal = gStopSignal;
+    // Every rank stops after the same step (a signal reaches them apart).
+    int64_t stopAgreed = gStopSignal;
+    if (N > 1 && !(err = gWorld.max(stopAgreed, "agreeing on a stop")).empty())
+      return error(where + ": " + err);
+    const int stopSignal = static_cast<int>(stopAgreed);
     if (!opts.checkpoint.empty() &&
         (last || stopSignal ||
          (opts.checkpointEvery > 0 && (it + 1) % opts.checkpointEvery == 0))) {
@@ -2557,6 +2634,19 @@ int runTraining(const Options &opts, const Step &step) {
       s.position = dataPos;
       s.losses = ck.losses + losses.size();
       s.accum = K;
+      if (N > 1) {
+        // The world's data position: the single process's after this step.
+        // The last rank drew the step's last windows: its generator state is
+        // the single process's.
+        if (!(err = gWorld.broadcast(&s.rng, sizeof s.rng, static_cast<int>(N - 1),
+                                     "sending the data position"))
+                 .empty())
+          return error(where + ": " + err);
+        s.position = static_cast<uint64_t>((it + 1) * N * K);
+        s.accum = N * K;
+        if (dropoutCount)
+          *dropoutCount = static_cast<int64_t>(s.position);
+      }
       s.dataKind = dataKind;
       s.dataOrder = opts.sequential ? 1 : 0;
       s.dataLength = dataLength;
@@ -2570,7 +2660,8 @@ int runTraining(const Options &opts, const Step &step) {
       if (!(err = mem.copyOutParamsAndState(true)).empty())
         return error(where + ": " + err);
       mirrorAt = it + 1;
-      if (!(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
+      if (gWorld.rank() == 0 &&
+          !(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
         return error(err);
       if (trace.active())
         trace.complete(tcc::trace::kLoop, "checkpoint write", "checkpoint", ckStart,
@@ -2657,7 +2748,10 @@ int runTraining(const Options &opts, const Step &step) {
     summary += ", loss scale " + format("%g", scaler.scale()) + " (" +
                std::to_string(skipped) + " of " + std::to_string(done) +
                " steps skipped)";
-  std::printf("%s\n", summary.c_str());
+  if (gWorld.parallel())
+    summary += ", " + std::to_string(N) + " ranks";
+  if (gWorld.rank() == 0)
+    std::printf("%s\n", summary.c_str());
   if (step.device)
     reportDeviceMemory(step);
   return 0;
@@ -2669,10 +2763,37 @@ int run(int argc, char **argv) {
   if (rc >= 0)
     return rc;
 
-  Step step;
-  std::string err = loadStep(opts.step, step);
+  // Under mpirun (or srun), the world; alone, world size 1.
+  double timeout = 600;
+  if (const char *t = std::getenv("TCC_COMM_TIMEOUT"))
+    timeout = std::atof(t);
+  std::string err = gWorld.join(timeout);
   if (!err.empty())
     return error(err);
+  if (gWorld.parallel()) {
+    if (opts.gradsOnly)
+      return error("--grads-only runs one micro-step in one process; run it without mpirun");
+    // Rank 0 speaks and writes the outputs; every rank reads the inputs
+    // (--resume among them) and takes part in the checkpoints.
+    if (gWorld.rank() != 0) {
+      opts.quiet = true;
+      opts.metrics.clear();
+      opts.save.clear();
+      opts.model.clear();
+      opts.haveDump = false;
+      opts.dump.clear();
+      opts.trace.clear();
+      opts.tensorboard.clear();
+    }
+  }
+
+  Step step;
+  err = loadStep(opts.step, step);
+  if (!err.empty())
+    return error(err);
+  if (gWorld.parallel() && step.device)
+    return error("data parallelism for CUDA steps (NCCL) is not built yet; " + opts.step +
+                 " is a CUDA step: run it in one process, or compile a --target=cpu step");
   if (opts.cudaGraphs && opts.noCudaGraphs)
     return error("--cuda-graphs and --no-cuda-graphs contradict each other");
   if (opts.cudaGraphs || opts.noCudaGraphs) {
@@ -2692,6 +2813,11 @@ int run(int argc, char **argv) {
 int main(int argc, char **argv) {
   int rc = run(argc, argv);
   if (std::fflush(stdout) != 0 || std::ferror(stdout))
-    return rc ? rc : error("cannot write to standard output");
+    rc = rc ? rc : error("cannot write to standard output");
+  // A rank that failed takes the world down, so that no other rank waits
+  // for it in a collective; a stop (128 + signal) was agreed by all.
+  if (rc == 1 && gWorld.parallel())
+    gWorld.abortWorld(1);
+  gWorld.finish();
   return rc;
 }

@@ -219,6 +219,18 @@ std::string TokenStream::copy(uint64_t begin, uint64_t n, void *dst, int dstSize
 // TokenBatchMaker
 //===----------------------------------------------------------------------===//
 
+std::string BatchMaker::skip(uint64_t index, uint64_t &rng) {
+  std::vector<char> scratch(static_cast<size_t>(batchBytes()));
+  return make(index, rng, scratch.data());
+}
+
+std::string TokenBatchMaker::skip(uint64_t, uint64_t &rng) {
+  if (order == Order::Random)
+    for (int64_t b = 0; b < B; ++b)
+      (void)uniformBelow(rng, stream.size() - static_cast<uint64_t>(T));
+  return "";
+}
+
 std::string TokenBatchMaker::make(uint64_t index, uint64_t &rng, char *buf) {
   uint64_t t = static_cast<uint64_t>(T);
   uint64_t rowBytes = t * static_cast<uint64_t>(elemSize);

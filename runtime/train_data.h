@@ -70,6 +70,9 @@ public:
   virtual uint64_t batchBytes() const = 0;
   /// Returns "" on success.
   virtual std::string make(uint64_t index, uint64_t &rng, char *buf) = 0;
+  /// Advances `rng` as make(index, rng, ...) would, without the batch (a
+  /// batch another rank trains on). The default makes it and drops it.
+  virtual std::string skip(uint64_t index, uint64_t &rng);
 };
 
 /// A token stream: `.bin` (little-endian uint16, as nanoGPT's prepare.py
@@ -122,6 +125,8 @@ public:
     return 2 * static_cast<uint64_t>(B * T) * static_cast<uint64_t>(elemSize);
   }
   std::string make(uint64_t index, uint64_t &rng, char *buf) override;
+  /// Draws the windows' positions only.
+  std::string skip(uint64_t index, uint64_t &rng) override;
   /// The number of sequential windows.
   uint64_t windows() const { return (stream.size() - 1) / T; }
 

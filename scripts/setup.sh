@@ -12,6 +12,7 @@ packages=(
   python3-onnx python3-torch python3-numpy libonnx-testdata
   clang-19 libfuzzer-19-dev
   chromium fonts-dejavu-core
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

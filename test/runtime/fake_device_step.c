@@ -57,6 +57,7 @@ static int (*r_init)(void *);
 static int (*r_zero)(void *);
 static int (*r_micro)(void *, double);
 static int (*r_apply)(void *, tcc_optim_args *);
+static int (*r_trace)(tcc_step_trace_hook, void *);
 
 static char *g_handle;  /* the PROT_NONE reservation handed to tcc-run */
 static char *g_real_arena;
@@ -103,7 +104,8 @@ static int load(void) {
   r_zero = (int (*)(void *))dlsym(g_lib, "tcc_step_zero_grads");
   r_micro = (int (*)(void *, double))dlsym(g_lib, "tcc_step_micro_step");
   r_apply = (int (*)(void *, tcc_optim_args *))dlsym(g_lib, "tcc_step_apply");
-  if (!get || !r_init || !r_zero || !r_micro)
+  r_trace = (int (*)(tcc_step_trace_hook, void *))dlsym(g_lib, "tcc_step_set_trace_hook");
+  if (!get || !r_init || !r_zero || !r_micro || !r_trace)
     return 0;
   g_real = get();
   if (!g_real)
@@ -263,6 +265,11 @@ EXPORT int tcc_step_micro_step_end(void *arena) {
 #endif /* FAKE_NO_DEVICE_FUNCTIONS */
 
 EXPORT int tcc_step_init(void *arena) { return r_init(real(arena)); }
+
+/* The CPU step's hook, called as its marks happen (seconds -1). */
+EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {
+  return load() ? r_trace(hook, ctx) : 1;
+}
 
 EXPORT int tcc_step_zero_grads(void *arena) { return r_zero(real(arena)); }
 

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Data parallelism: measured on this machine's CPU, modelled for GPUs.
+
+    python3 bench/data_parallel.py [--build build] [--steps 30] [--accum 4]
+
+1. Measured: the CPU demo (examples/tiny_gpt_demo.onnx, --target=cpu) under
+   `mpirun -np N` for N = 1, 2, 3 with the global batch fixed (N ranks x
+   --accum accum/N, where N divides it; else the nearest), tokens per second
+   from the metrics' elapsed time (rank 0), the reference being one process
+   without mpirun. On a 2-core machine N = 3 oversubscribes.
+2. Modelled: the bytes the gradient all-reduce moves per optimizer step for
+   GPT-2 small (124,439,808 parameters, fp32 accumulators), and a ring
+   all-reduce's time, 2 (N-1)/N x bytes / bus bandwidth, on N H200s over
+   NVLink (900 GB/s per GPU, NVIDIA's H200 datasheet; NCCL's ring reaches
+   about 80% of a direction's 450 GB/s, so 360 GB/s is used) and over 100 Gb/s
+   Ethernet (12.5 GB/s line rate, 11 GB/s used). The step's compute time is
+   DESIGN.md's torch.compile figure on one H200 (26.0 ms for 8 x 1024 tokens)
+   per micro-batch; the efficiency is compute / (compute + exposed
+   communication), without overlap (all of it exposed) and with DDP-style
+   overlap (only what exceeds the backward pass, two thirds of compute, is
+   exposed). These are a model's figures, not measurements: tcc's CUDA data
+   parallelism (NCCL) is not built yet.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+GPT2_PARAMS = 124439808
+NVLINK_BUS = 360e9   # bytes/s used for the ring (see the docstring)
+ETHERNET_BUS = 11e9  # bytes/s (100 Gb/s)
+COMPUTE_S = 0.026    # one micro-batch of 8 x 1024 tokens, torch.compile on an H200
+
+
+def tokens_per_s(cmd, metrics):
+    subprocess.run(cmd + ["--metrics", metrics], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    with open(metrics) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    first, last = rows[0], rows[-1]
+    return (last["tokens"] - first["tokens"]) / (last["elapsed_s"] - first["elapsed_s"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(REPO, "build"))
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--accum", type=int, default=6, help="the global micro-batches per step")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    tcc = os.path.join(args.build, "bin", "tcc")
+    tcc_run = os.path.join(args.build, "bin", "tcc-run")
+    with tempfile.TemporaryDirectory() as work:
+        so = os.path.join(work, "demo.so")
+        subprocess.run([tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cpu",
+                        "-o", so], check=True, stderr=subprocess.DEVNULL)
+        base = [tcc_run, so, "--data", os.path.join(REPO, "examples", "data", "train.bin"),
+                "--steps", str(args.steps), "--quiet"]
+        configs = [("1 process (reference)", [], args.accum)]
+        for n in (1, 2, 3):
+            configs.append(("mpirun -np %d" % n, MPIRUN + ["-np", str(n)], max(args.accum // n, 1)))
+        results = {c[0]: [] for c in configs}
+        for _ in range(args.rounds):
+            for name, pre, k in configs:
+                results[name].append(tokens_per_s(pre + base + ["--accum", str(k)],
+                                                  os.path.join(work, "m.jsonl")))
+    ref = statistics.median(results[configs[0][0]])
+    print("Measured: the CPU demo, %d steps, %d micro-batches of 8 x 32 tokens per step, %d cores, "
+          "median of %d rounds" % (args.steps, args.accum, os.cpu_count(), args.rounds))
+    print()
+    print("| run | ranks x --accum | tokens/s | vs reference |")
+    print("|---|---|---:|---:|")
+    for name, pre, k in configs:
+        n = 1 if not pre else int(pre[-1])
+        med = statistics.median(results[name])
+        print("| %s | %d x %d | %.0f | %.2fx |" % (name, n, k, med, med / ref))
+    print()
+    grad_bytes = GPT2_PARAMS * 4
+    print("Modelled: GPT-2 small's gradient all-reduce, %.1f MB of fp32 accumulators per optimizer "
+          "step, ring all-reduce; compute %.1f ms per micro-batch (8 x 1024 tokens), one "
+          "micro-batch per rank per step" % (grad_bytes / 1e6, COMPUTE_S * 1e3))
+    print()
+    print("| N | link | all-reduce ms | efficiency, no overlap | efficiency, overlapped |")
+    print("|---:|---|---:|---:|---:|")
+    for link, bus in (("NVLink (H200)", NVLINK_BUS), ("100 Gb/s Ethernet", ETHERNET_BUS)):
+        for n in (2, 4, 8):
+            t = 2 * (n - 1) / n * grad_bytes / bus
+            exposed = max(t - COMPUTE_S * 2 / 3, 0.0)
+            print("| %d | %s | %.2f | %.0f%% | %.0f%% |" % (
+                n, link, t * 1e3, 100 * COMPUTE_S / (COMPUTE_S + t),
+                100 * COMPUTE_S / (COMPUTE_S + exposed)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

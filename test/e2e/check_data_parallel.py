@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Data parallelism on the CPU target under Open MPI: `mpirun -np N tcc-run
+--accum K` against one process with `--accum N*K`, on the bundled demo.
+
+  equality   np 2 and 3, K 1 and 2, random and sequential token windows:
+             every micro-step loss bit-identical to the single process's (the
+             same micro-batches; the gradients differ only in rounding, which
+             does not reach the losses here), and two runs of one world
+             bit-identical. The parameters are not: the accumulators are
+             summed in another order (micro-step by micro-step on each rank,
+             then across ranks, where one process adds micro-step by
+             micro-step), and a parameter that one micro-step's gradient
+             reaches twice (the tied embedding) is summed in another grouping
+             even with K = 1. With SGD (momentum 0.9) the parameters stay
+             within 1e-6 of a tensor's largest value; with AdamW within 1e-3:
+             where a gradient is rounding noise in exact arithmetic (the
+             attention's query and key biases, which softmax's shift
+             invariance makes zero), Adam's normalisation turns the noise of
+             either order into a full-size step;
+  dropout    a GPT with dropout: every rank draws the single process's masks
+             for its micro-batches;
+  resume     a world checkpointed and resumed ends with the uninterrupted
+             world's parameters byte for byte; its checkpoint resumes in one
+             process with --accum N*K; a world whose ranks x --accum differ
+             from the checkpoint's is refused;
+  kill -9    one rank killed mid-run: mpirun ends every rank, the last
+             checkpoint resumes to the uninterrupted run's parameters;
+  failure    a rank that fails (its data file missing) ends every rank with an
+             error naming it; a rank that leaves early (fewer --steps) leaves
+             the others in a collective that times out (TCC_COMM_TIMEOUT),
+             with an error naming the rank and the collective: nothing hangs.
+
+Exit 0 when everything holds, 1 otherwise.
+"""
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+problems = []
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+
+
+def fail(msg):
+    problems.append(msg)
+    print("FAIL: " + msg)
+
+
+def run(cmd, expect=0, timeout=300, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout, env=env)
+    if expect is not None and p.returncode != expect:
+        raise SystemExit("exit %d (expected %d): %s\n%s" % (p.returncode, expect, " ".join(cmd),
+                                                           p.stdout[-3000:]))
+    return p
+
+
+def load_dump(folder):
+    losses = np.load(os.path.join(folder, "losses.npy"))
+    params = {os.path.basename(f): np.load(f) for f in glob.glob(os.path.join(folder, "params", "*.npy"))}
+    return losses, params
+
+
+def rel_diff(a, b):
+    """The largest |a - b| over the largest |a|, parameter by parameter."""
+    worst = 0.0
+    for name in a:
+        scale = float(np.max(np.abs(a[name]))) or 1.0
+        worst = max(worst, float(np.max(np.abs(a[name].astype(np.float64) - b[name]))) / scale)
+    return worst
+
+
+def same_bytes(a, b):
+    return all(a[n].tobytes() == b[n].tobytes() for n in a) and set(a) == set(b)
+
+
+def compare(what, single, world, first, param_bound=1e-3):
+    (ls, ps), (lw, pw) = single, world
+    if len(ls) != len(lw):
+        return fail("%s: %d losses, the single process %d" % (what, len(lw), len(ls)))
+    if ls[:first].tobytes() != lw[:first].tobytes():
+        fail("%s: the first step's %d losses differ from the single process's: %s vs %s"
+             % (what, first, lw[:first], ls[:first]))
+    loss_rel = float(np.max(np.abs(ls.astype(np.float64) - lw) / np.abs(ls)))
+    param_rel = rel_diff(ps, pw)
+    if loss_rel > 1e-6 or param_rel > param_bound:
+        fail("%s: losses within %.2g, parameters within %.2g relative (bounds 1e-6, %g)"
+             % (what, loss_rel, param_rel, param_bound))
+    print("%s: first step's %d losses bit-identical; then losses within %.2g, parameters "
+          "within %.2g relative" % (what, first, loss_rel, param_rel))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tcc", required=True)
+    ap.add_argument("--tcc-run", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    work = args.workdir
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    so = os.path.join(work, "demo.so")
+    run([args.tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cpu", "-o", so])
+    data = os.path.join(REPO, "examples", "data", "train.bin")
+    steps = 4
+
+    def train(np_, accum, out, extra=(), steps=steps, mpi=None):
+        cmd = [args.tcc_run, so, "--steps", str(steps), "--accum", str(accum), "--lr", "1e-3",
+               "--quiet", "--dump", out] + list(extra)
+        if np_ is not None:
+            cmd = (mpi or MPIRUN) + ["-np", str(np_)] + cmd
+        run(cmd)
+        return load_dump(out)
+
+    sources = [("random windows", ["--data", data, "--seed", "7"]),
+               ("sequential windows", ["--data", data, "--data-order", "sequential"])]
+    for label, src in sources:
+        for n, k in ((2, 1), (3, 1), (2, 2)):
+            tag = "%s np%d k%d" % (label.split()[0], n, k)
+            single = train(None, n * k, os.path.join(work, tag + "-single"), src)
+            world = train(n, k, os.path.join(work, tag + "-world"), src)
+            compare("%s: mpirun -np %d --accum %d vs --accum %d" % (label, n, k, n * k),
+                    single, world, n * k)
+    # SGD, where no normalisation amplifies the rounding of the other
+    # summation order, stays within 1e-6.
+    sgd = os.path.join(work, "sgd.so")
+    run([args.tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cpu",
+         "--optimizer=sgd", "-o", sgd])
+    for n, k in ((2, 2), (3, 1)):
+        cmd = [args.tcc_run, sgd, "--steps", str(steps), "--lr", "0.1", "--momentum", "0.9",
+               "--quiet"] + sources[0][1]
+        a, b = os.path.join(work, "sgd-single-%d" % n), os.path.join(work, "sgd-world-%d" % n)
+        run(cmd + ["--accum", str(n * k), "--dump", a])
+        run(MPIRUN + ["-np", str(n)] + cmd + ["--accum", str(k), "--dump", b])
+        compare("SGD (momentum 0.9): mpirun -np %d --accum %d vs --accum %d" % (n, k, n * k),
+                load_dump(a), load_dump(b), n * k, param_bound=1e-6)
+    again = train(2, 2, os.path.join(work, "again"), sources[0][1])
+    if not same_bytes(load_dump(os.path.join(work, "random np2 k2-world"))[1], again[1]):
+        fail("two runs of mpirun -np 2 differ")
+    else:
+        print("mpirun -np 2 twice: bit-identical parameters")
+
+    # Dropout: a GPT with GPT-2's dropouts.
+    sys.path.insert(0, os.path.join(REPO, "test", "models"))
+    try:
+        import export_models
+        dropout_dir = os.path.join(work, "dropout")
+        os.makedirs(dropout_dir)
+        export_models.export_one("tiny_gpt_dropout", dropout_dir)
+        onnx_path = os.path.join(dropout_dir, "tiny_gpt_dropout.onnx")
+        dso = os.path.join(dropout_dir, "step.so")
+        run([args.tcc, onnx_path, "--target=cpu", "-o", dso])
+        feed_dir = os.path.join(dropout_dir, "tiny_gpt_dropout.feed")
+        out1 = os.path.join(dropout_dir, "single")
+        out2 = os.path.join(dropout_dir, "world")
+        base = [args.tcc_run, dso, "--feed", feed_dir, "--steps", "2", "--lr", "1e-2", "--quiet",
+                "--seed", "5"]
+        run(base + ["--accum", "4", "--dump", out1])
+        run(MPIRUN + ["-np", "2"] + base + ["--accum", "2", "--dump", out2])
+        compare("dropout (tiny_gpt_dropout, --feed): mpirun -np 2 --accum 2 vs --accum 4",
+                load_dump(out1), load_dump(out2), 4)
+    except (ImportError, KeyError, AttributeError) as e:
+        fail("the dropout model could not be exported: %r" % e)
+
+    # Resume.
+    ck = os.path.join(work, "ck")
+    src = sources[0][1]
+    full = train(2, 2, os.path.join(work, "full"), src, steps=6)
+    train(2, 2, os.path.join(work, "half"), src + ["--checkpoint", ck], steps=3)
+    ck1, ck2 = os.path.join(work, "ck-one"), os.path.join(work, "ck-three")
+    for c in (ck1, ck2):
+        shutil.copytree(ck, c)
+        os.remove(os.path.join(c, ".tcc-run.lock"))
+    resumed = train(2, 2, os.path.join(work, "resumed"), src + ["--checkpoint", ck, "--resume", ck],
+                    steps=6)
+    if not same_bytes(full[1], resumed[1]) or full[0][-12:].tobytes() != resumed[0].tobytes():
+        fail("mpirun -np 2: resumed at step 3 of 6, the parameters or losses differ from the "
+             "uninterrupted run's")
+    else:
+        print("resume: mpirun -np 2 checkpointed at step 3 and resumed ends bit-identical to "
+              "the uninterrupted run")
+    one = train(None, 4, os.path.join(work, "resumed-one"), src + ["--resume", ck1], steps=6)
+    print("resume in one process with --accum 4 from the world's checkpoint: parameters within "
+          "%.2g relative of the world's" % rel_diff(full[1], one[1]))
+    if rel_diff(full[1], one[1]) > 1e-3:
+        fail("the world's checkpoint resumed in one process drifts past 1e-3")
+    p = run(MPIRUN + ["-np", "3", args.tcc_run, so, "--steps", "6", "--accum", "2", "--quiet",
+                      "--resume", ck2] + src, expect=None)
+    if p.returncode == 0 or "micro-batches per optimizer step" not in p.stdout:
+        fail("resuming 2 x 2 with 3 x 2 was not refused: %r" % p.stdout[-400:])
+    else:
+        print("resume with 3 ranks x --accum 2 from a 2 x 2 checkpoint: refused")
+
+    # kill -9 of one rank mid-run.
+    ckk = os.path.join(work, "ck-kill")
+    cmd = MPIRUN + ["-np", "2", args.tcc_run, so, "--steps", "400", "--accum", "2", "--quiet",
+                    "--checkpoint", ckk, "--checkpoint-every", "2"] + src
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(os.path.join(ckk, "checkpoint.bin")):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
+    if len(ranks) < 2:
+        fail("kill -9: could not find the ranks of mpirun (%s)" % ranks)
+        proc.kill()
+    else:
+        os.kill(int(ranks[-1]), signal.SIGKILL)
+        try:
+            out, _ = proc.communicate(timeout=60)
+            if proc.returncode == 0:
+                fail("kill -9 of a rank: mpirun exited 0")
+            else:
+                print("kill -9 of one rank: mpirun ended the world (exit %d)" % proc.returncode)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("kill -9 of a rank: the world did not end within 60 s")
+        # The last whole checkpoint resumes to the uninterrupted run's end.
+        target = 12
+        resumed = train(2, 2, os.path.join(work, "after-kill"), src + ["--resume", ckk], steps=target)
+        straight = train(2, 2, os.path.join(work, "straight"), src, steps=target)
+        if not same_bytes(straight[1], resumed[1]):
+            fail("kill -9: resuming the last checkpoint does not end at the uninterrupted "
+                 "run's parameters")
+        else:
+            print("kill -9: the last checkpoint resumed to step %d equals the uninterrupted run "
+                  "byte for byte" % target)
+
+    # A rank that fails, and a rank that leaves early.
+    base = [args.tcc_run, so, "--steps", "3", "--quiet"]
+    p = run(MPIRUN + ["-np", "1"] + base + src + [":", "-np", "1"] + base +
+            ["--data", os.path.join(work, "missing.bin")], expect=None, timeout=120)
+    if p.returncode == 0 or "rank 1 of 2" not in p.stdout:
+        fail("a failing rank: exit %d, %r" % (p.returncode, p.stdout[-500:]))
+    else:
+        print("a rank whose data is missing: every rank ended, exit %d, the error names rank 1"
+              % p.returncode)
+    env = dict(os.environ, TCC_COMM_TIMEOUT="5")
+    t0 = time.time()
+    p = run(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "1"] + base + src + [":", "-np", "1",
+             args.tcc_run, so, "--steps", "1", "--quiet"] + src, expect=None, timeout=120, env=env)
+    took = time.time() - t0
+    if p.returncode == 0 or "did not complete within 5 s" not in p.stdout:
+        fail("a rank that leaves early: exit %d, %r" % (p.returncode, p.stdout[-500:]))
+    else:
+        print("a rank that leaves after 1 of 3 steps: the other's collective timed out, every "
+              "rank ended in %.1f s (exit %d)" % (took, p.returncode))
+
+    if problems:
+        print("%d problem(s)" % len(problems))
+        return 1
+    print("all data-parallel checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
