@@ -523,7 +523,7 @@ def cpu_default_off():
     m = os.path.join(base, "m.jsonl")
     p = tcc_run(ARGS.cpu_step, *COMMON, "--steps", "2", "--metrics", m)
     for r in metrics(m):
-        require(set(r) == {"step", "loss", "lr", "grad_norm", "tokens", "elapsed_s", "skipped"},
+        require(set(r) == {"step", "loss", "lr", "grad_norm", "tokens", "elapsed_s", "tokens_per_s", "skipped"},
                 "CPU metrics keys %s" % sorted(r))
     require("device" not in p.stdout and "loss scale" not in p.stdout, "stdout %r" % p.stdout)
     h = tcc_run(ARGS.cpu_step, "--help").stdout
