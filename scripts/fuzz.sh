@@ -9,7 +9,7 @@
 #   --time S   run each fuzzer for S seconds (default 10)
 #   --runs N   or for N executions (libFuzzer's -runs)
 #   --smoke    what CI runs: the regression corpus once, then 10 s each
-#   --only X   one fuzzer: npy, tokens, checkpoint, onnx_save, import (the
+#   --only X   one fuzzer: npy, tokens, checkpoint, onnx_save, step_table, import (the
 #              ONNX importer through the pipeline up to the memory plan: its
 #              build compiles tcc with clang-19 into DIR/import-build, minutes)
 #   --out DIR  build folder and corpora (default build-fuzz/)
@@ -48,8 +48,9 @@ declare -A sources=(
   [tokens]="runtime/train_data.cpp runtime/npy.cpp runtime/posix_io.cpp"
   [checkpoint]="runtime/checkpoint.cpp runtime/posix_io.cpp"
   [onnx_save]="runtime/onnx_save.cpp runtime/posix_io.cpp"
+  [step_table]="runtime/step_table.cpp runtime/npy.cpp runtime/posix_io.cpp"
 )
-names=(npy tokens checkpoint onnx_save import)
+names=(npy tokens checkpoint onnx_save step_table import)
 sources[import]=cmake
 [ -n "$only" ] && names=("$only")
 

@@ -52,9 +52,20 @@ if [ "${TCC_NO_VENV:-0}" != 1 ]; then
 fi
 
 build="${TCC_BUILD_DIR:-$repo/build}"
+# TCC_SANITIZE=address,undefined (scripts/test.sh --sanitize) builds with
+# those sanitizers, in its own folder (build-sanitize by default).
+build_type=Release
+sanitize_flags=()
+if [ -n "${TCC_SANITIZE:-}" ]; then
+  build="${TCC_BUILD_DIR:-$repo/build-sanitize}"
+  build_type=RelWithDebInfo
+  f="-fsanitize=$TCC_SANITIZE -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  sanitize_flags=(-DCMAKE_C_FLAGS="$f" -DCMAKE_CXX_FLAGS="$f" -DCMAKE_EXE_LINKER_FLAGS="$f"
+                  -DCMAKE_SHARED_LINKER_FLAGS="$f" -DCMAKE_MODULE_LINKER_FLAGS="$f")
+fi
 if [ ! -f "$build/build.ninja" ] || ! grep -qs "^TCC_VENV_PYTHON:[A-Z]*=$venv_python\$" "$build/CMakeCache.txt"; then
-  cmake -G Ninja -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-    -DPython3_EXECUTABLE=/usr/bin/python3 -DTCC_VENV_PYTHON="$venv_python" \
+  cmake -G Ninja -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=$build_type \
+    -DPython3_EXECUTABLE=/usr/bin/python3 -DTCC_VENV_PYTHON="$venv_python" "${sanitize_flags[@]}" \
     >"$build.cmake.log" 2>&1 || { cat "$build.cmake.log"; exit 1; }
 fi
 ninja -C "$build"
