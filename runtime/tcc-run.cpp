@@ -2373,6 +2373,8 @@ int runTraining(const Options &opts, const Step &step) {
       // The world's gradients: the accumulators summed across the ranks
       // (each micro-step added loss * scale / (N*K)'s), alike on every rank,
       // so every rank makes the same update (and the same skip decision).
+      const double reduceStart = trace.active() ? trace.now() : 0.0;
+      uint64_t reduced = 0;
       for (int32_t i = 0; i < info.num_params; ++i) {
         const tcc_tensor_desc &g = info.grads[i];
         if (!g.bytes)
@@ -2387,7 +2389,13 @@ int runTraining(const Options &opts, const Step &step) {
           err = std::string("gradient ") + g.name + " is neither f32 nor f64";
         if (!err.empty())
           return error(where + ": " + err);
+        reduced += g.bytes;
       }
+      if (trace.active())
+        trace.complete(tcc::trace::kLoop,
+                       "gradient all-reduce (" + std::to_string(N) + " ranks)", "collective",
+                       reduceStart, trace.now() - reduceStart,
+                       "\"bytes\":" + std::to_string(reduced));
       // Every micro-step's loss, in the single process's order, on rank 0.
       std::vector<float> all(static_cast<size_t>(N * K));
       if (!(err = gWorld.gather(losses.data() + losses.size() - static_cast<size_t>(K),

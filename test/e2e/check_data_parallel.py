@@ -35,6 +35,7 @@ Exit 0 when everything holds, 1 otherwise.
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import signal
@@ -143,7 +144,17 @@ def main():
         run(MPIRUN + ["-np", str(n)] + cmd + ["--accum", str(k), "--dump", b])
         compare("SGD (momentum 0.9): mpirun -np %d --accum %d vs --accum %d" % (n, k, n * k),
                 load_dump(a), load_dump(b), n * k, param_bound=1e-6)
-    again = train(2, 2, os.path.join(work, "again"), sources[0][1])
+    again = train(2, 2, os.path.join(work, "again"),
+                  sources[0][1] + ["--trace", os.path.join(work, "again.json")])
+    with open(os.path.join(work, "again.json")) as f:
+        events = json.load(f)["traceEvents"]
+    collectives = [e for e in events if e.get("cat") == "collective"]
+    if len(collectives) != 2 or not all(e["args"]["bytes"] > 0 for e in collectives):
+        fail("the trace of mpirun -np 2 has %d gradient all-reduce events, expected 2"
+             % len(collectives))
+    else:
+        print("rank 0's trace shows the gradient all-reduce of each traced step (%d bytes)"
+              % collectives[0]["args"]["bytes"])
     if not same_bytes(load_dump(os.path.join(work, "random np2 k2-world"))[1], again[1]):
         fail("two runs of mpirun -np 2 differ")
     else:
