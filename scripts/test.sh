@@ -8,8 +8,8 @@
 #       (gcc's -fsanitize, halting on the first report) into build-sanitize/,
 #       then the lit tests, the runtime tests and the e2e checks: every test
 #       but the CUDA emulation's and the ONNX node tests' long runs (the
-#       generated steps themselves are not instrumented). A first build takes
-#       about 40 minutes on 2 cores.
+#       generated steps themselves are not instrumented). Its first build is
+#       a whole second build of tcc (RelWithDebInfo, instrumented): slow.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitize=""
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     --sanitize=*) sanitize="${1#--sanitize=}"; shift ;;
     --sanitize) sanitize="address,undefined"; shift ;;
     -R) regex="$2"; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
