@@ -2469,7 +2469,7 @@ int runTraining(const Options &opts, const Step &step) {
                    jsonNumber(args.grad_norm).c_str(),
                    static_cast<unsigned long long>(
                        static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),
-                   secs, jsonNumber(tokensPerSec, "%.9g").c_str(), skip ? "true" : "false",
+                   secs, jsonNumber(tokensPerSec).c_str(), skip ? "true" : "false",
                    extra.c_str());
       if (std::fflush(metrics) != 0 || std::ferror(metrics))
         return error("cannot write the metrics file " + opts.metrics + ": " +
