@@ -689,7 +689,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                           << (i == 4 ? "past_key" : i == 5 ? "past_value" : "nonpad_kv_seqlen")
                           << ") is not supported: tcc compiles training steps without a "
                              "key/value cache";
-  if (StringRef required; requiresAttribute(opType, required) &&
+  if (StringRef required; requiresAttribute(opType, opset, required) &&
                           llvm::none_of(node.attribute(), [&](const auto &a) {
                             return a.name() == required;
                           }))

@@ -141,11 +141,13 @@ ArrayRef<Arity> arityOf(StringRef op) {
 }
 
 /// Attributes a node must have (ONNX marks them required).
-bool requiresAttribute(StringRef op, StringRef &name) {
+bool requiresAttribute(StringRef op, int64_t opset, StringRef &name) {
   if (op == "Cast")
     name = "to";
   else if (op == "Concat")
     name = "axis";
+  else if (op == "Unsqueeze" && opset < 13) // an input from opset 13 on
+    name = "axes";
   else
     return false;
   return true;

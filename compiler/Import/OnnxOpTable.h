@@ -60,8 +60,9 @@ struct Arity {
 /// The node shapes an op allows, oldest opset first.
 ArrayRef<Arity> arityOf(StringRef op);
 
-/// Whether `op` has an attribute ONNX requires; its name in `name`.
-bool requiresAttribute(StringRef op, StringRef &name);
+/// Whether `op` at `opset` has an attribute ONNX requires; its name in
+/// `name`.
+bool requiresAttribute(StringRef op, int64_t opset, StringRef &name);
 
 } // namespace mlir::tcc::onnx_ops
 
