@@ -351,40 +351,12 @@ std::string makeHeader(const std::string &descr, const int64_t *shape,
   return out + dict;
 }
 
-namespace {
-
-mode_t currentUmask() {
-  mode_t m = ::umask(0);
-  ::umask(m);
-  return m;
-}
-
-} // namespace
-
 std::string writeFile(const std::string &path, const std::string &descr,
                       const int64_t *shape, int rank, const void *data,
                       uint64_t bytes) {
-  std::string dir, base;
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) {
-    dir = ".";
-    base = path;
-  } else {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-    base = path.substr(slash + 1);
-  }
-  std::string tmpl =
-      (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
-      "." + base + ".tmp.XXXXXX";
   std::string header = makeHeader(descr, shape, rank);
 
   io::AtomicFile out;
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  int fd = ::mkstemp(name.data());
-  if (fd < 0)
-    return "cannot write " + path + ": " + errnoText(errno);
-  out.adopt(fd, name.data());
   auto fail = [&](const char *what) {
     int err = errno;
     out.discard();
@@ -392,13 +364,13 @@ std::string writeFile(const std::string &path, const std::string &descr,
                                              : std::string()) +
            ": " + errnoText(err);
   };
-  // mkstemp creates the file 0600; give it the mode a plain creat() would.
-  if (::fchmod(fd, 0666 & ~currentUmask()) != 0)
-    return fail("chmod");
+  if (!out.createBeside(path))
+    return fail("");
+  const int fd = out.fd();
   if (!io::writeAll(fd, header.data(), header.size()) ||
       !io::writeAll(fd, data, bytes))
     return fail("");
-  if (const char *what = out.commit(path, dir))
+  if (const char *what = out.commit(path, io::dirOf(path)))
     return fail(what);
   return "";
 }

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -112,6 +114,27 @@ bool AtomicFile::create(const std::string &tmp) {
   if (fd_ < 0)
     tmp_.clear();
   return fd_ >= 0;
+}
+
+bool AtomicFile::createBeside(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string tmpl = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
+                     "." + path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp." +
+                     std::string(6, 'X');
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0)
+    return false;
+  adopt(fd, name.data());
+  // mkstemp creates the file 0600; give it the mode a plain creat() would.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) {
+    discard();
+    return false;
+  }
+  return true;
 }
 
 void AtomicFile::adopt(int fd, const std::string &tmp) {

@@ -70,6 +70,10 @@ public:
   /// Creates (or truncates) the temporary `tmp`, mode 0666 less the umask.
   /// Returns false with errno set.
   bool create(const std::string &tmp);
+  /// Creates a temporary of a unique name beside `path` (".NAME.tmp.XXXXXX"
+  /// in its folder, mkstemp), mode 0666 less the umask, so that concurrent
+  /// writers of one path never share it. Returns false with errno set.
+  bool createBeside(const std::string &path);
   /// Takes over `fd`, already open on the temporary `tmp` (from mkstemp).
   void adopt(int fd, const std::string &tmp);
   /// The temporary's descriptor (-1 once closed).

@@ -6,9 +6,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <vector>
 
 namespace tcc::trace {
 
@@ -93,18 +90,7 @@ std::string Writer::finish() {
   active_ = false;
   std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + events_ + "\n]}\n";
   events_.clear();
-  std::string dir = io::dirOf(path_);
-  std::string base = path_.substr(path_.find_last_of('/') + 1);
-  std::string tmpl = (dir == "." && path_.find('/') == std::string::npos ? std::string()
-                                                                          : dir + "/") +
-                     "." + base + ".tmp.XXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
   io::AtomicFile out;
-  int fd = ::mkstemp(name.data());
-  if (fd < 0)
-    return "cannot write the trace " + path_ + ": " + io::errnoText(errno);
-  out.adopt(fd, name.data());
   auto fail = [&](const char *what) {
     int err = errno;
     out.discard();
@@ -112,14 +98,12 @@ std::string Writer::finish() {
            (what[0] ? std::string(" (") + what + ")" : std::string()) + ": " +
            io::errnoText(err);
   };
-  // mkstemp creates the file 0600; give it the mode a plain creat() would.
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  if (::fchmod(fd, 0666 & ~mask) != 0)
-    return fail("chmod");
+  if (!out.createBeside(path_))
+    return fail("");
+  const int fd = out.fd();
   if (!io::writeAll(fd, text.data(), text.size()))
     return fail("");
-  if (const char *what = out.commit(path_, dir))
+  if (const char *what = out.commit(path_, io::dirOf(path_)))
     return fail(what);
   return "";
 }
