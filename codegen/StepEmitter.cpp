@@ -2429,7 +2429,8 @@ FailureOr<EmittedStep> Emitter::run() {
   // the runtime's hook, if one is set. The table gives each op the plan's
   // live bytes: the persistent slots and the temporaries live at it.
   os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
-  MemoryTimeline timeline = memoryTimeline(func, cuda ? kMixedPrecision : options.useDouble ? 8 : 4);
+  MemoryTimeline timeline = memoryTimeline(
+      func, cuda ? kMixedPrecision : options.useDouble ? 8 : 4, /*placeOffsets=*/false);
   std::vector<int64_t> live = timeline.liveBytes();
   llvm::DenseMap<Operation *, size_t> opIndex;
   for (auto [k, op] : llvm::enumerate(timeline.ops))

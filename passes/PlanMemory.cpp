@@ -634,9 +634,11 @@ private:
 
 } // namespace
 
-MemoryTimeline mlir::tcc::memoryTimeline(func::FuncOp func, int64_t floatBytes) {
+MemoryTimeline mlir::tcc::memoryTimeline(func::FuncOp func, int64_t floatBytes,
+                                         bool placeOffsets) {
   Temporaries temps = collectTemporaries(func, floatBytes);
-  assignOffsets(temps.intervals);
+  if (placeOffsets)
+    assignOffsets(temps.intervals);
   MemoryTimeline t;
   for (Operation &op : func.getBody().front())
     t.ops.push_back(&op);

@@ -148,7 +148,10 @@ struct MemoryTimeline {
   /// The bytes of temporaries live while op `k` runs.
   std::vector<int64_t> liveBytes() const;
 };
-MemoryTimeline memoryTimeline(func::FuncOp func, int64_t floatBytes);
+/// With `placeOffsets` false the offsets are left -1 (what only needs the
+/// lifetimes, such as liveBytes, skips the placement).
+MemoryTimeline memoryTimeline(func::FuncOp func, int64_t floatBytes,
+                              bool placeOffsets = true);
 
 /// Reports, on `func`, that its planned arena exceeds `budget` and what
 /// occupies it; always fails.
