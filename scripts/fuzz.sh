@@ -41,6 +41,12 @@ if ! command -v "$cxx" > /dev/null; then
   exit 2
 fi
 mkdir -p "$out"
+# The harnesses write each input to a file: in memory where there is
+# /dev/shm, in a folder removed at the end.
+scratch_parent=/tmp
+[ -w /dev/shm ] && scratch_parent=/dev/shm
+export TCC_FUZZ_TMPDIR="$(mktemp -d "$scratch_parent/tcc-fuzz.XXXXXX")"
+trap 'rm -rf "$TCC_FUZZ_TMPDIR"' EXIT
 flags=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$repo" -pthread)
 declare -A sources=(

@@ -27,7 +27,8 @@ using namespace mlir;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string path = ::tcc::fuzz::writeInput("model.onnx", data, size);
-  MLIRContext context;
+  // No thread pool: one per input would cost more than the import itself.
+  MLIRContext context(MLIRContext::Threading::DISABLED);
   context.loadDialect<mlir::tcc::TccDialect, func::FuncDialect>();
   context.printOpOnDiagnostic(false);
   // Diagnostics are expected; they are not printed.
