@@ -13,10 +13,17 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Chrono.h"
 
+#include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #include <cstdlib>
 
@@ -65,6 +72,43 @@ static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
   return {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-I", "."};
 }
 
+/// The header a generated step includes first (runtime/*/step_prelude.*).
+static StringRef preludeHeader(const tcc::EmittedStep &step) {
+  return isCuda(step) ? "step_prelude.cuh" : "step_prelude.h";
+}
+
+/// Whether the step's compiler is GCC, which finds a precompiled
+/// `<header>.gch` beside a header it includes (and, when the .gch does not
+/// match its flags, silently reads the header instead). nvcc and clang get
+/// none: clang looks for a PCH only where -include-pch names it.
+static bool usesGccPch(const tcc::EmittedStep &step, const tcc::StepBuildOptions &options,
+                       StringRef compiler) {
+  if (isCuda(step) && !options.cudaEmulation)
+    return false;
+  SmallString<256> real;
+  if (llvm::sys::fs::real_path(compiler, real))
+    return false;
+  StringRef name = llvm::sys::path::filename(real);
+  return name.starts_with("g++") || name.contains("-g++");
+}
+
+/// Compiles the prelude as a precompiled header into `output`, with the
+/// step's own flags (a .gch is used only by a compile with the same ones).
+static tcc::BuildCommand preludeCommand(const tcc::EmittedStep &step,
+                                        const tcc::StepBuildOptions &options,
+                                        StringRef output) {
+  tcc::BuildCommand c;
+  for (const std::string &a : compileFlags(step, options))
+    if (a != "-x" && a != "c++")
+      c.args.push_back(a);
+  for (std::string a : {std::string("-x"), std::string("c++-header"), preludeHeader(step).str(),
+                        std::string("-o"), output.str()})
+    c.args.push_back(a);
+  c.log = "compile-prelude.log";
+  c.optional = true;
+  return c;
+}
+
 std::string mlir::tcc::prebuiltRuntimeVariant(const EmittedStep &step,
                                               const StepBuildOptions &options) {
   if (!isCuda(step))
@@ -72,8 +116,15 @@ std::string mlir::tcc::prebuiltRuntimeVariant(const EmittedStep &step,
   return options.cudaEmulation ? "cuda-emu" : "cuda-sm_" + options.cudaArch;
 }
 
+/// The cache folder's variant: the fixed half's, or "cpu" (whose cache
+/// holds only the precompiled prelude).
+static std::string cacheVariant(const tcc::EmittedStep &step, const tcc::StepBuildOptions &options) {
+  return isCuda(step) ? mlir::tcc::prebuiltRuntimeVariant(step, options) : "cpu";
+}
+
 /// The units of a CUDA step's fixed half (runtime/cuda), each one object.
-static const char *const kFixedUnits[] = {"step_host", "gemm"};
+/// kernels.cu: the kernel library's most used launchers (prebuilt.cuh).
+static const char *const kFixedUnits[] = {"step_host", "gemm", "kernels"};
 
 std::vector<tcc::BuildCommand>
 mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &options,
@@ -196,8 +247,9 @@ static std::string findNvcc(const tcc::StepBuildOptions &options) {
   return "";
 }
 
-/// The cache folder of the fixed half of a CUDA step for this runtime,
-/// compiler and flags: $TCC_CACHE_DIR (empty or "off": no cache), else
+/// The cache folder of the fixed half of a CUDA step (and of the precompiled
+/// prelude of a step the host compiler builds) for this runtime, compiler
+/// and flags: $TCC_CACHE_DIR (empty or "off": no cache), else
 /// $XDG_CACHE_HOME/tcc, else ~/.cache/tcc; "" when there is none.
 static SmallString<256> runtimeCacheDir(const tcc::EmittedStep &step,
                                         const tcc::StepBuildOptions &options,
@@ -228,27 +280,113 @@ static SmallString<256> runtimeCacheDir(const tcc::EmittedStep &step,
          std::to_string(llvm::sys::toTimeT(st.getLastModificationTime())) + '\0';
   for (const std::string &a : compileFlags(step, options))
     key += a + '\0';
-  llvm::sys::path::append(root, "runtime-" + prebuiltRuntimeVariant(step, options) + "-" +
+  llvm::sys::path::append(root, "runtime-" + cacheVariant(step, options) + "-" +
                                     llvm::utohexstr(llvm::xxh3_64bits(key)));
   return root;
 }
 
 namespace {
 /// While a step builds: SIGINT, SIGTERM and SIGHUP stop the compilers tcc
-/// started (the handler only records the signal and kills them); the build
-/// then fails, its folder and any partial output are removed as on any
-/// failure, and the signal is raised again with its default action, so tcc
-/// ends as the signal asks.
+/// started (the handler only records the signal; the build's wait stops
+/// them); the build then fails, its folder and any partial output are
+/// removed as on any failure, and the signal is raised again with its
+/// default action, so tcc ends as the signal asks.
 volatile sig_atomic_t gBuildSignal = 0;
-constexpr int kMaxChildren = 16;
-volatile pid_t gChildren[kMaxChildren];
-volatile sig_atomic_t gNumChildren = 0;
 
-void onBuildSignal(int sig) {
-  gBuildSignal = sig;
-  for (int i = 0; i < gNumChildren; ++i)
-    if (gChildren[i] > 0)
-      ::kill(gChildren[i], SIGTERM);
+void onBuildSignal(int sig) { gBuildSignal = sig; }
+
+/// SIGTERM to `root` and every process below it, found through /proc while
+/// `root` still lives: gcc's driver does not pass SIGTERM on to cc1plus,
+/// which would go on compiling, orphaned. (The compilers stay in tcc's
+/// process group, so a signal to the group, or a SIGKILL of it, reaches
+/// them as before.)
+void killTree(pid_t root) {
+  std::vector<std::pair<pid_t, pid_t>> parents; // (pid, ppid)
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it("/proc", ec), end; it != end && !ec;
+       it.increment(ec)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    int pid = 0;
+    if (name.getAsInteger(10, pid))
+      continue;
+    auto stat = llvm::MemoryBuffer::getFileAsStream(it->path() + "/stat");
+    if (!stat)
+      continue;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    StringRef text = (*stat)->getBuffer();
+    size_t close = text.rfind(')');
+    if (close == StringRef::npos)
+      continue;
+    SmallVector<StringRef> fields;
+    text.drop_front(close + 1).split(fields, ' ', -1, false);
+    int ppid = 0;
+    if (fields.size() > 1 && !fields[1].getAsInteger(10, ppid))
+      parents.push_back({pid, ppid});
+  }
+  std::vector<pid_t> tree = {root};
+  for (size_t i = 0; i < tree.size(); ++i)
+    for (auto [pid, ppid] : parents)
+      if (ppid == tree[i])
+        tree.push_back(pid);
+  for (pid_t pid : tree)
+    ::kill(pid, SIGTERM);
+}
+
+/// A compiler tcc started.
+struct Child {
+  pid_t pid = -1;
+  std::string error; // why it could not start
+};
+
+Child spawnCompiler(const std::string &compiler, llvm::ArrayRef<std::string> args,
+                    llvm::StringRef log) {
+  std::vector<char *> argv;
+  argv.push_back(const_cast<char *>(compiler.c_str()));
+  for (const std::string &a : args)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  std::string logPath = log.str();
+  posix_spawn_file_actions_t files;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&files, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&files, 1, 2);
+  posix_spawnattr_init(&attr);
+  Child child;
+  int err = ::posix_spawn(&child.pid, compiler.c_str(), &files, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&files);
+  if (err != 0) {
+    child.pid = -1;
+    child.error = std::string("cannot run it: ") + std::strerror(err);
+  }
+  return child;
+}
+
+/// Its exit code, or -1 with `why` set when a signal ended it. When tcc is
+/// interrupted (before or during the wait), the compiler and what it runs
+/// are stopped first.
+int waitCompiler(pid_t pid, std::string &why) {
+  int status = 0;
+  bool stopped = false;
+  for (;;) {
+    if (gBuildSignal && !stopped) {
+      killTree(pid);
+      stopped = true;
+    }
+    if (::waitpid(pid, &status, 0) >= 0)
+      break;
+    if (errno != EINTR) {
+      why = std::string("waiting for it failed: ") + std::strerror(errno);
+      return -1;
+    }
+  }
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    why = std::string("killed by signal ") + ::strsignal(WTERMSIG(status));
+  return -1;
 }
 
 class BuildSignals {
@@ -264,22 +402,12 @@ public:
   ~BuildSignals() {
     for (int i = 0; i < 3; ++i)
       ::sigaction(kSignals[i], &old[i], nullptr);
-    gNumChildren = 0;
     if (int sig = gBuildSignal) {
       ::signal(sig, SIG_DFL);
       ::raise(sig);
     }
   }
   static bool interrupted() { return gBuildSignal != 0; }
-  static void started(pid_t pid) {
-    if (gNumChildren < kMaxChildren) {
-      gChildren[gNumChildren] = pid;
-      gNumChildren = gNumChildren + 1;
-    }
-    if (gBuildSignal) // it came before the child was recorded
-      ::kill(pid, SIGTERM);
-  }
-  static void finished() { gNumChildren = 0; }
 
 private:
   static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
@@ -330,47 +458,95 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
   // The fixed half of a CUDA step is the same for every model: compiled once
   // per runtime, compiler and flags into tcc's cache, and reused.
   std::vector<std::string> cachedFixed;
-  SmallString<256> cacheDir;
-  if (isCuda(step)) {
-    cacheDir = runtimeCacheDir(step, options, cxx);
+  SmallString<256> cacheDir = runtimeCacheDir(step, options, cxx);
+  // The precompiled prelude: linked into the build folder beside the
+  // header when the cache has it (GCC checks that it matches), else
+  // compiled with the step's units, for the next step. A compiler that
+  // could not compile it leaves a marker, and is not asked again.
+  const bool pch = !cacheDir.empty() && usesGccPch(step, options, cxx);
+  SmallString<256> cachedPch(cacheDir), pchFailed(cacheDir);
+  llvm::sys::path::append(cachedPch, preludeHeader(step).str() + ".gch");
+  llvm::sys::path::append(pchFailed, preludeHeader(step).str() + ".gch.failed");
+  bool buildPch = false;
+  auto lookUp = [&] {
+    buildPch = pch && !llvm::sys::fs::exists(cachedPch) && !llvm::sys::fs::exists(pchFailed);
+    cachedFixed.clear();
+    if (!isCuda(step) || cacheDir.empty())
+      return;
     for (const char *unit : kFixedUnits) {
       SmallString<256> obj(cacheDir);
       llvm::sys::path::append(obj, std::string(unit) + ".o");
-      if (cacheDir.empty() || !llvm::sys::fs::exists(obj)) {
+      if (!llvm::sys::fs::exists(obj)) {
         cachedFixed.clear();
-        break;
+        return;
       }
       cachedFixed.push_back(obj.str().str());
     }
+  };
+  lookUp();
+  // What the cache lacks, one tcc compiles while the others wait for it
+  // (an exclusive lock on the cache folder's .lock, held until this build
+  // ends): concurrent first builds would each compile the fixed half.
+  int cacheLock = -1;
+  auto unlock = llvm::make_scope_exit([&] {
+    if (cacheLock >= 0)
+      ::close(cacheLock); // releases the lock
+  });
+  if (!cacheDir.empty() && (buildPch || (isCuda(step) && cachedFixed.empty())) &&
+      !llvm::sys::fs::create_directories(cacheDir)) {
+    SmallString<256> lockPath(cacheDir);
+    llvm::sys::path::append(lockPath, ".lock");
+    cacheLock = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (cacheLock >= 0 && ::flock(cacheLock, LOCK_EX | LOCK_NB) != 0) {
+      // Progress for a terminal only: logs and tests see the same lines
+      // whichever build came first.
+      if (llvm::errs().is_displayed())
+        llvm::errs() << "tcc: waiting for another tcc to compile the runtime into " << cacheDir
+                     << "\n";
+      while (::flock(cacheLock, LOCK_EX) != 0) {
+        if (errno != EINTR || BuildSignals::interrupted())
+          return emitError(loc) << (BuildSignals::interrupted() ? "interrupted" : "cannot lock")
+                                << " while waiting for " << cacheDir;
+      }
+    }
+    lookUp(); // what the other tcc compiled meanwhile
+    if (isCuda(step) && cachedFixed.empty() && llvm::errs().is_displayed())
+      llvm::errs() << "tcc: compiling the CUDA step's fixed half into " << cacheDir
+                   << " (once for this compiler and its flags)\n";
+  }
+  if (pch && !buildPch && llvm::sys::fs::exists(cachedPch)) {
+    SmallString<256> linked(dir);
+    llvm::sys::path::append(linked, preludeHeader(step).str() + ".gch");
+    (void)llvm::sys::fs::create_link(cachedPch, linked); // else the header is read
   }
   std::vector<BuildCommand> commands = stepBuildCommands(step, options, cachedFixed);
+  // Not under the name GCC looks for: the step's own compile, at the same
+  // time, must not read a half-written one.
+  const char *const kBuiltPch = "prelude.pch.tmp";
+  if (buildPch)
+    commands.insert(commands.begin(), preludeCommand(step, options, kBuiltPch));
 
   // The assembler's .incbin finds weights.bin relative to the working
   // folder of the compiler, so the compilers run inside the build folder;
   // the units at once, then the link.
   auto run = [&](ArrayRef<const BuildCommand *> batch) -> LogicalResult {
-    std::vector<std::pair<llvm::sys::ProcessInfo, const BuildCommand *>> running;
-    std::string message;
+    std::vector<std::pair<Child, const BuildCommand *>> running;
     SmallString<256> cwd;
     llvm::sys::fs::current_path(cwd);
     llvm::sys::fs::set_current_path(dir);
     for (const BuildCommand *c : batch) {
-      std::vector<StringRef> argv = {cxx};
-      argv.insert(argv.end(), c->args.begin(), c->args.end());
+      if (BuildSignals::interrupted())
+        break; // the wait below reports it
       SmallString<256> log(dir);
       llvm::sys::path::append(log, c->log);
-      std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log), StringRef(log)};
-      llvm::sys::ProcessInfo pi =
-          llvm::sys::ExecuteNoWait(cxx, argv, std::nullopt, redirects, 0, &message);
-      if (pi.Pid > 0)
-        BuildSignals::started(pi.Pid);
-      running.push_back({pi, c});
+      Child child = spawnCompiler(cxx, c->args, log);
+      running.push_back({child, c});
     }
     llvm::sys::fs::set_current_path(cwd);
     LogicalResult result = success();
-    for (auto &[pi, c] : running) {
-      std::string waitMessage;
-      int rc = pi.Pid ? llvm::sys::Wait(pi, std::nullopt, &waitMessage).ReturnCode : -1;
+    for (auto &[child, c] : running) {
+      std::string waitMessage = child.error;
+      int rc = child.pid > 0 ? waitCompiler(child.pid, waitMessage) : -1;
       if (BuildSignals::interrupted()) {
         if (succeeded(result))
           emitError(loc) << "interrupted: the build of " << outPath << " was stopped";
@@ -379,10 +555,18 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
       }
       if (rc == 0 || failed(result))
         continue;
+      if (c->optional) {
+        buildPch = false;
+        if (!BuildSignals::interrupted()) {
+          std::error_code ec;
+          llvm::raw_fd_ostream marker(pchFailed, ec);
+        }
+        continue;
+      }
       SmallString<256> log(dir);
       llvm::sys::path::append(log, c->log);
       auto text = llvm::MemoryBuffer::getFile(log);
-      std::string why = !waitMessage.empty() ? waitMessage : message;
+      const std::string &why = waitMessage;
       InFlightDiagnostic diag = emitError(loc)
                                 << (c->link ? "linking" : "compiling") << " the "
                                 << (nvcc ? "CUDA" : isCuda(step) ? "emulated CUDA" : "CPU")
@@ -392,7 +576,10 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
         diag.attachNote() << (*text)->getBuffer().take_back(4000);
       result = failure();
     }
-    BuildSignals::finished();
+    if (BuildSignals::interrupted() && succeeded(result)) {
+      emitError(loc) << "interrupted: the build of " << outPath << " was stopped";
+      result = failure();
+    }
     return result;
   };
   SmallVector<const BuildCommand *> units, links;
@@ -400,6 +587,14 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
     (c.link ? links : units).push_back(&c);
   if (failed(run(units)) || failed(run(links)))
     return failure();
+  if (buildPch && !llvm::sys::fs::create_directories(cacheDir)) {
+    SmallString<256> built(dir), tmp(cachedPch);
+    llvm::sys::path::append(built, kBuiltPch);
+    tmp += ".tmp-" + std::to_string(::getpid());
+    if (!llvm::sys::fs::copy_file(built, tmp))
+      (void)llvm::sys::fs::rename(tmp, cachedPch);
+    llvm::sys::fs::remove(tmp);
+  }
   if (isCuda(step) && cachedFixed.empty() && !cacheDir.empty() &&
       !llvm::sys::fs::create_directories(cacheDir)) {
     // Into the cache through temporary names, so that a concurrent build

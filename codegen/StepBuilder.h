@@ -31,6 +31,7 @@ struct BuildCommand {
   std::string log;
   std::string object; // what a compile writes
   bool link = false;  // after the compiles, which run in parallel
+  bool optional = false; // its failure costs only time (the precompiled prelude)
 };
 
 /// What build.sh in an --emit=source folder runs, and tcc too: a CPU step is

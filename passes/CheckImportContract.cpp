@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
@@ -95,6 +96,22 @@ private:
     return success(ok);
   }
 
+  /// An integer Div whose divisor is a constant holding a zero: ONNX leaves
+  /// the result undefined, and the kernels would give 0 without a word.
+  static LogicalResult checkIntegerDivisor(DivOp div) {
+    auto type = dyn_cast<RankedTensorType>(div.getType());
+    DenseElementsAttr divisor;
+    if (!type || !isa<IntegerType>(type.getElementType()) ||
+        !matchPattern(div.getRhs(), m_Constant(&divisor)) ||
+        !isa<IntegerType>(divisor.getElementType()))
+      return success();
+    for (const APInt &v : divisor.getValues<APInt>())
+      if (v.isZero())
+        return div.emitError("integer division by zero: the divisor is a constant that "
+                             "holds 0 (ONNX leaves the result undefined)");
+    return success();
+  }
+
   static LogicalResult checkBody(func::FuncOp func) {
     bool ok = true;
     func.walk([&](Operation *op) {
@@ -105,6 +122,8 @@ private:
         ok = false;
         return;
       }
+      if (auto div = dyn_cast<DivOp>(op); div && failed(checkIntegerDivisor(div)))
+        ok = false;
       for (Type t : op->getResultTypes()) {
         auto rt = dyn_cast<RankedTensorType>(t);
         if (!rt || !rt.hasStaticShape()) {

@@ -892,7 +892,7 @@ inline int p16_of(const AttentionDims &d) {
 
 // Bias: 1 or 0 when the caller knows whether there is one (only that
 // kernel is compiled), -1 to decide from a.bias at run time.
-template <int P16, int Bias> inline void launch_forward(const Args &a, const AttentionDims &d) {
+template <int P16, int Bias> void launch_forward(const Args &a, const AttentionDims &d) {
   using C = FwdCfg<P16>;
   const dim3 grid(static_cast<unsigned>((d.Sq + C::BM - 1) / C::BM), static_cast<unsigned>(d.H),
                   static_cast<unsigned>(d.B));
@@ -905,7 +905,7 @@ template <int P16, int Bias> inline void launch_forward(const Args &a, const Att
   }
 }
 
-template <int P16, int Bias> inline void launch_backward(const Args &a, const AttentionDims &d) {
+template <int P16, int Bias> void launch_backward(const Args &a, const AttentionDims &d) {
   using C = BwdCfg<P16>;
   const dim3 gk(static_cast<unsigned>((d.Sk + C::R - 1) / C::R), static_cast<unsigned>(d.H),
                 static_cast<unsigned>(d.B));
@@ -928,7 +928,7 @@ template <int P16, int Bias> inline void launch_backward(const Args &a, const At
 /// caller's compile-time choice) is not 0, only for P16: a generated step
 /// names its size, so only its kernels are compiled. A mismatch is the
 /// caller's bug: it sets the device error flag.
-template <int P16, class F> inline void dispatch_p16(int p16, const char *what, F launch) {
+template <int P16, class F> void dispatch_p16(int p16, const char *what, F launch) {
   if constexpr (P16 != 0) {
     if (p16 != P16) {
       std::fprintf(stderr, "tcc::cuda::%s: compiled for padded head size %d, called with %d\n", what,
@@ -966,7 +966,7 @@ template <int P16, class F> inline void dispatch_p16(int p16, const char *what, 
 /// bias: null, or an additive [B, H, Sq, Sk] fp16 term with strides bs along
 /// b, h, the query (0 where broadcast; keys contiguous).
 template <int P16 = 0, int Bias = -1>
-inline void attention_forward(__half *o, AttentionStrides os, float *lse, const __half *q, AttentionStrides qs,
+void attention_forward(__half *o, AttentionStrides os, float *lse, const __half *q, AttentionStrides qs,
                               const __half *k, AttentionStrides ks, const __half *v, AttentionStrides vs,
                               const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
                               bool causal, const AttentionDropout &drop = {}) {
@@ -990,7 +990,7 @@ inline void attention_forward(__half *o, AttentionStrides os, float *lse, const 
 /// dk = scale (P * (dP - delta))^T q, dv = P^T dout. Two kernels (dK/dV, then
 /// dQ), no atomics: the result does not depend on the schedule.
 template <int P16 = 0, int Bias = -1>
-inline void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, AttentionStrides dks, __half *dv,
+void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, AttentionStrides dks, __half *dv,
                                AttentionStrides dvs, const __half *q, AttentionStrides qs, const __half *k,
                                AttentionStrides ks, const __half *v, AttentionStrides vs, const __half *o,
                                AttentionStrides os, const __half *dout, AttentionStrides dos, const float *lse,

@@ -69,10 +69,14 @@ inline cudaStream_t &stream() {
 // Error flag (index errors)
 //===----------------------------------------------------------------------===//
 
+// One flag per translation unit: a CUDA unit compiled without -rdc has its
+// own device variables, so the flag, and the functions that read it, have
+// internal linkage. A step reads its own unit's flag and the prebuilt
+// launchers' (kernels.cu, read_and_clear_prebuilt_error_flag).
 static __device__ int g_tcc_error_flag = 0;
 
-/// Device address of the error flag (an int, 0 or 1).
-inline int *error_flag_device() {
+/// Device address of this unit's error flag (an int, 0 or 1).
+static inline int *error_flag_device() {
   void *p = nullptr;
   if (cudaGetSymbolAddress(&p, g_tcc_error_flag) != cudaSuccess)
     return nullptr;
@@ -82,7 +86,7 @@ inline int *error_flag_device() {
 /// Synchronous: waits for stream(), returns the flag (1 after an index error
 /// in gather / gather_grad / sce_loss / sce_loss_grad since the last call, or
 /// -1 if a CUDA call failed) and clears it.
-inline int read_and_clear_error_flag() {
+static inline int read_and_clear_error_flag() {
   int v = 0;
   if (cudaMemcpyFromSymbolAsync(&v, g_tcc_error_flag, sizeof(int), 0, cudaMemcpyDeviceToHost, stream()) !=
       cudaSuccess)

@@ -132,7 +132,7 @@ template <class TG> __global__ void accumulate_kernel(float *acc, const TG *g, i
 
 /// out = a op b with NumPy broadcasting (as / bs right-aligned to os).
 template <class TO, class TA, class TB>
-inline void binary(BinaryOp op, TO *out, Shape os, const TA *a, Shape as, const TB *b, Shape bs) {
+void binary(BinaryOp op, TO *out, Shape os, const TA *a, Shape as, const TB *b, Shape bs) {
   using namespace detail;
   const int64_t n = os.numel();
   if (n <= 0)
@@ -164,7 +164,7 @@ inline void binary(BinaryOp op, TO *out, Shape os, const TA *a, Shape as, const 
 
 /// out[i] = op(in[i]), computed in float for floating TI (in TI for integer
 /// TI), converted to TO.
-template <class TO, class TI> inline void unary(UnaryOp op, TO *out, const TI *in, int64_t n) {
+template <class TO, class TI> void unary(UnaryOp op, TO *out, const TI *in, int64_t n) {
   using namespace detail;
   if (n <= 0)
     return;
@@ -193,14 +193,14 @@ template <class TO, class TI> inline void unary(UnaryOp op, TO *out, const TI *i
 }
 
 /// Numeric conversion (see conv).
-template <class TO, class TI> inline void cast(TO *out, const TI *in, int64_t n) {
+template <class TO, class TI> void cast(TO *out, const TI *in, int64_t n) {
   if (n <= 0)
     return;
   TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::cast_kernel<TO, TI>)(out, in, n);
 }
 
 /// out[i] = in[i] != 0 (NaN -> 1).
-template <class TI> inline void cast_to_bool(uint8_t *out, const TI *in, int64_t n) {
+template <class TI> void cast_to_bool(uint8_t *out, const TI *in, int64_t n) {
   if (n <= 0)
     return;
   TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::cast_to_bool_kernel<TI>)(out, in, n);
@@ -208,7 +208,7 @@ template <class TI> inline void cast_to_bool(uint8_t *out, const TI *in, int64_t
 
 /// out = c ? x : y, all three broadcast to os.
 template <class TO, class TX, class TY>
-inline void where(TO *out, Shape os, const uint8_t *c, Shape cs, const TX *x, Shape xs, const TY *y, Shape ys) {
+void where(TO *out, Shape os, const uint8_t *c, Shape cs, const TX *x, Shape xs, const TY *y, Shape ys) {
   using namespace detail;
   const int64_t n = os.numel();
   if (n <= 0)
@@ -221,7 +221,7 @@ inline void where(TO *out, Shape os, const uint8_t *c, Shape cs, const TX *x, Sh
   TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), where_kernel<TO, TX, TY>)(out, c, x, y, ix, n);
 }
 
-template <class TO, class TI> inline void broadcast_to(TO *out, Shape os, const TI *in, Shape is) {
+template <class TO, class TI> void broadcast_to(TO *out, Shape os, const TI *in, Shape is) {
   using namespace detail;
   const int64_t n = os.numel();
   if (n <= 0)
@@ -233,7 +233,7 @@ template <class TO, class TI> inline void broadcast_to(TO *out, Shape os, const 
 }
 
 /// Converting copy of n elements (out and in must not overlap unless equal).
-template <class TO, class TI> inline void copy(TO *out, const TI *in, int64_t n) {
+template <class TO, class TI> void copy(TO *out, const TI *in, int64_t n) {
   if (n <= 0)
     return;
   if constexpr (std::is_same_v<TO, TI>) {
@@ -278,27 +278,27 @@ inline void advance_rng(int64_t *rng) {
 }
 
 /// out[0:n] = value, converted to T on the device (conv<T>(double)).
-template <class T> inline void fill(T *out, int64_t n, double value) {
+template <class T> void fill(T *out, int64_t n, double value) {
   if (n <= 0)
     return;
   TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::fill_kernel<T>)(out, n, value);
 }
 
-template <class TO, class TI> inline void gelu(TO *out, const TI *in, int64_t n, bool tanh_approx) {
+template <class TO, class TI> void gelu(TO *out, const TI *in, int64_t n, bool tanh_approx) {
   if (n <= 0)
     return;
   TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::gelu_kernel<TO, TI>)(out, in, n, tanh_approx);
 }
 
 template <class TO, class TG, class TI>
-inline void gelu_grad(TO *out, const TG *g, const TI *in, int64_t n, bool tanh_approx) {
+void gelu_grad(TO *out, const TG *g, const TI *in, int64_t n, bool tanh_approx) {
   if (n <= 0)
     return;
   TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::gelu_grad_kernel<TO, TG, TI>)(out, g, in, n, tanh_approx);
 }
 
 /// acc[i] += float(g[i]) (gradient accumulation).
-template <class TG> inline void accumulate(float *acc, const TG *g, int64_t n) {
+template <class TG> void accumulate(float *acc, const TG *g, int64_t n) {
   if (n <= 0)
     return;
   TCC_LAUNCH(detail::grid_for(n), detail::kThreads, 0, stream(), detail::accumulate_kernel<TG>)(acc, g, n);
@@ -441,7 +441,7 @@ __global__ void layer_norm_kernel(TY *y, float *mean, float *inv_std_dev, const 
 } // namespace detail
 
 /// Softmax (or log-softmax) over one axis (ONNX opset-13 semantics), in float.
-template <class TO, class TI> inline void softmax(TO *out, const TI *in, Shape s, int axis, bool log) {
+template <class TO, class TI> void softmax(TO *out, const TI *in, Shape s, int axis, bool log) {
   using namespace detail;
   if (axis < 0)
     axis += s.rank;
@@ -469,7 +469,7 @@ template <class TO, class TI> inline void softmax(TO *out, const TI *in, Shape s
 /// scale / bias broadcast (right-aligned) to the normalized shape xs[axis:].
 /// Statistics in float, variance biased, rstd = 1 / sqrt(var + eps).
 template <class TY, class TX, class TS, class TB>
-inline void layer_norm(TY *y, float *mean, float *inv_std_dev, const TX *x, Shape xs, int axis, const TS *scale,
+void layer_norm(TY *y, float *mean, float *inv_std_dev, const TX *x, Shape xs, int axis, const TS *scale,
                        Shape ss, const TB *bias, Shape bs, double eps) {
   using namespace detail;
   if (axis < 0)
@@ -690,7 +690,7 @@ __global__ void reduce_split_kernel(TO *out, const TI *in, int64_t on, NdIndex<1
 /// `add_into` (for sums into fp32 `out` only: tcc asks for it there, for a
 /// gradient accumulator): adds the sums into `out` instead of writing them.
 template <class TO, class TI>
-inline void reduce(TO *out, const TI *in, Shape is, uint32_t axes_mask, bool mean, bool add_into = false) {
+void reduce(TO *out, const TI *in, Shape is, uint32_t axes_mask, bool mean, bool add_into = false) {
   using namespace detail;
   uint32_t mask = 0;
   for (int32_t d = 0; d < is.rank; ++d)
@@ -850,7 +850,7 @@ __global__ void concat_kernel(TO *out, const TI *in, int64_t outer, int64_t blk,
 /// ONNX Gather: out [outer, num_idx, inner]. Negative indices wrap by +A; an
 /// out-of-range index sets the error flag and its output elements are 0.
 template <class TO, class TD, class I>
-inline void gather(TO *out, const TD *data, Shape ds, const I *idx, int64_t num_idx, int axis) {
+void gather(TO *out, const TD *data, Shape ds, const I *idx, int64_t num_idx, int axis) {
   using namespace detail;
   if (axis < 0)
     axis += ds.rank;
@@ -867,7 +867,7 @@ inline void gather(TO *out, const TD *data, Shape ds, const I *idx, int64_t num_
 /// atomically added at its index's row (scatter-add). Out-of-range indices
 /// set the error flag and are skipped.
 template <class TG, class I>
-inline void gather_grad(float *out, Shape ds, const TG *grad, const I *idx, int64_t num_idx, int axis) {
+void gather_grad(float *out, Shape ds, const TG *grad, const I *idx, int64_t num_idx, int axis) {
   using namespace detail;
   if (axis < 0)
     axis += ds.rank;
@@ -884,7 +884,7 @@ inline void gather_grad(float *out, Shape ds, const TG *grad, const I *idx, int6
 }
 
 /// out dims[i] = is.dims[perm[i]] (perm: host array of is.rank entries).
-template <class TO, class TI> inline void transpose(TO *out, const TI *in, Shape is, const int64_t *perm) {
+template <class TO, class TI> void transpose(TO *out, const TI *in, Shape is, const int64_t *perm) {
   using namespace detail;
   const int64_t n = is.numel();
   if (n <= 0)
@@ -903,7 +903,7 @@ template <class TO, class TI> inline void transpose(TO *out, const TI *in, Shape
 /// out[i_0, ...] = in[starts[d] + i_d * steps[d], ...] (host arrays of
 /// os.rank entries; steps may be negative).
 template <class TO, class TI>
-inline void slice(TO *out, Shape os, const TI *in, Shape is, const int64_t *starts, const int64_t *steps) {
+void slice(TO *out, Shape os, const TI *in, Shape is, const int64_t *starts, const int64_t *steps) {
   using namespace detail;
   const int64_t n = os.numel();
   if (n <= 0)
@@ -922,7 +922,7 @@ inline void slice(TO *out, Shape os, const TI *in, Shape is, const int64_t *star
 /// Gradient of slice: out (shape os = the slice's input shape) is 0 except at
 /// the sliced positions, which get g (shape gs = the slice's output shape).
 template <class TO, class TG>
-inline void slice_grad(TO *out, Shape os, const TG *g, Shape gs, const int64_t *starts, const int64_t *steps) {
+void slice_grad(TO *out, Shape os, const TG *g, Shape gs, const int64_t *starts, const int64_t *steps) {
   using namespace detail;
   const int64_t total = os.numel();
   if (total <= 0)
@@ -945,7 +945,7 @@ inline void slice_grad(TO *out, Shape os, const TG *g, Shape gs, const int64_t *
 /// Concatenation along axis of n inputs (ins / sizes: host arrays of n device
 /// pointers / axis sizes). One copy kernel per input.
 template <class TO, class TI>
-inline void concat(TO *out, Shape os, int axis, int n, const TI *const *ins, const int64_t *sizes) {
+void concat(TO *out, Shape os, int axis, int n, const TI *const *ins, const int64_t *sizes) {
   using namespace detail;
   if (axis < 0)
     axis += os.rank;
@@ -1137,7 +1137,7 @@ __global__ void sce_with_grad_finish_kernel(float *out, const double *total, con
 /// (mean) without the log-probabilities: out[0] the loss, dscores its
 /// gradient scaled by dout[0]; `scratch` is one device double.
 template <class TO, class TS, class I, class TW>
-inline void sce_loss_with_grad(float *out, TO *dscores, const TS *scores, int64_t N, int64_t C, const I *labels,
+void sce_loss_with_grad(float *out, TO *dscores, const TS *scores, int64_t N, int64_t C, const I *labels,
                                const TW *weights, const float *dout, int reduction, bool has_ignore,
                                int64_t ignore_index, double *scratch) {
   using namespace detail;
@@ -1157,7 +1157,7 @@ inline void sce_loss_with_grad(float *out, TO *dscores, const TS *scores, int64_
 /// sum is 0). Ignored positions contribute 0. An out-of-range label sets the
 /// error flag (and counts as ignored).
 template <class TS, class I, class TW>
-inline void sce_loss(float *out, float *log_prob, const TS *scores, Shape ss, const I *labels, const TW *weights,
+void sce_loss(float *out, float *log_prob, const TS *scores, Shape ss, const I *labels, const TW *weights,
                      int reduction, bool has_ignore, int64_t ignore_index) {
   using namespace detail;
   const int64_t N = ss.dims[0], C = ss.dims[1];
@@ -1179,7 +1179,7 @@ inline void sce_loss(float *out, float *log_prob, const TS *scores, Shape ss, co
 /// Gradient of sce_loss w.r.t. scores; dout has the loss's shape. Ignored
 /// positions get an exact 0 gradient.
 template <class TO, class I, class TW, class TD>
-inline void sce_loss_grad(TO *dscores, const TD *dout, const float *log_prob, Shape ss, const I *labels,
+void sce_loss_grad(TO *dscores, const TD *dout, const float *log_prob, Shape ss, const I *labels,
                           const TW *weights, int reduction, bool has_ignore, int64_t ignore_index) {
   using namespace detail;
   const int64_t N = ss.dims[0], C = ss.dims[1];
@@ -1201,5 +1201,8 @@ inline void refresh_half(__half *dst, const float *src, int64_t n) { copy(dst, s
 
 // Fused (flash) attention, forward and backward, on tensor cores.
 #include "attention.cuh"
+
+// The launchers every CUDA step links compiled once (kernels.cu).
+#include "prebuilt.cuh"
 
 #endif // TCC_RUNTIME_CUDA_KERNELS_CUH

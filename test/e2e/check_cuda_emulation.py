@@ -36,7 +36,9 @@ Checked here, without a GPU:
      while the gradients overflow: a model whose gradients overflow at 65536;
   5. TCC_CUDA_PROFILE=1 reports the most expensive ops and changes no loss;
   6. no device: with TCC_CUDA_EMU_NO_DEVICE=1 (what a machine without a
-     driver reports), tcc-run exits 1 naming cudaErrorInsufficientDriver.
+     driver reports), tcc-run exits 1 naming cudaErrorInsufficientDriver;
+  7. a token id outside the vocabulary stops the run with the index error
+     (the gather is a prebuilt launcher, with its own unit's error flag).
 Prints tables and ends with `N passed, M failed`.
 """
 import argparse
@@ -290,6 +292,21 @@ def no_device_stage(args):
     return []
 
 
+def index_error_stage(args):
+    """A token id outside the vocabulary: the embedding's gather (a launcher
+    the fixed half prebuilds, runtime/cuda/kernels.cu, whose unit has its own
+    device error flag) sets the flag, and tcc-run stops with the error."""
+    so = os.path.join(args.workdir, "demo", "demo-emu.so")
+    data = np.fromfile(os.path.join(ROOT, "examples", "data", "train.bin"), dtype=np.uint16)[:4000].copy()
+    data[::30] = 500  # every 33-token window holds one (the vocabulary is 80)
+    oov = os.path.join(args.workdir, "demo", "oov.bin")
+    data.tofile(oov)
+    r = run([args.tcc_run, so, "--data", oov, "--steps", "1"], check=False)
+    if r.returncode != 1 or "an index was out of range" not in r.stdout:
+        return ["a token id outside the vocabulary: exit %d, %r" % (r.returncode, r.stdout[-300:])]
+    return []
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tcc", required=True)
@@ -314,6 +331,7 @@ def main():
         ("training %d steps, CUDA graphs" % args.train_steps, lambda: training_stage(args)),
         ("TCC_CUDA_PROFILE", lambda: profile_stage(args)),
         ("no device", lambda: no_device_stage(args)),
+        ("an index out of range stops the run", lambda: index_error_stage(args)),
     ]
     for name, stage in stages:
         def run_stage(stage=stage):

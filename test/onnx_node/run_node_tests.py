@@ -246,18 +246,7 @@ def run_one(tcc, test, timeout):
 
 
 def run_tcc(tcc, model_path, timeout):
-    cmd = [tcc, "--emit=imported", "-o", os.devnull, model_path]
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode("utf-8", "replace") if e.stderr else ""
-        return None, err
-    except OSError as e:
-        return -255, "failed to execute %s: %s" % (tcc, e)
-    err = proc.stderr.decode("utf-8", "replace")
-    return proc.returncode, err
+    return run_cmd([tcc, "--emit=imported", "-o", os.devnull, model_path], timeout)
 
 
 def load_tensor(path):
@@ -284,17 +273,26 @@ def npy_name(name):
 
 
 def run_cmd(cmd, timeout):
-    """(returncode or None on timeout, stderr) of one command."""
+    """(returncode or None on timeout, stderr) of one command.
+
+    The command runs in a session of its own, and a timeout kills the whole
+    process group: tcc's compilers too, which a SIGKILL of tcc alone would
+    leave running."""
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        err = e.stderr.decode("utf-8", "replace") if e.stderr else ""
-        return None, err
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
     except OSError as e:
         return -255, "failed to execute %s: %s" % (cmd[0], e)
-    return proc.returncode, proc.stderr.decode("utf-8", "replace")
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, err = proc.communicate()
+        return None, err.decode("utf-8", "replace") if err else ""
+    return proc.returncode, err.decode("utf-8", "replace")
 
 
 def format_index(shape, flat):

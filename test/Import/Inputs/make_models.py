@@ -89,6 +89,13 @@ def main(outdir):
                   [f32("x", [2, 5])], [f32("y", [2, 2])]), outdir, "unknown_attr")
     save(model_of([helper.make_node("Softmax", ["x"], ["y"], name="sm", axis=1.5)],
                   [f32("x", [2, 5])], [f32("y", [2, 5])]), outdir, "attr_wrong_type")
+    # An integer Div by a constant zero (ONNX leaves it undefined): refused,
+    # not folded or computed as 0.
+    save(model_of([const("seven", np.array([7, 8], np.int64)), const("zero", np.array([1, 0], np.int64)),
+                   helper.make_node("Div", ["seven", "zero"], ["q"], name="div"),
+                   helper.make_node("Cast", ["q"], ["qf"], name="cast", to=TensorProto.FLOAT),
+                   helper.make_node("Add", ["x", "qf"], ["y"], name="add")],
+                  [f32("x", [2])], [f32("y", [2])]), outdir, "int_div_by_zero")
 
     # Opsets out of range: Softmax at opset 11 (other semantics), opset 18.
     save(model_of([helper.make_node("Softmax", ["x"], ["y"], name="sm")],
