@@ -10,11 +10,12 @@ For each model and target it measures, in the same run:
   tcc only       `tcc --emit=planned` (everything before the compilers);
   cold           `-o step.so` with an empty cache (TCC_CACHE_DIR): the step's
                  generated half and the CUDA step's fixed half
-                 (runtime/cuda/step_host.cu, gemm.cu) are compiled, in
-                 parallel;
-  warm           `-o step.so` again: the fixed half comes from tcc's cache,
-                 only the generated half is compiled (what every build after
-                 the first one costs);
+                 (runtime/cuda/step_host.cu, gemm.cu, and kernels.cu, the
+                 prebuilt launchers) are compiled, in parallel, and with GCC
+                 the precompiled prelude;
+  warm           `-o step.so` again: the fixed half and the prelude come from
+                 tcc's cache, only the generated half is compiled (what every
+                 build after the first one costs);
   serial         the reference: the --emit=source folder's build.sh, which
                  compiles the generated half and the fixed half's units one
                  after another, uncached (the compiler work of a step build
