@@ -30,7 +30,7 @@ if [ -n "$sanitize" ]; then
   # allocations); everything else stops the program with a report.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1:halt_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  regex="${regex:-^(lit|runtime|runtime-device|onnx-save|loss-scale|cpu-kernels|e2e-gradients|e2e-training|gradient-rules|fusion-fuzz|observability|data-parallel|cuda-emu.*|cuda-kernels-emulated.*)\$}"
+  regex="${regex:-^(lit|runtime|runtime-device|onnx-save|loss-scale|cpu-kernels|e2e-gradients|e2e-training|gradient-rules|fusion-fuzz|observability|data-parallel|cuda-emu(-.*)?|cuda-kernels-emulated(-.*)?|hostile-cases)\$}"
 fi
 bash "$repo/scripts/setup.sh"
 build="${TCC_BUILD_DIR:-$repo/build}"
