@@ -652,18 +652,24 @@ def save_names_step_case(step):
                     ["step.so"], [so])
 
 
+def start_training(step, ck, err_path, more=()):
+    """A long training run with --checkpoint ck in the background, its stderr
+    in err_path: (the process, its start time)."""
+    t0 = time.time()
+    with open(err_path, "w") as ef:
+        p = subprocess.Popen([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "1000000",
+                              "--print-every", "1", "--checkpoint", ck] + list(more),
+                             stdout=subprocess.DEVNULL, stderr=ef)
+    return p, t0
+
+
 def shared_checkpoint_case(step):
     """15b. a second run on the checkpoint folder a first one holds."""
     name = "two runs sharing one --checkpoint folder"
     before = "collide on one temporary name, confusing rename error"
     d = case_dir("shared_checkpoint")
     ck, err_a = os.path.join(d, "ck"), os.path.join(d, "a.txt")
-    t0 = time.time()
-    with open(err_a, "w") as ef:
-        a = subprocess.Popen([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "1000000",
-                              "--print-every", "1", "--checkpoint", ck,
-                              "--checkpoint-every", "1"],
-                             stdout=subprocess.DEVNULL, stderr=ef)
+    a, t0 = start_training(step, ck, err_a, ["--checkpoint-every", "1"])
     try:
         if not wait_for_line(err_a, "step ", a, 30):
             row(name, before, "the first run did not start: " +
@@ -694,11 +700,7 @@ def sigint_case(step):
     before = "killed with no message and no checkpoint"
     d = case_dir("sigint")
     ck, err_path = os.path.join(d, "ck"), os.path.join(d, "stderr.txt")
-    t0 = time.time()
-    with open(err_path, "w") as ef:
-        p = subprocess.Popen([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "1000000",
-                              "--print-every", "1", "--checkpoint", ck],
-                             stdout=subprocess.DEVNULL, stderr=ef)
+    p, t0 = start_training(step, ck, err_path)
     if not wait_for_line(err_path, "step ", p, 30):
         row(name, before, "did not start: " + outcome(popen_result(p, err_path, False, t0)),
             "-", False)
