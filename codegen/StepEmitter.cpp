@@ -485,6 +485,20 @@ static uint32_t reductionMask(Operation *o) {
 }
 
 
+/// The kind of an elementwise op that the runtime computes by the kind's
+/// name (`BinaryOp::Add`, `UnaryOp::Sqrt`, and their scalar forms), or
+/// std::nullopt: Identity is a view, and the ONNX-level kinds never get here
+/// (tcc-legalize rewrites them).
+static std::optional<EwKind> kernelKind(Operation *op) {
+  auto ew = dyn_cast<ElementwiseOpInterface>(op);
+  if (!ew || op->hasTrait<OpTrait::tcc::ImportOnly>())
+    return std::nullopt;
+  std::optional<EwKind> kind = ew.getEwKind();
+  if (kind == EwKind::Identity)
+    return std::nullopt;
+  return kind;
+}
+
 LogicalResult Emitter::emitOp(Operation *op) {
   auto bin = [&](StringRef kind) -> LogicalResult {
     Value r = op->getResult(0), a = op->getOperand(0), b = op->getOperand(1);
@@ -514,6 +528,9 @@ LogicalResult Emitter::emitOp(Operation *op) {
       os << "  if (int rc = " << call << ") return rc;\n";
   };
 
+  if (std::optional<EwKind> kind = kernelKind(op))
+    return op->getNumOperands() == 2 ? bin(stringifyEwKind(*kind))
+                                     : un(stringifyEwKind(*kind));
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
         auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
@@ -521,29 +538,6 @@ LogicalResult Emitter::emitOp(Operation *op) {
           return c.emitOpError("the step emitter needs a dense constant");
         return emitConstant(c.getResult(), dense);
       })
-      .Case<AddOp>([&](auto) { return bin("Add"); })
-      .Case<SubOp>([&](auto) { return bin("Sub"); })
-      .Case<MulOp>([&](auto) { return bin("Mul"); })
-      .Case<DivOp>([&](auto) { return bin("Div"); })
-      .Case<PowOp>([&](auto) { return bin("Pow"); })
-      .Case<EqualOp>([&](auto) { return bin("Equal"); })
-      .Case<LessOp>([&](auto) { return bin("Less"); })
-      .Case<GreaterOp>([&](auto) { return bin("Greater"); })
-      .Case<AndOp>([&](auto) { return bin("And"); })
-      .Case<OrOp>([&](auto) { return bin("Or"); })
-      .Case<SqrtOp>([&](auto) { return un("Sqrt"); })
-      .Case<NegOp>([&](auto) { return un("Neg"); })
-      .Case<ExpOp>([&](auto) { return un("Exp"); })
-      .Case<LogOp>([&](auto) { return un("Log"); })
-      .Case<ErfOp>([&](auto) { return un("Erf"); })
-      .Case<TanhOp>([&](auto) { return un("Tanh"); })
-      .Case<SigmoidOp>([&](auto) { return un("Sigmoid"); })
-      .Case<SinOp>([&](auto) { return un("Sin"); })
-      .Case<CosOp>([&](auto) { return un("Cos"); })
-      .Case<ReluOp>([&](auto) { return un("Relu"); })
-      .Case<ReciprocalOp>([&](auto) { return un("Reciprocal"); })
-      .Case<AbsOp>([&](auto) { return un("Abs"); })
-      .Case<NotOp>([&](auto) { return un("Not"); })
 .Case<IdentityOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(
           [&](Operation *o) -> LogicalResult {
             // A view: the same bytes as its operand (the plan gave it the
@@ -879,43 +873,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
 FailureOr<std::string>
 Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg,
                     const std::string &ty) {
-  auto binaryKind = [](Operation *op) -> StringRef {
-    return llvm::TypeSwitch<Operation *, StringRef>(op)
-        .Case<AddOp>([](auto) { return "Add"; })
-        .Case<SubOp>([](auto) { return "Sub"; })
-        .Case<MulOp>([](auto) { return "Mul"; })
-        .Case<DivOp>([](auto) { return "Div"; })
-        .Case<PowOp>([](auto) { return "Pow"; })
-        .Case<EqualOp>([](auto) { return "Equal"; })
-        .Case<LessOp>([](auto) { return "Less"; })
-        .Case<GreaterOp>([](auto) { return "Greater"; })
-        .Case<AndOp>([](auto) { return "And"; })
-        .Case<OrOp>([](auto) { return "Or"; })
-        .Default([](auto) { return ""; });
-  };
-  auto unaryKind = [](Operation *op) -> StringRef {
-    return llvm::TypeSwitch<Operation *, StringRef>(op)
-        .Case<SqrtOp>([](auto) { return "Sqrt"; })
-        .Case<NegOp>([](auto) { return "Neg"; })
-        .Case<ExpOp>([](auto) { return "Exp"; })
-        .Case<LogOp>([](auto) { return "Log"; })
-        .Case<ErfOp>([](auto) { return "Erf"; })
-        .Case<TanhOp>([](auto) { return "Tanh"; })
-        .Case<SigmoidOp>([](auto) { return "Sigmoid"; })
-        .Case<SinOp>([](auto) { return "Sin"; })
-        .Case<CosOp>([](auto) { return "Cos"; })
-        .Case<ReluOp>([](auto) { return "Relu"; })
-        .Case<ReciprocalOp>([](auto) { return "Reciprocal"; })
-        .Case<AbsOp>([](auto) { return "Abs"; })
-        .Case<NotOp>([](auto) { return "Not"; })
-        .Default([](auto) { return ""; });
-  };
   std::string expr;
-  if (StringRef k = binaryKind(&op); !k.empty())
-    expr = "binary_scalar<BinaryOp::" + k.str() + ", " + ty + ">(" + arg(0) +
-           ", " + arg(1) + ")";
-  else if (StringRef k = unaryKind(&op); !k.empty())
-    expr = "unary_scalar<UnaryOp::" + k.str() + ">(" + arg(0) + ")";
+  std::optional<EwKind> kind = kernelKind(&op);
+  if (kind && op.getNumOperands() == 2)
+    expr = "binary_scalar<BinaryOp::" + stringifyEwKind(*kind).str() + ", " + ty +
+           ">(" + arg(0) + ", " + arg(1) + ")";
+  else if (kind)
+    expr = "unary_scalar<UnaryOp::" + stringifyEwKind(*kind).str() + ">(" + arg(0) + ")";
   else if (isa<IdentityOp>(op))
     expr = arg(0);
   else if (isa<WhereOp>(op))

@@ -45,58 +45,15 @@ struct Candidate {
 struct RematCostModel {
   int64_t floatBytes;
 
-  /// FLOPs to recompute `op`, or std::nullopt when it is not a candidate.
+  /// FLOPs to recompute `op` (CostOpInterface, the model --memory-report
+  /// uses too), or std::nullopt when it is not a candidate.
   std::optional<int64_t> recomputeFlops(Operation *op) const {
     if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
       return std::nullopt;
-    auto t = cast<RankedTensorType>(op->getResult(0).getType());
-    int64_t n = std::max<int64_t>(t.getNumElements(), 1);
-    if (isa<ReshapeOp, UnsqueezeOp, SqueezeOp, IdentityOp, TransposeOp,
-            ExpandOp, SliceOp, ConcatOp, CastOp>(op))
-      return n; // a copy
-    if (isa<SplitOp>(op)) // a copy of its whole input
-      return std::max<int64_t>(
-          cast<RankedTensorType>(op->getOperand(0).getType()).getNumElements(), 1);
-    if (isa<AddOp, SubOp, MulOp, DivOp, NegOp, ReluOp, AbsOp, WhereOp,
-            EqualOp, LessOp, GreaterOp, AndOp, OrOp, NotOp>(op))
-      return n;
-    if (isa<ExpOp, LogOp, ErfOp, TanhOp, SigmoidOp, SqrtOp, ReciprocalOp,
-            PowOp, SinOp, CosOp>(op))
-      return 4 * n;
-    if (isa<GeluOp>(op))
-      return 8 * n;
-    // Dropout's mask: a hash per element of the step's random state, which
-    // is always live, so the recomputed mask is the forward pass's.
-    if (isa<RandomKeepOp>(op))
-      return 4 * n;
-    if (isa<AttentionOp>(op))
-      return attentionFlops(op);
-    if (auto mm = dyn_cast<MatMulOp>(op)) {
-      auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-      int64_t k = lhs.getShape().back();
-      if (auto t = mm.getLhs().getDefiningOp<TransposeOp>()) // GEMM prologue
-        k = cast<RankedTensorType>(t.getType()).getShape().back();
-      return 2 * n * k;
-    }
-    if (auto fusion = dyn_cast<FusionOp>(op)) {
-      // A fusion (tcc-fuse ran first) recomputes its whole body.
-      int64_t total = 0;
-      for (Operation &inner : fusion.getBody().front().without_terminator()) {
-        if (isa<TransposeOp>(inner) && FusionCostModel::isGemm(op))
-          continue; // read through the GEMM's transpose flag
-        std::optional<int64_t> f = recomputeFlops(&inner);
-        if (!f)
-          return std::nullopt;
-        total += *f;
-      }
-      return total;
-    }
-    if (isa<SoftmaxOp, LogSoftmaxOp, LayerNormalizationOp, ReduceMeanOp,
-            ReduceSumOp>(op)) {
-      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
-      return 6 * std::max<int64_t>(in.getNumElements(), 1);
-    }
-    return std::nullopt;
+    auto cost = dyn_cast<CostOpInterface>(op);
+    if (!cost || !cost.isRecomputable())
+      return std::nullopt;
+    return cost.getFlops();
   }
 };
 

@@ -11,6 +11,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 
 def Tcc_Dialect : Dialect {
   let name = "tcc";
@@ -32,6 +33,36 @@ def Tcc_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let useDefaultAttributePrinterParser = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Enums
+//===----------------------------------------------------------------------===//
+
+// The elementwise computations that share one shape rule and one constant
+// evaluator (TccOps.cpp, TccFolders.cpp); an elementwise op names its kind
+// in its definition (TccOps.td) and answers it through
+// ElementwiseOpInterface. `stringifyEwKind` gives the name the runtime
+// kernels use (`BinaryOp::Add`, `UnaryOp::Sqrt`).
+def Tcc_EwKind : I32EnumAttr<"EwKind", "an elementwise computation", [
+    I32EnumAttrCase<"Add", 0>, I32EnumAttrCase<"Sub", 1>,
+    I32EnumAttrCase<"Mul", 2>, I32EnumAttrCase<"Div", 3>,
+    I32EnumAttrCase<"Pow", 4>, I32EnumAttrCase<"Equal", 5>,
+    I32EnumAttrCase<"Less", 6>, I32EnumAttrCase<"Greater", 7>,
+    I32EnumAttrCase<"And", 8>, I32EnumAttrCase<"Or", 9>,
+    I32EnumAttrCase<"Sqrt", 10>, I32EnumAttrCase<"Neg", 11>,
+    I32EnumAttrCase<"Exp", 12>, I32EnumAttrCase<"Log", 13>,
+    I32EnumAttrCase<"Erf", 14>, I32EnumAttrCase<"Tanh", 15>,
+    I32EnumAttrCase<"Sigmoid", 16>, I32EnumAttrCase<"Relu", 17>,
+    I32EnumAttrCase<"Reciprocal", 18>, I32EnumAttrCase<"Abs", 19>,
+    I32EnumAttrCase<"Not", 20>, I32EnumAttrCase<"Identity", 21>,
+    I32EnumAttrCase<"Sin", 22>, I32EnumAttrCase<"Cos", 23>,
+    // ONNX-level only (folded at import or legalized; TccOps.td).
+    I32EnumAttrCase<"LessOrEqual", 24>, I32EnumAttrCase<"GreaterOrEqual", 25>,
+    I32EnumAttrCase<"Max", 26>, I32EnumAttrCase<"Min", 27>,
+    I32EnumAttrCase<"IsNaN", 28>]> {
+  let cppNamespace = "::mlir::tcc";
+  let genSpecializedAttr = 0;
 }
 
 //===----------------------------------------------------------------------===//

@@ -24,6 +24,7 @@ using namespace mlir::tcc;
 
 #include "compiler/Dialect/TccOpsDialect.cpp.inc"
 #include "compiler/Dialect/TccInterfaces.cpp.inc"
+#include "compiler/Dialect/TccEnums.cpp.inc"
 
 void TccDialect::initialize() {
   addOperations<

@@ -12,6 +12,9 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <array>
+#include <optional>
+
+#include "compiler/Dialect/TccEnums.h.inc"
 
 namespace mlir::OpTrait::tcc {
 /// Marks an ONNX-level op that only the importer and tcc-legalize see (see
@@ -21,16 +24,6 @@ class ImportOnly : public TraitBase<ConcreteType, ImportOnly> {};
 } // namespace mlir::OpTrait::tcc
 
 namespace mlir::tcc {
-
-/// The elementwise computations that share one shape rule and one constant
-/// evaluator (see ConstantEval.cpp).
-enum class EwKind {
-  Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or,
-  Sqrt, Neg, Exp, Log, Erf, Tanh, Sigmoid, Relu, Reciprocal, Abs, Not,
-  Identity, Sin, Cos,
-  // ONNX-level only (folded at import or legalized; TccOps.td).
-  LessOrEqual, GreaterOrEqual, Max, Min, IsNaN,
-};
 
 /// Whether `kind` yields i1 whatever its operands are.
 bool isComparison(EwKind kind);
@@ -119,6 +112,15 @@ std::optional<int64_t> attentionFlops(Operation *op);
 /// The value of a constant whose elements are all one floating-point number
 /// (any shape), or std::nullopt.
 std::optional<double> splatFloatValue(Value v);
+
+/// The number of elements of `v`'s tensor type, at least 1 (the unit of
+/// the per-element costs of CostOpInterface).
+int64_t elementsOf(Value v);
+
+/// The FLOP estimate of `op` (CostOpInterface), or, for an op without one,
+/// the number of elements it reads or writes; 0 for a constant or an op
+/// without results. The one FLOP model of tcc-remat and --memory-report.
+int64_t estimateFlops(Operation *op);
 
 /// Folds an elementwise op whose operands are all constants; null when it
 /// cannot (a non-constant operand, or a result too large to keep in the IR).

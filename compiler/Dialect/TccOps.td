@@ -22,16 +22,26 @@ class Tcc_Op<string mnemonic, list<Trait> traits = []>
 
 // An op with a reverse-mode gradient rule (TccGradients.cpp).
 defvar Differentiable = DeclareOpInterfaceMethods<Tcc_GradientOpInterface>;
+// An op with a FLOP estimate (TccCosts.cpp); `NotRecomputable` for one that
+// tcc-remat must never recompute.
+defvar Costed = DeclareOpInterfaceMethods<Tcc_CostOpInterface>;
+defvar NotRecomputable = DeclareOpInterfaceMethods<Tcc_CostOpInterface, ["isRecomputable"]>;
+// An elementwise op of its own kind (no EwKind).
+defvar TccElementwise = Tcc_ElementwiseOpInterface;
 
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
 
 // Binary ops with NumPy-style multidirectional broadcasting. `kind` names the
-// C++ `EwKind` used by the shared inference and constant folder.
+// `EwKind` used by the shared inference and constant folder (and answered by
+// ElementwiseOpInterface); `flops` is the cost of one result element
+// (CostOpInterface).
 class Tcc_BroadcastOp<string mnemonic, string onnx, string kind,
-                      bit boolResult = 0, list<Trait> traits = []>
-    : Tcc_Op<mnemonic, traits> {
+                      bit boolResult = 0, list<Trait> traits = [], int flops = 1>
+    : Tcc_Op<mnemonic, !listconcat(
+          [DeclareOpInterfaceMethods<Tcc_ElementwiseOpInterface, ["getEwKind"]>,
+           Costed], traits)> {
   let summary = "ONNX `" # onnx # "`, with NumPy broadcasting";
   let description = [{
     Elementwise `}] # onnx # [{` of two tensors whose shapes broadcast
@@ -58,6 +68,12 @@ class Tcc_BroadcastOp<string mnemonic, string onnx, string kind,
       return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
                                           getType(), adaptor.getOperands());
     }
+    std::optional<::mlir::tcc::EwKind> $cppClass::getEwKind() {
+      return ::mlir::tcc::EwKind::}] # kind # [{;
+    }
+    int64_t $cppClass::getFlops() {
+      return }] # flops # [{ * ::mlir::tcc::elementsOf(getResult());
+    }
   }];
 }
 
@@ -65,17 +81,21 @@ def Tcc_AddOp : Tcc_BroadcastOp<"add", "Add", "Add", 0, [Differentiable]>;
 def Tcc_SubOp : Tcc_BroadcastOp<"sub", "Sub", "Sub", 0, [Differentiable]>;
 def Tcc_MulOp : Tcc_BroadcastOp<"mul", "Mul", "Mul", 0, [Differentiable]>;
 def Tcc_DivOp : Tcc_BroadcastOp<"div", "Div", "Div", 0, [Differentiable]>;
-def Tcc_PowOp : Tcc_BroadcastOp<"pow", "Pow", "Pow", 0, [Differentiable]>;
+def Tcc_PowOp : Tcc_BroadcastOp<"pow", "Pow", "Pow", 0, [Differentiable], 4>;
 def Tcc_EqualOp : Tcc_BroadcastOp<"equal", "Equal", "Equal", 1>;
 def Tcc_LessOp : Tcc_BroadcastOp<"less", "Less", "Less", 1>;
 def Tcc_GreaterOp : Tcc_BroadcastOp<"greater", "Greater", "Greater", 1>;
 def Tcc_AndOp : Tcc_BroadcastOp<"and", "And", "And", 1>;
 def Tcc_OrOp : Tcc_BroadcastOp<"or", "Or", "Or", 1>;
 
-// Unary elementwise ops: the result has the operand's type.
+// Unary elementwise ops: the result has the operand's type. `kind` and
+// `flops` as for Tcc_BroadcastOp.
 class Tcc_UnaryOp<string mnemonic, string onnx, string kind,
-                  Type operandType = Tcc_FloatTensor, list<Trait> traits = []>
-    : Tcc_Op<mnemonic, traits> {
+                  Type operandType = Tcc_FloatTensor, list<Trait> traits = [],
+                  int flops = 1>
+    : Tcc_Op<mnemonic, !listconcat(
+          [DeclareOpInterfaceMethods<Tcc_ElementwiseOpInterface, ["getEwKind"]>,
+           Costed], traits)> {
   let summary = "ONNX `" # onnx # "`, elementwise";
   let description = [{
     Elementwise `}] # onnx # [{`; the result has the operand's type.
@@ -102,25 +122,31 @@ class Tcc_UnaryOp<string mnemonic, string onnx, string kind,
       return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
                                           getType(), adaptor.getOperands());
     }
+    std::optional<::mlir::tcc::EwKind> $cppClass::getEwKind() {
+      return ::mlir::tcc::EwKind::}] # kind # [{;
+    }
+    int64_t $cppClass::getFlops() {
+      return }] # flops # [{ * ::mlir::tcc::elementsOf(getResult());
+    }
   }];
 }
 
-def Tcc_SqrtOp : Tcc_UnaryOp<"sqrt", "Sqrt", "Sqrt", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_SqrtOp : Tcc_UnaryOp<"sqrt", "Sqrt", "Sqrt", Tcc_FloatTensor, [Differentiable], 4>;
 def Tcc_NegOp : Tcc_UnaryOp<"neg", "Neg", "Neg", Tcc_Tensor, [Differentiable]>;
-def Tcc_ExpOp : Tcc_UnaryOp<"exp", "Exp", "Exp", Tcc_FloatTensor, [Differentiable]>;
-def Tcc_LogOp : Tcc_UnaryOp<"log", "Log", "Log", Tcc_FloatTensor, [Differentiable]>;
-def Tcc_ErfOp : Tcc_UnaryOp<"erf", "Erf", "Erf", Tcc_FloatTensor, [Differentiable]>;
-def Tcc_TanhOp : Tcc_UnaryOp<"tanh", "Tanh", "Tanh", Tcc_FloatTensor, [Differentiable]>;
-def Tcc_SigmoidOp : Tcc_UnaryOp<"sigmoid", "Sigmoid", "Sigmoid", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_ExpOp : Tcc_UnaryOp<"exp", "Exp", "Exp", Tcc_FloatTensor, [Differentiable], 4>;
+def Tcc_LogOp : Tcc_UnaryOp<"log", "Log", "Log", Tcc_FloatTensor, [Differentiable], 4>;
+def Tcc_ErfOp : Tcc_UnaryOp<"erf", "Erf", "Erf", Tcc_FloatTensor, [Differentiable], 4>;
+def Tcc_TanhOp : Tcc_UnaryOp<"tanh", "Tanh", "Tanh", Tcc_FloatTensor, [Differentiable], 4>;
+def Tcc_SigmoidOp : Tcc_UnaryOp<"sigmoid", "Sigmoid", "Sigmoid", Tcc_FloatTensor, [Differentiable], 4>;
 def Tcc_ReluOp : Tcc_UnaryOp<"relu", "Relu", "Relu", Tcc_Tensor, [Differentiable]>;
-def Tcc_ReciprocalOp : Tcc_UnaryOp<"reciprocal", "Reciprocal", "Reciprocal", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_ReciprocalOp : Tcc_UnaryOp<"reciprocal", "Reciprocal", "Reciprocal", Tcc_FloatTensor, [Differentiable], 4>;
 def Tcc_AbsOp : Tcc_UnaryOp<"abs", "Abs", "Abs", Tcc_Tensor, [Differentiable]>;
-def Tcc_SinOp : Tcc_UnaryOp<"sin", "Sin", "Sin", Tcc_FloatTensor, [Differentiable]>;
-def Tcc_CosOp : Tcc_UnaryOp<"cos", "Cos", "Cos", Tcc_FloatTensor, [Differentiable]>;
+def Tcc_SinOp : Tcc_UnaryOp<"sin", "Sin", "Sin", Tcc_FloatTensor, [Differentiable], 4>;
+def Tcc_CosOp : Tcc_UnaryOp<"cos", "Cos", "Cos", Tcc_FloatTensor, [Differentiable], 4>;
 def Tcc_NotOp : Tcc_UnaryOp<"not", "Not", "Not", Tcc_BoolTensor>;
 def Tcc_IdentityOp : Tcc_UnaryOp<"identity", "Identity", "Identity", Tcc_Tensor, [Differentiable]>;
 
-def Tcc_WhereOp : Tcc_Op<"where", [Differentiable]> {
+def Tcc_WhereOp : Tcc_Op<"where", [Differentiable, TccElementwise, Costed]> {
   let summary = "ONNX `Where`: select by a boolean condition, with broadcasting";
   let description = [{
     `result[i] = condition[i] ? x[i] : y[i]` over the broadcast of the three
@@ -137,7 +163,7 @@ def Tcc_WhereOp : Tcc_Op<"where", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_CastOp : Tcc_Op<"cast", [Differentiable]> {
+def Tcc_CastOp : Tcc_Op<"cast", [Differentiable, TccElementwise, Costed]> {
   let summary = "ONNX `Cast`: convert the element type";
   let description = [{
     Converts every element to the element type `to` (ONNX `Cast`; floats to
@@ -158,7 +184,7 @@ def Tcc_CastOp : Tcc_Op<"cast", [Differentiable]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def Tcc_MatMulOp : Tcc_Op<"matmul", [Differentiable]> {
+def Tcc_MatMulOp : Tcc_Op<"matmul", [Differentiable, Costed]> {
   let summary = "ONNX `MatMul`: NumPy matmul with batch broadcasting";
   let description = [{
     Matrix product over the last two dimensions, broadcasting the leading
@@ -200,7 +226,7 @@ def Tcc_GemmOp : Tcc_Op<"gemm", [Differentiable]> {
 // Normalization and activation functions over an axis
 //===----------------------------------------------------------------------===//
 
-class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differentiable]> {
+class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differentiable, Costed]> {
   let summary = "ONNX `" # onnx # "` along one axis (opset 13 semantics)";
   let description = [{
     `}] # onnx # [{` along `axis` (negative counts from the back). Only the
@@ -220,7 +246,7 @@ class Tcc_SoftmaxLikeOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differ
 def Tcc_SoftmaxOp : Tcc_SoftmaxLikeOp<"softmax", "Softmax">;
 def Tcc_LogSoftmaxOp : Tcc_SoftmaxLikeOp<"log_softmax", "LogSoftmax">;
 
-def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization", [Differentiable]> {
+def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization", [Differentiable, Costed]> {
   let summary = "ONNX `LayerNormalization` (opset 17)";
   let description = [{
     Normalizes over the dimensions from `axis` to the last, then scales and
@@ -247,7 +273,7 @@ def Tcc_LayerNormalizationOp : Tcc_Op<"layer_normalization", [Differentiable]> {
 // Reductions
 //===----------------------------------------------------------------------===//
 
-class Tcc_ReduceOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differentiable]> {
+class Tcc_ReduceOp<string mnemonic, string onnx> : Tcc_Op<mnemonic, [Differentiable, Costed]> {
   let summary = "ONNX `" # onnx # "` over `axes`";
   let description = [{
     `}] # onnx # [{` over `axes` (all axes when absent, unless
@@ -282,7 +308,7 @@ def Tcc_ReduceSumOp : Tcc_ReduceOp<"reduce_sum", "ReduceSum">;
 // Indexing and shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Tcc_GatherOp : Tcc_Op<"gather", [Differentiable]> {
+def Tcc_GatherOp : Tcc_Op<"gather", [Differentiable, NotRecomputable]> {
   let summary = "ONNX `Gather`: take slices along an axis by index";
   let description = [{
     `result.shape = data.shape[:axis] + indices.shape + data.shape[axis+1:]`.
@@ -301,7 +327,7 @@ def Tcc_GatherOp : Tcc_Op<"gather", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_ReshapeOp : Tcc_Op<"reshape", [Differentiable]> {
+def Tcc_ReshapeOp : Tcc_Op<"reshape", [Differentiable, Costed]> {
   let summary = "ONNX `Reshape` to a compile-time shape";
   let description = [{
     Reshapes to `shape` (ONNX semantics: `0` copies the input dimension
@@ -319,7 +345,7 @@ def Tcc_ReshapeOp : Tcc_Op<"reshape", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_TransposeOp : Tcc_Op<"transpose", [Differentiable]> {
+def Tcc_TransposeOp : Tcc_Op<"transpose", [Differentiable, Costed]> {
   let summary = "ONNX `Transpose`: permute dimensions";
   let description = [{
     `result.shape[i] = input.shape[perm[i]]`; without `perm` the dimensions
@@ -339,7 +365,7 @@ def Tcc_TransposeOp : Tcc_Op<"transpose", [Differentiable]> {
   }];
 }
 
-def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze", [Differentiable]> {
+def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze", [Differentiable, Costed]> {
   let summary = "ONNX `Unsqueeze`: insert dimensions of size 1";
   let description = [{
     Inserts a dimension of size 1 at each of `axes`, which index the
@@ -355,7 +381,7 @@ def Tcc_UnsqueezeOp : Tcc_Op<"unsqueeze", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_SqueezeOp : Tcc_Op<"squeeze", [Differentiable]> {
+def Tcc_SqueezeOp : Tcc_Op<"squeeze", [Differentiable, Costed]> {
   let summary = "ONNX `Squeeze`: remove dimensions of size 1";
   let description = [{
     Removes the dimensions at `axes`, which must have size 1; without
@@ -371,7 +397,7 @@ def Tcc_SqueezeOp : Tcc_Op<"squeeze", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_SliceOp : Tcc_Op<"slice", [Differentiable]> {
+def Tcc_SliceOp : Tcc_Op<"slice", [Differentiable, Costed]> {
   let summary = "ONNX `Slice` with compile-time bounds";
   let description = [{
     For each of `axes` (default: 0..n-1), takes `starts[i]:ends[i]:steps[i]`
@@ -391,7 +417,7 @@ def Tcc_SliceOp : Tcc_Op<"slice", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_SplitOp : Tcc_Op<"split", [Differentiable]> {
+def Tcc_SplitOp : Tcc_Op<"split", [Differentiable, Costed]> {
   let summary = "ONNX `Split` into pieces of compile-time sizes";
   let description = [{
     Splits along `axis` into one result per entry of `split`, which must add
@@ -409,7 +435,7 @@ def Tcc_SplitOp : Tcc_Op<"split", [Differentiable]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_ConcatOp : Tcc_Op<"concat", [Differentiable]> {
+def Tcc_ConcatOp : Tcc_Op<"concat", [Differentiable, Costed]> {
   let summary = "ONNX `Concat` along an axis";
   let description = [{
     Concatenates along `axis`; all other dimensions and the element types
@@ -425,7 +451,7 @@ def Tcc_ConcatOp : Tcc_Op<"concat", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_ExpandOp : Tcc_Op<"expand", [Differentiable]> {
+def Tcc_ExpandOp : Tcc_Op<"expand", [Differentiable, Costed]> {
   let summary = "ONNX `Expand`: broadcast to a compile-time shape";
   let description = [{
     Broadcasts the input with `shape` (bidirectional, like NumPy's
@@ -517,7 +543,7 @@ def Tcc_DropoutOp : Tcc_Op<"dropout", [Differentiable]> {
   let hasFolder = 1;
 }
 
-def Tcc_RandomKeepOp : Tcc_Op<"random_keep"> {
+def Tcc_RandomKeepOp : Tcc_Op<"random_keep", [Costed]> {
   let summary = "Dropout's keep mask, regenerated from the step's random state";
   let description = [{
     A boolean tensor of `shape` whose element `i` is true (kept) when 24
@@ -542,7 +568,7 @@ def Tcc_RandomKeepOp : Tcc_Op<"random_keep"> {
   let hasVerifier = 1;
 }
 
-def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss", [Differentiable]> {
+def Tcc_SoftmaxCrossEntropyLossOp : Tcc_Op<"softmax_cross_entropy_loss", [Differentiable, NotRecomputable]> {
   let summary = "ONNX `SoftmaxCrossEntropyLoss`";
   let description = [{
     `scores` is `[N, C]` or `[N, C, d1, ...]`, `labels` is `[N]` or
@@ -737,7 +763,7 @@ def Tcc_OnnxAttentionOp : Tcc_Op<"onnx_attention", [ImportOnly]> {
 // Core ops that legalization introduces
 //===----------------------------------------------------------------------===//
 
-def Tcc_GeluOp : Tcc_Op<"gelu", [Differentiable]> {
+def Tcc_GeluOp : Tcc_Op<"gelu", [Differentiable, TccElementwise, Costed]> {
   let summary = "GELU activation (recognised from its decomposed form)";
   let description = [{
     `x * 0.5 * (1 + erf(x / sqrt(2)))` with `approximate = "none"`, or
@@ -757,7 +783,7 @@ def Tcc_GeluOp : Tcc_Op<"gelu", [Differentiable]> {
   let hasVerifier = 1;
 }
 
-def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable, AttrSizedOperandSegments]> {
+def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable, AttrSizedOperandSegments, Costed]> {
   let summary = "Scaled dot-product attention (recognised by tcc-fuse-attention)";
   let description = [{
     `softmax(scale * query key^T [+ causal mask]) value` over heads
@@ -817,7 +843,7 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable, AttrSizedOperandSegme
 // Backward-pass ops (built by gradient rules)
 //===----------------------------------------------------------------------===//
 
-def Tcc_GatherGradOp : Tcc_Op<"gather_grad"> {
+def Tcc_GatherGradOp : Tcc_Op<"gather_grad", [NotRecomputable]> {
   let summary = "Gradient of `tcc.gather` with respect to its data";
   let description = [{
     A zero tensor of `shape` into which the slices of `grad` are added at
@@ -836,7 +862,7 @@ def Tcc_GatherGradOp : Tcc_Op<"gather_grad"> {
       "$grad `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_SliceGradOp : Tcc_Op<"slice_grad"> {
+def Tcc_SliceGradOp : Tcc_Op<"slice_grad", [NotRecomputable]> {
   let summary = "Gradient of `tcc.slice` with respect to its input";
   let description = [{
     A zero tensor of `shape` (the sliced input's) with `grad` written at the
@@ -854,7 +880,7 @@ def Tcc_SliceGradOp : Tcc_Op<"slice_grad"> {
   let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_SoftmaxCrossEntropyLossGradOp : Tcc_Op<"softmax_cross_entropy_loss_grad"> {
+def Tcc_SoftmaxCrossEntropyLossGradOp : Tcc_Op<"softmax_cross_entropy_loss_grad", [NotRecomputable]> {
   let summary = "Gradient of `tcc.softmax_cross_entropy_loss` with respect to the scores";
   let description = [{
     `(exp(log_prob) - onehot(labels)) * w * s` where `w` is the label's
@@ -877,7 +903,7 @@ def Tcc_SoftmaxCrossEntropyLossGradOp : Tcc_Op<"softmax_cross_entropy_loss_grad"
 }
 
 def Tcc_SoftmaxCrossEntropyLossWithGradOp
-    : Tcc_Op<"softmax_cross_entropy_loss_with_grad"> {
+    : Tcc_Op<"softmax_cross_entropy_loss_with_grad", [NotRecomputable]> {
   let summary = "A softmax cross-entropy loss and its gradient in one pass";
   let description = [{
     What `tcc.softmax_cross_entropy_loss` followed by
@@ -902,7 +928,7 @@ def Tcc_SoftmaxCrossEntropyLossWithGradOp
       "$scores `,` $labels `,` $grad (`,` $weights^)? attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
+def Tcc_GeluGradOp : Tcc_Op<"gelu_grad", [TccElementwise, NotRecomputable]> {
   let summary = "Gradient of `tcc.gelu` with respect to its input";
   let description = [{
     `grad * gelu'(input)` for the same `approximate`.
@@ -918,7 +944,7 @@ def Tcc_GeluGradOp : Tcc_Op<"gelu_grad"> {
       "$grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
-def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [AttrSizedOperandSegments]> {
+def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [AttrSizedOperandSegments, NotRecomputable]> {
   let summary = "Gradients of `tcc.attention` with respect to query, key and value";
   let description = [{
     From the forward op's operands and attributes, its `result` and `lse`,
@@ -956,7 +982,8 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [AttrSizedOperandSegments]> {
 //===----------------------------------------------------------------------===//
 
 def Tcc_FusionOp : Op<Tcc_Dialect, "fusion",
-                      [Pure, IsolatedFromAbove, SingleBlock]> {
+                      [Pure, IsolatedFromAbove, SingleBlock,
+                       DeclareOpInterfaceMethods<Tcc_CostOpInterface, ["isRecomputable"]>]> {
   let summary = "A group of ops that becomes one kernel";
   let description = [{
     `tcc-fuse` moves a group of elementwise ops of one shape into the body of

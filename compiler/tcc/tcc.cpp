@@ -386,26 +386,6 @@ static std::string humanBytes(int64_t bytes) {
                 : llvm::formatv("{0:F1} {1}", v, units[u]).str();
 }
 
-/// A FLOP estimate of one op, for the report's recompute ratio: 2MNK for a
-/// matrix product, the number of elements it reads or writes otherwise.
-static int64_t estimateFlops(Operation *op) {
-  // A fusion's work is its body's (the walk visits it).
-  if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>() ||
-      isa<tcc::FusionOp>(op))
-    return 0;
-  if (std::optional<int64_t> f = tcc::attentionFlops(op))
-    return *f;
-  auto out = cast<RankedTensorType>(op->getResult(0).getType());
-  if (auto mm = dyn_cast<tcc::MatMulOp>(op)) {
-    auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
-    return 2 * out.getNumElements() * lhs.getShape().back();
-  }
-  int64_t n = out.getNumElements();
-  for (Value v : op->getOperands())
-    n = std::max(n, cast<RankedTensorType>(v.getType()).getNumElements());
-  return n;
-}
-
 /// A dictionary of integer, bool and string attributes as a JSON object.
 static llvm::json::Object toJson(DictionaryAttr dict) {
   llvm::json::Object o;
@@ -460,14 +440,13 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
     return a ? a.getInt() : 0;
   };
   int64_t stepFlops = 0, recomputedFlops = 0;
-  func.walk([&](Operation *op) {
-    int64_t f = estimateFlops(op);
+  // The step's ops, each once: a fusion's cost is its body's.
+  for (Operation &op : func.getBody().front()) {
+    int64_t f = tcc::estimateFlops(&op);
     stepFlops += f;
-    // A recomputed fusion's body carries no mark of its own.
-    Operation *fusion = op->getParentOfType<tcc::FusionOp>();
-    if (op->hasAttr("tcc.remat") || (fusion && fusion->hasAttr("tcc.remat")))
+    if (op.hasAttr("tcc.remat"))
       recomputedFlops += f;
-  });
+  }
   llvm::json::Object report{
       {"planned_peak_bytes", get("planned_bytes")},
       {"arena_bytes", get("arena_bytes")},

@@ -27,12 +27,7 @@ public:
       : maxOps(maxOps), floatBytes(floatBytes) {}
 
   /// Whether `op` can be part of an elementwise loop fusion at all.
-  static bool isElementwise(Operation *op) {
-    return isa<AddOp, SubOp, MulOp, DivOp, PowOp, EqualOp, LessOp, GreaterOp,
-               AndOp, OrOp, SqrtOp, NegOp, ExpOp, LogOp, ErfOp, TanhOp,
-               SigmoidOp, ReluOp, ReciprocalOp, AbsOp, NotOp, IdentityOp, SinOp, CosOp,
-               WhereOp, CastOp, GeluOp, GeluGradOp>(op);
-  }
+  static bool isElementwise(Operation *op) { return isa<ElementwiseOpInterface>(op); }
 
   /// May `op`, which reads a value of the group, join a group of `size` ops
   /// whose results have `shape`?
