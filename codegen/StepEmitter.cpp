@@ -590,27 +590,32 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return success();
       })
       .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
-        if (llvm::any_of(f.getBody().front(), [](Operation &o) {
-              return isa<SplitOp, ConcatOp>(o);
-            }))
+        // tcc-fuse decided what kernel the fusion is (FusionKind).
+        switch (f.getKind()) {
+        case FusionKind::Move:
           return emitMoveFusion(f);
-        if (std::optional<GemmFusion> g = asGemmFusion(f)) {
+        case FusionKind::Gemm: {
+          std::optional<GemmFusion> g = asGemmFusion(f);
+          if (!g)
+            return f.emitOpError("is a 'gemm' fusion that is not one GEMM of "
+                                 "its inputs with an epilogue");
           if (!g->epilogue.empty())
             return emitGemmEpilogue(f, *g);
           return emitMatMul(f, f.getResult(0), g->lhs, g->transLhs, g->rhs,
                             g->transRhs);
         }
-        if (!cuda)
-          return emitFusion(f);
-        if (llvm::any_of(f.getBody().front(), [](Operation &o) {
-              return isa<ReduceSumOp, ReduceMeanOp>(o);
-            })) {
+        case FusionKind::Loop:
+          return cuda ? emitCudaFusion(f) : emitFusion(f);
+        case FusionKind::Reduction: {
+          if (!cuda)
+            return emitFusion(f);
           FailureOr<LoopFusion> lf = classifyLoopFusion(f);
           if (failed(lf))
             return failure();
           return emitCudaRowFusion(f, *lf);
         }
-        return emitCudaFusion(f);
+        }
+        llvm_unreachable("every FusionKind is handled");
       })
       .Case<CastOp>([&](CastOp c) -> LogicalResult {
         const Buffer &out = define(c.getResult());

@@ -156,7 +156,11 @@ private:
     LoopGrouper grouper(model, reductions, rowReductionsOnly, record);
     SmallVector<LoopGroup> groups = grouper.run(body);
     for (LoopGroup &group : groups) {
-      FusionOp fusion = outline(group.ops);
+      bool reduces = llvm::any_of(group.ops, [](Operation *op) {
+        return isa<ReduceSumOp, ReduceMeanOp>(op);
+      });
+      FusionOp fusion =
+          outline(group.ops, reduces ? FusionKind::Reduction : FusionKind::Loop);
       // The views read the fusion's results now; they follow it in order.
       Operation *after = fusion;
       for (Operation *view : group.views) {
@@ -251,7 +255,7 @@ private:
       }
     }
     for (ArrayRef<Operation *> group : groups)
-      outline(group);
+      outline(group, FusionKind::Move);
   }
 
   /// The matmul of `gemm` (a matmul or a GEMM prologue fusion), and in
@@ -297,10 +301,11 @@ private:
 
   /// A new tcc.fusion before `at` with `inputs` as block arguments, the
   /// builder inside its body, and `map` from each input to its argument.
-  static FusionOp createFusion(OpBuilder &b, Operation *at, TypeRange results,
-                               ArrayRef<Value> inputs, IRMapping &map) {
+  static FusionOp createFusion(OpBuilder &b, Operation *at, FusionKind kind,
+                               TypeRange results, ArrayRef<Value> inputs,
+                               IRMapping &map) {
     b.setInsertionPoint(at);
-    auto fusion = b.create<FusionOp>(at->getLoc(), results, inputs);
+    auto fusion = b.create<FusionOp>(at->getLoc(), results, inputs, kind);
     Block *block = b.createBlock(&fusion.getBody());
     for (Value v : inputs)
       map.map(v, block->addArgument(v.getType(), v.getLoc()));
@@ -333,7 +338,7 @@ private:
     SmallVector<Type> types;
     for (Value v : outputs)
       types.push_back(v.getType());
-    FusionOp fusion = createFusion(b, last, types, inputs.getArrayRef(), map);
+    FusionOp fusion = createFusion(b, last, FusionKind::Gemm, types, inputs.getArrayRef(), map);
     if (auto inner = dyn_cast<FusionOp>(gemm)) {
       Block &innerBody = inner.getBody().front();
       for (auto [arg, operand] : llvm::zip(innerBody.getArguments(), inner.getInputs()))
@@ -405,7 +410,7 @@ private:
     inputs.insert(source(mm.getRhs()));
     OpBuilder b(mm);
     IRMapping map;
-    FusionOp fusion = createFusion(b, mm, TypeRange{mm.getType()},
+    FusionOp fusion = createFusion(b, mm, FusionKind::Gemm, TypeRange{mm.getType()},
                                    inputs.getArrayRef(), map);
     for (TransposeOp t : folds)
       b.clone(*t, map);
@@ -418,9 +423,9 @@ private:
         t.erase();
   }
 
-  /// Replaces `group` (in program order) by one tcc.fusion where its last
-  /// op was.
-  static FusionOp outline(ArrayRef<Operation *> group) {
+  /// Replaces `group` (in program order) by one tcc.fusion of `kind` where
+  /// its last op was.
+  static FusionOp outline(ArrayRef<Operation *> group, FusionKind kind) {
     llvm::DenseSet<Operation *> members(group.begin(), group.end());
     llvm::SetVector<Value> inputs, outputs;
     for (Operation *op : group) {
@@ -436,7 +441,7 @@ private:
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
     IRMapping map;
-    FusionOp fusion = createFusion(b, group.back(), resultTypes,
+    FusionOp fusion = createFusion(b, group.back(), kind, resultTypes,
                                    inputs.getArrayRef(), map);
     for (Operation *op : group)
       b.clone(*op, map);

@@ -209,9 +209,8 @@ bool mlir::tcc::keepsF32(Value v) {
   // copies write fp16, and a view is stored as its root.
   if (!isAliasView(op) && onlyScalarReductionsRead(v) &&
       (FusionCostModel::isElementwise(op) ||
-       (isa<FusionOp>(op) && llvm::none_of(cast<FusionOp>(op).getBody().front(), [](Operation &o) {
-          return isa<MatMulOp, SplitOp, ConcatOp>(o);
-        }))))
+       (isa<FusionOp>(op) && (cast<FusionOp>(op).getKind() == FusionKind::Loop ||
+                               cast<FusionOp>(op).getKind() == FusionKind::Reduction))))
     return true;
   // A fusion's result is stored as the value its body yields would be.
   if (auto fusion = dyn_cast<FusionOp>(op))

@@ -193,7 +193,9 @@ static Applied rematerializeTail(FusionOp fusion, unsigned resultNumber,
             llvm::find(yield.getValues(), v) - yield.getValues().begin()));
     }
   OpBuilder b(first);
-  auto clone = b.create<FusionOp>(fusion.getLoc(), TypeRange{result.getType()}, outer);
+  // The tail is elementwise ops only (tailOf): one loop.
+  auto clone = b.create<FusionOp>(fusion.getLoc(), TypeRange{result.getType()}, outer,
+                                  FusionKind::Loop);
   Block *block = b.createBlock(&clone.getBody());
   IRMapping map;
   for (Value v : inner)

@@ -65,6 +65,24 @@ def Tcc_EwKind : I32EnumAttr<"EwKind", "an elementwise computation", [
   let genSpecializedAttr = 0;
 }
 
+// What kind of kernel a `tcc.fusion` is, decided once by tcc-fuse (which
+// knows why it grouped the ops) and checked against the body by the
+// verifier; the emitters dispatch on it instead of looking at the body.
+def Tcc_FusionKind : I32EnumAttr<"FusionKind", "the kind of kernel a tcc.fusion is", [
+    // Elementwise ops of one shape: one loop, no intermediate buffers.
+    I32EnumAttrCase<"Loop", 0, "loop">,
+    // A loop with reductions: per-row statistics later ops read (softmax,
+    // LayerNorm and their backward passes), or sums that accumulate.
+    I32EnumAttrCase<"Reduction", 1, "reduction">,
+    // One matrix product, its operands read through transposes of their
+    // last two dimensions (the prologue), with an elementwise epilogue.
+    I32EnumAttrCase<"Gemm", 2, "gemm">,
+    // Data movement: a split or concat through views and transposes, one
+    // copy loop.
+    I32EnumAttrCase<"Move", 3, "move">]> {
+  let cppNamespace = "::mlir::tcc";
+}
+
 //===----------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------===//

@@ -1104,6 +1104,39 @@ LogicalResult FusionOp::verify() {
   for (Operation &op : body.without_terminator())
     if (!isa<TccDialect>(op.getDialect()) || op.getNumRegions() != 0)
       return op.emitOpError("cannot be inside a tcc.fusion");
+  // The kind against the body: what makes it that kind of kernel.
+  auto count = [&](auto isOne) {
+    return llvm::count_if(body.without_terminator(), isOne);
+  };
+  int64_t gemms = count([](Operation &op) { return isa<MatMulOp>(op); });
+  int64_t moves = count([](Operation &op) { return isa<SplitOp, ConcatOp>(op); });
+  int64_t reductions = count([](Operation &op) { return isa<ReduceSumOp, ReduceMeanOp>(op); });
+  StringRef kind = stringifyFusionKind(getKind());
+  auto wrongKind = [&](StringRef what) {
+    return emitOpError("is a '") << kind << "' fusion but its body " << what;
+  };
+  switch (getKind()) {
+  case FusionKind::Gemm:
+    if (gemms != 1)
+      return wrongKind("has ") << gemms << " tcc.matmul ops (a GEMM fusion has one)";
+    break;
+  case FusionKind::Move:
+    if (moves == 0)
+      return wrongKind("has no tcc.split or tcc.concat");
+    break;
+  case FusionKind::Reduction:
+    if (reductions == 0)
+      return wrongKind("has no reduction");
+    break;
+  case FusionKind::Loop:
+    if (reductions != 0)
+      return wrongKind("has a reduction (a 'reduction' fusion)");
+    break;
+  }
+  if (getKind() != FusionKind::Gemm && gemms != 0)
+    return wrongKind("has a tcc.matmul (only a 'gemm' fusion has one)");
+  if (getKind() != FusionKind::Move && moves != 0)
+    return wrongKind("has a tcc.split or tcc.concat (a 'move' fusion)");
   return success();
 }
 

@@ -986,14 +986,17 @@ def Tcc_FusionOp : Op<Tcc_Dialect, "fusion",
                        DeclareOpInterfaceMethods<Tcc_CostOpInterface, ["isRecomputable"]>]> {
   let summary = "A group of ops that becomes one kernel";
   let description = [{
-    `tcc-fuse` moves a group of elementwise ops of one shape into the body of
+    `tcc-fuse` moves a group of ops that become one kernel into the body of
     a `tcc.fusion`; the body's block arguments are the group's inputs and
     `tcc.yield` returns the values that are used outside the group. Inside,
-    the ops keep their tensor semantics (they verify as usual); a code
-    generator emits the whole body as one loop with no intermediate buffers.
+    the ops keep their tensor semantics (they verify as usual). `kind` says
+    what kernel the body is (`loop`, `reduction`, `gemm` or `move`, see
+    `FusionKind`): tcc-fuse sets it, the verifier checks it against the
+    body, and a code generator emits the body as that one kernel with no
+    intermediate buffers.
 
     ```mlir
-    %r = tcc.fusion (%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
+    %r = tcc.fusion loop(%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
     ^bb0(%x: tensor<64xf32>, %y: tensor<64xf32>):
       %0 = tcc.mul %x, %y : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
       %1 = tcc.tanh %0 : (tensor<64xf32>) -> tensor<64xf32>
@@ -1001,11 +1004,11 @@ def Tcc_FusionOp : Op<Tcc_Dialect, "fusion",
     }
     ```
   }];
-  let arguments = (ins Variadic<Tcc_Tensor>:$inputs);
+  let arguments = (ins Variadic<Tcc_Tensor>:$inputs, Tcc_FusionKind:$kind);
   let results = (outs Variadic<Tcc_Tensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat =
-      "`(` $inputs `)` attr-dict `:` functional-type($inputs, results) $body";
+      "$kind `(` $inputs `)` attr-dict `:` functional-type($inputs, results) $body";
   let hasVerifier = 1;
 }
 

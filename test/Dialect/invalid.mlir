@@ -442,3 +442,63 @@ func.func @attention_dropout_ratio(%q: tensor<1x2x3x4xf32>, %rng: tensor<2xi64>)
   %o, %l = tcc.attention %q, %q, %q rng %rng {scale = 0.5 : f64, dropout = 1.0 : f32, dropout_stream = 0 : i64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<2xi64>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
   return
 }
+
+// -----
+
+// A fusion's kind is checked against its body.
+func.func @fusion_loop_with_reduction(%a: tensor<4x8xf32>) -> tensor<4x1xf32> {
+  // expected-error @+1 {{'tcc.fusion' op is a 'loop' fusion but its body has a reduction (a 'reduction' fusion)}}
+  %r = tcc.fusion loop(%a) : (tensor<4x8xf32>) -> tensor<4x1xf32> {
+  ^bb0(%x: tensor<4x8xf32>):
+    %s = tcc.reduce_sum %x {axes = array<i64: -1>, keepdims = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    tcc.yield %s : tensor<4x1xf32>
+  }
+  return %r : tensor<4x1xf32>
+}
+
+// -----
+
+func.func @fusion_gemm_without_matmul(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tcc.fusion' op is a 'gemm' fusion but its body has 0 tcc.matmul ops (a GEMM fusion has one)}}
+  %r = tcc.fusion gemm(%a) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: tensor<4x8xf32>):
+    %e = tcc.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    tcc.yield %e : tensor<4x8xf32>
+  }
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @fusion_loop_with_matmul(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'tcc.fusion' op is a 'loop' fusion but its body has a tcc.matmul (only a 'gemm' fusion has one)}}
+  %r = tcc.fusion loop(%a, %b) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<8x8xf32>):
+    %m = tcc.matmul %x, %y : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    tcc.yield %m : tensor<4x8xf32>
+  }
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @fusion_move_without_split(%a: tensor<4x8xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'tcc.fusion' op is a 'move' fusion but its body has no tcc.split or tcc.concat}}
+  %r = tcc.fusion move(%a) : (tensor<4x8xf32>) -> tensor<8x4xf32> {
+  ^bb0(%x: tensor<4x8xf32>):
+    %t = tcc.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    tcc.yield %t : tensor<8x4xf32>
+  }
+  return %r : tensor<8x4xf32>
+}
+
+// -----
+
+func.func @fusion_unknown_kind(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{custom op 'tcc.fusion' expected string or keyword containing one of the following enum values for attribute 'kind' [loop, reduction, gemm, move]}}
+  %r = tcc.fusion conv(%a) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%x: tensor<4xf32>):
+    tcc.yield %x : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>
+}

@@ -224,3 +224,23 @@ func.func @attention_packed(%qkv: tensor<2x5x24xf32>, %g: tensor<2x5x8xf32>) {
   %d = tcc.attention_grad %qkv, %qkv, %qkv, %o, %l, %g {heads = 2 : i64, columns = array<i64: 8, 16, 0>, scale = 0.5 : f64, causal = true} : (tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x24xf32>, tensor<2x5x8xf32>, tensor<2x2x5xf32>, tensor<2x5x8xf32>) -> tensor<2x5x24xf32>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fusion_kinds
+// CHECK: tcc.fusion reduction(%{{.+}}) : (tensor<4x8xf32>) -> tensor<4x1xf32> {
+// CHECK: tcc.fusion gemm(%{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> {
+func.func @fusion_kinds(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>) -> (tensor<4x1xf32>, tensor<4x8xf32>) {
+  %r = tcc.fusion reduction(%a) : (tensor<4x8xf32>) -> tensor<4x1xf32> {
+  ^bb0(%x: tensor<4x8xf32>):
+    %e = tcc.exp %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %s = tcc.reduce_sum %e {axes = array<i64: -1>, keepdims = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    tcc.yield %s : tensor<4x1xf32>
+  }
+  %g = tcc.fusion gemm(%a, %b) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: tensor<4x8xf32>, %y: tensor<8x8xf32>):
+    %m = tcc.matmul %x, %y : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+    tcc.yield %m : tensor<4x8xf32>
+  }
+  return %r, %g : tensor<4x1xf32>, tensor<4x8xf32>
+}

@@ -8,14 +8,14 @@
 // CHECK-LABEL: func.func @bias_residual
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<2x4x8xf32>, %[[W:[a-z0-9]+]]: tensor<16x8xf32>, %[[B:[a-z0-9]+]]: tensor<16xf32>, %[[R:[a-z0-9]+]]: tensor<2x4x16xf32>)
 // CHECK-SAME: reason = "GEMM epilogue: computed on each product element as the GEMM stores it, saving writing and reading 1024 bytes"
-// CHECK: %[[F:.+]] = tcc.fusion(%[[X]], %[[W]], %[[B]], %[[R]]) : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+// CHECK: %[[F:.+]] = tcc.fusion {{[a-z]+}}(%[[X]], %[[W]], %[[B]], %[[R]]) : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
 // CHECK: tcc.transpose
 // CHECK: %[[M:.+]] = tcc.matmul
 // CHECK: %[[A1:.+]] = tcc.add %[[M]], %{{.+}}
 // CHECK: %[[A2:.+]] = tcc.add %{{.+}}, %[[A1]]
 // CHECK: tcc.yield %[[A2]]
 // The two readers of the chain's value are siblings: one loop computes both.
-// CHECK: tcc.fusion(%[[F]])
+// CHECK: tcc.fusion {{[a-z]+}}(%[[F]])
 // CHECK: tcc.tanh
 // CHECK: tcc.exp
 // cuBLASLt runs this one too: bias, then the residual as C.
@@ -23,7 +23,7 @@
 // CUBLAS-SAME: reason = "cuBLASLt epilogue: bias, added as the GEMM stores its product"
 // CUBLAS-SAME: reason = "cuBLASLt epilogue: the residual added as C (beta = 1)"
 // CUBLAS-SAME: reason = "cuBLASLt epilogue: at most a bias and a GELU or residual"
-// CUBLAS: tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
+// CUBLAS: tcc.fusion {{[a-z]+}}(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
 // CUBLAS: tcc.matmul
 // CUBLAS: tcc.add
 // CUBLAS: tcc.add
@@ -62,7 +62,7 @@ func.func @no_epilogue(%a: tensor<4x8xf32>, %w: tensor<8x4xf32>, %z: tensor<2x4x
 // only GEMMs read, and the pre-activation is a second result of the fusion.
 // CHECK-LABEL: func.func @forked_activation
 // CHECK-SAME: (the value it reads is also a result, for its 1 other reader(s))
-// CHECK: %[[F:.+]]:2 = tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+// CHECK: %[[F:.+]]:2 = tcc.fusion {{[a-z]+}}(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
 // CHECK: %[[M:.+]] = tcc.matmul
 // CHECK: %[[H:.+]] = tcc.add %[[M]], %{{.+}}
 // CHECK: %[[G:.+]] = tcc.gelu %[[H]]
@@ -72,7 +72,7 @@ func.func @no_epilogue(%a: tensor<4x8xf32>, %w: tensor<8x4xf32>, %z: tensor<2x4x
 // cuBLASLt: bias and GELU, the pre-activation as the auxiliary output.
 // CUBLAS-LABEL: func.func @forked_activation
 // CUBLAS-SAME: reason = "cuBLASLt epilogue: bias and GELU, the GELU's input kept as the auxiliary output
-// CUBLAS: tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+// CUBLAS: tcc.fusion {{[a-z]+}}(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<8x4xf32>, tensor<4x16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
 // CUBLAS: tcc.gelu
 // CUBLAS: tcc.yield
 func.func @forked_activation(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tensor<16xf32>, %w2: tensor<16x4xf32>, %d: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8x16xf32>) {
@@ -93,7 +93,7 @@ func.func @forked_activation(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %b: tens
 // CHECK-LABEL: func.func @forked_left_alone
 // CHECK-SAME: reason = "the value it reads has other readers, and its own value is read by more than GEMMs
 // CHECK: %[[M:.+]] = tcc.matmul
-// CHECK: tcc.fusion(%[[M]], %{{.+}})
+// CHECK: tcc.fusion {{[a-z]+}}(%[[M]], %{{.+}})
 // CHECK: tcc.mul
 // CHECK: tcc.exp
 func.func @forked_left_alone(%x: tensor<8x4xf32>, %w: tensor<4x16xf32>, %s: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {

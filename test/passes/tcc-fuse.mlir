@@ -9,7 +9,7 @@
 // CHECK-LABEL: func.func @chain
 // CHECK-SAME: (%[[A:[a-z0-9]+]]: tensor<4x8xf32>, %[[B:[a-z0-9]+]]: tensor<8xf32>)
 // CHECK-SAME: tcc.fusion_stats = {fusions = 1 : i64, gemm_fusions = 0 : i64, kernel_count = 1 : i64, op_count = 3 : i64}
-// CHECK: %[[F:.+]] = tcc.fusion(%[[A]], %[[B]]) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+// CHECK: %[[F:.+]] = tcc.fusion loop(%[[A]], %[[B]]) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
 // CHECK: ^bb0(%[[X:.+]]: tensor<4x8xf32>, %[[Y:.+]]: tensor<8xf32>):
 // CHECK: %[[M:.+]] = tcc.mul %[[X]], %[[Y]]
 // CHECK: %[[T:.+]] = tcc.tanh %[[M]]
@@ -39,14 +39,14 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 // CHECK-SAME: reason = "reduction of the group's value (input fusion): the reduction's loop computes its input, saving writing and reading 256 bytes"
 // CHECK-SAME: reason = "reads a reduction's result (or a view of one), which is complete only after the group's loop"
 // CHECK: %[[M:.+]] = tcc.matmul
-// CHECK: %[[F:.+]] = tcc.fusion(%[[M]]) : (tensor<4x8xf32>) -> tensor<1x8xf32> {
+// CHECK: %[[F:.+]] = tcc.fusion reduction(%[[M]]) : (tensor<4x8xf32>) -> tensor<1x8xf32> {
 // CHECK: tcc.exp
 // CHECK: %[[R:.+]] = tcc.reduce_sum
 // CHECK: tcc.yield %[[R]] : tensor<1x8xf32>
 // CHECK: tcc.relu %[[F]]
 // NORED-LABEL: func.func @not_elementwise
 // NORED-SAME: not elementwise: tcc.reduce_sum is a kernel of its own
-// NORED-NOT: tcc.fusion(
+// NORED-NOT: tcc.fusion {{[a-z]+}}(
 // NORED: tcc.matmul
 // NORED: tcc.exp
 // NORED: tcc.reduce_sum
@@ -55,7 +55,7 @@ func.func @chain(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 // than the last is a kernel of its own too.
 // ROWS-LABEL: func.func @not_elementwise
 // ROWS-SAME: reason = "only reductions over the last axis are fused for this target"
-// ROWS-NOT: tcc.fusion(
+// ROWS-NOT: tcc.fusion {{[a-z]+}}(
 // ROWS: tcc.reduce_sum
 func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1x8xf32> {
   %0 = tcc.matmul %a, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
@@ -76,7 +76,7 @@ func.func @not_elementwise(%a: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<1
 // CHECK-SAME: reason = "row reduction (last axis) of the group's loop
 // CHECK-SAME: reason = "elementwise op on the group's row statistics: computed once per row
 // CHECK-SAME: kernel_count = 1 : i64
-// CHECK: %[[F:.+]] = tcc.fusion(%{{.+}}) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+// CHECK: %[[F:.+]] = tcc.fusion {{[a-z]+}}(%{{.+}}) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK: %[[E:.+]] = tcc.exp
 // CHECK: %[[S:.+]] = tcc.reduce_sum %[[E]] {axes = array<i64: 1>}
 // CHECK: %[[R:.+]] = tcc.reciprocal %[[S]]
@@ -111,7 +111,7 @@ func.func @row_softmax(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-SAME: reason = "reads the values of 2 groups over the same loop: they merge into one kernel
 // CHECK-SAME: reason = "sibling of the group: reads the group's input of 32 elements in the same loop
 // CHECK-SAME: kernel_count = 1 : i64
-// CHECK: %[[F:.+]]:3 = tcc.fusion(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) {
+// CHECK: %[[F:.+]]:3 = tcc.fusion {{[a-z]+}}(%{{.+}}, %{{.+}}, %{{.+}}) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>) {
 // CHECK: tcc.mul
 // CHECK: tcc.exp
 // CHECK: tcc.sub
@@ -160,7 +160,7 @@ func.func @no_merge(%a: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>,
 // CHECK-SAME: not elementwise: tcc.matmul is a kernel of its own
 // CHECK: %[[E:.+]] = tcc.exp
 // CHECK: %[[M:.+]] = tcc.matmul %[[E]]
-// CHECK: tcc.fusion(%[[M]], %[[E]])
+// CHECK: tcc.fusion {{[a-z]+}}(%[[M]], %[[E]])
 func.func @cycle(%a: tensor<8x8xf32>) -> tensor<8x8xf32> {
   %0 = tcc.exp %a : (tensor<8x8xf32>) -> tensor<8x8xf32>
   %1 = tcc.matmul %0, %0 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
@@ -195,7 +195,7 @@ func.func @escaping(%a: tensor<16xf32>) -> (tensor<16xf32>, tensor<f32>) {
 // Leaves alone: a consumer whose result is broadcast to a larger shape.
 // CHECK-LABEL: func.func @other_shape
 // CHECK-SAME: result shape differs from the group's
-// CHECK-NOT: tcc.fusion(
+// CHECK-NOT: tcc.fusion {{[a-z]+}}(
 func.func @other_shape(%a: tensor<4x8xf32>, %b: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
   %0 = tcc.exp %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %1 = tcc.add %0, %b : (tensor<4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
@@ -214,7 +214,7 @@ func.func @other_shape(%a: tensor<4x8xf32>, %b: tensor<2x4x8xf32>) -> tensor<2x4
 // CHECK-SAME: reason = "transpose moves more than the last two dimensions: a GEMM cannot read it through a transpose flag"
 // CHECK-SAME: reason = "transpose of the last two dimensions read by a GEMM: the GEMM reads its operand transposed (the transpose stays for its other readers)"
 // CHECK-SAME: gemm_fusions = 2 : i64
-// CHECK: %[[G:.+]] = tcc.fusion(%[[X]], %[[W]]) : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32> {
+// CHECK: %[[G:.+]] = tcc.fusion gemm(%[[X]], %[[W]]) : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32> {
 // CHECK: ^bb0(%[[A:.+]]: tensor<2x4x8xf32>, %[[B:.+]]: tensor<16x8xf32>):
 // CHECK: %[[T:.+]] = tcc.transpose %[[B]] {perm = array<i64: 1, 0>}
 // CHECK: %[[M:.+]] = tcc.matmul %[[A]], %[[T]]
@@ -223,7 +223,7 @@ func.func @other_shape(%a: tensor<4x8xf32>, %b: tensor<2x4x8xf32>) -> tensor<2x4
 // CHECK: tcc.matmul %[[P]], %{{.+}} : (tensor<4x8x2xf32>
 // CHECK: %[[KEEP:.+]] = tcc.transpose %[[V]] {perm = array<i64: 0, 2, 1>}
 // CHECK: %[[PLAIN:.+]] = tcc.matmul %[[X]], %[[V]]
-// CHECK: tcc.fusion(%[[V]]) : (tensor<2x8x4xf32>) -> tensor<2x4x4xf32> {
+// CHECK: tcc.fusion {{[a-z]+}}(%[[V]]) : (tensor<2x8x4xf32>) -> tensor<2x4x4xf32> {
 // CHECK: ^bb0(%[[VV:.+]]: tensor<2x8x4xf32>):
 // CHECK: %[[VT:.+]] = tcc.transpose %[[VV]] {perm = array<i64: 0, 2, 1>}
 // CHECK: tcc.matmul %[[VT]], %[[VV]]
@@ -250,7 +250,7 @@ func.func @gemm_prologue(%x: tensor<2x4x8xf32>, %w: tensor<16x8xf32>, %v: tensor
 // elsewhere).
 // CHECK-LABEL: func.func @reduce_input_fusion
 // CHECK-SAME: reason = "an integer reduction stays a kernel of its own"
-// CHECK: %[[F:.+]]:2 = tcc.fusion(%{{.+}}, %{{.+}}) : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<1x1x4xf32>) {
+// CHECK: %[[F:.+]]:2 = tcc.fusion {{[a-z]+}}(%{{.+}}, %{{.+}}) : (tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<1x1x4xf32>) {
 // CHECK: %[[A:.+]] = tcc.add
 // CHECK: %[[T:.+]] = tcc.tanh %[[A]]
 // CHECK: %[[S:.+]] = tcc.reduce_mean %[[T]] {axes = array<i64: 0, 1>}
@@ -274,7 +274,7 @@ func.func @reduce_input_fusion(%x: tensor<2x3x4xf32>, %b: tensor<4xf32>, %i: ten
 // CHECK-LABEL: func.func @gemm_result_transpose
 // CHECK-SAME: (%[[X:[a-z0-9]+]]: tensor<6x4xf32>, %[[G:[a-z0-9]+]]: tensor<6x10xf32>)
 // CHECK-SAME: reason = "transpose of a GEMM's result: the GEMM computes B^T A^T instead, saving writing and reading 320 bytes"
-// CHECK: %[[F:.+]] = tcc.fusion(%[[G]], %[[X]]) : (tensor<6x10xf32>, tensor<6x4xf32>) -> tensor<10x4xf32> {
+// CHECK: %[[F:.+]] = tcc.fusion {{[a-z]+}}(%[[G]], %[[X]]) : (tensor<6x10xf32>, tensor<6x4xf32>) -> tensor<10x4xf32> {
 // CHECK: ^bb0(%[[A:.+]]: tensor<6x10xf32>, %[[B:.+]]: tensor<6x4xf32>):
 // CHECK: %[[T:.+]] = tcc.transpose %[[A]] {perm = array<i64: 1, 0>}
 // CHECK: %[[M:.+]] = tcc.matmul %[[T]], %[[B]] : (tensor<10x6xf32>, tensor<6x4xf32>) -> tensor<10x4xf32>
@@ -294,7 +294,7 @@ func.func @gemm_result_transpose(%x: tensor<6x4xf32>, %g: tensor<6x10xf32>) -> t
 // round differently; the exp stays a loop of its own.
 // CHECK-LABEL: func.func @split_runs
 // CHECK-SAME: reason = "the reduce kernel sums this reduction's runs separately
-// CHECK-NOT: tcc.fusion(
+// CHECK-NOT: tcc.fusion {{[a-z]+}}(
 // CHECK: tcc.exp
 // CHECK: tcc.reduce_sum %{{.+}} {axes = array<i64: 0, 2>}
 func.func @split_runs(%a: tensor<4x16x32xf32>) -> tensor<1x16x1xf32> {
@@ -312,14 +312,14 @@ func.func @split_runs(%a: tensor<4x16x32xf32>) -> tensor<1x16x1xf32> {
 // CHECK-LABEL: func.func @heads
 // CHECK-SAME: reason = "data movement: the tcc.split and the transposes of its parts are one copy loop (7 ops), each element moved once"
 // CHECK-SAME: reason = "data movement: the tcc.concat and the transposes of its parts are one copy loop (5 ops), each element moved once"
-// CHECK: %[[S:.+]]:3 = tcc.fusion(%{{.+}}) : (tensor<2x4x24xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) {
+// CHECK: %[[S:.+]]:3 = tcc.fusion move(%{{.+}}) : (tensor<2x4x24xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) {
 // CHECK: tcc.split
 // CHECK-COUNT-3: tcc.transpose
-// CHECK: %[[C:.+]] = tcc.fusion(%{{.+}}, %{{.+}}) : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x16xf32> {
+// CHECK: %[[C:.+]] = tcc.fusion move(%{{.+}}, %{{.+}}) : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x4x16xf32> {
 // CHECK-COUNT-2: tcc.transpose
 // CHECK: tcc.concat
 // MOVES-LABEL: func.func @heads
-// MOVES-NOT: tcc.fusion(
+// MOVES-NOT: tcc.fusion {{[a-z]+}}(
 func.func @heads(%qkv: tensor<2x4x24xf32>, %dq: tensor<2x2x4x4xf32>, %dv: tensor<2x2x4x4xf32>) -> (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>, tensor<2x4x16xf32>) {
   %q, %k, %v = tcc.split %qkv {axis = 2 : i64, split = array<i64: 8, 8, 8>} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>)
   %q4 = tcc.reshape %q {shape = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
@@ -366,7 +366,7 @@ func.func @heads_read_early(%qk: tensor<2x4x16xf32>) -> (tensor<2x2x4x4xf32>, te
 // CHECK-LABEL: func.func @no_move_past_kernel
 // MOVES-LABEL: func.func @no_move_past_kernel
 // CHECK-SAME: joining would run the group here, after ops that do not belong to it, keeping 128 bytes of its inputs alive until then for 64 bytes of results stored later
-// CHECK-NOT: tcc.fusion(
+// CHECK-NOT: tcc.fusion {{[a-z]+}}(
 // CHECK: return
 func.func @no_move_past_kernel(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %t0 = tcc.exp %a : (tensor<4x4xf32>) -> tensor<4x4xf32>
@@ -381,7 +381,7 @@ func.func @no_move_past_kernel(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tens
 // -----
 
 // CHECK-LABEL: func.func @move_when_inputs_live_on
-// CHECK: tcc.fusion(
+// CHECK: tcc.fusion {{[a-z]+}}(
 // CHECK: tcc.add
 // CHECK: tcc.add
 // CHECK: tcc.yield
@@ -400,7 +400,7 @@ func.func @move_when_inputs_live_on(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) ->
 // moves above it and joins the loop, which then yields both values. Where
 // every reduction is fused, nothing moves: the sum joins the loop too.
 // ROWS-LABEL: func.func @hoist_over_column_sum
-// ROWS: %[[F:.+]]:2 = tcc.fusion(%arg0, %arg1)
+// ROWS: %[[F:.+]]:2 = tcc.fusion {{[a-z]+}}(%arg0, %arg1)
 // ROWS: %[[M:.+]] = tcc.reduce_mean
 // ROWS-NEXT: %[[D:.+]] = tcc.sub %{{.+}}, %[[M]]
 // ROWS-NEXT: %[[Y:.+]] = tcc.add %{{.+}}, %[[D]]

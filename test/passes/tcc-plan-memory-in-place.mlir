@@ -8,10 +8,10 @@
 // (its plans stay as they were).
 // CHECK-LABEL: func.func @elementwise
 // CHECK: %[[P:.+]] = tcc.matmul {{.*}}tcc.offsets = array<i64: [[AT:[0-9]+]]>
-// CHECK: tcc.fusion(%[[P]]) {tcc.offsets = array<i64: [[AT]]>}
+// CHECK: tcc.fusion {{[a-z]+}}(%[[P]]) {tcc.offsets = array<i64: [[AT]]>}
 // CPU-LABEL: func.func @elementwise
 // CPU: tcc.matmul {{.*}}tcc.offsets = array<i64: 8192>
-// CPU: tcc.fusion({{.*}}tcc.offsets = array<i64: 12288>
+// CPU: tcc.fusion {{[a-z]+}}({{.*}}tcc.offsets = array<i64: 12288>
 func.func @elementwise(%x: tensor<32x32xf32> {tcc.input = "x"}) -> (tensor<32x32xf32> {tcc.output = "y"}) {
   %0 = tcc.matmul %x, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
   %1 = tcc.tanh %0 : (tensor<32x32xf32>) -> tensor<32x32xf32>
@@ -27,7 +27,7 @@ func.func @elementwise(%x: tensor<32x32xf32> {tcc.input = "x"}) -> (tensor<32x32
 // sum has read the whole row, does not.
 // CHECK-LABEL: func.func @rows
 // CHECK: %[[P:.+]] = tcc.matmul {{.*}}tcc.offsets = array<i64: [[AT:[0-9]+]]>
-// CHECK: tcc.fusion(%[[P]]) {tcc.offsets = array<i64: [[FIRST:[0-9]+]], [[AT]]>}
+// CHECK: tcc.fusion {{[a-z]+}}(%[[P]]) {tcc.offsets = array<i64: [[FIRST:[0-9]+]], [[AT]]>}
 // CHECK-NOT: array<i64: [[AT]], [[AT]]>
 func.func @rows(%x: tensor<32x32xf32> {tcc.input = "x"}) -> (tensor<32x32xf32> {tcc.output = "y"}, tensor<32x32xf32> {tcc.output = "z"}) {
   %0 = tcc.matmul %x, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
@@ -48,7 +48,7 @@ func.func @rows(%x: tensor<32x32xf32> {tcc.input = "x"}) -> (tensor<32x32xf32> {
 // CHECK-LABEL: func.func @row_result
 // CHECK: %[[P:.+]] = tcc.matmul %{{.+}}, %{{.+}} {tcc.offsets = array<i64: [[PAT:[0-9]+]]>} : (tensor<32x32xf32>, tensor<32x32xf32>)
 // CHECK: %[[M:.+]] = tcc.matmul %{{.+}}, %{{.+}} {tcc.offsets = array<i64: [[MAT:[0-9]+]]>}
-// CHECK: tcc.fusion(%[[P]], %[[M]]) {tcc.offsets = array<i64:
+// CHECK: tcc.fusion {{[a-z]+}}(%[[P]], %[[M]]) {tcc.offsets = array<i64:
 // CHECK-NOT: [[MAT]]
 // CHECK-SAME: , [[PAT]]>}
 func.func @row_result(%x: tensor<32x32xf32> {tcc.input = "x"}, %v: tensor<32x1xf32> {tcc.input = "v"}) -> (tensor<32x32xf32> {tcc.output = "y"}, tensor<1x1xf32> {tcc.output = "z"}) {
@@ -73,7 +73,7 @@ func.func @row_result(%x: tensor<32x32xf32> {tcc.input = "x"}, %v: tensor<32x1xf
 // it although the gradient is returned with it.
 // CPU-LABEL: func.func @micro_step
 // CPU: tcc.exp %{{.+}} {tcc.offsets = array<i64: [[AT:[0-9]+]]>}
-// CPU: tcc.fusion(%{{.+}}) {tcc.offsets = array<i64: [[AT]]>}
+// CPU: tcc.fusion {{[a-z]+}}(%{{.+}}) {tcc.offsets = array<i64: [[AT]]>}
 // CPU: return
 func.func @micro_step(%w: tensor<64xf32> {tcc.param = "w"}, %x: tensor<64xf32> {tcc.input = "x"})
     -> (tensor<64xf32> {tcc.output = "o"}, tensor<64xf32> {tcc.grad = "w"}) {

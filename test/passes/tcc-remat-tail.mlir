@@ -9,13 +9,13 @@
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: arena_bytes = 790976 : i64
 // CHECK-SAME: reason = "saved activation with the most bytes per recomputed FLOP: the elementwise tail of a multi-output fusion, recomputed from its other results"
-// CHECK: %[[L0:.+]]:2 = tcc.fusion(%arg0,
-// CHECK: %[[L1:.+]]:2 = tcc.fusion(%[[L0]]#1,
-// CHECK: %[[R:.+]] = tcc.fusion(%[[L1]]#0) {{{.*}}tcc.remat} : (tensor<256x64xf32>) -> tensor<256x64xf32> {
+// CHECK: %[[L0:.+]]:2 = tcc.fusion {{[a-z]+}}(%arg0,
+// CHECK: %[[L1:.+]]:2 = tcc.fusion {{[a-z]+}}(%[[L0]]#1,
+// CHECK: %[[R:.+]] = tcc.fusion loop(%[[L1]]#0) {{{.*}}tcc.remat} : (tensor<256x64xf32>) -> tensor<256x64xf32> {
 // CHECK-NEXT: ^bb0(%[[A:.+]]: tensor<256x64xf32>):
 // CHECK-NEXT: %[[G:.+]] = tcc.gelu %[[A]]
 // CHECK-NEXT: tcc.yield %[[G]]
-// CHECK: tcc.fusion(%[[R]],
+// CHECK: tcc.fusion {{[a-z]+}}(%[[R]],
 func.func @main(%x: tensor<256x64xf32> {tcc.input = "x"}, %w0: tensor<64x64xf32> {tcc.param = "w0"}, %b0: tensor<64xf32> {tcc.param = "b0"}, %w1: tensor<64x64xf32> {tcc.param = "w1"}, %b1: tensor<64xf32> {tcc.param = "b1"}, %w2: tensor<64x64xf32> {tcc.param = "w2"}, %b2: tensor<64xf32> {tcc.param = "b2"}, %w3: tensor<64x64xf32> {tcc.param = "w3"}, %b3: tensor<64xf32> {tcc.param = "b3"}) -> (tensor<f32> {tcc.output = "loss"}) {
   %m0 = tcc.matmul %x, %w0 : (tensor<256x64xf32>, tensor<64x64xf32>) -> tensor<256x64xf32>
   %h0 = tcc.add %m0, %b0 : (tensor<256x64xf32>, tensor<64xf32>) -> tensor<256x64xf32>
