@@ -2202,12 +2202,8 @@ std::string Emitter::assembleCuda(bool training,
                                   const std::vector<std::string> &state,
                                   const std::string &applyRows, int numTrainable,
                                   const std::string &zero) {
-  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
-  auto get = [&](StringRef key) -> int64_t {
-    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
-    return a ? a.getInt() : -1;
-  };
-  int64_t workspace = get("workspace"), workspaceBytes = get("workspace_bytes");
+  LayoutAttr layout = LayoutAttr::of(func);
+  int64_t workspace = layout.getWorkspace(), workspaceBytes = layout.getWorkspaceBytes();
   std::string src;
   llvm::raw_string_ostream s(src);
   // The generated half of the step; runtime/cuda/step_host.cu is the fixed
@@ -2312,27 +2308,23 @@ FailureOr<EmittedStep> Emitter::run() {
   int64_t rngOffset = -1;
 
   // The arena layout comes from tcc-plan-memory.
-  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
-  auto slots = [&](StringRef key) -> ArrayRef<int64_t> {
-    if (auto a = layout ? layout.getAs<DenseI64ArrayAttr>(key) : nullptr)
-      return a.asArrayRef();
-    return {};
-  };
-  if (!layout || !layout.getAs<IntegerAttr>("arena_bytes"))
+  LayoutAttr layout = LayoutAttr::of(func);
+  if (!layout)
     return func.emitError("the step emitter needs the memory plan "
                           "(run tcc-plan-memory first)");
-  arena = layout.getAs<IntegerAttr>("arena_bytes").getInt();
-  ArrayRef<int64_t> paramSlots = slots("params"), gradSlots = slots("grads"),
-                    stateSlots = slots("state"), inputSlots = slots("inputs"),
-                    resultSlots = slots("results");
+  arena = layout.getArenaBytes();
+  ArrayRef<int64_t> paramSlots = layout.getParams().asArrayRef(),
+                    gradSlots = layout.getGrads().asArrayRef(),
+                    stateSlots = layout.getState().asArrayRef(),
+                    inputSlots = layout.getInputs().asArrayRef(),
+                    resultSlots = layout.getResults().asArrayRef();
   {
     size_t p = 0, in = 0;
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      if (func.getArgAttr(i, kSeedAttr) && layout.getAs<IntegerAttr>("seed"))
-        argOffsets[func.getArgument(i)] = layout.getAs<IntegerAttr>("seed").getInt();
-      else if (func.getArgAttr(i, kRngAttr) && layout.getAs<IntegerAttr>("rng") &&
-               layout.getAs<IntegerAttr>("rng").getInt() >= 0)
-        argOffsets[func.getArgument(i)] = layout.getAs<IntegerAttr>("rng").getInt();
+      if (func.getArgAttr(i, kSeedAttr))
+        argOffsets[func.getArgument(i)] = layout.getSeed();
+      else if (func.getArgAttr(i, kRngAttr) && layout.getRng() >= 0)
+        argOffsets[func.getArgument(i)] = layout.getRng();
       else if (func.getArgAttr(i, kParamAttr) && p < paramSlots.size())
         argOffsets[func.getArgument(i)] = paramSlots[p++];
       else if (func.getArgAttr(i, kInputAttr) && in < inputSlots.size())
@@ -2373,7 +2365,7 @@ FailureOr<EmittedStep> Emitter::run() {
     // CUDA: the body reads the fp16 working copy of a float parameter or
     // input. Parameters' copies are refreshed after every change of the
     // masters (init, apply, a copy into the arena); inputs' at each step.
-    ArrayRef<int64_t> shadowSlots = slots("shadows");
+    ArrayRef<int64_t> shadowSlots = layout.getShadows().asArrayRef();
     if (cuda && i < shadowSlots.size() && shadowSlots[i] >= 0) {
       int64_t n = tensor(arg).getNumElements();
       std::string master = buffers.lookup(arg).name;
@@ -2409,10 +2401,8 @@ FailureOr<EmittedStep> Emitter::run() {
   for (auto [k, op] : llvm::enumerate(timeline.ops))
     opIndex[op] = k;
   int64_t persistentBytes = 0;
-  if (auto l = func->getAttrOfType<DictionaryAttr>("tcc.layout"))
-    if (auto a = l.getAs<IntegerAttr>("arena_bytes"))
-      if (auto t = l.getAs<IntegerAttr>("temporary_bytes"))
-        persistentBytes = a.getInt() - t.getInt();
+  if (LayoutAttr l = LayoutAttr::of(func))
+    persistentBytes = l.getArenaBytes() - l.getTemporaryBytes();
   // Gradients are added, scaled, into their accumulators right after the op
   // that makes them (gradientAccumulatedAfter), the others at the end.
   auto ret = cast<func::ReturnOp>(block.getTerminator());

@@ -576,36 +576,22 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
         reserve += aligned(std::max<int64_t>(bufferBytes(op.getResult(0).getType(), 4), 1));
     reserve += aligned(inputBytes) + kCudaRuntimeReserveBytes;
   }
-  SmallVector<NamedAttribute> layout = {
-      b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arenaBytes)),
-      b.getNamedAttr("planned_bytes", b.getI64IntegerAttr(arenaBytes + reserve)),
-      b.getNamedAttr("device_reserve_bytes", b.getI64IntegerAttr(reserve)),
-      b.getNamedAttr("params", b.getDenseI64ArrayAttr(params)),
-      b.getNamedAttr("grads", b.getDenseI64ArrayAttr(grads)),
-      b.getNamedAttr("state", b.getDenseI64ArrayAttr(state)),
-      b.getNamedAttr("inputs", b.getDenseI64ArrayAttr(inputs)),
-      b.getNamedAttr("results", b.getDenseI64ArrayAttr(resultSlots)),
-      b.getNamedAttr("param_bytes", b.getI64IntegerAttr(paramBytes)),
-      b.getNamedAttr("grad_bytes", b.getI64IntegerAttr(gradBytes)),
-      b.getNamedAttr("state_bytes", b.getI64IntegerAttr(stateBytes)),
-      b.getNamedAttr("input_bytes", b.getI64IntegerAttr(inputBytes)),
-      b.getNamedAttr("output_bytes", b.getI64IntegerAttr(outputBytes)),
-      b.getNamedAttr("temporary_bytes", b.getI64IntegerAttr(temporaries)),
-      b.getNamedAttr("temporary_bytes_unshared", b.getI64IntegerAttr(unshared)),
-      b.getNamedAttr("saved_activation_bytes", b.getI64IntegerAttr(saved)),
-      b.getNamedAttr("seed", b.getI64IntegerAttr(seedSlot)),
-      b.getNamedAttr("rng", b.getI64IntegerAttr(rngSlot)),
-      b.getNamedAttr("peak_live_bytes", b.getI64IntegerAttr(peakLive)),
-      b.getNamedAttr("peak_op", b.getStringAttr(peakOp)),
-      b.getNamedAttr("peak_values", b.getArrayAttr(peakValues)),
-  };
-  if (mixed) {
-    layout.push_back(b.getNamedAttr("shadows", b.getDenseI64ArrayAttr(shadows)));
-    layout.push_back(b.getNamedAttr("shadow_bytes", b.getI64IntegerAttr(shadowBytes)));
-    layout.push_back(b.getNamedAttr("workspace", b.getI64IntegerAttr(workspace)));
-    layout.push_back(b.getNamedAttr("workspace_bytes", b.getI64IntegerAttr(workspaceBytes)));
+  // The fp16 working copies and the GEMM workspace exist on CUDA only.
+  if (!mixed) {
+    shadows.clear();
+    shadowBytes = 0;
+    workspace = -1;
+    workspaceBytes = 0;
   }
-  func->setAttr("tcc.layout", b.getDictionaryAttr(layout));
+  func->setAttr("tcc.layout",
+                LayoutAttr::get(b.getContext(), arenaBytes, arenaBytes + reserve, reserve,
+                                b.getDenseI64ArrayAttr(params), b.getDenseI64ArrayAttr(grads),
+                                b.getDenseI64ArrayAttr(state), b.getDenseI64ArrayAttr(inputs),
+                                b.getDenseI64ArrayAttr(resultSlots), paramBytes, gradBytes,
+                                stateBytes, inputBytes, outputBytes, temporaries, unshared,
+                                saved, seedSlot, rngSlot, peakLive, peakOp,
+                                b.getArrayAttr(peakValues), b.getDenseI64ArrayAttr(shadows),
+                                shadowBytes, workspace, workspaceBytes));
   return arenaBytes + reserve;
 }
 
@@ -660,30 +646,28 @@ std::vector<int64_t> MemoryTimeline::liveBytes() const {
 }
 
 LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
-  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
-  auto get = [&](StringRef key) {
-    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
-    return a ? a.getInt() : 0;
-  };
+  LayoutAttr layout = LayoutAttr::of(func);
+  if (!layout)
+    return func.emitError("the step is over its budget of ") << budget << " bytes";
   return func.emitError()
-         << "the step needs " << get("planned_bytes")
+         << "the step needs " << layout.getPlannedBytes()
          << " bytes but the budget is " << budget << " (parameters "
-         << get("param_bytes") << ", gradients " << get("grad_bytes")
-         << ", optimizer state " << get("state_bytes") << ", inputs "
-         << get("input_bytes") << ", outputs " << get("output_bytes")
-         << (get("workspace_bytes") > 0
-                 ? ", fp16 working copies " + std::to_string(get("shadow_bytes")) +
-                       ", GEMM workspace " + std::to_string(get("workspace_bytes"))
+         << layout.getParamBytes() << ", gradients " << layout.getGradBytes()
+         << ", optimizer state " << layout.getStateBytes() << ", inputs "
+         << layout.getInputBytes() << ", outputs " << layout.getOutputBytes()
+         << (layout.getWorkspaceBytes() > 0
+                 ? ", fp16 working copies " + std::to_string(layout.getShadowBytes()) +
+                       ", GEMM workspace " + std::to_string(layout.getWorkspaceBytes())
                  : std::string())
-         << (get("device_reserve_bytes") > 0
+         << (layout.getDeviceReserveBytes() > 0
                  ? ", constants, input staging and CUDA runtime reserve " +
-                       std::to_string(get("device_reserve_bytes"))
+                       std::to_string(layout.getDeviceReserveBytes())
                  : std::string())
-         << ", activations and temporaries " << get("temporary_bytes")
-         << ", of which " << get("saved_activation_bytes")
+         << ", activations and temporaries " << layout.getTemporaryBytes()
+         << ", of which " << layout.getSavedActivationBytes()
          << " are forward values kept for the backward pass); the smallest "
             "budget this plan meets is "
-         << get("planned_bytes") << " bytes"
+         << layout.getPlannedBytes() << " bytes"
          << (func->hasAttr("tcc.remat_decisions")
                  ? " after rematerialising " +
                        std::to_string(func->getAttrOfType<ArrayAttr>(
@@ -694,16 +678,14 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
          << describePeak(layout);
 }
 
-std::string mlir::tcc::describePeak(DictionaryAttr layout) {
-  auto values = layout ? layout.getAs<ArrayAttr>("peak_values") : nullptr;
+std::string mlir::tcc::describePeak(LayoutAttr layout) {
+  ArrayAttr values = layout ? layout.getPeakValues() : nullptr;
   if (!values || values.empty())
     return "";
   std::string s;
   llvm::raw_string_ostream os(s);
-  os << "; activations and temporaries peak at "
-     << layout.getAs<StringAttr>("peak_op").getValue() << " with "
-     << layout.getAs<IntegerAttr>("peak_live_bytes").getInt()
-     << " bytes live, the largest";
+  os << "; activations and temporaries peak at " << layout.getPeakOp() << " with "
+     << layout.getPeakLiveBytes() << " bytes live, the largest";
   for (auto [k, a] : llvm::enumerate(values.getAsRange<DictionaryAttr>()))
     os << (k ? ", " : " ") << a.getAs<IntegerAttr>("bytes").getInt() << " from "
        << a.getAs<StringAttr>("op").getValue()

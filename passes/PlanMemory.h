@@ -2,6 +2,7 @@
 #ifndef TCC_PASSES_PLANMEMORY_H
 #define TCC_PASSES_PLANMEMORY_H
 
+#include "compiler/Dialect/TccOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
@@ -160,7 +161,7 @@ LogicalResult reportOverBudget(func::FuncOp func, int64_t budget);
 /// "; activations and temporaries peak at <op> with N bytes live, the
 /// largest ..." from a planned function's `tcc.layout`, for diagnostics; ""
 /// when the plan has no temporaries.
-std::string describePeak(DictionaryAttr layout);
+std::string describePeak(LayoutAttr layout);
 
 } // namespace mlir::tcc
 

@@ -498,11 +498,6 @@ private:
     return peak;
   }
 
-  static int64_t layoutValue(func::FuncOp func, StringRef key) {
-    auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
-    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
-    return a ? a.getInt() : 0;
-  }
 
   void search(func::FuncOp func) {
     RematCostModel model{floatBytes};
@@ -513,7 +508,7 @@ private:
     // Rounds: a greedy search on the live-bytes bound towards the budget,
     // then the full plan; fragmentation (plan minus bound) measured anew.
     for (int round = 0; planned > budget && round < 8; ++round) {
-      int64_t temporaries = layoutValue(func, "temporary_bytes");
+      int64_t temporaries = LayoutAttr::of(func).getTemporaryBytes();
       int64_t persistent = planned - temporaries;
       int64_t live = liveTemporaries(func);
       int64_t fragmentation = temporaries - live;

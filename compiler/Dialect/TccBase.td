@@ -32,7 +32,7 @@ def Tcc_Dialect : Dialect {
     `tcc.output = "<name>"`.
   }];
   let hasConstantMaterializer = 1;
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,6 +17,7 @@
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -25,11 +26,17 @@ using namespace mlir::tcc;
 #include "compiler/Dialect/TccOpsDialect.cpp.inc"
 #include "compiler/Dialect/TccInterfaces.cpp.inc"
 #include "compiler/Dialect/TccEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "compiler/Dialect/TccAttrs.cpp.inc"
 
 void TccDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "compiler/Dialect/TccOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "compiler/Dialect/TccAttrs.cpp.inc"
       >();
 }
 

@@ -16,6 +16,9 @@
 
 #include "compiler/Dialect/TccEnums.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "compiler/Dialect/TccAttrs.h.inc"
+
 namespace mlir::OpTrait::tcc {
 /// Marks an ONNX-level op that only the importer and tcc-legalize see (see
 /// TccOps.td): it folds at import or is rewritten into core ops.

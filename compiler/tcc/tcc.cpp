@@ -434,11 +434,7 @@ static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
 /// Writes the plan's breakdown as JSON (--memory-report).
 static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
                                        StringRef path) {
-  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
-  auto get = [&](StringRef key) {
-    auto a = layout.getAs<IntegerAttr>(key);
-    return a ? a.getInt() : 0;
-  };
+  tcc::LayoutAttr layout = tcc::LayoutAttr::of(func);
   int64_t stepFlops = 0, recomputedFlops = 0;
   // The step's ops, each once: a fusion's cost is its body's.
   for (Operation &op : func.getBody().front()) {
@@ -448,34 +444,33 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
       recomputedFlops += f;
   }
   llvm::json::Object report{
-      {"planned_peak_bytes", get("planned_bytes")},
-      {"arena_bytes", get("arena_bytes")},
+      {"planned_peak_bytes", layout.getPlannedBytes()},
+      {"arena_bytes", layout.getArenaBytes()},
       {"budget_bytes", budget},
       {"categories",
        llvm::json::Object{
-           {"parameters", get("param_bytes")},
-           {"gradients", get("grad_bytes")},
-           {"optimizer_state", get("state_bytes")},
-           {"inputs", get("input_bytes")},
-           {"outputs", get("output_bytes")},
-           {"activations_and_temporaries", get("temporary_bytes")},
-           {"fp16_working_copies", get("shadow_bytes")},
-           {"library_workspace", get("workspace_bytes")},
-           {"constants_and_runtime_reserve", get("device_reserve_bytes")},
+           {"parameters", layout.getParamBytes()},
+           {"gradients", layout.getGradBytes()},
+           {"optimizer_state", layout.getStateBytes()},
+           {"inputs", layout.getInputBytes()},
+           {"outputs", layout.getOutputBytes()},
+           {"activations_and_temporaries", layout.getTemporaryBytes()},
+           {"fp16_working_copies", layout.getShadowBytes()},
+           {"library_workspace", layout.getWorkspaceBytes()},
+           {"constants_and_runtime_reserve", layout.getDeviceReserveBytes()},
        }},
-      {"saved_activation_bytes", get("saved_activation_bytes")},
-      {"temporary_bytes_without_reuse", get("temporary_bytes_unshared")},
+      {"saved_activation_bytes", layout.getSavedActivationBytes()},
+      {"temporary_bytes_without_reuse", layout.getTemporaryBytesUnshared()},
       {"step_flops", stepFlops},
       {"recomputed_flops", recomputedFlops},
       {"remat_decisions", decisionsJson(func, "tcc.remat_decisions")},
   };
   llvm::json::Array largest;
-  if (auto values = layout.getAs<ArrayAttr>("peak_values"))
-    for (auto v : values.getAsRange<DictionaryAttr>())
+  for (auto v : layout.getPeakValues().getAsRange<DictionaryAttr>())
       largest.push_back(toJson(v));
   report["peak"] = llvm::json::Object{
-      {"op", layout.getAs<StringAttr>("peak_op").getValue().str()},
-      {"live_bytes", get("peak_live_bytes")},
+      {"op", layout.getPeakOp().str()},
+      {"live_bytes", layout.getPeakLiveBytes()},
       {"largest_values", std::move(largest)},
   };
   return writeJson(std::move(report), path);
@@ -484,40 +479,36 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
 /// The memory plot's data for a planned function (see MemoryPlot.h).
 static tcc::plot::MemoryPlan plotData(func::FuncOp func, int64_t floatBytes,
                                       int64_t budget, StringRef title) {
-  auto layout = func->getAttrOfType<DictionaryAttr>("tcc.layout");
-  auto get = [&](StringRef key) -> int64_t {
-    auto a = layout ? layout.getAs<IntegerAttr>(key) : nullptr;
-    return a ? a.getInt() : 0;
-  };
+  tcc::LayoutAttr layout = tcc::LayoutAttr::of(func);
   tcc::plot::MemoryPlan plan;
   plan.title = title.str();
   plan.budget = budget;
   const bool mixed = floatBytes == tcc::kMixedPrecision;
   plan.fixed = {
-      {"parameters", mixed ? "parameters (fp32 masters)" : "parameters", get("param_bytes")},
-      {"gradients", "gradient accumulators", get("grad_bytes")},
-      {"optimizer_state", "optimizer state", get("state_bytes")},
-      {"inputs", "inputs", get("input_bytes")},
-      {"outputs", "outputs", get("output_bytes")},
+      {"parameters", mixed ? "parameters (fp32 masters)" : "parameters", layout.getParamBytes()},
+      {"gradients", "gradient accumulators", layout.getGradBytes()},
+      {"optimizer_state", "optimizer state", layout.getStateBytes()},
+      {"inputs", "inputs", layout.getInputBytes()},
+      {"outputs", "outputs", layout.getOutputBytes()},
   };
   if (mixed) {
-    plan.fixed.push_back({"fp16_working_copies", "fp16 working copies", get("shadow_bytes")});
-    plan.fixed.push_back({"library_workspace", "cuBLASLt workspace", get("workspace_bytes")});
+    plan.fixed.push_back({"fp16_working_copies", "fp16 working copies", layout.getShadowBytes()});
+    plan.fixed.push_back({"library_workspace", "cuBLASLt workspace", layout.getWorkspaceBytes()});
   }
   // The persistent slots' alignment (64 bytes each).
   int64_t named = 0;
   for (const tcc::plot::FixedCategory &c : plan.fixed)
     named += c.bytes;
-  int64_t padding = get("arena_bytes") - get("temporary_bytes") - named;
+  int64_t padding = layout.getArenaBytes() - layout.getTemporaryBytes() - named;
   if (padding > 0)
     plan.fixed.push_back({"alignment", "slot alignment", padding});
   if (mixed)
     plan.fixed.push_back({"constants_and_runtime_reserve",
                           "constants, input staging, CUDA runtime reserve",
-                          get("device_reserve_bytes")});
-  plan.temporariesRegion = get("temporary_bytes");
-  plan.plannedPeak = get("planned_bytes");
-  plan.peakLiveBytes = get("peak_live_bytes");
+                          layout.getDeviceReserveBytes()});
+  plan.temporariesRegion = layout.getTemporaryBytes();
+  plan.plannedPeak = layout.getPlannedBytes();
+  plan.peakLiveBytes = layout.getPeakLiveBytes();
 
   tcc::MemoryTimeline timeline = tcc::memoryTimeline(func, floatBytes);
   for (Operation *op : timeline.ops)
@@ -820,7 +811,7 @@ int main(int argc, char **argv) {
   if (failed(planPm.run(*module)))
     return 1;
   auto planned = *module->getOps<func::FuncOp>().begin();
-  auto layout = planned->getAttrOfType<DictionaryAttr>("tcc.layout");
+  tcc::LayoutAttr layout = tcc::LayoutAttr::of(planned);
   if (!fusionReport.empty() && failed(writeFusionReport(planned, fusionReport)))
     return 1;
   if (!memoryReport.empty() &&
@@ -849,12 +840,8 @@ int main(int argc, char **argv) {
       return 1;
   }
   if (planOnly) {
-    auto bytesOf = [&](StringRef key) {
-      auto a = layout.getAs<IntegerAttr>(key);
-      return a ? a.getInt() : 0;
-    };
-    llvm::errs() << "tcc: planned peak " << humanBytes(bytesOf("planned_bytes")) << " (arena "
-                 << humanBytes(bytesOf("arena_bytes")) << ")"
+    llvm::errs() << "tcc: planned peak " << humanBytes(layout.getPlannedBytes()) << " (arena "
+                 << humanBytes(layout.getArenaBytes()) << ")"
                  << (budget ? ", budget " + humanBytes(budget) : "") << "; wrote";
     for (const std::string *f : {&memoryReport.getValue(), &memoryPlot.getValue(),
                                  &fusionReport.getValue()})
@@ -928,23 +915,19 @@ int main(int argc, char **argv) {
   if (failed(tcc::buildStepLibrary(*step, weights, outputFile, fileLoc,
                                       buildOptions)))
     return 1;
-  auto bytesOf = [&](StringRef key) {
-    auto a = layout.getAs<IntegerAttr>(key);
-    return a ? a.getInt() : 0;
-  };
   llvm::errs() << "tcc: " << outputFile << ": arena "
-               << humanBytes(bytesOf("arena_bytes")) << " (parameters "
-               << humanBytes(bytesOf("param_bytes")) << ", gradients "
-               << humanBytes(bytesOf("grad_bytes")) << ", optimizer state "
-               << humanBytes(bytesOf("state_bytes")) << ", activations and "
-               << "temporaries " << humanBytes(bytesOf("temporary_bytes"))
-               << (layout.getAs<IntegerAttr>("workspace_bytes")
+               << humanBytes(layout.getArenaBytes()) << " (parameters "
+               << humanBytes(layout.getParamBytes()) << ", gradients "
+               << humanBytes(layout.getGradBytes()) << ", optimizer state "
+               << humanBytes(layout.getStateBytes()) << ", activations and "
+               << "temporaries " << humanBytes(layout.getTemporaryBytes())
+               << (layout.getWorkspace() >= 0 // the CUDA target's
                        ? ", fp16 working copies " +
-                             humanBytes(bytesOf("shadow_bytes")) +
+                             humanBytes(layout.getShadowBytes()) +
                              ", GEMM workspace " +
-                             humanBytes(bytesOf("workspace_bytes")) +
+                             humanBytes(layout.getWorkspaceBytes()) +
                              "; plus constants, input staging and CUDA runtime reserve " +
-                             humanBytes(bytesOf("device_reserve_bytes"))
+                             humanBytes(layout.getDeviceReserveBytes())
                        : std::string())
                << ")" << (budget ? ", budget " + humanBytes(budget) : "")
                << "\n";

@@ -502,3 +502,11 @@ func.func @fusion_unknown_kind(%a: tensor<4xf32>) -> tensor<4xf32> {
   }
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A layout without every field is refused by its parser.
+// expected-error @+1 {{expected ','}}
+func.func @layout_missing_field() attributes {tcc.layout = #tcc.layout<arena_bytes = 256, planned_bytes = 256, device_reserve_bytes = 0, params = [], grads = [], state = [], inputs = [], results = [], param_bytes = 0, grad_bytes = 0, state_bytes = 0, input_bytes = 0, output_bytes = 0, temporary_bytes = 0, temporary_bytes_unshared = 0, saved_activation_bytes = 0, seed = -1, rng = -1, peak_live_bytes = 0, peak_op = "", peak_values = [], shadows = [], shadow_bytes = 0, workspace = -1>} {
+  return
+}

@@ -244,3 +244,13 @@ func.func @fusion_kinds(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>) -> (tensor<4x1
   }
   return %r, %g : tensor<4x1xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// The memory plan's typed layout parses and prints back.
+// CHECK-LABEL: func.func @planned
+// CHECK-SAME: tcc.layout = #tcc.layout<arena_bytes = 256, planned_bytes = 256, device_reserve_bytes = 0, params = [], grads = [], state = [], inputs = [0], results = [64], param_bytes = 0, grad_bytes = 0, state_bytes = 0, input_bytes = 64, output_bytes = 64, temporary_bytes = 128, temporary_bytes_unshared = 256, saved_activation_bytes = 0, seed = -1, rng = -1, peak_live_bytes = 128, peak_op = "tcc.exp", peak_values = [{bytes = 64 : i64, kept_for_backward = false, op = "tcc.exp"}], shadows = [], shadow_bytes = 0, workspace = -1, workspace_bytes = 0>
+func.func @planned(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc.output = "y"}) attributes {tcc.layout = #tcc.layout<arena_bytes = 256, planned_bytes = 256, device_reserve_bytes = 0, params = [], grads = [], state = [], inputs = [0], results = [64], param_bytes = 0, grad_bytes = 0, state_bytes = 0, input_bytes = 64, output_bytes = 64, temporary_bytes = 128, temporary_bytes_unshared = 256, saved_activation_bytes = 0, seed = -1, rng = -1, peak_live_bytes = 128, peak_op = "tcc.exp", peak_values = [{bytes = 64 : i64, kept_for_backward = false, op = "tcc.exp"}], shadows = [], shadow_bytes = 0, workspace = -1, workspace_bytes = 0>} {
+  %y = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
+  return %y : tensor<16xf32>
+}

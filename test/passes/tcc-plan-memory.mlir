@@ -7,17 +7,17 @@
 // enough for four values. The input has slot 0, the output slot 64, the
 // temporaries start at 128.
 // CHECK-LABEL: func.func @chain
-// CHECK-SAME: tcc.layout = {arena_bytes = 256 : i64
-// CHECK-SAME: inputs = array<i64: 0>
-// CHECK-SAME: results = array<i64: 64>
-// CHECK-SAME: temporary_bytes = 128 : i64, temporary_bytes_unshared = 256 : i64
+// CHECK-SAME: tcc.layout = #tcc.layout<arena_bytes = 256,
+// CHECK-SAME: inputs = [0]
+// CHECK-SAME: results = [64]
+// CHECK-SAME: temporary_bytes = 128, temporary_bytes_unshared = 256,
 // CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 128>}
 // CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 192>}
 // CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 128>}
 // CHECK: tcc.exp %{{.+}} {tcc.offsets = array<i64: 192>}
 // Leaves alone: with a budget the plan meets, nothing changes.
 // BUDGET-LABEL: func.func @chain
-// BUDGET-SAME: arena_bytes = 256 : i64
+// BUDGET-SAME: arena_bytes = 256,
 func.func @chain(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc.output = "y"}) {
   %0 = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
   %1 = tcc.exp %0 : (tensor<16xf32>) -> tensor<16xf32>
@@ -55,10 +55,10 @@ func.func @long_lived(%x: tensor<10xf32> {tcc.input = "x"}) -> (tensor<10xf32> {
 // parameter has no accumulator or state (-1). The forward value %0 and the
 // loss are kept past the forward pass (saved_activation_bytes: 16 + 4).
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: grads = array<i64: 128, -1>
-// CHECK-SAME: params = array<i64: 0, 64>
-// CHECK-SAME: saved_activation_bytes = 20 : i64
-// CHECK-SAME: state = array<i64: 192, 256, -1, -1>
+// CHECK-SAME: params = [0, 64]
+// CHECK-SAME: grads = [128, -1]
+// CHECK-SAME: state = [192, 256, -1, -1]
+// CHECK-SAME: saved_activation_bytes = 20,
 func.func @micro_step(%w: tensor<4xf32> {tcc.param = "w"}, %f: tensor<4xf32> {tcc.param = "f", tcc.frozen}) -> (tensor<f32> {tcc.output = "loss"}, tensor<4xf32> {tcc.grad = "w"}) {
   %0 = tcc.exp %w : (tensor<4xf32>) -> tensor<4xf32>
   %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>

@@ -7,7 +7,7 @@
 // fusion's result 0), not the GEMM. Unconstrained the plan takes 922048
 // bytes; with the budget, 790976.
 // CHECK-LABEL: func.func @micro_step
-// CHECK-SAME: arena_bytes = 790976 : i64
+// CHECK-SAME: arena_bytes = 790976,
 // CHECK-SAME: reason = "saved activation with the most bytes per recomputed FLOP: the elementwise tail of a multi-output fusion, recomputed from its other results"
 // CHECK: %[[L0:.+]]:2 = tcc.fusion {{[a-z]+}}(%arg0,
 // CHECK: %[[L1:.+]]:2 = tcc.fusion {{[a-z]+}}(%[[L0]]#1,

@@ -8,7 +8,7 @@
 
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: (%[[W:[a-z0-9]+]]: tensor<256xf32> {tcc.param = "w"}, %{{[a-z0-9]+}}: tensor<f32> {tcc.loss_seed})
-// CHECK-SAME: arena_bytes = 8384 : i64
+// CHECK-SAME: arena_bytes = 8384,
 // CHECK-SAME: tcc.remat_decisions = [{bytes = 1024 : i64, flops = 1024 : i64, live_temporaries_after = 4160 : i64, location = "", op = "tcc.exp", ops = 1 : i64
 // CHECK: %[[E:.+]] = tcc.exp %[[W]] {tcc.offsets
 // CHECK: %[[LOSS:.+]] = tcc.reduce_sum
