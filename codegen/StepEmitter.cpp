@@ -54,8 +54,9 @@ namespace {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp func, const StepEmitOptions &options)
-      : func(func), options(options), cuda(options.target == "cuda") {}
+  Emitter(func::FuncOp func, TargetAttr target, const StepEmitOptions &options)
+      : func(func), options(options), cuda(target.isCuda()),
+        useDouble(target.getStorage().isF64()) {}
 
   FailureOr<EmittedStep> run();
 
@@ -205,7 +206,9 @@ private:
 
   func::FuncOp func;
   const StepEmitOptions &options;
+  /// The module's #tcc.target: CUDA, or the CPU in float or double.
   bool cuda;
+  bool useDouble;
   unsigned nextKernel = 0, nextGemm = 0;
   /// The gradients their op adds straight into their fp32 accumulators
   /// (accumulatedInPlace), and those accumulators' arena offsets.
@@ -255,7 +258,7 @@ std::string Emitter::ctype(Type elt) const {
 
 int Emitter::dtypeCode(Type elt) const {
   if (isa<FloatType>(elt))
-    return options.useDouble ? 11 : 1;
+    return useDouble ? 11 : 1;
   if (elt.isInteger(1))
     return 9;
   auto it = cast<IntegerType>(elt);
@@ -270,7 +273,7 @@ int Emitter::dtypeCode(Type elt) const {
 
 uint64_t Emitter::elementBytes(Type elt) const {
   if (isa<FloatType>(elt))
-    return options.useDouble ? 8 : 4;
+    return useDouble ? 8 : 4;
   if (elt.isInteger(1))
     return 1;
   return cast<IntegerType>(elt).getWidth() / 8;
@@ -2395,7 +2398,7 @@ FailureOr<EmittedStep> Emitter::run() {
   // live bytes: the persistent slots and the temporaries live at it.
   os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
   MemoryTimeline timeline = memoryTimeline(
-      func, cuda ? kMixedPrecision : options.useDouble ? 8 : 4, /*placeOffsets=*/false);
+      func, cuda ? kMixedPrecision : useDouble ? 8 : 4, /*placeOffsets=*/false);
   std::vector<int64_t> live = timeline.liveBytes();
   llvm::DenseMap<Operation *, size_t> opIndex;
   for (auto [k, op] : llvm::enumerate(timeline.ops))
@@ -2555,7 +2558,7 @@ FailureOr<EmittedStep> Emitter::run() {
     << "#include \"step_prelude.h\"\n\n"
     << "#define TCC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
     << "namespace {\nusing namespace tcc::cpu;\nusing F = "
-    << (options.useDouble ? "double" : "float") << ";\n\n"
+    << (useDouble ? "double" : "float") << ";\n\n"
     << "// tcc-run --trace: the hook called at each mark of the micro-step (mark\n"
     << "// k ends kOps[k-1]); a load and a branch per op while none is set.\n"
     << "tcc_step_trace_hook g_trace_hook = nullptr;\nvoid *g_trace_ctx = nullptr;\n"
@@ -2634,6 +2637,10 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
   if (funcs.size() != 1)
     return module.emitError("the step emitter expects one step function");
-  Emitter emitter(funcs.front(), options);
+  TargetAttr target = TargetAttr::of(module);
+  if (!target)
+    return module.emitError("the step emitter needs the module's target "
+                            "(a tcc.target = #tcc.target<...> attribute)");
+  Emitter emitter(funcs.front(), target, options);
   return emitter.run();
 }

@@ -4,6 +4,7 @@
 // pass) from the planned IR (tcc-plan-memory's `tcc.offsets` and
 // `tcc.layout`), behind the C ABI of runtime/tcc_step.h:
 //
+// The module's #tcc.target chooses:
 //  * target "cpu": C++ that calls the reference kernels of
 //    runtime/cpu/kernels.h, one call per op and one loop nest per fusion, over
 //    a host arena. The test target that CI runs end to end and the numerical
@@ -26,10 +27,10 @@
 
 namespace mlir::tcc {
 
+/// The target comes from the module's #tcc.target: CUDA, or the CPU with
+/// floats stored as f32 or, for gradient checks against finite differences,
+/// f64.
 struct StepEmitOptions {
-  /// Compute and store floating-point values in double instead of float
-  /// (for gradient checks against finite differences).
-  bool useDouble = false;
   /// The model file's name and absolute path, recorded in the step's info
   /// table (the runtime's --save reads the model from there).
   std::string modelName;
@@ -39,11 +40,6 @@ struct StepEmitOptions {
   int64_t memBudget = 0;
   /// The optimizer `tcc_step_apply` implements: "adamw" or "sgd".
   std::string optimizer = "adamw";
-  /// "cpu": C++ over runtime/cpu/kernels.h on a host arena. "cuda": CUDA C++
-  /// over runtime/cuda/{kernels,gemm}.cuh on a device arena, mixed precision
-  /// (the plan must have been made with float-bytes = 2), one kernel per
-  /// fusion, cuBLASLt GEMMs.
-  std::string target = "cpu";
   /// Whether the library embeds the initial weights (weights.bin); without,
   /// tcc_step_init zeroes the parameters (tcc --no-weights).
   bool embedWeights = true;

@@ -201,8 +201,8 @@ def PlanMemory : Pass<"tcc-plan-memory", "ModuleOp"> {
     tcc-build-backward and cleanup).
   }];
   let options = [
-    Option<"floatBytes", "float-bytes", "int64_t", /*default=*/"4",
-           "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss)">,
+    Option<"floatBytesOption", "float-bytes", "int64_t", /*default=*/"0",
+           "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss); 0 (the default): the module's #tcc.target says, 4 without one">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
            "optimizer state tensors per trainable parameter (AdamW 2, SGD 1)">,
     Option<"budget", "budget", "int64_t", /*default=*/"0",
@@ -235,13 +235,14 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
     the same module and budget give the same plan.
 
     A budget already met leaves the module alone. Runs before
-    tcc-plan-memory, with the same `float-bytes` and `state-per-param`.
+    tcc-plan-memory, with the same `float-bytes` (by default, both take it
+    from the module's `#tcc.target`) and `state-per-param`.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "the most bytes the arena may take (0: leave alone)">,
-    Option<"floatBytes", "float-bytes", "int64_t", /*default=*/"4",
-           "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss)">,
+    Option<"floatBytesOption", "float-bytes", "int64_t", /*default=*/"0",
+           "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss); 0 (the default): the module's #tcc.target says, 4 without one">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
            "optimizer state tensors per trainable parameter">,
     Option<"policy", "policy", "std::string", /*default=*/"\"greedy\"",

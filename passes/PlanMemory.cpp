@@ -602,12 +602,15 @@ public:
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
+    floatBytes = resolveFloatBytes(getOperation(), floatBytesOption);
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
       if (failed(plan(func)))
         return signalPassFailure();
   }
 
 private:
+  int64_t floatBytes = 4;
+
   LogicalResult plan(func::FuncOp func) {
     int64_t arenaBytes = planFunction(func, floatBytes, statePerParam);
     int64_t limit = budget;
@@ -618,6 +621,14 @@ private:
 };
 
 } // namespace
+
+int64_t mlir::tcc::resolveFloatBytes(Operation *module, int64_t option) {
+  if (option > 0)
+    return option;
+  if (TargetAttr target = TargetAttr::of(module))
+    return target.getFloatBytes();
+  return 4;
+}
 
 MemoryTimeline mlir::tcc::memoryTimeline(func::FuncOp func, int64_t floatBytes,
                                          bool placeOffsets) {

@@ -241,7 +241,14 @@ class RematPass : public tcc::impl::RematBase<RematPass> {
 public:
   using RematBase::RematBase;
 
+private:
+  /// float-bytes, resolved against the module's target (resolveFloatBytes).
+  int64_t floatBytes = 4;
+
+public:
+
   void runOnOperation() override {
+    floatBytes = resolveFloatBytes(getOperation(), floatBytesOption);
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
       if (func.getSymName() != kMicroStepName)
         continue;

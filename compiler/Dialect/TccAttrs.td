@@ -71,4 +71,36 @@ def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
   }];
 }
 
+def Tcc_TargetAttr : Tcc_Attr<"Target", "target"> {
+  let summary = "the target a module is compiled for";
+  let description = [{
+    Set by the driver on the module (`tcc.target`) before the first pass, so
+    every pass and emitter after it reads one typed answer instead of a
+    flag of its own: the target kind, the type floats are stored in (`f16`
+    on CUDA, whose master weights, gradients, optimizer state and
+    statistics stay f32; `f32` or `f64` on the CPU), and, on CUDA, the GPU
+    architecture (compute capability, e.g. 90).
+
+    ```mlir
+    module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {...}
+    module attributes {tcc.target = #tcc.target<kind = cpu, storage = f32, arch = 0>} {...}
+    ```
+  }];
+  let parameters = (ins "TargetKind":$kind, "Type":$storage, "int64_t":$arch);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The name of the module attribute that holds it.
+    static constexpr ::llvm::StringLiteral kAttrName = "tcc.target";
+    /// The target of the module that holds `op` (or of `op`, a module),
+    /// or null when it has none.
+    static TargetAttr of(::mlir::Operation *op);
+    bool isCuda() const { return getKind() == TargetKind::Cuda; }
+    /// The bytes per floating-point element that the memory plan uses:
+    /// 2 for the CUDA target's mixed precision (kMixedPrecision), else the
+    /// storage type's width.
+    int64_t getFloatBytes() const;
+  }];
+}
+
 #endif // TCC_DIALECT_TCCATTRS_TD

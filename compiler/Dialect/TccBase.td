@@ -83,6 +83,16 @@ def Tcc_FusionKind : I32EnumAttr<"FusionKind", "the kind of kernel a tcc.fusion 
   let cppNamespace = "::mlir::tcc";
 }
 
+// The machine a step is compiled for (#tcc.target).
+def Tcc_TargetKind : I32EnumAttr<"TargetKind", "a code generation target", [
+    // fp32 (or f64) C++ built by the system compiler.
+    I32EnumAttrCase<"Cpu", 0, "cpu">,
+    // fp16 storage, fp32 math and master weights, built by nvcc.
+    I32EnumAttrCase<"Cuda", 1, "cuda">]> {
+  let cppNamespace = "::mlir::tcc";
+  let genSpecializedAttr = 0;
+}
+
 //===----------------------------------------------------------------------===//
 // Type constraints
 //===----------------------------------------------------------------------===//

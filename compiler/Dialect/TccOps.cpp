@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
@@ -38,6 +39,26 @@ void TccDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "compiler/Dialect/TccAttrs.cpp.inc"
       >();
+}
+
+TargetAttr TargetAttr::of(Operation *op) {
+  auto module = llvm::isa<ModuleOp>(op) ? llvm::cast<ModuleOp>(op)
+                                         : op->getParentOfType<ModuleOp>();
+  return module ? module->getAttrOfType<TargetAttr>(kAttrName) : nullptr;
+}
+
+int64_t TargetAttr::getFloatBytes() const {
+  return isCuda() ? 2 : getStorage().getIntOrFloatBitWidth() / 8;
+}
+
+LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 TargetKind kind, Type storage, int64_t arch) {
+  if (kind == TargetKind::Cuda && (!storage.isF16() || arch <= 0))
+    return emitError() << "the cuda target stores floats in f16 and needs its "
+                          "architecture (e.g. arch = 90)";
+  if (kind == TargetKind::Cpu && (!(storage.isF32() || storage.isF64()) || arch != 0))
+    return emitError() << "the cpu target stores floats in f32 or f64 and has arch = 0";
+  return success();
 }
 
 Operation *TccDialect::materializeConstant(OpBuilder &builder, Attribute value,

@@ -756,7 +756,9 @@ int main(int argc, char **argv) {
   std::string arch = cudaArch;
   if (StringRef(arch).starts_with("sm_"))
     arch = arch.substr(3);
-  if (arch.empty() || !llvm::all_of(arch, llvm::isDigit)) {
+  int64_t archNumber = 0;
+  if (arch.empty() || !llvm::all_of(arch, llvm::isDigit) ||
+      StringRef(arch).getAsInteger(10, archNumber) || archNumber <= 0) {
     llvm::errs() << "tcc: error: --cuda-arch=" << cudaArch
                  << ": expected a compute capability such as 90 or sm_90\n";
     return 1;
@@ -771,9 +773,19 @@ int main(int argc, char **argv) {
                     "only (the default target is cuda)\n";
     return 1;
   }
+  // The target, once, for every pass and emitter after this point.
+  Builder builder(&context);
+  auto targetAttr =
+      target == Target::Cuda
+          ? tcc::TargetAttr::get(&context, tcc::TargetKind::Cuda, builder.getF16Type(),
+                                 archNumber)
+          : tcc::TargetAttr::get(&context, tcc::TargetKind::Cpu,
+                                 cpuPrecision == Precision::F64 ? builder.getF64Type()
+                                                                : builder.getF32Type(),
+                                 0);
+  (*module)->setAttr(tcc::TargetAttr::kAttrName, targetAttr);
+  const int64_t floatBytes = targetAttr.getFloatBytes();
   tcc::PlanMemoryOptions planOptions;
-  planOptions.floatBytes = target == Target::Cuda ? tcc::kMixedPrecision
-                           : cpuPrecision == Precision::F64 ? 8 : 4;
   planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
   // Fusion first, so that rematerialisation plans exactly what is emitted
   // (and recomputes whole fused kernels).
@@ -795,7 +807,6 @@ int main(int argc, char **argv) {
       tcc::RematOptions rematOptions;
       rematOptions.policy = rematPolicy;
       rematOptions.budget = budget;
-      rematOptions.floatBytes = planOptions.floatBytes;
       rematOptions.statePerParam = planOptions.statePerParam;
       pm.addPass(tcc::createRemat(rematOptions));
     }
@@ -824,7 +835,7 @@ int main(int argc, char **argv) {
              (b > 0 ? "--mem-budget=" + humanBytes(b) : std::string("no budget"));
     };
     std::vector<tcc::plot::MemoryPlan> plans = {
-        plotData(planned, planOptions.floatBytes, budget, title(budget))};
+        plotData(planned, floatBytes, budget, title(budget))};
     if (compareBudget) {
       PassManager comparePm(&context);
       addPlanPasses(comparePm, *compareBudget);
@@ -834,7 +845,7 @@ int main(int argc, char **argv) {
         return 1;
       }
       plans.push_back(plotData(*compareModule->getOps<func::FuncOp>().begin(),
-                               planOptions.floatBytes, *compareBudget, title(*compareBudget)));
+                               floatBytes, *compareBudget, title(*compareBudget)));
     }
     if (failed(writeMemoryPlot(plans, memoryPlot)))
       return 1;
@@ -855,9 +866,7 @@ int main(int argc, char **argv) {
 
   Location fileLoc = tcc::fileLocation(&context, inputFile);
   tcc::StepEmitOptions emitOptions;
-  emitOptions.target = target == Target::Cuda ? "cuda" : "cpu";
   emitOptions.embedWeights = !noWeights;
-  emitOptions.useDouble = cpuPrecision == Precision::F64;
   emitOptions.modelName = llvm::sys::path::filename(inputFile).str();
   SmallString<256> absolute(inputFile);
   llvm::sys::fs::make_absolute(absolute);
@@ -873,7 +882,7 @@ int main(int argc, char **argv) {
   std::string weights;
   if (!noWeights &&
       failed(tcc::readParameterValues(&context, inputFile, step->params,
-                                      emitOptions.useDouble, weights)))
+                                      cpuPrecision == Precision::F64, weights)))
     return 1;
   tcc::StepBuildOptions buildOptions;
   buildOptions.keepTemps = keepTemps;

@@ -510,3 +510,15 @@ func.func @fusion_unknown_kind(%a: tensor<4xf32>) -> tensor<4xf32> {
 func.func @layout_missing_field() attributes {tcc.layout = #tcc.layout<arena_bytes = 256, planned_bytes = 256, device_reserve_bytes = 0, params = [], grads = [], state = [], inputs = [], results = [], param_bytes = 0, grad_bytes = 0, state_bytes = 0, input_bytes = 0, output_bytes = 0, temporary_bytes = 0, temporary_bytes_unshared = 0, saved_activation_bytes = 0, seed = -1, rng = -1, peak_live_bytes = 0, peak_op = "", peak_values = [], shadows = [], shadow_bytes = 0, workspace = -1>} {
   return
 }
+
+// -----
+
+// expected-error @+1 {{the cuda target stores floats in f16 and needs its architecture (e.g. arch = 90)}}
+module attributes {tcc.target = #tcc.target<kind = cuda, storage = f32, arch = 90>} {
+}
+
+// -----
+
+// expected-error @+1 {{the cpu target stores floats in f32 or f64 and has arch = 0}}
+module attributes {tcc.target = #tcc.target<kind = cpu, storage = f16, arch = 0>} {
+}

@@ -254,3 +254,9 @@ func.func @planned(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc
   %y = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
   return %y : tensor<16xf32>
 }
+
+// -----
+
+// CHECK: module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>}
+module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {
+}

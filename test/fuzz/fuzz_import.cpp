@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuse.gemmEpilogues = true;
   pm.addPass(mlir::tcc::createFuse(fuse));
   mlir::tcc::PlanMemoryOptions plan;
-  plan.floatBytes = 4;
+  plan.floatBytesOption = 4;
   plan.statePerParam = 2;
   pm.addPass(mlir::tcc::createPlanMemory(plan));
   (void)pm.run(*module);
