@@ -6,7 +6,6 @@
 #include "compiler/Import/OnnxLocation.h"
 #include "compiler/Import/OnnxOpTable.h"
 #include "compiler/Import/Trainable.h"
-#include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
