@@ -256,6 +256,30 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def SetTarget : Pass<"tcc-set-target", "ModuleOp"> {
+  let summary = "Records the compilation target on the module (#tcc.target)";
+  let description = [{
+    Sets `tcc.target = #tcc.target<...>` on the module: the first pass of
+    `tcc-plan-pipeline`, so every pass and emitter after it reads the target
+    from the IR (tcc-plan-memory's and tcc-remat's float bytes, the step
+    emitter's CUDA or C++). Fails on an unknown target or precision, or an
+    architecture that is not a positive compute capability.
+
+    ```mlir
+    module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>}
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
+           "cuda (fp16 storage, fp32 master weights) or cpu">,
+    Option<"arch", "arch", "int64_t", /*default=*/"90",
+           "the CUDA target's compute capability (90: H100/H200)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
+           "the CPU target's float type: f32 or f64">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 def MixedPrecision : Pass<"tcc-mixed-precision", "ModuleOp"> {
   let summary = "Makes the CUDA target's fp16 GEMMs and concatenations well-typed";
   let description = [{

@@ -1,12 +1,14 @@
 //===- tcc-opt.cpp - runs tcc passes on MLIR text ---------------------------===//
 //
-// MlirOptMain with only the dialects tcc uses and tcc's passes (plus the
-// upstream canonicalizer and CSE, which run the tcc folders).
+// MlirOptMain with only the dialects tcc uses and tcc's passes and pipelines
+// (the ones `tcc` runs, passes/Pipeline.h), plus the upstream canonicalizer
+// and CSE, which run the tcc folders.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Dialect/TccDialect.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -15,6 +17,7 @@
 
 int main(int argc, char **argv) {
   mlir::tcc::registerTccPasses();
+  mlir::tcc::registerTccPipelines();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
 

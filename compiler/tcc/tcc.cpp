@@ -20,6 +20,7 @@
 #include "compiler/Import/OnnxLocation.h"
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -708,30 +709,23 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < model.getNumArguments(); ++i)
     trainable |= model.getArgAttr(i, tcc::kParamAttr) &&
                  !model.getArgAttr(i, tcc::kFrozenAttr);
-  PassManager train(&context);
-  train.addPass(tcc::createLegalize());
-  if (!noAttentionFusion)
-    train.addPass(tcc::createFuseAttention());
-  if (trainable)
-    train.addPass(tcc::createBuildBackward());
-  train.addPass(createCanonicalizerPass());
-  train.addPass(createCSEPass());
-  if (!noFusion) {
-    train.addPass(tcc::createFuseLoss());
-    tcc::ChunkLossOptions chunkOptions;
-    if (lossChunkRows == "off")
-      chunkOptions.maxChunkElements = 0;
-    else if (lossChunkRows != "auto" &&
-             (StringRef(lossChunkRows).getAsInteger(10, chunkOptions.chunkRows) ||
-              chunkOptions.chunkRows <= 0)) {
-      llvm::errs() << "tcc: error: --loss-chunk-rows=" << lossChunkRows
-                   << ": expected auto, off or a number of rows\n";
-      return 1;
-    }
-    train.addPass(tcc::createChunkLoss(chunkOptions));
+  // The driver's flags, once, for both halves of the pipeline
+  // (passes/Pipeline.h, which tcc-opt runs as --tcc-pipeline).
+  tcc::PipelineConfig pipeline;
+  pipeline.attentionFusion = !noAttentionFusion;
+  pipeline.backward = trainable;
+  pipeline.fusion = !noFusion;
+  if (lossChunkRows == "off")
+    pipeline.lossChunkRows = 0;
+  else if (lossChunkRows != "auto" &&
+           (StringRef(lossChunkRows).getAsInteger(10, pipeline.lossChunkRows) ||
+            pipeline.lossChunkRows <= 0)) {
+    llvm::errs() << "tcc: error: --loss-chunk-rows=" << lossChunkRows
+                 << ": expected auto, off or a number of rows\n";
+    return 1;
   }
-  if (trainable)
-    train.addPass(tcc::createSplitGradientSums());
+  PassManager train(&context);
+  tcc::buildTrainingPipeline(train, pipeline);
   if (failed(train.run(*module)))
     return 1;
   if (emit == EmitKind::Training)
@@ -773,46 +767,15 @@ int main(int argc, char **argv) {
                     "only (the default target is cuda)\n";
     return 1;
   }
-  // The target, once, for every pass and emitter after this point.
-  Builder builder(&context);
-  auto targetAttr =
-      target == Target::Cuda
-          ? tcc::TargetAttr::get(&context, tcc::TargetKind::Cuda, builder.getF16Type(),
-                                 archNumber)
-          : tcc::TargetAttr::get(&context, tcc::TargetKind::Cpu,
-                                 cpuPrecision == Precision::F64 ? builder.getF64Type()
-                                                                : builder.getF32Type(),
-                                 0);
-  (*module)->setAttr(tcc::TargetAttr::kAttrName, targetAttr);
-  const int64_t floatBytes = targetAttr.getFloatBytes();
-  tcc::PlanMemoryOptions planOptions;
-  planOptions.statePerParam = optimizer == "adamw" ? 2 : 1;
-  // Fusion first, so that rematerialisation plans exactly what is emitted
-  // (and recomputes whole fused kernels).
+  pipeline.target = target == Target::Cuda ? "cuda" : "cpu";
+  pipeline.cudaArch = archNumber;
+  pipeline.cpuPrecision = cpuPrecision == Precision::F64 ? "f64" : "f32";
+  pipeline.rematPolicy = rematPolicy;
+  pipeline.statePerParam = optimizer == "adamw" ? 2 : 1;
   auto addPlanPasses = [&](PassManager &pm, int64_t budget) {
-    if (target == Target::Cuda)
-      pm.addPass(tcc::createMixedPrecision());
-    if (!noFusion) {
-      // Reductions across rows are lowered by the CPU emitter only so far;
-      // CUDA fuses row reductions, and the GEMM epilogues cuBLASLt runs.
-      tcc::FuseOptions fuseOptions;
-      fuseOptions.reductions = true;
-      fuseOptions.rowReductionsOnly = target == Target::Cuda;
-      fuseOptions.moves = true;
-      fuseOptions.gemmEpilogues = true;
-      fuseOptions.cublasLtEpilogues = target == Target::Cuda;
-      pm.addPass(tcc::createFuse(fuseOptions));
-    }
-    if (budget > 0 || rematPolicy != "greedy") {
-      tcc::RematOptions rematOptions;
-      rematOptions.policy = rematPolicy;
-      rematOptions.budget = budget;
-      rematOptions.statePerParam = planOptions.statePerParam;
-      pm.addPass(tcc::createRemat(rematOptions));
-    }
-    tcc::PlanMemoryOptions options = planOptions;
-    options.budget = budget;
-    pm.addPass(tcc::createPlanMemory(options));
+    tcc::PipelineConfig config = pipeline;
+    config.budget = budget;
+    tcc::buildPlanPipeline(pm, config);
   };
   OwningOpRef<ModuleOp> compareModule;
   if (compareBudget)
@@ -821,6 +784,9 @@ int main(int argc, char **argv) {
   addPlanPasses(planPm, budget);
   if (failed(planPm.run(*module)))
     return 1;
+  // The plan passes recorded the target (tcc-set-target); the plot's
+  // categories depend on it.
+  const int64_t floatBytes = tcc::TargetAttr::of(*module).getFloatBytes();
   auto planned = *module->getOps<func::FuncOp>().begin();
   tcc::LayoutAttr layout = tcc::LayoutAttr::of(planned);
   if (!fusionReport.empty() && failed(writeFusionReport(planned, fusionReport)))
