@@ -262,20 +262,28 @@ def SetTarget : Pass<"tcc-set-target", "ModuleOp"> {
     Sets `tcc.target = #tcc.target<...>` on the module: the first pass of
     `tcc-plan-pipeline`, so every pass and emitter after it reads the target
     from the IR (tcc-plan-memory's and tcc-remat's float bytes, the step
-    emitter's CUDA or C++). Fails on an unknown target or precision, or an
-    architecture that is not a positive compute capability.
+    emitter's CUDA or C++, the CUDA build's architecture). Fails on an
+    unknown target or precision, a precision given for the CUDA target
+    (whose storage is f16), or an architecture that is not a positive
+    compute capability. A target already on the module is replaced.
 
     ```mlir
-    module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>}
+    // tcc-opt --tcc-set-target="target=cuda arch=90", before:
+    module {...}
+    // after:
+    module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {...}
     ```
+
+    Runs after tcc-build-backward's cleanup (the training pipeline does
+    not depend on the target), before every pass of the plan pipeline.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cuda\"",
            "cuda (fp16 storage, fp32 master weights) or cpu">,
     Option<"arch", "arch", "int64_t", /*default=*/"90",
            "the CUDA target's compute capability (90: H100/H200)">,
-    Option<"precision", "precision", "std::string", /*default=*/"\"f32\"",
-           "the CPU target's float type: f32 or f64">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"\"",
+           "the CPU target's float type: f32 (the default) or f64">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
@@ -297,8 +305,8 @@ def MixedPrecision : Pass<"tcc-mixed-precision", "ModuleOp"> {
     %y = tcc.matmul %h, %w : ...
     ```
 
-    Runs after tcc-remat and before tcc-fuse (the cast may fuse with its
-    producer's elementwise group).
+    Runs after tcc-set-target and before tcc-fuse (the cast may fuse with
+    its producer's elementwise group).
   }];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
@@ -507,7 +515,7 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
     after:
 
     ```mlir
-    %1 = tcc.fusion (%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
+    %1 = tcc.fusion loop(%a, %b) : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32> {
     ^bb0(%x: tensor<64xf32>, %y: tensor<64xf32>):
       %0 = tcc.mul %x, %y : ...
       %2 = tcc.tanh %0 : ...
@@ -515,7 +523,8 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
     }
     ```
 
-    Runs after tcc-build-backward (and tcc-remat), before tcc-plan-memory.
+    Runs after tcc-build-backward, before tcc-remat and tcc-plan-memory
+    (which plan and recompute whole fused kernels).
   }];
   let options = [
     Option<"maxOps", "max-ops", "int64_t", /*default=*/"64",

@@ -37,7 +37,8 @@ void mlir::tcc::buildPlanPipeline(OpPassManager &pm, const PipelineConfig &confi
   SetTargetOptions target;
   target.target = config.target;
   target.arch = config.cudaArch;
-  target.precision = config.cpuPrecision;
+  if (!cuda)
+    target.precision = config.cpuPrecision;
   pm.addPass(createSetTarget(target));
   if (cuda)
     pm.addPass(createMixedPrecision());

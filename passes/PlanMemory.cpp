@@ -583,7 +583,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     workspace = -1;
     workspaceBytes = 0;
   }
-  func->setAttr("tcc.layout",
+  func->setAttr(LayoutAttr::kAttrName,
                 LayoutAttr::get(b.getContext(), arenaBytes, arenaBytes + reserve, reserve,
                                 b.getDenseI64ArrayAttr(params), b.getDenseI64ArrayAttr(grads),
                                 b.getDenseI64ArrayAttr(state), b.getDenseI64ArrayAttr(inputs),
@@ -602,7 +602,10 @@ public:
   using PlanMemoryBase::PlanMemoryBase;
 
   void runOnOperation() override {
-    floatBytes = resolveFloatBytes(getOperation(), floatBytesOption);
+    FailureOr<int64_t> resolved = resolveFloatBytes(getOperation(), floatBytesOption);
+    if (failed(resolved))
+      return signalPassFailure();
+    floatBytes = *resolved;
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>())
       if (failed(plan(func)))
         return signalPassFailure();
@@ -622,12 +625,15 @@ private:
 
 } // namespace
 
-int64_t mlir::tcc::resolveFloatBytes(Operation *module, int64_t option) {
+FailureOr<int64_t> mlir::tcc::resolveFloatBytes(Operation *module, int64_t option) {
+  TargetAttr target = TargetAttr::of(module);
+  if (option > 0 && target && option != target.getFloatBytes())
+    return module->emitError("float-bytes=")
+           << option << " contradicts the module's target " << target << " ("
+           << target.getFloatBytes() << " bytes per float)";
   if (option > 0)
     return option;
-  if (TargetAttr target = TargetAttr::of(module))
-    return target.getFloatBytes();
-  return 4;
+  return target ? target.getFloatBytes() : 4;
 }
 
 MemoryTimeline mlir::tcc::memoryTimeline(func::FuncOp func, int64_t floatBytes,

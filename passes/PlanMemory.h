@@ -81,7 +81,8 @@ bool accumulatedInPlace(Value v, int64_t floatBytes);
 
 /// The `float-bytes` of tcc-plan-memory and tcc-remat: `option` when it is
 /// set (non-zero), else what `module`'s #tcc.target says, else 4 (f32).
-int64_t resolveFloatBytes(Operation *module, int64_t option);
+/// Fails, with a diagnostic on `module`, when both are given and disagree.
+FailureOr<int64_t> resolveFloatBytes(Operation *module, int64_t option);
 
 /// Bytes a value of `type` takes on a target whose floats are `floatBytes`.
 int64_t bufferBytes(Type type, int64_t floatBytes);

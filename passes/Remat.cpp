@@ -43,12 +43,11 @@ struct Candidate {
 /// are the expensive work: they are candidates only after every cheaper
 /// choice has been tried. Gathers (indices) and the loss never are.
 struct RematCostModel {
-  int64_t floatBytes;
-
   /// FLOPs to recompute `op` (CostOpInterface, the model --memory-report
   /// uses too), or std::nullopt when it is not a candidate.
   std::optional<int64_t> recomputeFlops(Operation *op) const {
-    if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>())
+    if (op->getNumResults() == 0 || op->hasTrait<OpTrait::ConstantLike>() ||
+        op->hasTrait<OpTrait::tcc::ImportOnly>())
       return std::nullopt;
     auto cost = dyn_cast<CostOpInterface>(op);
     if (!cost || !cost.isRecomputable())
@@ -241,14 +240,11 @@ class RematPass : public tcc::impl::RematBase<RematPass> {
 public:
   using RematBase::RematBase;
 
-private:
-  /// float-bytes, resolved against the module's target (resolveFloatBytes).
-  int64_t floatBytes = 4;
-
-public:
-
   void runOnOperation() override {
-    floatBytes = resolveFloatBytes(getOperation(), floatBytesOption);
+    FailureOr<int64_t> resolved = resolveFloatBytes(getOperation(), floatBytesOption);
+    if (failed(resolved))
+      return signalPassFailure();
+    floatBytes = *resolved;
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
       if (func.getSymName() != kMicroStepName)
         continue;
@@ -274,7 +270,7 @@ public:
     auto take = [&](func::FuncOp trial) {
       func.getBody().takeBody(trial.getBody());
       func->removeAttr("tcc.remat_decisions");
-      for (StringRef attr : {"tcc.layout", "tcc.remat_decisions"})
+      for (StringRef attr : {StringRef(LayoutAttr::kAttrName), StringRef("tcc.remat_decisions")})
         if (Attribute a = trial->getAttr(attr))
           func->setAttr(attr, a);
     };
@@ -424,7 +420,7 @@ public:
       for (Operation *op : ops) {
         Operation *clone = builder.clone(*op, map);
         clone->setAttr("tcc.remat", builder.getUnitAttr());
-        flops += RematCostModel{floatBytes}.recomputeFlops(op).value_or(
+        flops += RematCostModel{}.recomputeFlops(op).value_or(
             op->getNumResults()
                 ? cast<RankedTensorType>(op->getResult(0).getType()).getNumElements()
                 : 0);
@@ -507,7 +503,7 @@ private:
 
 
   void search(func::FuncOp func) {
-    RematCostModel model{floatBytes};
+    RematCostModel model;
     Builder b(func.getContext());
     int64_t planned = planFunction(func, floatBytes, statePerParam);
     SmallVector<Attribute> decisions;
@@ -634,6 +630,9 @@ private:
       func->setAttr("tcc.remat_decisions", b.getArrayAttr(all));
     }
   }
+
+  /// float-bytes, resolved against the module's target (resolveFloatBytes).
+  int64_t floatBytes = 4;
 };
 
 } // namespace

@@ -31,8 +31,13 @@ public:
     }
     Type storage = b.getF16Type();
     int64_t targetArch = arch;
+    if (*kind == TargetKind::Cuda && !precision.empty()) {
+      error() << "the cuda target stores floats in f16 and keeps f32 masters; "
+                 "precision=" << precision << " applies to the cpu target only";
+      return signalPassFailure();
+    }
     if (*kind == TargetKind::Cpu) {
-      if (precision != "f32" && precision != "f64") {
+      if (!precision.empty() && precision != "f32" && precision != "f64") {
         error() << "unknown CPU precision '" << precision << "' (expected f32 or f64)";
         return signalPassFailure();
       }

@@ -64,9 +64,11 @@ def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
+    /// The name of the function attribute that holds it.
+    static constexpr ::llvm::StringLiteral kAttrName = "tcc.layout";
     /// The layout on a planned step function, or null before tcc-plan-memory.
     static LayoutAttr of(::mlir::Operation *func) {
-      return func->getAttrOfType<LayoutAttr>("tcc.layout");
+      return func->getAttrOfType<LayoutAttr>(kAttrName);
     }
   }];
 }
@@ -74,9 +76,10 @@ def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
 def Tcc_TargetAttr : Tcc_Attr<"Target", "target"> {
   let summary = "the target a module is compiled for";
   let description = [{
-    Set by the driver on the module (`tcc.target`) before the first pass, so
-    every pass and emitter after it reads one typed answer instead of a
-    flag of its own: the target kind, the type floats are stored in (`f16`
+    Set on the module (`tcc.target`) by tcc-set-target, the first pass of
+    the plan pipeline (the training pipeline before it does not depend on
+    the target), so every pass, emitter and build step after it reads one
+    typed answer instead of a flag of its own: the target kind, the type floats are stored in (`f16`
     on CUDA, whose master weights, gradients, optimizer state and
     statistics stay f32; `f32` or `f64` on the CPU), and, on CUDA, the GPU
     architecture (compute capability, e.g. 90).

@@ -32,6 +32,7 @@ def Tcc_Dialect : Dialect {
     `tcc.output = "<name>"`.
   }];
   let hasConstantMaterializer = 1;
+  let hasOperationAttrVerify = 1;
   let useDefaultAttributePrinterParser = 1;
 }
 

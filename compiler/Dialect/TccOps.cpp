@@ -61,6 +61,22 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  // The typed attributes the passes hand on must have their type: a stale
+  // dictionary would otherwise read as absent.
+  if (attr.getName() == TargetAttr::kAttrName) {
+    if (!isa<TargetAttr>(attr.getValue()))
+      return op->emitError("'") << TargetAttr::kAttrName << "' must be a #tcc.target, got "
+                                << attr.getValue();
+    if (!isa<ModuleOp>(op))
+      return op->emitError("'") << TargetAttr::kAttrName << "' belongs on the module";
+  } else if (attr.getName() == LayoutAttr::kAttrName && !isa<LayoutAttr>(attr.getValue())) {
+    return op->emitError("'") << LayoutAttr::kAttrName << "' must be a #tcc.layout, got "
+                              << attr.getValue();
+  }
+  return success();
+}
+
 Operation *TccDialect::materializeConstant(OpBuilder &builder, Attribute value,
                                            Type type, Location loc) {
   auto elements = dyn_cast<ElementsAttr>(value);

@@ -436,6 +436,8 @@ static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
 static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
                                        StringRef path) {
   tcc::LayoutAttr layout = tcc::LayoutAttr::of(func);
+  if (!layout)
+    return func.emitError("--memory-report needs the memory plan (tcc.layout)");
   int64_t stepFlops = 0, recomputedFlops = 0;
   // The step's ops, each once: a fusion's cost is its body's.
   for (Operation &op : func.getBody().front()) {
@@ -468,7 +470,7 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
   };
   llvm::json::Array largest;
   for (auto v : layout.getPeakValues().getAsRange<DictionaryAttr>())
-      largest.push_back(toJson(v));
+    largest.push_back(toJson(v));
   report["peak"] = llvm::json::Object{
       {"op", layout.getPeakOp().str()},
       {"live_bytes", layout.getPeakLiveBytes()},
@@ -784,11 +786,17 @@ int main(int argc, char **argv) {
   addPlanPasses(planPm, budget);
   if (failed(planPm.run(*module)))
     return 1;
-  // The plan passes recorded the target (tcc-set-target); the plot's
-  // categories depend on it.
-  const int64_t floatBytes = tcc::TargetAttr::of(*module).getFloatBytes();
+  // The plan passes recorded the target (tcc-set-target) and the plan; the
+  // reports, the plot, the weights and the build read them from the IR.
+  tcc::TargetAttr targetAttr = tcc::TargetAttr::of(*module);
   auto planned = *module->getOps<func::FuncOp>().begin();
   tcc::LayoutAttr layout = tcc::LayoutAttr::of(planned);
+  if (!targetAttr || !layout) {
+    llvm::errs() << "tcc: internal error: the plan pipeline left no "
+                 << (targetAttr ? "tcc.layout" : "tcc.target") << "\n";
+    return 1;
+  }
+  const int64_t floatBytes = targetAttr.getFloatBytes();
   if (!fusionReport.empty() && failed(writeFusionReport(planned, fusionReport)))
     return 1;
   if (!memoryReport.empty() &&
@@ -848,11 +856,11 @@ int main(int argc, char **argv) {
   std::string weights;
   if (!noWeights &&
       failed(tcc::readParameterValues(&context, inputFile, step->params,
-                                      cpuPrecision == Precision::F64, weights)))
+                                      targetAttr.getStorage().isF64(), weights)))
     return 1;
   tcc::StepBuildOptions buildOptions;
   buildOptions.keepTemps = keepTemps;
-  buildOptions.cudaArch = arch;
+  buildOptions.cudaArch = std::to_string(targetAttr.getArch());
   buildOptions.cudaEmulation = cudaEmulation;
   if (emit == EmitKind::Source) {
     // A folder this run creates is removed again if anything in it cannot

@@ -26,8 +26,11 @@ public:
   explicit FusionCostModel(int64_t maxOps, int64_t floatBytes = 4)
       : maxOps(maxOps), floatBytes(floatBytes) {}
 
-  /// Whether `op` can be part of an elementwise loop fusion at all.
-  static bool isElementwise(Operation *op) { return isa<ElementwiseOpInterface>(op); }
+  /// Whether `op` can be part of an elementwise loop fusion at all (an
+  /// ONNX-level op, which tcc-legalize rewrites, never is).
+  static bool isElementwise(Operation *op) {
+    return isa<ElementwiseOpInterface>(op) && !op->hasTrait<OpTrait::tcc::ImportOnly>();
+  }
 
   /// May `op`, which reads a value of the group, join a group of `size` ops
   /// whose results have `shape`?

@@ -522,3 +522,16 @@ module attributes {tcc.target = #tcc.target<kind = cuda, storage = f32, arch = 9
 // expected-error @+1 {{the cpu target stores floats in f32 or f64 and has arch = 0}}
 module attributes {tcc.target = #tcc.target<kind = cpu, storage = f16, arch = 0>} {
 }
+
+// -----
+
+// expected-error @+1 {{'tcc.target' must be a #tcc.target, got "cuda"}}
+module attributes {tcc.target = "cuda"} {
+}
+
+// -----
+
+// expected-error @+1 {{'tcc.layout' must be a #tcc.layout, got {arena_bytes = 256 : i64}}}
+func.func @stale_layout() attributes {tcc.layout = {arena_bytes = 256 : i64}} {
+  return
+}

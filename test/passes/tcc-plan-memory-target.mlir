@@ -1,14 +1,16 @@
 // RUN: tcc-opt %s --split-input-file --tcc-plan-memory | FileCheck %s
-// RUN: tcc-opt %s --split-input-file --tcc-plan-memory="float-bytes=4" | FileCheck %s --check-prefix=F32
+// RUN: not tcc-opt %s --split-input-file --tcc-plan-memory="float-bytes=4" 2>&1 | FileCheck %s --check-prefix=CONFLICT
 // Without float-bytes, the plan follows the module's #tcc.target: the CUDA
 // target's mixed precision (fp16 working copies, the GEMM workspace, the
-// device reserve), the CPU's f32 or f64. An explicit float-bytes wins.
+// device reserve), the CPU's f32 or f64. A float-bytes that contradicts the
+// target is an error, not a plan the emitter would read as another
+// precision.
+// CONFLICT: error: float-bytes=4 contradicts the module's target #tcc.target<kind = cuda, storage = f16, arch = 90> (2 bytes per float)
+// CONFLICT: error: float-bytes=4 contradicts the module's target #tcc.target<kind = cpu, storage = f64, arch = 0> (8 bytes per float)
 
 // CHECK-LABEL: func.func @cuda
 // CHECK-SAME: tcc.layout = #tcc.layout<arena_bytes = 33554816, planned_bytes = 100663744, device_reserve_bytes = 67108928,
 // CHECK-SAME: shadows = [64], shadow_bytes = 32, workspace = 256, workspace_bytes = 33554432>
-// F32-LABEL: func.func @cuda
-// F32-SAME: shadows = [], shadow_bytes = 0, workspace = -1, workspace_bytes = 0>
 module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {
   func.func @cuda(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc.output = "y"}) {
     %y = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
@@ -21,11 +23,10 @@ module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 9
 // CHECK-LABEL: func.func @cpu_f64
 // CHECK-SAME: tcc.layout = #tcc.layout<arena_bytes = 384, planned_bytes = 384,
 // CHECK-SAME: input_bytes = 128, output_bytes = 128,
-// F32-LABEL: func.func @cpu_f64
-// F32-SAME: input_bytes = 64, output_bytes = 64,
 module attributes {tcc.target = #tcc.target<kind = cpu, storage = f64, arch = 0>} {
   func.func @cpu_f64(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc.output = "y"}) {
     %y = tcc.exp %x : (tensor<16xf32>) -> tensor<16xf32>
     return %y : tensor<16xf32>
   }
 }
+
