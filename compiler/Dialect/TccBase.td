@@ -33,6 +33,10 @@ def Tcc_Dialect : Dialect {
   }];
   let hasConstantMaterializer = 1;
   let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Registers the attributes of TccAttrs.td (TccAttrs.cpp).
+    void registerAttributes();
+  }];
   let useDefaultAttributePrinterParser = 1;
 }
 
