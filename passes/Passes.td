@@ -237,6 +237,22 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
     A budget already met leaves the module alone. Runs before
     tcc-plan-memory, with the same `float-bytes` (by default, both take it
     from the module's `#tcc.target`) and `state-per-param`.
+
+    Host memory (`offload`, CUDA target only). With `offload=auto` the
+    pass also weighs keeping parameters' fp32 master weights and optimizer
+    state in pinned host memory (updated on the host), and then their
+    gradient accumulators, largest parameters first, against
+    recomputation: it tries amounts of host state (none, and a quarter,
+    half, three quarters and all of what the unrecomputed plan would need
+    to fit), runs the search above on each, and keeps the feasible plan
+    with the least estimated time (passes/tiers/TierCostModel.h: each op a
+    roofline at the device's published rates, transfers at `pcie-gbps`,
+    the host's work at `host-gbps`, no overlap counted, one micro-step per
+    optimizer step). The choice is recorded in `tcc.tiers` (#tcc.tiers) on
+    the function, which tcc-plan-memory reads. `optimizer` keeps every
+    candidate's master weights and state on the host, `all` also every
+    gradient accumulator; `none` (the default) keeps all on the device. The
+    host memory used must fit `host-budget`.
   }];
   let options = [
     Option<"budget", "budget", "int64_t", /*default=*/"0",
@@ -252,6 +268,16 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
            "backward) or checkpoint-sqrt (the same with segments of "
            "ceil(sqrt(layers)) blocks, Chen et al.); blocks are recognised "
            "by node names such as /h.3/...">,
+    Option<"offload", "offload", "std::string", /*default=*/"\"none\"",
+           "none, auto (host memory where it costs less than recomputation), "
+           "optimizer or all (see the description)">,
+    Option<"pcieGbps", "pcie-gbps", "double", /*default=*/"31.5",
+           "host-device bandwidth per direction in GB/s (PCIe 4.0 x16)">,
+    Option<"hostGbps", "host-gbps", "double", /*default=*/"30",
+           "host memory bandwidth the host update reaches, in GB/s">,
+    Option<"hostBudget", "host-budget", "int64_t", /*default=*/"-1",
+           "bytes of host memory the plan may use (-1: what the machine has "
+           "available, MemAvailable)">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }

@@ -55,11 +55,15 @@ void mlir::tcc::buildPlanPipeline(OpPassManager &pm, const PipelineConfig &confi
     fuse.cublasLtEpilogues = cuda;
     pm.addPass(createFuse(fuse));
   }
-  if (config.budget > 0 || config.rematPolicy != "greedy") {
+  if (config.budget > 0 || config.rematPolicy != "greedy" || config.offload != "none") {
     RematOptions remat;
     remat.policy = config.rematPolicy;
     remat.budget = config.budget;
     remat.statePerParam = config.statePerParam;
+    remat.offload = config.offload;
+    remat.pcieGbps = config.pcieGbps;
+    remat.hostGbps = config.hostGbps;
+    remat.hostBudget = config.hostBudget;
     pm.addPass(createRemat(remat));
   }
   PlanMemoryOptions plan;
@@ -100,6 +104,16 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> statePerParam{*this, "state-per-param",
                                 llvm::cl::desc("optimizer state tensors per parameter (AdamW 2, SGD 1)"),
                                 llvm::cl::init(2)};
+  Option<std::string> offload{*this, "offload",
+                              llvm::cl::desc("none, auto, optimizer or all (host memory tiers)"),
+                              llvm::cl::init("none")};
+  Option<double> pcieGbps{*this, "pcie-gbps", llvm::cl::desc("host-device GB/s per direction"),
+                          llvm::cl::init(31.5)};
+  Option<double> hostGbps{*this, "host-gbps", llvm::cl::desc("host memory GB/s"),
+                          llvm::cl::init(30.0)};
+  Option<int64_t> hostBudget{*this, "host-budget",
+                             llvm::cl::desc("host bytes the plan may use (-1: MemAvailable)"),
+                             llvm::cl::init(-1)};
 
   PipelineConfig config() const {
     PipelineConfig c;
@@ -113,6 +127,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
     c.budget = budget;
     c.rematPolicy = rematPolicy;
     c.statePerParam = statePerParam;
+    c.offload = offload;
+    c.pcieGbps = pcieGbps;
+    c.hostGbps = hostGbps;
+    c.hostBudget = hostBudget;
     return c;
   }
 };

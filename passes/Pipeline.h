@@ -36,6 +36,11 @@ struct PipelineConfig {
   int64_t budget = 0; // bytes; 0: no limit
   std::string rematPolicy = "greedy";
   int64_t statePerParam = 2; // AdamW 2, SGD 1
+  // Host memory tiers (tcc-remat's offload options; CUDA only).
+  std::string offload = "none"; // auto, optimizer, all
+  double pcieGbps = 31.5;
+  double hostGbps = 30.0;
+  int64_t hostBudget = -1; // bytes; -1: MemAvailable
 };
 
 /// The imported model to the training step (forward and backward):

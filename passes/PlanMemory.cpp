@@ -4,6 +4,7 @@
 #include "passes/Passes.h"
 #include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/FusionCostModel.h"
+#include "passes/tiers/TierCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/Builders.h"
@@ -116,6 +117,30 @@ bool mlir::tcc::isEarlyAccumulation(OpOperand &use) {
          gradientAccumulatedAfter(use.get());
 }
 
+bool mlir::tcc::isGradientToHost(OpOperand &use) {
+  auto ret = dyn_cast<func::ReturnOp>(use.getOwner());
+  auto func = ret ? dyn_cast<func::FuncOp>(ret->getParentOp()) : nullptr;
+  TiersAttr tiers = func ? TiersAttr::of(func) : nullptr;
+  if (!tiers || tiers.getHostGrads().empty())
+    return false;
+  auto name = func.getResultAttrOfType<StringAttr>(use.getOperandNumber(), kGradAttr);
+  if (!name)
+    return false;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttrOfType<StringAttr>(i, kParamAttr) == name)
+      return tiers.gradOnHost(i);
+  return false;
+}
+
+int64_t mlir::tcc::bufferNeededUntil(OpOperand &use, int64_t from,
+                                     const llvm::DenseMap<Operation *, int64_t> &index) {
+  if (!isEarlyAccumulation(use))
+    return index.lookup(use.getOwner());
+  if (isGradientToHost(use))
+    return std::min(from + kHostCopyLagOps, index.lookup(use.getOwner()));
+  return from;
+}
+
 bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
   if (floatBytes != kMixedPrecision ||
       !isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
@@ -125,7 +150,8 @@ bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
   Value r = v;
   while (r.hasOneUse() && isAliasView(*r.getUsers().begin()))
     r = r.getUsers().begin()->getResult(0);
-  if (!r.hasOneUse() || !isEarlyAccumulation(*r.use_begin()))
+  if (!r.hasOneUse() || !isEarlyAccumulation(*r.use_begin()) ||
+      isGradientToHost(*r.use_begin()))
     return false;
   if (isa_and_nonnull<ReduceSumOp>(def)) // a bias's gradient: the sums add into it
     return true;
@@ -350,8 +376,7 @@ static Temporaries collectTemporaries(func::FuncOp func, int64_t floatBytes) {
   auto lastUse = [&](Value r, int64_t from) {
     int64_t end = from;
     for (OpOperand &use : r.getUses())
-      if (!isEarlyAccumulation(use))
-        end = std::max(end, index[use.getOwner()]);
+      end = std::max(end, bufferNeededUntil(use, from, index));
     return end;
   };
   for (Operation &op : body.without_terminator()) {
@@ -409,6 +434,19 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   SmallVector<int64_t> params, grads, state, inputs, results;
   int64_t paramBytes = 0, gradBytes = 0, stateBytes = 0, inputBytes = 0,
           outputBytes = 0;
+  // What #tcc.tiers keeps in host memory, in a host buffer of its own: the
+  // offsets line up with `params`, `grads` and `state` (-1: on the device).
+  TiersAttr tiers = TiersAttr::of(func);
+  SmallVector<int64_t> hostParams, hostGrads, hostState;
+  int64_t hostCursor = 0, hostParamBytes = 0, hostGradBytes = 0, hostStateBytes = 0;
+  auto takeHost = [&](int64_t bytes, int64_t &category) {
+    int64_t at = hostCursor;
+    hostCursor += std::max<int64_t>(aligned(bytes), kArenaAlignment);
+    category += bytes;
+    return at;
+  };
+  auto stateOnHost = [&](unsigned arg) { return tiers && tiers.stateOnHost(arg); };
+  auto gradOnHost = [&](unsigned arg) { return tiers && tiers.gradOnHost(arg); };
   // A parameter's gradient may be several results (tcc-split-gradient-sums):
   // all of them are added into its one accumulator.
   llvm::StringMap<SmallVector<unsigned>> gradResult;
@@ -419,11 +457,19 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     Value arg = func.getArgument(i);
     int64_t bytes = bufferBytes(arg.getType(), persistentFloatBytes);
-    if (func.getArgAttr(i, kParamAttr)) {
-      params.push_back(argSlot[arg] = take(bytes));
-      paramBytes += bytes;
+    if (!func.getArgAttr(i, kParamAttr))
+      continue;
+    if (stateOnHost(i)) {
+      // The body reads its fp16 working copy (the shadow below).
+      params.push_back(-1);
+      hostParams.push_back(takeHost(bytes, hostParamBytes));
+      continue;
     }
+    params.push_back(argSlot[arg] = take(bytes));
+    hostParams.push_back(-1);
+    paramBytes += bytes;
   }
+  llvm::SmallDenseSet<unsigned> hostGradResults;
   SmallVector<int64_t> resultSlots(func.getNumResults(), -1);
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
@@ -433,16 +479,36 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     auto it = gradResult.find(n.getValue());
     if (it == gradResult.end()) {
       grads.push_back(-1);
-      for (int64_t k = 0; k < statePerParam; ++k)
+      hostGrads.push_back(-1);
+      for (int64_t k = 0; k < statePerParam; ++k) {
         state.push_back(-1);
+        hostState.push_back(-1);
+      }
       continue;
     }
+    if (stateOnHost(i)) {
+      for (int64_t k = 0; k < statePerParam; ++k) {
+        state.push_back(-1);
+        hostState.push_back(takeHost(bytes, hostStateBytes));
+      }
+    }
+    if (gradOnHost(i)) {
+      // Each micro-step's gradient is a temporary copied to the host.
+      grads.push_back(-1);
+      hostGrads.push_back(takeHost(bytes, hostGradBytes));
+      hostGradResults.insert(it->second.begin(), it->second.end());
+      continue;
+    }
+    hostGrads.push_back(-1);
     grads.push_back(take(bytes));
     for (unsigned r : it->second)
       resultSlots[r] = grads.back();
     gradBytes += bytes;
+    if (stateOnHost(i))
+      continue;
     for (int64_t k = 0; k < statePerParam; ++k) {
       state.push_back(take(bytes));
+      hostState.push_back(-1);
       stateBytes += bytes;
     }
   }
@@ -491,7 +557,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     workspace = take(workspaceBytes);
   }
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    if (resultSlots[i] >= 0)
+    if (resultSlots[i] >= 0 || hostGradResults.count(i))
       continue;
     int64_t bytes = bufferBytes(func.getResultTypes()[i], persistentFloatBytes);
     resultSlots[i] = take(bytes);
@@ -591,7 +657,11 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
                                 stateBytes, inputBytes, outputBytes, temporaries, unshared,
                                 saved, seedSlot, rngSlot, peakLive, peakOp,
                                 b.getArrayAttr(peakValues), b.getDenseI64ArrayAttr(shadows),
-                                shadowBytes, workspace, workspaceBytes));
+                                shadowBytes, workspace, workspaceBytes, hostCursor,
+                                hostCursor ? b.getDenseI64ArrayAttr(hostParams) : nullptr,
+                                hostCursor ? b.getDenseI64ArrayAttr(hostGrads) : nullptr,
+                                hostCursor ? b.getDenseI64ArrayAttr(hostState) : nullptr,
+                                hostParamBytes, hostGradBytes, hostStateBytes));
   return arenaBytes + reserve;
 }
 
@@ -692,7 +762,16 @@ LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
                                           .size()) +
                        " forward values"
                  : std::string())
-         << describePeak(layout);
+         << (layout.getHostBytes() > 0
+                 ? ", with " + std::to_string(layout.getHostBytes()) +
+                       " bytes of master weights, optimizer state and gradient "
+                       "accumulators in host memory"
+                 : std::string())
+         << describePeak(layout)
+         << (!TiersAttr::of(func) && TargetAttr::of(func) && TargetAttr::of(func).isCuda() &&
+                     layout.getStateBytes() > 0
+                 ? "; --offload=auto may keep optimizer state in host memory instead"
+                 : "");
 }
 
 std::string mlir::tcc::describePeak(LayoutAttr layout) {

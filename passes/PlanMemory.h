@@ -63,6 +63,20 @@ Operation *gradientAccumulatedAfter(Value v);
 /// no later than that op, whatever the return's position.
 bool isEarlyAccumulation(OpOperand &use);
 
+/// Whether `use` is the return's read of a gradient whose accumulator the
+/// function's #tcc.tiers keeps in host memory: the step copies it to the
+/// host, and its buffer lives kHostCopyLagOps ops past the op that makes
+/// it.
+bool isGradientToHost(OpOperand &use);
+
+/// The last op (in `index`'s numbering) that `r`'s buffer must outlive
+/// for `use`, a use of `r` that `from`, its maker or a view of it, sees:
+/// the user's index, or for a gradient accumulated where it is made, `from`
+/// (on the device) or kHostCopyLagOps past it (copied to the host). The
+/// memory plan and remat's bound both ask.
+int64_t bufferNeededUntil(OpOperand &use, int64_t from,
+                          const llvm::DenseMap<Operation *, int64_t> &index);
+
 /// Whether the op that makes `v`, a gradient the step returns (and nothing
 /// else reads), adds it straight into its fp32 accumulator on the CUDA
 /// target (`floatBytes` = kMixedPrecision): a rank-2 GEMM's product (a

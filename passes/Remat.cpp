@@ -9,6 +9,7 @@
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
 #include "passes/fusion/FusionCostModel.h"
+#include "passes/tiers/TierCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/Builders.h"
@@ -245,10 +246,28 @@ public:
     if (failed(resolved))
       return signalPassFailure();
     floatBytes = *resolved;
+    if (offload != "none" && offload != "auto" && offload != "optimizer" && offload != "all") {
+      getOperation()->emitError("unknown offload \"")
+          << offload << "\" (none, auto, optimizer or all)";
+      return signalPassFailure();
+    }
+    TargetAttr target = TargetAttr::of(getOperation());
+    if (offload != "none" && !(target && target.isCuda())) {
+      getOperation()->emitError("offload=")
+          << offload << " needs the CUDA target: the CPU target has one memory";
+      return signalPassFailure();
+    }
     for (func::FuncOp func : getOperation().getOps<func::FuncOp>()) {
       if (func.getSymName() != kMicroStepName)
         continue;
-      if (policy == "greedy") {
+      if (offload != "none") {
+        if (policy != "greedy") {
+          func.emitError("offload=") << offload << " plans with the greedy remat policy only";
+          return signalPassFailure();
+        }
+        if (failed(chooseTiers(func, target)))
+          return signalPassFailure();
+      } else if (policy == "greedy") {
         if (budget > 0)
           searchWithFallback(func);
       } else if (policy == "checkpoint-every-layer" || policy == "checkpoint-sqrt") {
@@ -338,6 +357,122 @@ public:
       planFunction(func, floatBytes, statePerParam);
     }
     original.erase();
+  }
+
+  /// Moves `from`'s body, plan and decisions into `into`.
+  static void takePlan(func::FuncOp into, func::FuncOp from) {
+    into.getBody().takeBody(from.getBody());
+    for (StringRef attr : {StringRef(LayoutAttr::kAttrName), StringRef("tcc.remat_decisions"),
+                           StringRef(TiersAttr::kAttrName)}) {
+      into->removeAttr(attr);
+      if (Attribute a = from->getAttr(attr))
+        into->setAttr(attr, a);
+    }
+  }
+
+  /// A plan with host tiers, tried by chooseTiers.
+  struct TierTrial {
+    func::FuncOp func;      // the planned copy (erased by the caller)
+    int64_t planned = 0;    // device bytes
+    int64_t hostBytes = 0;  // host bytes
+    double seconds = 0;     // estimated seconds added (TierEstimate::addedSeconds(1))
+    bool fits = false;
+  };
+
+  /// The host tiers and recomputation that meet the budget at the least
+  /// estimated time (see the pass's description); sets `tcc.tiers` on
+  /// `func`. Where nothing fits, keeps the smallest plan tried (the one with
+  /// the most on the host), so the budget error names the smallest budget
+  /// that works with host memory counted.
+  LogicalResult chooseTiers(func::FuncOp func, TargetAttr target) {
+    Builder b(func.getContext());
+    DeviceRates device = deviceRatesForArch(target.getArch());
+    int64_t hostLimit = hostBudget;
+    if (hostLimit < 0)
+      hostLimit = availableHostMemory().value_or(0);
+    auto mbps = [](double gbps) { return std::max<int64_t>(1, (int64_t)std::llround(gbps * 1e3)); };
+    if (pcieGbps <= 0 || hostGbps <= 0)
+      return func.emitError("pcie-gbps and host-gbps must be positive");
+    SmallVector<unsigned> candidates = hostTierCandidates(func);
+    auto tiersFor = [&](size_t state, size_t grads) {
+      SmallVector<int64_t> s(candidates.begin(), candidates.begin() + state);
+      SmallVector<int64_t> g(candidates.begin(), candidates.begin() + grads);
+      llvm::sort(s);
+      llvm::sort(g);
+      return TiersAttr::get(func.getContext(), b.getDenseI64ArrayAttr(s), b.getDenseI64ArrayAttr(g),
+                            mbps(pcieGbps), mbps(hostGbps),
+                            std::max<int64_t>(1, (int64_t)(device.flopsPerSecond / 1e9)),
+                            std::max<int64_t>(1, (int64_t)(device.bytesPerSecond / 1e6)),
+                            hostLimit);
+    };
+    // A trial: the tiers of the first `state` candidates' state and the
+    // first `grads` candidates' accumulators, recomputation on top.
+    auto trial = [&](size_t state, size_t grads) {
+      TierTrial t;
+      t.func = func.clone();
+      t.func->setAttr(TiersAttr::kAttrName, tiersFor(state, grads));
+      t.planned = planFunction(t.func, floatBytes, statePerParam);
+      if (budget > 0 && t.planned > budget) {
+        searchWithFallback(t.func);
+        t.planned = planFunction(t.func, floatBytes, statePerParam);
+      }
+      t.hostBytes = LayoutAttr::of(t.func).getHostBytes();
+      t.seconds = estimateTiers(t.func, TiersAttr::of(t.func), floatBytes, statePerParam)
+                      .addedSeconds(1);
+      t.fits = (budget <= 0 || t.planned <= budget) && t.hostBytes <= hostLimit;
+      return t;
+    };
+    // A point in the order (each candidate's state, then each one's
+    // accumulator): the first `k` steps taken.
+    size_t n = candidates.size();
+    auto split = [&](size_t k) { return std::make_pair(std::min(k, n), k > n ? k - n : 0); };
+    SmallVector<size_t> points;
+    if (offload == "optimizer") {
+      points.push_back(n);
+    } else if (offload == "all") {
+      points.push_back(2 * n);
+    } else {
+      // auto: how far along the order the plan fits without recomputation
+      // (from the bytes each step frees: a parameter's master weights and
+      // state, then its accumulator); none, and fractions of that.
+      int64_t over = planFunction(func, floatBytes, statePerParam) - budget;
+      size_t needed = 0;
+      for (int64_t freed = 0; budget > 0 && freed < over && needed < 2 * n; ++needed) {
+        int64_t bytes = bufferBytes(func.getArgument(candidates[needed % n]).getType(), 4);
+        freed += needed < n ? bytes * (1 + statePerParam) : bytes;
+      }
+      for (size_t k : {size_t(0), needed / 4, needed / 2, 3 * needed / 4, needed})
+        if (points.empty() || k != points.back())
+          points.push_back(k);
+    }
+    SmallVector<TierTrial> trials;
+    std::optional<size_t> best;
+    for (size_t k : points) {
+      auto [state, grads] = split(k);
+      // More host state only adds transfer time: once the tiers alone cost
+      // more than the best plan, no later one can win.
+      if (best && estimateTiers(func, tiersFor(state, grads), floatBytes, statePerParam)
+                          .tierSeconds(1) >= trials[*best].seconds)
+        break;
+      trials.push_back(trial(state, grads));
+      if (trials.back().fits && (!best || trials.back().seconds < trials[*best].seconds))
+        best = trials.size() - 1;
+    }
+    size_t chosen = 0;
+    if (best)
+      chosen = *best;
+    else
+      for (size_t i = 1; i < trials.size(); ++i)
+        if (trials[i].planned < trials[chosen].planned)
+          chosen = i;
+    takePlan(func, trials[chosen].func);
+    for (TierTrial &t : trials)
+      t.func.erase();
+    if (trials[chosen].hostBytes > hostLimit)
+      return func.emitError("the plan needs ")
+             << trials[chosen].hostBytes << " bytes of host memory but the host budget is "
+             << hostLimit << " bytes";
+    return success();
   }
 
   /// The FLOPs `func`'s remat decisions recompute.
@@ -468,8 +603,7 @@ private:
       for (Value r : op.getResults()) {
         int64_t end = index[&op];
         for (OpOperand &use : r.getUses())
-          if (!isEarlyAccumulation(use))
-            end = std::max(end, index.lookup(use.getOwner()));
+          end = std::max(end, bufferNeededUntil(use, index[&op], index));
         unsigned k = cast<OpResult>(r).getResultNumber();
         std::optional<unsigned> inPlace = inPlaceOperand(
             &op, k, bufferOf, [&](Value v) { return range.count(v) != 0; }, index, floatBytes);

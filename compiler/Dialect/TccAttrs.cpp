@@ -45,6 +45,28 @@ LogicalResult TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+bool TiersAttr::stateOnHost(int64_t arg) const {
+  return llvm::is_contained(getHostState().asArrayRef(), arg);
+}
+
+bool TiersAttr::gradOnHost(int64_t arg) const {
+  return llvm::is_contained(getHostGrads().asArrayRef(), arg);
+}
+
+LogicalResult TiersAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                DenseI64ArrayAttr hostState, DenseI64ArrayAttr hostGrads,
+                                int64_t pcieMbps, int64_t hostMbps, int64_t deviceGflops,
+                                int64_t deviceMbps, int64_t hostBudget) {
+  for (int64_t arg : hostGrads.asArrayRef())
+    if (!llvm::is_contained(hostState.asArrayRef(), arg))
+      return emitError() << "argument " << arg
+                         << " has its gradient accumulator on the host but not its "
+                            "optimizer state: host_grads must be a subset of host_state";
+  if (pcieMbps <= 0 || hostMbps <= 0 || deviceGflops <= 0 || deviceMbps <= 0 || hostBudget < 0)
+    return emitError() << "the rates of #tcc.tiers must be positive";
+  return success();
+}
+
 LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
   // The typed attributes the passes hand on must have their type: a stale
   // dictionary would otherwise read as absent.
@@ -56,6 +78,9 @@ LogicalResult TccDialect::verifyOperationAttribute(Operation *op, NamedAttribute
       return op->emitError("'") << TargetAttr::kAttrName << "' belongs on the module";
   } else if (attr.getName() == LayoutAttr::kAttrName && !isa<LayoutAttr>(attr.getValue())) {
     return op->emitError("'") << LayoutAttr::kAttrName << "' must be a #tcc.layout, got "
+                              << attr.getValue();
+  } else if (attr.getName() == TiersAttr::kAttrName && !isa<TiersAttr>(attr.getValue())) {
+    return op->emitError("'") << TiersAttr::kAttrName << "' must be a #tcc.tiers, got "
                               << attr.getValue();
   }
   return success();

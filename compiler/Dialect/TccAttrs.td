@@ -31,6 +31,13 @@ def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
     `shadow_bytes`) and the GEMM workspace (`workspace`, `workspace_bytes`);
     on the CPU target they are empty, 0 and -1.
 
+    Where the function's #tcc.tiers puts state in pinned host memory, the
+    device slots of those tensors are -1 and `host_params`, `host_grads`
+    and `host_state` give their offsets in the host buffer of `host_bytes`
+    (-1 for what stays on the device); the device byte counts
+    (`param_bytes`, ...) leave them out and `host_param_bytes`, ... count
+    them. Without host tiers these fields are omitted.
+
     ```mlir
     tcc.layout = #tcc.layout<arena_bytes = 256, planned_bytes = 256, ...>
     ```
@@ -60,7 +67,16 @@ def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
     "DenseI64ArrayAttr":$shadows,
     "int64_t":$shadow_bytes,
     "int64_t":$workspace,
-    "int64_t":$workspace_bytes
+    "int64_t":$workspace_bytes,
+    // Host memory (#tcc.tiers): omitted when the plan keeps everything on
+    // the device.
+    DefaultValuedParameter<"int64_t", "0">:$host_bytes,
+    OptionalParameter<"DenseI64ArrayAttr">:$host_params,
+    OptionalParameter<"DenseI64ArrayAttr">:$host_grads,
+    OptionalParameter<"DenseI64ArrayAttr">:$host_state,
+    DefaultValuedParameter<"int64_t", "0">:$host_param_bytes,
+    DefaultValuedParameter<"int64_t", "0">:$host_grad_bytes,
+    DefaultValuedParameter<"int64_t", "0">:$host_state_bytes
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
@@ -103,6 +119,60 @@ def Tcc_TargetAttr : Tcc_Attr<"Target", "target"> {
     /// 2 for the CUDA target's mixed precision (kMixedPrecision), else the
     /// storage type's width.
     int64_t getFloatBytes() const;
+  }];
+}
+
+def Tcc_TiersAttr : Tcc_Attr<"Tiers", "tiers"> {
+  let summary = "which state a step keeps in pinned host memory";
+  let description = [{
+    Set on the micro-step function (`tcc.tiers`) by tcc-remat when it may
+    offload (`offload` other than `none`, CUDA only): the memory tier of
+    each parameter's state, chosen together with recomputation by one cost
+    model so that the device plan fits the budget at the least estimated
+    time (docs/memory.md).
+
+    - `host_state`: the argument numbers of parameters whose fp32 master
+      weights and optimizer state live in pinned host memory and are
+      updated on the host; the device keeps their fp16 working copies,
+      refreshed after each update.
+    - `host_grads`: the argument numbers (each also in `host_state`) whose
+      fp32 gradient accumulators live in host memory: the step copies each
+      micro-step's gradient to the host as the backward pass makes it.
+    - The rates the choice assumed: PCIe and host memory bandwidth (MB/s),
+      the device's FLOP rate (GFLOP/s) and memory bandwidth (MB/s), and the
+      host memory it could use (bytes).
+
+    tcc-plan-memory reads it: the device arena leaves these tensors out and
+    a host buffer holds them (the `host_*` fields of #tcc.layout).
+
+    ```mlir
+    tcc.tiers = #tcc.tiers<host_state = [0, 2], host_grads = [], pcie_mbps = 31500, ...>
+    ```
+  }];
+  let parameters = (ins
+    "DenseI64ArrayAttr":$host_state,
+    "DenseI64ArrayAttr":$host_grads,
+    "int64_t":$pcie_mbps,
+    "int64_t":$host_mbps,
+    "int64_t":$device_gflops,
+    "int64_t":$device_mbps,
+    "int64_t":$host_budget
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The name of the function attribute that holds it.
+    static constexpr ::llvm::StringLiteral kAttrName = "tcc.tiers";
+    /// The tiers of a step function, or null when it has none.
+    static TiersAttr of(::mlir::Operation *func) {
+      return func->getAttrOfType<TiersAttr>(kAttrName);
+    }
+    /// Whether argument `arg`'s master weights and optimizer state are on the host.
+    bool stateOnHost(int64_t arg) const;
+    /// Whether argument `arg`'s gradient accumulator is on the host.
+    bool gradOnHost(int64_t arg) const;
+    /// Whether anything is on the host.
+    bool any() const { return !getHostState().empty(); }
   }];
 }
 

@@ -21,6 +21,7 @@
 #include "passes/PlanMemory.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
+#include "passes/tiers/TierCostModel.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -137,6 +138,30 @@ static cl::opt<std::string> rematPolicy(
              "schedule for benchmarks, applied whatever the budget: "
              "checkpoint-every-layer or checkpoint-sqrt"),
     cl::value_desc("policy"), cl::init("greedy"), cl::cat(tccCategory));
+static cl::opt<std::string> offload(
+    "offload",
+    cl::desc("With --target=cuda: where state may live. none (default): all "
+             "on the device; auto: parameters' fp32 master weights and "
+             "optimizer state, then gradient accumulators, in pinned host "
+             "memory where that costs less than recomputation; optimizer or "
+             "all: forced. Plans only for now (--memory-report): tcc cannot "
+             "build a step with host memory yet"),
+    cl::value_desc("none|auto|optimizer|all"), cl::init("none"), cl::cat(tccCategory));
+static cl::opt<double> pcieGbps(
+    "pcie-gbps",
+    cl::desc("Host-device bandwidth per direction the --offload cost model "
+             "assumes, in GB/s (default 31.5, PCIe 4.0 x16)"),
+    cl::init(31.5), cl::cat(tccCategory));
+static cl::opt<double> hostGbps(
+    "host-gbps",
+    cl::desc("Host memory bandwidth the --offload cost model assumes for the "
+             "host update, in GB/s (default 30)"),
+    cl::init(30.0), cl::cat(tccCategory));
+static cl::opt<std::string> hostBudget(
+    "host-budget",
+    cl::desc("The most host memory an --offload plan may use, a size as for "
+             "--mem-budget (default: what this machine has available)"),
+    cl::value_desc("size"), cl::cat(tccCategory));
 static cl::opt<std::string> lossChunkRows(
     "loss-chunk-rows",
     cl::desc("Rows (tokens) of the logits that the output projection and a "
@@ -468,6 +493,52 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
       {"recomputed_flops", recomputedFlops},
       {"remat_decisions", decisionsJson(func, "tcc.remat_decisions")},
   };
+  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func)) {
+    tcc::TargetAttr target = tcc::TargetAttr::of(func);
+    tcc::TierEstimate e = tcc::estimateTiers(func, tiers, target.getFloatBytes(),
+                                             layout.getState().size() /
+                                                 std::max<size_t>(layout.getParams().size(), 1));
+    auto argNames = [&](ArrayRef<int64_t> args) {
+      llvm::json::Array names;
+      for (int64_t a : args)
+        if (auto n = func.getArgAttrOfType<StringAttr>(a, tcc::kParamAttr))
+          names.push_back(n.getValue().str());
+      return names;
+    };
+    report["host"] = llvm::json::Object{
+        {"bytes", layout.getHostBytes()},
+        {"budget_bytes", tiers.getHostBudget()},
+        {"categories",
+         llvm::json::Object{
+             {"parameters", layout.getHostParamBytes()},
+             {"gradients", layout.getHostGradBytes()},
+             {"optimizer_state", layout.getHostStateBytes()},
+         }},
+        {"state_on_host", argNames(tiers.getHostState().asArrayRef())},
+        {"gradients_on_host", argNames(tiers.getHostGrads().asArrayRef())},
+    };
+    report["estimate"] = llvm::json::Object{
+        {"note", "seconds by the cost model (roofline per op at the device's published rates, "
+                 "transfers and the host update at the stated bandwidths, no overlap): "
+                 "estimates, not measurements"},
+        {"pcie_gbps", tiers.getPcieMbps() / 1e3},
+        {"host_gbps", tiers.getHostMbps() / 1e3},
+        {"device_tflops", tiers.getDeviceGflops() / 1e3},
+        {"device_gbps", tiers.getDeviceMbps() / 1e3},
+        {"micro_step_compute_seconds", e.computeSeconds},
+        {"recompute_seconds", e.recomputeSeconds},
+        {"pcie_bytes_per_micro_step", e.pcieBytesPerMicroStep},
+        {"pcie_bytes_per_optimizer_step", e.pcieBytesPerStep},
+        {"host_bytes_per_micro_step", e.hostBytesPerMicroStep},
+        {"host_bytes_per_optimizer_step", e.hostBytesPerStep},
+        {"transfer_seconds_per_micro_step", e.transferSecondsPerMicroStep},
+        {"transfer_seconds_per_optimizer_step", e.transferSecondsPerStep},
+        {"host_seconds_per_micro_step", e.hostSecondsPerMicroStep},
+        {"host_update_seconds_per_optimizer_step", e.hostSecondsPerStep},
+        {"added_seconds_per_optimizer_step_accum_1", e.addedSeconds(1)},
+        {"step_seconds_accum_1", e.computeSeconds + e.tierSeconds(1)},
+    };
+  }
   llvm::json::Array largest;
   for (auto v : layout.getPeakValues().getAsRange<DictionaryAttr>())
     largest.push_back(toJson(v));
@@ -634,6 +705,32 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  // --offload and its cost model's figures.
+  int64_t hostBudgetBytes = -1;
+  if (offload != "none" && offload != "auto" && offload != "optimizer" && offload != "all") {
+    llvm::errs() << "tcc: error: --offload=" << offload
+                 << ": expected none, auto, optimizer or all\n";
+    return 1;
+  }
+  if (offload != "none" && target != Target::Cuda) {
+    llvm::errs() << "tcc: error: --offload=" << offload
+                 << " applies to --target=cuda only: the CPU target's step has one "
+                    "memory, so there is nothing to move to the host\n";
+    return 1;
+  }
+  if (!(pcieGbps > 0) || !(hostGbps > 0)) {
+    llvm::errs() << "tcc: error: --pcie-gbps and --host-gbps must be positive\n";
+    return 1;
+  }
+  if (!hostBudget.empty()) {
+    std::optional<int64_t> parsed = parseSize(hostBudget);
+    if (!parsed || *parsed < 0) {
+      llvm::errs() << "tcc: error: --host-budget=" << hostBudget
+                   << ": expected a size such as 64G\n";
+      return 1;
+    }
+    hostBudgetBytes = *parsed;
+  }
   // The reports describe the planned step. Without -o they are what the run
   // is for: tcc plans the step, writes them and stops (no library).
   const bool wantsPlanReport =
@@ -774,6 +871,10 @@ int main(int argc, char **argv) {
   pipeline.cpuPrecision = cpuPrecision == Precision::F64 ? "f64" : "f32";
   pipeline.rematPolicy = rematPolicy;
   pipeline.statePerParam = optimizer == "adamw" ? 2 : 1;
+  pipeline.offload = offload;
+  pipeline.pcieGbps = pcieGbps;
+  pipeline.hostGbps = hostGbps;
+  pipeline.hostBudget = hostBudgetBytes;
   auto addPlanPasses = [&](PassManager &pm, int64_t budget) {
     tcc::PipelineConfig config = pipeline;
     config.budget = budget;
@@ -837,6 +938,22 @@ int main(int argc, char **argv) {
   }
   if (emit == EmitKind::Planned)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  // Host tiers are planned, not built: the runtime's half (pinned host
+  // buffers, copy streams, the host update) does not exist yet.
+  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(planned); tiers && tiers.any()) {
+    llvm::errs() << "tcc: error: the plan keeps the master weights and optimizer state of "
+                 << tiers.getHostState().size() << " parameters"
+                 << (tiers.getHostGrads().empty()
+                         ? std::string()
+                         : " (and " + std::to_string(tiers.getHostGrads().size()) +
+                               " gradient accumulators)")
+                 << " in host memory (" << humanBytes(layout.getHostBytes())
+                 << "), and tcc cannot build a step with host memory yet (the runtime's "
+                    "host tier is not implemented); --memory-report FILE without -o shows "
+                    "the plan; --offload=none and a larger --mem-budget build one on the "
+                    "device\n";
+    return 1;
+  }
 
   Location fileLoc = tcc::fileLocation(&context, inputFile);
   tcc::StepEmitOptions emitOptions;

@@ -505,8 +505,9 @@ func.func @fusion_unknown_kind(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// A layout without every field is refused by its parser.
-// expected-error @+1 {{expected ','}}
+// A layout without every required field is refused by its parser (the
+// host fields are optional: omitted without host tiers).
+// expected-error @+1 {{struct is missing required parameter: workspace_bytes}}
 func.func @layout_missing_field() attributes {tcc.layout = #tcc.layout<arena_bytes = 256, planned_bytes = 256, device_reserve_bytes = 0, params = [], grads = [], state = [], inputs = [], results = [], param_bytes = 0, grad_bytes = 0, state_bytes = 0, input_bytes = 0, output_bytes = 0, temporary_bytes = 0, temporary_bytes_unshared = 0, saved_activation_bytes = 0, seed = -1, rng = -1, peak_live_bytes = 0, peak_op = "", peak_values = [], shadows = [], shadow_bytes = 0, workspace = -1>} {
   return
 }
@@ -533,5 +534,27 @@ module attributes {tcc.target = "cuda"} {
 
 // expected-error @+1 {{'tcc.layout' must be a #tcc.layout, got {arena_bytes = 256 : i64}}}
 func.func @stale_layout() attributes {tcc.layout = {arena_bytes = 256 : i64}} {
+  return
+}
+
+// -----
+
+// Host tiers: an accumulator on the host needs its parameter's state there.
+// expected-error @+1 {{argument 1 has its gradient accumulator on the host but not its optimizer state: host_grads must be a subset of host_state}}
+func.func @tiers_grads_without_state() attributes {tcc.tiers = #tcc.tiers<host_state = [0], host_grads = [1], pcie_mbps = 31500, host_mbps = 30000, device_gflops = 71000, device_mbps = 936000, host_budget = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{the rates of #tcc.tiers must be positive}}
+func.func @tiers_no_bandwidth() attributes {tcc.tiers = #tcc.tiers<host_state = [], host_grads = [], pcie_mbps = 0, host_mbps = 30000, device_gflops = 71000, device_mbps = 936000, host_budget = 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tcc.tiers' must be a #tcc.tiers, got}}
+func.func @tiers_untyped() attributes {tcc.tiers = {host_state = [0]}} {
   return
 }
