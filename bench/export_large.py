@@ -5,7 +5,7 @@ are never written (sparse files of the right size; `--no-weights` checks
 sizes and reads none), so a 1.5B-parameter model takes seconds of disk, not
 6 GB.
 
-Usage: /usr/bin/python3 bench/export_large.py gpt2-xl|tinyllama OUT_DIR [--seq 2048]
+Usage: ~/.cache/tcc/venv/bin/python bench/export_large.py gpt2-xl|tinyllama OUT_DIR [--seq 2048]
 
 - gpt2-xl: GPT-2 XL's shape (48 layers, width 1600, 25 heads, vocabulary
   50257, tied embeddings), test/models/export_models.py's TinyGPT, with a
@@ -13,10 +13,13 @@ Usage: /usr/bin/python3 bench/export_large.py gpt2-xl|tinyllama OUT_DIR [--seq 2
 - tinyllama: TinyLlama-1.1B's shape (width 2048, 22 layers, 32 heads, 4
   key/value heads, SwiGLU FFN 5632, vocabulary 32000, untied output), the
   llama2.c model written out below (RMSNorm, rotary tables as buffers, an
-  additive causal mask buffer, grouped-query attention by repeat_interleave).
+  additive causal mask buffer, grouped-query attention as llama2.c's
+  repeat_kv writes it).
 
-Both with the loss in the graph, micro-batch 1 x SEQ, exported by torch 1.13
-(opset 17, training mode, no constant folding). The parameters are
+Both with the loss in the graph, micro-batch 1 x SEQ, exported by the
+TorchScript exporter (opset 17, training mode, no constant folding) of the
+venv's torch 2.x (scripts/setup.sh makes it; Debian's torch 1.13 works too,
+forty times slower). The parameters are
 zeros: only their shapes matter to the plan.
 """
 import argparse
@@ -65,12 +68,15 @@ class LlamaBlock(nn.Module):
     def forward(self, x, cos, sin, mask):
         B, T, C = x.shape
         h = self.attention_norm(x)
-        q = self.rope(self.wq(h).view(B, T, self.n_head, self.hs), cos, sin).transpose(1, 2)
-        k = self.rope(self.wk(h).view(B, T, self.n_kv, self.hs), cos, sin).transpose(1, 2)
-        v = self.wv(h).view(B, T, self.n_kv, self.hs).transpose(1, 2)
+        q = self.rope(self.wq(h).view(B, T, self.n_head, self.hs), cos, sin)
+        k = self.rope(self.wk(h).view(B, T, self.n_kv, self.hs), cos, sin)
+        v = self.wv(h).view(B, T, self.n_kv, self.hs)
+        # Each key/value head serves n_head / n_kv query heads (llama2.c's
+        # repeat_kv: expand, then merge the two head axes).
         rep = self.n_head // self.n_kv
-        k = torch.repeat_interleave(k, rep, dim=1)
-        v = torch.repeat_interleave(v, rep, dim=1)
+        k = k[:, :, :, None, :].expand(B, T, self.n_kv, rep, self.hs).reshape(B, T, self.n_head, self.hs)
+        v = v[:, :, :, None, :].expand(B, T, self.n_kv, rep, self.hs).reshape(B, T, self.n_head, self.hs)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(self.hs)) + mask
         y = torch.matmul(F.softmax(att, dim=-1), v).transpose(1, 2).reshape(B, T, C)
         x = x + self.wo(y)
@@ -135,20 +141,37 @@ def main():
     model.train()
     idx = torch.zeros(1, a.seq, dtype=torch.long)
     tmp = os.path.join(a.out_dir, "tmp.onnx")
+    # The TorchScript exporter (torch 2.x: dynamo=False) runs the forward
+    # pass once; torch 2.x's BLAS does it in about a minute, Debian's torch
+    # 1.13 (reference BLAS, one thread) in about forty.
+    extra = {} if torch.__version__.startswith("1.") else {"dynamo": False}
     with torch.no_grad():
         torch.onnx.export(model, (idx, idx), tmp, training=torch.onnx.TrainingMode.TRAINING,
                           do_constant_folding=False, opset_version=17,
-                          input_names=["idx", "targets"], output_names=["loss"])
+                          input_names=["idx", "targets"], output_names=["loss"], **extra)
+    params = {n for n, _ in model.named_parameters()}
     del model
-    # One external data file, its bytes never written (a sparse file).
+    # The parameters' bytes go to one external data file and are never
+    # written (a sparse file); buffers (the mask, the rotary tables) keep
+    # their values, which tcc reads to tell them from parameters and to
+    # recognise the causal mask.
     m = onnx.load(tmp, load_external_data=False)
     offset = 0
     data = "weights.bin"
     for t in m.graph.initializer:
+        if t.name not in params:
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                from onnx.external_data_helper import load_external_data_for_tensor
+                load_external_data_for_tensor(t, a.out_dir)
+                del t.external_data[:]
+                t.data_location = onnx.TensorProto.DEFAULT
+            continue
         size = None
         for kv in t.external_data:
             if kv.key == "length":
                 size = int(kv.value)
+            elif kv.key == "location" and size is None:
+                size = os.path.getsize(os.path.join(a.out_dir, kv.value))
         if size is None:
             if not t.HasField("raw_data"):
                 continue

@@ -60,6 +60,9 @@ def main():
     ap.add_argument("--budgets", default="24G,16G,12G,8G")
     ap.add_argument("--arch", default="86")
     ap.add_argument("--flags", default="", help="more tcc flags, e.g. --pcie-gbps=16")
+    venv = os.path.expanduser("~/.cache/tcc/venv/bin/python")
+    ap.add_argument("--python", default=venv if os.path.exists(venv) else sys.executable,
+                    help="the interpreter that exports (default: scripts/setup.sh's venv)")
     args = ap.parse_args()
     flags = args.flags.split()
     print("GPU model: --cuda-arch=%s; one micro-step per optimizer step; estimates, not "
@@ -72,7 +75,7 @@ def main():
         d = os.path.join(args.workdir, name)
         onnx = os.path.join(d, name + ".onnx")
         if not os.path.exists(onnx):
-            subprocess.run([sys.executable, os.path.join(HERE, "export_large.py"), name, d],
+            subprocess.run([args.python, os.path.join(HERE, "export_large.py"), name, d],
                            check=True)
         ref, why, secs = plan(args.tcc, onnx, os.path.join(d, "ref.json"), "none", "auto",
                               args.arch, flags)

@@ -10,7 +10,7 @@ packages=(
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libprotobuf-dev protobuf-compiler libonnx-dev
   python3-onnx python3-torch python3-numpy libonnx-testdata
-  clang-19 libfuzzer-19-dev
+  clang-19 libfuzzer-19-dev libclang-rt-19-dev
   chromium fonts-dejavu-core
   libopenmpi-dev openmpi-bin
 )
