@@ -155,16 +155,25 @@ def main():
     # written (a sparse file); buffers (the mask, the rotary tables) keep
     # their values, which tcc reads to tell them from parameters and to
     # recognise the causal mask.
+    from onnx.external_data_helper import load_external_data_for_tensor
     m = onnx.load(tmp, load_external_data=False)
+
+    def inline(t):
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            load_external_data_for_tensor(t, a.out_dir)
+            del t.external_data[:]
+            t.data_location = onnx.TensorProto.DEFAULT
+
+    # Constants (GPT-2's causal mask is one) keep their values too.
+    for node in m.graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                inline(attr.t)
     offset = 0
     data = "weights.bin"
     for t in m.graph.initializer:
         if t.name not in params:
-            if t.data_location == onnx.TensorProto.EXTERNAL:
-                from onnx.external_data_helper import load_external_data_for_tensor
-                load_external_data_for_tensor(t, a.out_dir)
-                del t.external_data[:]
-                t.data_location = onnx.TensorProto.DEFAULT
+            inline(t)
             continue
         size = None
         for kv in t.external_data:

@@ -83,7 +83,7 @@ def main():
             print("| %s | none | %s | | | | | | | | | | %.1f s |" % (name, why, secs))
             continue
         base = ref["estimate"]["step_seconds_accum_1"]
-        print("| %s | none | yes | %.2f | 0 | | | 0% | 0 | %.3f | 1.00x | | %.1f s |" % (
+        print("| %s | none | yes | %.2f | 0 | | | 0%% | 0 | %.3f | 1.00x | | %.1f s |" % (
             name, ref["planned_peak_bytes"] / GIB, base, secs))
         for b in args.budgets.split(","):
             r, why, secs = plan(args.tcc, onnx, os.path.join(d, "auto_%s.json" % b), b, "auto",

@@ -12,6 +12,7 @@
 #include "cuda/gemm.cuh"
 #include "cuda/gemm.cu" // one unit: the definitions too
 #include "cuda/kernels.cuh"
+#include "host_optimizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -705,8 +706,9 @@ static void test_gelu_acc() {
 }
 
 static void test_optim() {
-  const int64_t sizes[] = {5000, 1, 0, 3000, 2048, 4097};
-  const int nt = 6;
+  // 40000: several of the host update's chunks (kHostChunk) in one tensor.
+  const int64_t sizes[] = {5000, 1, 0, 3000, 2048, 4097, 40000};
+  const int nt = 7;
   std::vector<std::vector<float>> p, g, m, v;
   std::vector<DevBuf<float> *> bufs;
   std::vector<DevBuf<half> *> hbufs;
@@ -717,11 +719,20 @@ static void test_optim() {
     m.push_back(randf(sizes[t], -0.1f, 0.1f));
     v.push_back(randf(sizes[t], 0.0f, 0.1f));
   }
-  for (int opt = 0; opt < 3; ++opt) { // adamw, sgd nesterov, sgd plain step 1
+  // adamw, sgd nesterov, sgd plain step 1; then adamw again from p = 0 with
+  // lr 0.5, so p after the step is the update itself and every bit of the
+  // quotient m / denom shows (from p of about 1 the update is below p's ulp).
+  std::vector<std::vector<float>> pz;
+  for (int t = 0; t < nt; ++t)
+    pz.push_back(std::vector<float>(static_cast<size_t>(sizes[t]), 0.0f));
+  for (int opt = 0; opt < 4; ++opt) {
+    const bool adam = opt == 0 || opt == 3;
+    const double lr = opt == 3 ? 0.5 : opt == 0 ? 1e-3 : 0.1;
+    const std::vector<std::vector<float>> &p0 = opt == 3 ? pz : p;
     double ss_want = 0.0;
     rows.clear();
     for (int t = 0; t < nt; ++t) {
-      bufs.push_back(new DevBuf<float>(p[t]));
+      bufs.push_back(new DevBuf<float>(p0[t]));
       auto *pp = bufs.back();
       bufs.push_back(new DevBuf<float>(g[t]));
       auto *gg = bufs.back();
@@ -740,29 +751,95 @@ static void test_optim() {
     const double ss = gpu::sum_squares_all(mt.table(), mt.chunk_start(), mt.ntensors(), mt.nchunks(), acc.p);
     check(std::fabs(ss - ss_want) <= 1e-9 * ss_want, "sum_squares_all");
     const double mult = 0.5;
-    if (opt == 0)
-      gpu::adamw_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), 1e-3, 0.9, 0.999, 1e-8, 3, mult);
+    if (adam)
+      gpu::adamw_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), lr, 0.9, 0.999, 1e-8, 3, mult);
     else
-      gpu::sgd_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), 0.1, 0.9, opt == 1, opt == 1 ? 3 : 1, mult);
+      gpu::sgd_multi(mt.table(), mt.chunk_start(), nt, mt.nchunks(), lr, 0.9, opt == 1, opt == 1 ? 3 : 1, mult);
     for (int t = 0; t < nt; ++t) {
-      std::vector<float> pw = p[t], gw = g[t], mw = m[t], vw = v[t];
+      std::vector<float> pw = p0[t], gw = g[t], mw = m[t], vw = v[t];
       const double wd = t == 3 ? 0.0 : 0.01;
-      if (opt == 0)
-        cpu::adamw_update(pw.data(), gw.data(), mw.data(), vw.data(), sizes[t], 1e-3, 0.9, 0.999, 1e-8, double(float(wd)),
+      if (adam)
+        cpu::adamw_update(pw.data(), gw.data(), mw.data(), vw.data(), sizes[t], lr, 0.9, 0.999, 1e-8, double(float(wd)),
                           3, mult);
       else
-        cpu::sgd_update(pw.data(), gw.data(), mw.data(), sizes[t], 0.1, 0.9, double(float(wd)), opt == 1,
+        cpu::sgd_update(pw.data(), gw.data(), mw.data(), sizes[t], lr, 0.9, double(float(wd)), opt == 1,
                         opt == 1 ? 3 : 1, mult);
-      const std::string nm = std::string(opt == 0 ? "adamw" : "sgd") + " t=" + std::to_string(t);
+      const std::string nm = std::string(adam ? "adamw" : "sgd") + (opt == 3 ? " from 0" : "") + " t=" + std::to_string(t);
       const int base = static_cast<int>(bufs.size()) - 4 * (nt - t);
       expect_close(bufs[base]->get(), pw, 1e-7, 1e-6, nm + " p");
       expect_close(bufs[base + 1]->get(), std::vector<float>(sizes[t], 0.0f), 0, 0, nm + " g zeroed");
       expect_close(bufs[base + 2]->get(), mw, 1e-7, 1e-6, nm + " m");
-      if (opt == 0)
+      if (adam)
         expect_close(bufs[base + 3]->get(), vw, 1e-9, 1e-6, nm + " v");
       if (t != 1) // p16 = half(p) of the device's p (p may sit on a rounding boundary)
         expect_close(getf(*hbufs[hbufs.size() - nt + t]), round_half(bufs[base]->get()), 0, 0, nm + " p16");
     }
+    // The host update (runtime/host_optimizer.h, for state kept in host
+    // memory) on the same inputs, on 3 threads: the device's arithmetic, so
+    // bit for bit in the emulation; on a GPU within fp32 rounding (nvcc
+    // contracts a*b + c into FMAs).
+#ifdef TCC_CUDA_EMU
+    const double hatol = 0, hrtol = 0;
+#else
+    const double hatol = 1e-7, hrtol = 1e-6;
+#endif
+    {
+      std::vector<std::vector<float>> hp = p0, hg = g, hm = m, hv = v;
+      std::vector<std::vector<uint16_t>> h16(nt);
+      std::vector<tcc::host::OptTensor> hrows;
+      for (int t = 0; t < nt; ++t) {
+        h16[t].assign(static_cast<size_t>(sizes[t]), 0);
+        hrows.push_back({hp[t].data(), hg[t].data(), hm[t].data(), hv[t].data(),
+                         t == 1 ? nullptr : h16[t].data(), sizes[t], t == 3 ? 0.0f : 0.01f});
+      }
+      const double mult = 0.5;
+      if (adam)
+        tcc::host::adamw(hrows.data(), nt, tcc::host::adam_constants(lr, 0.9, 0.999, 1e-8, 3, mult), 3);
+      else
+        tcc::host::sgd(hrows.data(), nt, tcc::host::sgd_constants(lr, 0.9, opt == 1, opt == 1 ? 3 : 1, mult), 3);
+      for (int t = 0; t < nt; ++t) {
+        const std::string nm = std::string("host ") + (adam ? "adamw" : "sgd") + (opt == 3 ? " from 0" : "") + " t=" + std::to_string(t);
+        const int base = static_cast<int>(bufs.size()) - 4 * (nt - t);
+        expect_close(hp[t], bufs[base]->get(), hatol, hrtol, nm + " p = device p");
+        expect_close(hg[t], std::vector<float>(sizes[t], 0.0f), 0, 0, nm + " g zeroed");
+        expect_close(hm[t], bufs[base + 2]->get(), hatol, hrtol, nm + " m = device m");
+        if (adam)
+          expect_close(hv[t], bufs[base + 3]->get(), hatol, hrtol, nm + " v = device v");
+        if (t != 1) { // the working copy: half(p) of the host's own p
+          std::vector<half> got(h16[t].size());
+          std::memcpy(got.data(), h16[t].data(), 2 * h16[t].size());
+          expect_close(from_half(got), round_half(hp[t]), 0, 0, nm + " p16");
+        }
+      }
+    }
+  }
+  // float_to_half_rn against the toolkit's (or the emulation's)
+  // __float2half_rn over a sweep of float bit patterns: every sign and
+  // exponent, the mantissas near each rounding boundary.
+  {
+    int64_t bad = 0, n = 0;
+    uint32_t first_bad = 0;
+    for (uint64_t x = 0; x <= 0xffffffffull; x += 4093) {
+      for (uint32_t d : {0u, 0xfffu, 0x1000u, 0x1001u, 0x2fffu, 0x3000u}) {
+        const uint32_t bits = static_cast<uint32_t>(x) ^ d;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        const half want = __float2half_rn(f);
+        uint16_t w;
+        std::memcpy(&w, &want, 2);
+        const uint16_t got = tcc::host::float_to_half_rn(f);
+        const bool nan = (w & 0x7c00u) == 0x7c00u && (w & 0x3ffu);
+        ++n;
+        if (nan ? !((got & 0x7c00u) == 0x7c00u && (got & 0x3ffu)) : got != w) {
+          if (!bad++)
+            first_bad = bits;
+        }
+      }
+    }
+    char what[160];
+    std::snprintf(what, sizeof what, "host float_to_half_rn = __float2half_rn (%lld floats, %lld differ, first 0x%08x)",
+                  static_cast<long long>(n), static_cast<long long>(bad), first_bad);
+    check(bad == 0, what);
   }
   for (auto *b : bufs)
     delete b;
