@@ -412,7 +412,11 @@ public:
       t.func = func.clone();
       t.func->setAttr(TiersAttr::kAttrName, tiersFor(state, grads));
       t.planned = planFunction(t.func, floatBytes, statePerParam);
-      if (budget > 0 && t.planned > budget) {
+      // Recomputation frees temporaries only: where the rest alone is over
+      // the budget, the search is not run (it would be minutes on a large
+      // model for nothing).
+      int64_t fixed = t.planned - LayoutAttr::of(t.func).getTemporaryBytes();
+      if (budget > 0 && t.planned > budget && fixed <= budget) {
         searchWithFallback(t.func);
         t.planned = planFunction(t.func, floatBytes, statePerParam);
       }
