@@ -197,6 +197,8 @@ private:
                            const std::vector<std::string> &state,
                            const std::string &applyRows, int numTrainable,
                            const std::string &zero);
+  std::string descriptor(StringRef name, Value v, uint64_t offset, uint64_t bytes,
+                         bool onHost);
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
   /// What the op table says `op` is: the code it runs (the kernel or
@@ -234,6 +236,8 @@ private:
   std::string launched; // CUDA: the kernel or library call the op being emitted launches
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
+  /// Parameters whose master weights are in the host buffer: their offsets there.
+  llvm::DenseMap<Value, int64_t> hostOffsets;
   llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
   bool planError = false;
   uint64_t arena = 0;
@@ -2136,6 +2140,13 @@ LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) 
 
 std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
                                 uint64_t bytes) {
+  return descriptor(name, v, offset, bytes, /*onHost=*/false);
+}
+
+/// A tcc_tensor_desc initializer; `onHost`: the offset is in the host
+/// buffer (TCC_LOCATION_HOST), else in the arena (the field left zero).
+std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
+                                uint64_t bytes, bool onHost) {
   auto t = tensor(v);
   std::string dims = "d" + std::to_string(nextId++);
   g << "static const int64_t " << dims << "[] = " << i64List(t.getShape())
@@ -2146,9 +2157,9 @@ std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
       escaped += '\\';
     escaped += c;
   }
-  return llvm::formatv("{{\"{0}\", {1}, {2}, {3}, {4}ULL, {5}ULL}", escaped,
+  return llvm::formatv("{{\"{0}\", {1}, {2}, {3}, {4}ULL, {5}ULL{6}}", escaped,
                        dtypeCode(t.getElementType()), t.getRank(), dims, offset,
-                       bytes)
+                       bytes, onHost ? ", TCC_LOCATION_HOST" : "")
       .str();
 }
 
@@ -2232,7 +2243,7 @@ std::string Emitter::assembleCuda(bool training,
   std::string optimizer = training ? options.optimizer : "";
   bool adam = options.optimizer == "adamw";
   s << "static const ApplyRow kApply[] = {\n" << applyRows
-    << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
+    << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
     << "static const ConstRow kConsts[] = {\n"
     << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
     << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
@@ -2241,7 +2252,8 @@ std::string Emitter::assembleCuda(bool training,
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
     << state.size() << ", kState, " << options.memBudget << "ULL, 1, "
-    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive};\n\n"
+    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
+    << layout.getHostBytes() << "ULL};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "#if !defined(__CUDA_ARCH__)\n"
@@ -2323,7 +2335,13 @@ FailureOr<EmittedStep> Emitter::run() {
                     resultSlots = layout.getResults().asArrayRef();
   {
     size_t p = 0, in = 0;
+    ArrayRef<int64_t> hostParamSlots;
+    if (DenseI64ArrayAttr h = layout.getHostParams())
+      hostParamSlots = h.asArrayRef();
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      if (func.getArgAttr(i, kParamAttr) && p < hostParamSlots.size() &&
+          hostParamSlots[p] >= 0)
+        hostOffsets[func.getArgument(i)] = hostParamSlots[p];
       if (func.getArgAttr(i, kSeedAttr))
         argOffsets[func.getArgument(i)] = layout.getSeed();
       else if (func.getArgAttr(i, kRngAttr) && layout.getRng() >= 0)
@@ -2341,8 +2359,32 @@ FailureOr<EmittedStep> Emitter::run() {
 
   // Arguments: parameters, then inputs, each in its arena slot.
   os << "  char *arena = static_cast<char *>(arena_);\n";
+  ArrayRef<int64_t> shadowSlots = layout.getShadows().asArrayRef();
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     Value arg = func.getArgument(i);
+    if (auto host = hostOffsets.find(arg); host != hostOffsets.end()) {
+      // Master weights and optimizer state in the host buffer (#tcc.tiers):
+      // the body reads only the fp16 working copy, which the fixed half
+      // refreshes from the host (init, apply, a copy into the buffer).
+      auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+      if (!cuda || i >= shadowSlots.size() || shadowSlots[i] < 0)
+        return func.emitError("parameter ")
+               << n << " keeps its master weights in host memory but has no fp16 working copy";
+      int64_t elements = tensor(arg).getNumElements();
+      uint64_t bytes = bufferBytes(tensor(arg), 4);
+      params.push_back(descriptor(n.getValue(), arg, host->second, bytes, /*onHost=*/true));
+      step.params.push_back(n.getValue().str());
+      paramBytes.push_back({arg, bytes});
+      Buffer sb;
+      sb.name = "v" + std::to_string(nextId++);
+      sb.type = "__half";
+      sb.offset = shadowSlots[i];
+      sb.bytes = elements * 2;
+      os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset << "ULL);\n";
+      buffers[arg] = sb;
+      shadowOffsets[arg] = sb.offset;
+      continue;
+    }
     const Buffer &b = define(arg);
     if (auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
       params.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
@@ -2368,7 +2410,6 @@ FailureOr<EmittedStep> Emitter::run() {
     // CUDA: the body reads the fp16 working copy of a float parameter or
     // input. Parameters' copies are refreshed after every change of the
     // masters (init, apply, a copy into the arena); inputs' at each step.
-    ArrayRef<int64_t> shadowSlots = layout.getShadows().asArrayRef();
     if (cuda && i < shadowSlots.size() && shadowSlots[i] >= 0) {
       int64_t n = tensor(arg).getNumElements();
       std::string master = buffers.lookup(arg).name;
@@ -2523,18 +2564,33 @@ FailureOr<EmittedStep> Emitter::run() {
     StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
     auto it = gradOffsets.find(name);
     if (it != gradOffsets.end()) {
-      uint64_t s0 = stateSlots[paramIndex * perParam];
-      uint64_t s1 = adam ? stateSlots[paramIndex * perParam + 1] : 0;
+      // Host tiers: the state's offsets are in the host buffer.
+      auto host = hostOffsets.find(arg);
+      bool onHost = host != hostOffsets.end();
+      ArrayRef<int64_t> slots = stateSlots;
+      if (onHost) {
+        if (!layout.getHostState() || layout.getHostState().size() != stateSlots.size())
+          return func.emitError("the memory plan's host state does not match its parameters");
+        slots = layout.getHostState().asArrayRef();
+      }
+      int64_t s0 = slots[paramIndex * perParam];
+      int64_t s1 = adam ? slots[paramIndex * perParam + 1] : 0;
+      if (s0 < 0 || s1 < 0)
+        return func.emitError("parameter ") << name << "'s optimizer state has no slot";
+      uint64_t master = onHost ? host->second : argOffsets.lookup(arg);
       state.push_back(descriptor((adam ? "exp_avg/" : "momentum_buffer/") + name.str(),
-                                 arg, s0, bytes));
+                                 arg, s0, bytes, onHost));
       if (adam)
-        state.push_back(descriptor("exp_avg_sq/" + name.str(), arg, s1, bytes));
-      ar << "    {" << paramIndex << ", " << argOffsets.lookup(arg) << "ULL, "
+        state.push_back(descriptor("exp_avg_sq/" + name.str(), arg, s1, bytes, onHost));
+      ar << "    {" << paramIndex << ", " << master << "ULL, "
          << it->second << "ULL, " << s0 << "ULL, " << s1 << "ULL, ";
       if (cuda)
         ar << (shadowOffsets.count(arg) ? std::to_string(shadowOffsets.lookup(arg))
                                         : std::string("~0")) << "ULL, ";
-      ar << tensor(arg).getNumElements() << "LL},\n";
+      ar << tensor(arg).getNumElements() << "LL";
+      if (cuda)
+        ar << ", " << (onHost ? 1 : 0);
+      ar << "},\n";
       ++numTrainable;
     }
     ++paramIndex;
@@ -2577,7 +2633,8 @@ FailureOr<EmittedStep> Emitter::run() {
     << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
     << state.size() << ", kState, " << options.memBudget << "ULL, 0, "
-    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive};\n\n"
+    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
+    << layout.getHostBytes() << "ULL};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"

@@ -915,7 +915,9 @@ bool Saver::paramData(int idx, const TensorFields &t, std::string &out) {
           std::to_string(n) + " elements";
     return false;
   }
-  if (d.offset > info->arena_bytes || d.bytes > info->arena_bytes - d.offset) {
+  // The runtime's view puts host-buffer tensors after the arena.
+  const uint64_t span = info->arena_bytes + (d.location == TCC_LOCATION_HOST ? info->host_bytes : 0);
+  if (d.offset > span || d.bytes > span - d.offset) {
     err = "parameter '" + name + "' lies outside the arena";
     return false;
   }

@@ -60,13 +60,23 @@ std::string checkDesc(const tcc_step_info &info, const tcc_tensor_desc &d,
     return where + " (" + describe(d) + ") says it has " +
            std::to_string(d.bytes) + " bytes; its shape needs " +
            std::to_string(n * dt->size);
+  // Where it lives: the arena, or (tcc --offload) the host buffer of a
+  // device step.
+  uint64_t limit = info.arena_bytes;
+  std::string space = "arena";
+  if (d.location == TCC_LOCATION_HOST) {
+    if (info.device_arena != 1)
+      return where + " is in host memory, but the step has no device arena";
+    limit = info.host_bytes;
+    space = "host buffer";
+  } else if (d.location != TCC_LOCATION_ARENA) {
+    return where + " has an unknown location " + std::to_string(d.location);
+  }
   uint64_t end;
-  if (__builtin_add_overflow(d.offset, d.bytes, &end) ||
-      end > info.arena_bytes)
-    return where + " lies outside the arena (offset " +
+  if (__builtin_add_overflow(d.offset, d.bytes, &end) || end > limit)
+    return where + " lies outside the " + space + " (offset " +
            std::to_string(d.offset) + ", " + std::to_string(d.bytes) +
-           " bytes, arena " + std::to_string(info.arena_bytes) +
-           " bytes)";
+           " bytes, " + space + " " + std::to_string(limit) + " bytes)";
   return "";
 }
 

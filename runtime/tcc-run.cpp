@@ -477,7 +477,43 @@ struct Step {
   MicroStepBeginFn microStepBegin = nullptr;
   MicroStepEndFn microStepEnd = nullptr;
   SetTraceHookFn setTraceHook = nullptr; // tcc-run --trace
+  // Steps with a host buffer (tcc --offload) only.
+  CopyInFn hostCopyIn = nullptr;
+  CopyOutFn hostCopyOut = nullptr;
+  /// The tables as tcc-run sees them when the step has a host buffer: the
+  /// host mirror holds the arena and, after it, the host buffer, so a
+  /// TCC_LOCATION_HOST tensor's offset is arena_bytes + its offset there.
+  /// `info` points into it.
+  struct MirrorView {
+    tcc_step_info info;
+    std::vector<tcc_tensor_desc> params, grads, inputs, outputs, state;
+  };
+  std::shared_ptr<MirrorView> view;
+  /// The host mirror's bytes: the arena and the host buffer.
+  uint64_t mirrorBytes() const { return info->arena_bytes + info->host_bytes; }
 };
+
+/// The step's tables with host-buffer tensors placed after the arena (the
+/// host mirror's layout; Step::MirrorView).
+void makeMirrorView(Step &step) {
+  auto v = std::make_shared<Step::MirrorView>();
+  v->info = *step.info;
+  auto place = [&](const tcc_tensor_desc *t, int32_t n, std::vector<tcc_tensor_desc> &out) {
+    out.assign(t, t + std::max<int32_t>(n, 0));
+    for (tcc_tensor_desc &d : out)
+      if (d.location == TCC_LOCATION_HOST)
+        d.offset += step.info->arena_bytes;
+    return out.empty() ? t : out.data();
+  };
+  v->info.params = place(step.info->params, step.info->num_params, v->params);
+  if (step.info->grads)
+    v->info.grads = place(step.info->grads, step.info->num_params, v->grads);
+  v->info.inputs = place(step.info->inputs, step.info->num_inputs, v->inputs);
+  v->info.outputs = place(step.info->outputs, step.info->num_outputs, v->outputs);
+  v->info.state = place(step.info->state, step.info->num_state, v->state);
+  step.view = v;
+  step.info = &v->info;
+}
 
 /// '/' in a tensor name becomes '_' in its file name.
 std::string fileNameFor(const char *name) {
@@ -630,7 +666,22 @@ std::string loadStep(const std::string &arg, Step &step) {
     step.microStepBegin = reinterpret_cast<MicroStepBeginFn>(begin);
     step.microStepEnd = reinterpret_cast<MicroStepEndFn>(end);
   }
-  return checkInfo(step);
+  if (std::string bad = checkInfo(step); !bad.empty())
+    return bad;
+  if (step.info->host_bytes) {
+    // tcc --offload: master weights and optimizer state in the step's
+    // pinned host buffer.
+    void *in = ::dlsym(lib, "tcc_step_host_copy_in"), *out = ::dlsym(lib, "tcc_step_host_copy_out");
+    if (!step.device || !in || !out)
+      return arg + " has a host buffer of " + std::to_string(step.info->host_bytes) +
+             " bytes but " + (step.device ? "does not export tcc_step_host_copy_in and _out"
+                                          : "no device arena") +
+             "; rebuild it with a matching tcc";
+    step.hostCopyIn = reinterpret_cast<CopyInFn>(in);
+    step.hostCopyOut = reinterpret_cast<CopyOutFn>(out);
+    makeMirrorView(step);
+  }
+  return "";
 }
 
 //===----------------------------------------------------------------------===//
@@ -1078,13 +1129,16 @@ struct Arena {
     return "";
   }
 
-  /// The host mirror's copy of `d` to the device.
+  /// The host mirror's copy of `d` to the device (or to the step's host
+  /// buffer, for a TCC_LOCATION_HOST tensor).
   std::string copyIn(const tcc_tensor_desc &d) {
     if (!device || d.bytes == 0)
       return "";
     char msg[1024] = {0};
-    if (int rc = step->copyIn(dev, d.offset, host + d.offset, d.bytes, msg,
-                              sizeof msg))
+    const bool onHost = d.location == TCC_LOCATION_HOST;
+    const uint64_t at = onHost ? d.offset - step->info->arena_bytes : d.offset;
+    if (int rc = (onHost ? step->hostCopyIn : step->copyIn)(dev, at, host + d.offset, d.bytes, msg,
+                                                             sizeof msg))
       return stepError("copying " + quoted(d.name) + " to the device", rc,
                        msg);
     return "";
@@ -1094,8 +1148,10 @@ struct Arena {
     if (!device || d.bytes == 0)
       return "";
     char msg[1024] = {0};
-    if (int rc = step->copyOut(dev, d.offset, host + d.offset, d.bytes, msg,
-                               sizeof msg))
+    const bool onHost = d.location == TCC_LOCATION_HOST;
+    const uint64_t at = onHost ? d.offset - step->info->arena_bytes : d.offset;
+    if (int rc = (onHost ? step->hostCopyOut : step->copyOut)(dev, at, host + d.offset, d.bytes, msg,
+                                                               sizeof msg))
       return stepError("copying " + quoted(d.name) + " from the device", rc,
                        msg);
     return "";
@@ -1190,7 +1246,7 @@ std::string prepareArena(const Step &step, Arena &mem) {
     return err;
   mem.step = &step;
   mem.device = step.device;
-  if (!(err = mem.allocate(info.arena_bytes)).empty())
+  if (!(err = mem.allocate(mem.step->mirrorBytes())).empty())
     return err;
   if (step.device) {
     char msg[1024] = {0};

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 6
+#define TCC_STEP_ABI_VERSION 7
 
 /* The state tensor (among tcc_step_info.state) that holds a step's dropout
  * random state, int64 [seed, micro-steps done] (runtime/tcc_random.h):
@@ -49,9 +49,20 @@ typedef struct tcc_tensor_desc {
   int32_t dtype;        /* enum tcc_dtype */
   int32_t rank;
   const int64_t *dims;  /* `rank` dimensions, row-major layout */
-  uint64_t offset;      /* byte offset in the arena */
+  uint64_t offset;      /* byte offset in the arena, or in the host buffer
+                           (location TCC_LOCATION_HOST) */
   uint64_t bytes;       /* size in bytes */
+  int32_t location;     /* enum tcc_location */
 } tcc_tensor_desc;
+
+/* Where a tensor lives. A plan made with tcc --offload keeps the fp32 master
+ * weights and optimizer state of some parameters in pinned host memory (the
+ * host buffer, host_bytes of it, which tcc_step_device_open allocates); the
+ * optimizer updates them on the host. Only device steps have a host buffer. */
+enum tcc_location {
+  TCC_LOCATION_ARENA = 0,
+  TCC_LOCATION_HOST = 1,
+};
 
 typedef struct tcc_step_info {
   uint32_t abi_version;          /* TCC_STEP_ABI_VERSION */
@@ -92,6 +103,9 @@ typedef struct tcc_step_info {
   const uint64_t *op_live_bytes;  /* op k: the arena bytes the memory plan has
                                      live while it runs (the persistent slots and
                                      the temporaries live at it) */
+  uint64_t host_bytes;            /* the host buffer (TCC_LOCATION_HOST tensors;
+                                     0: none), outside arena_bytes and the
+                                     budget */
 } tcc_step_info;
 
 /* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and
@@ -165,6 +179,14 @@ int tcc_step_copy_in(void *arena, uint64_t offset, const void *src,
                      uint64_t bytes, char *err, uint64_t err_len);
 int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst,
                       uint64_t bytes, char *err, uint64_t err_len);
+/* Steps with a host buffer (host_bytes > 0) only: copies into and out of
+ * it, `offset` being a TCC_LOCATION_HOST tensor's. Writing a parameter's
+ * master weights refreshes its fp16 working copy on the device before the
+ * next micro-step. */
+int tcc_step_host_copy_in(void *arena, uint64_t offset, const void *src,
+                          uint64_t bytes, char *err, uint64_t err_len);
+int tcc_step_host_copy_out(const void *arena, uint64_t offset, void *dst,
+                           uint64_t bytes, char *err, uint64_t err_len);
 /* The next micro-step's inputs, uploaded while the current one computes.
  * tcc_step_stage_inputs copies `bytes` bytes at `src` (every input, in the
  * order of tcc_step_info.inputs, back to back; `bytes` must be their total)

@@ -144,8 +144,9 @@ static cl::opt<std::string> offload(
              "on the device; auto: parameters' fp32 master weights and "
              "optimizer state, then gradient accumulators, in pinned host "
              "memory where that costs less than recomputation; optimizer or "
-             "all: forced. Plans only for now (--memory-report): tcc cannot "
-             "build a step with host memory yet"),
+             "all: forced. tcc builds steps with master weights and optimizer "
+             "state on the host (the host updates them); gradient "
+             "accumulators on the host are planned only (--memory-report)"),
     cl::value_desc("none|auto|optimizer|all"), cl::init("none"), cl::cat(tccCategory));
 static cl::opt<double> pcieGbps(
     "pcie-gbps",
@@ -938,20 +939,16 @@ int main(int argc, char **argv) {
   }
   if (emit == EmitKind::Planned)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
-  // Host tiers are planned, not built: the runtime's half (pinned host
-  // buffers, copy streams, the host update) does not exist yet.
-  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(planned); tiers && tiers.any()) {
-    llvm::errs() << "tcc: error: the plan keeps the master weights and optimizer state of "
-                 << tiers.getHostState().size() << " parameters"
-                 << (tiers.getHostGrads().empty()
-                         ? std::string()
-                         : " (and " + std::to_string(tiers.getHostGrads().size()) +
-                               " gradient accumulators)")
-                 << " in host memory (" << humanBytes(layout.getHostBytes())
-                 << "), and tcc cannot build a step with host memory yet (the runtime's "
-                    "host tier is not implemented); --memory-report FILE without -o shows "
-                    "the plan; --offload=none and a larger --mem-budget build one on the "
-                    "device\n";
+  // Gradient accumulators in host memory are planned, not built: the step
+  // does not yet stream each micro-step's gradient to the host. Master
+  // weights and optimizer state in host memory are (runtime/cuda/host_tier.cuh).
+  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(planned); tiers && !tiers.getHostGrads().empty()) {
+    llvm::errs() << "tcc: error: the plan keeps the gradient accumulators of "
+                 << tiers.getHostGrads().size()
+                 << " parameters in host memory, and tcc cannot build such a step yet (the step "
+                    "does not stream gradients to the host); master weights and optimizer state "
+                    "in host memory it can build: --offload=optimizer, or --offload=auto with a "
+                    "larger --mem-budget; --memory-report FILE without -o shows the plan\n";
     return 1;
   }
 
@@ -1030,6 +1027,12 @@ int main(int argc, char **argv) {
                              humanBytes(layout.getDeviceReserveBytes())
                        : std::string())
                << ")" << (budget ? ", budget " + humanBytes(budget) : "")
+               << (layout.getHostBytes() > 0
+                       ? "; pinned host memory " + humanBytes(layout.getHostBytes()) +
+                             " (master weights " + humanBytes(layout.getHostParamBytes()) +
+                             ", optimizer state " + humanBytes(layout.getHostStateBytes()) +
+                             ", updated on the host)"
+                       : std::string())
                << "\n";
   return 0;
 }

@@ -9,6 +9,7 @@
 #include "step_host.h"
 
 #include "gemm.cuh"
+#include "host_tier.cuh"
 #include "optimizer.cuh"
 #include "staging.cuh"
 
@@ -42,10 +43,15 @@ int g_graph_calls = 0;
 cudaGraphExec_t g_graph = nullptr;
 void *g_graph_arena = nullptr;
 char *g_arena = nullptr;
-ApplyTensor *g_table = nullptr;
-int64_t *g_chunks = nullptr;
-int64_t g_nchunks = 0;
-std::vector<ApplyTensor> g_rows;
+// The optimizer's tables: every trainable parameter's gradient (the norm),
+// and the rows the device updates (g_table: those not in the host tier).
+ApplyTensor *g_norm_table = nullptr, *g_table = nullptr;
+int64_t *g_norm_chunks = nullptr, *g_chunks = nullptr;
+int64_t g_norm_nchunks = 0, g_nchunks = 0;
+std::vector<ApplyTensor> g_rows, g_norm_rows;
+std::vector<int> g_row_param; // g_rows[i]'s parameter
+HostTier g_host;              // host_tier.cuh: the host buffer and its rows
+bool g_host_dirty = false;    // masters written on the host: refresh the fp16 copies
 InputStaging g_staging; // the next micro-step's inputs (staging.cuh)
 
 // TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at
@@ -267,28 +273,62 @@ TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_le
       cudaMemcpyAsync(arena + arena_bytes + d.consts[i].offset, d.consts[i].host, d.consts[i].bytes,
                       cudaMemcpyHostToDevice, stream());
   set_workspace(d.workspace_offset >= 0 ? arena + d.workspace_offset : nullptr, d.workspace_bytes);
+  g_arena = arena;
+  if ((e = g_host.open(d.info->host_bytes)) != cudaSuccess) {
+    char what[160];
+    std::snprintf(what, sizeof what, "cannot allocate the step's pinned host buffer of %llu bytes",
+                  (unsigned long long)d.info->host_bytes);
+    tcc_step_device_close(arena);
+    return fail(e, what, err, err_len);
+  }
   g_rows.clear();
+  g_norm_rows.clear();
+  g_row_param.clear();
   for (int i = 0; i < d.num_apply; ++i) {
     const ApplyRow &r = d.apply[i];
     ApplyTensor a{};
-    a.p = (float *)(arena + r.p);
     a.g = (float *)(arena + r.g);
-    a.s0 = (float *)(arena + r.s0);
-    a.s1 = (float *)(arena + r.s1);
     a.p16 = r.p16 == ~0ULL ? nullptr : (__half *)(arena + r.p16);
     a.n = r.n;
     a.weight_decay = 0.0f;
+    g_norm_rows.push_back(a);
+    if (r.host) {
+      char *h = g_host.buffer;
+      const bool bad = !h || !a.p16 || r.p + 4 * (uint64_t)r.n > g_host.bytes ||
+                       r.s0 + 4 * (uint64_t)r.n > g_host.bytes || r.s1 + 4 * (uint64_t)r.n > g_host.bytes;
+      if (bad) {
+        tcc_step_device_close(arena);
+        if (err && err_len)
+          std::snprintf(err, err_len, "the step's host row %d lies outside its host buffer", i);
+        return 1;
+      }
+      g_host.rows.push_back({r.param, (float *)(h + r.p), (float *)(h + r.s0), d.adamw ? (float *)(h + r.s1) : nullptr,
+                             a.g, a.p16, r.n, 0.0f});
+      continue;
+    }
+    a.p = (float *)(arena + r.p);
+    a.s0 = (float *)(arena + r.s0);
+    a.s1 = (float *)(arena + r.s1);
     g_rows.push_back(a);
+    g_row_param.push_back(r.param);
   }
-  g_arena = arena;
   if (d.num_apply) {
-    g_table = upload_table(g_rows.data(), d.num_apply);
-    g_chunks = upload_chunk_starts(g_rows.data(), d.num_apply, &g_nchunks);
-    if (!g_table || !g_chunks) {
+    g_norm_table = upload_table(g_norm_rows.data(), d.num_apply);
+    g_norm_chunks = upload_chunk_starts(g_norm_rows.data(), d.num_apply, &g_norm_nchunks);
+    const int nd = static_cast<int>(g_rows.size());
+    if (nd) {
+      g_table = upload_table(g_rows.data(), nd);
+      g_chunks = upload_chunk_starts(g_rows.data(), nd, &g_nchunks);
+    }
+    if (!g_norm_table || !g_norm_chunks || (nd && (!g_table || !g_chunks))) {
       e = cudaGetLastError();
       tcc_step_device_close(arena);
       return fail(e, "cannot upload the optimizer's table", err, err_len);
     }
+  }
+  if ((e = g_host.open_staging()) != cudaSuccess) {
+    tcc_step_device_close(arena);
+    return fail(e, "cannot allocate the host update's pinned staging buffers", err, err_len);
   }
   if ((e = g_staging.open(total_input_bytes())) != cudaSuccess) {
     tcc_step_device_close(arena);
@@ -316,10 +356,13 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   g_hook = nullptr;
   g_prof = 0;
   g_staging.close();
-  if (g_table)
-    cudaFree(g_table);
-  if (g_chunks)
-    cudaFree(g_chunks);
+  g_host.close();
+  g_host_dirty = false;
+  for (void *t : {(void *)g_table, (void *)g_chunks, (void *)g_norm_table, (void *)g_norm_chunks})
+    if (t)
+      cudaFree(t);
+  g_norm_table = nullptr;
+  g_norm_chunks = nullptr;
   if (g_scratch)
     cudaFree(g_scratch);
   if (g_graph)
@@ -350,10 +393,56 @@ TCC_EXPORT int tcc_step_copy_in(void *arena, uint64_t offset, const void *src, u
   if (e != cudaSuccess)
     return fail(e, "copy into the arena", err, err_len);
   for (int i = 0; i < info.num_params; ++i)
-    if (offset < info.params[i].offset + info.params[i].bytes && info.params[i].offset < offset + bytes)
+    if (info.params[i].location == TCC_LOCATION_ARENA && offset < info.params[i].offset + info.params[i].bytes &&
+        info.params[i].offset < offset + bytes)
       g_params_dirty = true;
   return 0;
 }
+
+// The host buffer is plain pinned memory: the copies are memcpy, after the
+// host update that last wrote it (tcc_step_apply returns once it is done).
+TCC_EXPORT int tcc_step_host_copy_in(void *arena, uint64_t offset, const void *src, uint64_t bytes, char *err,
+                                     uint64_t err_len) {
+  const tcc_step_info &info = *desc().info;
+  if (!arena || arena != g_arena || !g_host.active() || offset > info.host_bytes || bytes > info.host_bytes - offset) {
+    std::snprintf(err, err_len, "copy outside the step's host buffer");
+    return 1;
+  }
+  std::memcpy(g_host.buffer + offset, src, bytes);
+  for (int i = 0; i < info.num_params; ++i)
+    if (info.params[i].location == TCC_LOCATION_HOST && offset < info.params[i].offset + info.params[i].bytes &&
+        info.params[i].offset < offset + bytes)
+      g_host_dirty = true;
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_host_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err,
+                                      uint64_t err_len) {
+  const tcc_step_info &info = *desc().info;
+  if (!arena || arena != g_arena || !g_host.active() || offset > info.host_bytes || bytes > info.host_bytes - offset) {
+    std::snprintf(err, err_len, "copy outside the step's host buffer");
+    return 1;
+  }
+  std::memcpy(dst, g_host.buffer + offset, bytes);
+  return 0;
+}
+
+namespace tcc::cuda::host {
+namespace {
+// The fp16 working copies of the host rows, from their masters.
+int refresh_host_rows(const char *what) {
+  if (!g_host.active() || g_host.rows.empty())
+    return 0;
+  if (cudaError_t e = g_host.refresh()) {
+    std::fprintf(stderr, "tcc step: %s: refreshing the fp16 weights from host memory: %s (%s)\n", what,
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+    return 5;
+  }
+  g_host_dirty = false;
+  return 0;
+}
+} // namespace
+} // namespace tcc::cuda::host
 
 TCC_EXPORT int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err,
                                  uint64_t err_len) {
@@ -392,17 +481,31 @@ TCC_EXPORT int tcc_step_init(void *arena_) {
   uint64_t at = 0;
   for (int i = 0; i < d.info->num_params; ++i) {
     const tcc_tensor_desc &p = d.info->params[i];
-    if (!d.info->weights_embedded)
+    if (p.location == TCC_LOCATION_HOST) {
+      if (!g_host.active())
+        return 1;
+      if (!d.info->weights_embedded)
+        std::memset(g_host.buffer + p.offset, 0, p.bytes);
+      else
+        std::memcpy(g_host.buffer + p.offset, d.weights + at, p.bytes);
+    } else if (!d.info->weights_embedded) {
       cudaMemsetAsync(arena + p.offset, 0, p.bytes, stream());
-    else
+    } else {
       cudaMemcpyAsync(arena + p.offset, d.weights + at, p.bytes, cudaMemcpyHostToDevice, stream());
+    }
     at += p.bytes;
   }
+  // The host rows' optimizer state starts at zero, as the arena's does.
+  for (int i = 0; i < d.info->num_state; ++i)
+    if (d.info->state[i].location == TCC_LOCATION_HOST && g_host.active())
+      std::memset(g_host.buffer + d.info->state[i].offset, 0, d.info->state[i].bytes);
   d.init_rng(arena);
   tcc_step_zero_grads(arena_);
   d.refresh_shadows(arena);
   g_params_dirty = false;
-  return check_device("init");
+  if (int rc = check_device("init"))
+    return rc;
+  return refresh_host_rows("init");
 }
 
 TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
@@ -411,7 +514,7 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
     return 3;
   if (d.num_apply == 0)
     return 0;
-  const double sq = sum_squares_all(g_table, g_chunks, d.num_apply, g_nchunks, g_scratch);
+  const double sq = sum_squares_all(g_norm_table, g_norm_chunks, d.num_apply, g_norm_nchunks, g_scratch);
   const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;
   const double norm = std::sqrt(sq) * unscale;
   a->grad_norm = norm;
@@ -427,21 +530,45 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
   double clip = 1.0;
   if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)
     clip = a->clip_norm / (norm + 1e-6);
+  auto decay_of = [&](int param) {
+    return (a->decay && !a->decay[param]) ? 0.0f : (float)a->weight_decay;
+  };
   bool changed = false;
-  for (int i = 0; i < d.num_apply; ++i) {
-    float wd = (a->decay && !a->decay[d.apply[i].param]) ? 0.0f : (float)a->weight_decay;
+  const int nd = static_cast<int>(g_rows.size());
+  for (int i = 0; i < nd; ++i) {
+    float wd = decay_of(g_row_param[i]);
     if (g_rows[i].weight_decay != wd) {
       g_rows[i].weight_decay = wd;
       changed = true;
     }
   }
   if (changed)
-    cudaMemcpyAsync(g_table, g_rows.data(), sizeof(ApplyTensor) * d.num_apply, cudaMemcpyHostToDevice, stream());
+    cudaMemcpyAsync(g_table, g_rows.data(), sizeof(ApplyTensor) * nd, cudaMemcpyHostToDevice, stream());
   const double mult = clip * unscale;
-  if (d.adamw)
-    adamw_multi(g_table, g_chunks, d.num_apply, g_nchunks, a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
-  else
-    sgd_multi(g_table, g_chunks, d.num_apply, g_nchunks, a->lr, a->momentum, a->nesterov != 0, a->step, mult);
+  // The device's rows on the step's stream; the host's, meanwhile, on the
+  // host (host_tier.cuh), with the same constants.
+  if (nd && d.adamw)
+    adamw_multi(g_table, g_chunks, nd, g_nchunks, a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
+  else if (nd)
+    sgd_multi(g_table, g_chunks, nd, g_nchunks, a->lr, a->momentum, a->nesterov != 0, a->step, mult);
+  if (!g_host.rows.empty()) {
+    for (HostRow &r : g_host.rows)
+      r.weight_decay = decay_of(r.param);
+    const int threads = g_host.threads;
+    cudaError_t e;
+    if (d.adamw) {
+      const tcc::host::AdamConstants c = tcc::host::adam_constants(a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
+      e = g_host.update(stream(), [&](const tcc::host::OptTensor &t) { tcc::host::adamw(&t, 1, c, threads); });
+    } else {
+      const tcc::host::SgdConstants c =
+          tcc::host::sgd_constants(a->lr, a->momentum, a->nesterov != 0, a->step, mult);
+      e = g_host.update(stream(), [&](const tcc::host::OptTensor &t) { tcc::host::sgd(&t, 1, c, threads); });
+    }
+    if (e != cudaSuccess) {
+      std::fprintf(stderr, "tcc step: apply: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+      return 5;
+    }
+  }
   return check_device("apply");
 }
 
@@ -478,6 +605,9 @@ TCC_EXPORT int tcc_step_micro_step_begin(void *arena_, double grad_scale) {
     d.refresh_shadows(arena);
     g_params_dirty = false;
   }
+  if (g_host_dirty)
+    if (int rc = refresh_host_rows("micro_step"))
+      return rc;
   d.seed_fill(arena, grad_scale);
   if (g_graph_mode < 0)
     decide_modes();

@@ -29,11 +29,14 @@ namespace tcc::cuda::host {
 
 /// One trainable parameter's slots for the optimizer: master weights,
 /// gradient accumulator, state (AdamW's two moments, SGD's momentum in s0)
-/// and the fp16 working copy (~0: none), as arena byte offsets.
+/// and the fp16 working copy (~0: none), as arena byte offsets; with
+/// `host` = 1 (tcc --offload), p, s0 and s1 are offsets in the host buffer
+/// and the update runs on the host (host_tier.cuh).
 struct ApplyRow {
   int param; // index into tcc_step_info.params
   uint64_t p, g, s0, s1, p16;
   int64_t n;
+  int host;
 };
 
 /// A constant's host bytes and its offset after the arena.

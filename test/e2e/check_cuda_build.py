@@ -43,7 +43,8 @@ def run(cmd, check=True):
 class Desc(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int32),
                 ("rank", ctypes.c_int32), ("dims", ctypes.POINTER(ctypes.c_int64)),
-                ("offset", ctypes.c_uint64), ("bytes", ctypes.c_uint64)]
+                ("offset", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
+                ("location", ctypes.c_int32)]
 
 
 class Info(ctypes.Structure):
@@ -58,7 +59,8 @@ class Info(ctypes.Structure):
                 ("mem_budget", ctypes.c_uint64), ("device_arena", ctypes.c_int32),
                 ("weights_embedded", ctypes.c_int32), ("num_ops", ctypes.c_int32),
                 ("ops", ctypes.POINTER(ctypes.c_char_p)),
-                ("op_live_bytes", ctypes.POINTER(ctypes.c_uint64))]
+                ("op_live_bytes", ctypes.POINTER(ctypes.c_uint64)),
+                ("host_bytes", ctypes.c_uint64)]
 
 
 def prepare_model(name, workdir, tcc):
@@ -89,7 +91,7 @@ def check(name, args, have_gpu):
     lib = ctypes.CDLL(so)
     lib.tcc_step_get_info.restype = ctypes.POINTER(Info)
     info = lib.tcc_step_get_info().contents
-    if info.abi_version != 6:
+    if info.abi_version != 7:
         problems.append("abi_version %d" % info.abi_version)
     ops = [info.ops[k] for k in range(info.num_ops)]
     if not ops or not all(ops) or any(info.op_live_bytes[k] > info.arena_bytes for k in range(info.num_ops)):

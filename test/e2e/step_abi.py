@@ -18,9 +18,10 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2, 3, 4, 5, 6)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3, 4, 5, 6, 7)  # layouts of tcc_step_info this module reads
 # (v5 added device functions: tcc_step_stage_inputs, tcc_step_micro_step_begin
-# and _end; its tcc_step_info is v4's)
+# and _end; its tcc_step_info is v4's; v7 gives each tensor its location,
+# the arena or the host buffer of tcc --offload, and adds host_bytes)
 
 # enum tcc_dtype (ONNX TensorProto.DataType numbering) -> numpy dtype
 DTYPES = {
@@ -36,7 +37,8 @@ DTYPES = {
 
 ALIGN = 64
 
-TensorDesc = collections.namedtuple("TensorDesc", "name dtype shape offset bytes")
+TensorDesc = collections.namedtuple("TensorDesc", "name dtype shape offset bytes location",
+                                    defaults=(0,))  # location: 0 arena, 1 host buffer (v7)
 StepInfo = collections.namedtuple(
     "StepInfo", "abi_version model model_path target arena_bytes has_backward "
                 "params grads inputs outputs optimizer state mem_budget ops")
@@ -96,6 +98,19 @@ class _CInfoV6(ctypes.Structure):
                                     ("op_live_bytes", ctypes.POINTER(ctypes.c_uint64))]
 
 
+class _CDescV7(ctypes.Structure):
+    _fields_ = _CDesc._fields_ + [("location", ctypes.c_int32)]
+
+
+def _with_desc(fields, desc):
+    return [(n, ctypes.POINTER(desc) if t is ctypes.POINTER(_CDesc) else t) for n, t in fields]
+
+
+class _CInfoV7(ctypes.Structure):
+    # v7 adds each tensor's location and the host buffer's size.
+    _fields_ = _with_desc(_CInfoV6._fields_, _CDescV7) + [("host_bytes", ctypes.c_uint64)]
+
+
 def read_info(path, lib=None):
     """The tcc_step_info of the step library at `path` (any target), as a
     StepInfo; `ops` is a list of (label, live bytes) (empty before v6)."""
@@ -108,7 +123,7 @@ def read_info(path, lib=None):
         raise StepError("%s: abi_version %d, this module reads %s"
                         % (path, version, ABI_VERSIONS))
     layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4, 5: _CInfoV4,
-              6: _CInfoV6}[version]
+              6: _CInfoV6, 7: _CInfoV7}[version]
     ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
     dec = lambda s: s.decode() if s else ""  # noqa: E731
     v2 = version >= 2
@@ -157,7 +172,7 @@ def _descs(ptr, n):
         d = ptr[i]
         shape = tuple(int(d.dims[k]) for k in range(d.rank))
         out.append(TensorDesc(d.name.decode() if d.name else "", int(d.dtype), shape,
-                              int(d.offset), int(d.bytes)))
+                              int(d.offset), int(d.bytes), int(getattr(d, "location", 0))))
     return out
 
 

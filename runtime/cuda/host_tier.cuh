@@ -1,0 +1,237 @@
+//===- host_tier.cuh - master weights and optimizer state in host memory -*- C++ -*-===//
+//
+// The host tier of a CUDA step built from a plan with #tcc.tiers (tcc
+// --offload; docs/memory.md): some parameters keep their fp32 master weights
+// and optimizer state in a pinned host buffer (tcc_step_info.host_bytes), and
+// the device holds only their fp16 working copies and fp32 gradient
+// accumulators. The fixed half (step_host.cu) uses it for:
+//
+//   refresh()  the fp16 working copies from the host masters (init, and after
+//              the runtime wrote masters with tcc_step_host_copy_in);
+//   update()   the optimizer step of the host rows, as a pipeline over chunks
+//              of kStageElements: the device gradients of chunk k+1 come to
+//              pinned staging on the `down` stream while the host updates
+//              chunk k (host_optimizer.h, the device kernels' arithmetic,
+//              over threads) and chunk k-1's fp16 weights go up on the `up`
+//              stream. Two staging slots each way; events order them:
+//                got[s]   (down, after the gradient chunk landed and the
+//                          device accumulator was zeroed): the host waits on
+//                          it before reading the slot;
+//                sent[s]  (up, after the fp16 chunk left the slot): the host
+//                          waits on it before writing the slot again.
+//              The device update of the other parameters runs meanwhile on
+//              the step's stream.
+//
+// In the CUDA emulation, TCC_CUDA_EMU_STREAMS=deferred runs the copies as
+// late as the events allow, so a missing wait shows as stale gradients or
+// weights (test/e2e/check_offload.py).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_RUNTIME_CUDA_HOST_TIER_CUH
+#define TCC_RUNTIME_CUDA_HOST_TIER_CUH
+
+#include "host_optimizer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <vector>
+
+namespace tcc::cuda::host {
+
+/// One parameter whose master weights and optimizer state are on the host.
+struct HostRow {
+  int param;         // index into tcc_step_info.params
+  float *p, *s0, *s1; // host buffer: master weights, AdamW moments (SGD: s0)
+  float *g;          // device: the fp32 gradient accumulator
+  __half *p16;       // device: the fp16 working copy
+  int64_t n;
+  float weight_decay;
+};
+
+/// Elements per staging chunk: 4M (16 MiB of fp32 gradients, 8 MiB of
+/// fp16 weights per slot).
+inline constexpr int64_t kStageElements = int64_t(1) << 22;
+
+struct HostTier {
+  char *buffer = nullptr; // pinned, host_bytes
+  uint64_t bytes = 0;
+  std::vector<HostRow> rows;
+  float *grads[2] = {nullptr, nullptr};      // pinned staging
+  uint16_t *halves[2] = {nullptr, nullptr};  // pinned staging
+  int64_t stage = 0;                         // elements per slot
+  cudaStream_t down = nullptr, up = nullptr;
+  cudaEvent_t got[2] = {nullptr, nullptr}, sent[2] = {nullptr, nullptr}, ready = nullptr;
+  int threads = 1;
+
+  bool active() const { return buffer != nullptr; }
+
+  /// Allocates the pinned buffer (zeroed), the staging slots for the largest
+  /// row, the copy streams and the events. `rows` point into `buffer` by the
+  /// offsets the caller resolved with base().
+  cudaError_t open(uint64_t host_bytes) {
+    bytes = host_bytes;
+    if (!host_bytes)
+      return cudaSuccess;
+    cudaError_t e;
+    if ((e = cudaMallocHost(reinterpret_cast<void **>(&buffer), host_bytes)) != cudaSuccess)
+      return e;
+    std::memset(buffer, 0, host_bytes);
+    threads = tcc::host::default_threads();
+    if (const char *t = std::getenv("TCC_HOST_THREADS"))
+      threads = std::max(1, std::atoi(t));
+    if ((e = cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess)
+      return e;
+    for (int s = 0; s < 2; ++s)
+      if ((e = cudaEventCreateWithFlags(&got[s], cudaEventDisableTiming)) != cudaSuccess ||
+          (e = cudaEventCreateWithFlags(&sent[s], cudaEventDisableTiming)) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+  }
+
+  /// The staging slots, sized for the rows (called once they are known).
+  cudaError_t open_staging() {
+    int64_t largest = 0;
+    for (const HostRow &r : rows)
+      largest = std::max(largest, r.n);
+    stage = std::min(largest, kStageElements);
+    if (stage == 0)
+      return cudaSuccess;
+    cudaError_t e;
+    for (int s = 0; s < 2; ++s)
+      if ((e = cudaMallocHost(reinterpret_cast<void **>(&grads[s]), sizeof(float) * stage)) != cudaSuccess ||
+          (e = cudaMallocHost(reinterpret_cast<void **>(&halves[s]), sizeof(uint16_t) * stage)) != cudaSuccess)
+        return e;
+    return cudaSuccess;
+  }
+
+  void close() {
+    if (down)
+      cudaStreamSynchronize(down);
+    if (up)
+      cudaStreamSynchronize(up);
+    for (int s = 0; s < 2; ++s) {
+      if (got[s])
+        cudaEventDestroy(got[s]);
+      if (sent[s])
+        cudaEventDestroy(sent[s]);
+      if (grads[s])
+        cudaFreeHost(grads[s]);
+      if (halves[s])
+        cudaFreeHost(halves[s]);
+      got[s] = sent[s] = nullptr;
+      grads[s] = nullptr;
+      halves[s] = nullptr;
+    }
+    if (ready)
+      cudaEventDestroy(ready);
+    if (down)
+      cudaStreamDestroy(down);
+    if (up)
+      cudaStreamDestroy(up);
+    if (buffer)
+      cudaFreeHost(buffer);
+    ready = nullptr;
+    down = up = nullptr;
+    buffer = nullptr;
+    bytes = 0;
+    stage = 0;
+    rows.clear();
+  }
+
+  /// The chunks of every row, in order: (row, first element, elements).
+  struct Chunk {
+    int row;
+    int64_t begin, n;
+  };
+  std::vector<Chunk> chunks() const {
+    std::vector<Chunk> c;
+    for (int r = 0; r < static_cast<int>(rows.size()); ++r)
+      for (int64_t b = 0; b < rows[r].n; b += stage)
+        c.push_back({r, b, std::min(stage, rows[r].n - b)});
+    return c;
+  }
+
+  /// The fp16 working copies from the masters, on the `up` stream; returns
+  /// once they are on the device.
+  cudaError_t refresh() {
+    const std::vector<Chunk> cs = chunks();
+    cudaError_t e = cudaSuccess;
+    for (size_t k = 0; k < cs.size() && e == cudaSuccess; ++k) {
+      const int s = static_cast<int>(k % 2);
+      const HostRow &r = rows[cs[k].row];
+      if (k >= 2 && (e = cudaEventSynchronize(sent[s])) != cudaSuccess)
+        break;
+      const float *p = r.p + cs[k].begin;
+      uint16_t *h = halves[s];
+      const int64_t n = cs[k].n;
+      tcc::host::OptTensor t{const_cast<float *>(p), nullptr, nullptr, nullptr, h, n, 0.0f};
+      tcc::host::for_each_chunk(&t, 1, threads, [](const tcc::host::OptTensor &x, int64_t b, int64_t end) {
+        for (int64_t i = b; i < end; ++i)
+          x.p16[i] = tcc::host::float_to_half_rn(x.p[i]);
+      });
+      if ((e = cudaMemcpyAsync(r.p16 + cs[k].begin, h, sizeof(uint16_t) * n, cudaMemcpyHostToDevice, up)) ==
+          cudaSuccess)
+        e = cudaEventRecord(sent[s], up);
+    }
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(up);
+    return e;
+  }
+
+  /// Queues chunk `c`'s gradients from the device into staging slot `s`, and
+  /// zeroes them on the device.
+  cudaError_t fetch(const Chunk &c, int s) {
+    const HostRow &r = rows[c.row];
+    cudaError_t e;
+    if ((e = cudaMemcpyAsync(grads[s], r.g + c.begin, sizeof(float) * c.n, cudaMemcpyDeviceToHost, down)) !=
+            cudaSuccess ||
+        (e = cudaMemsetAsync(r.g + c.begin, 0, sizeof(float) * c.n, down)) != cudaSuccess)
+      return e;
+    return cudaEventRecord(got[s], down);
+  }
+
+  /// The optimizer step of every host row, after the gradients on `compute`
+  /// are complete; `body(t)` updates one chunk (tcc::host::adamw or sgd with
+  /// the step's constants). Returns once the new fp16 weights are on the
+  /// device and the device accumulators are zeroed.
+  template <class Body> cudaError_t update(cudaStream_t compute, Body body) {
+    const std::vector<Chunk> cs = chunks();
+    cudaError_t e;
+    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess)
+      return e;
+    for (size_t k = 0; k < cs.size() && k < 2; ++k)
+      if ((e = fetch(cs[k], static_cast<int>(k))) != cudaSuccess)
+        return e;
+    for (size_t k = 0; k < cs.size(); ++k) {
+      const int s = static_cast<int>(k % 2);
+      const HostRow &r = rows[cs[k].row];
+      if ((e = cudaEventSynchronize(got[s])) != cudaSuccess)
+        return e;
+      if (k >= 2 && (e = cudaEventSynchronize(sent[s])) != cudaSuccess)
+        return e;
+      const int64_t b = cs[k].begin;
+      tcc::host::OptTensor t{r.p + b, grads[s], r.s0 ? r.s0 + b : nullptr, r.s1 ? r.s1 + b : nullptr,
+                             halves[s], cs[k].n, r.weight_decay};
+      body(t);
+      if ((e = cudaMemcpyAsync(r.p16 + b, halves[s], sizeof(uint16_t) * cs[k].n, cudaMemcpyHostToDevice, up)) !=
+              cudaSuccess ||
+          (e = cudaEventRecord(sent[s], up)) != cudaSuccess)
+        return e;
+      // The slot's gradients are consumed: fetch chunk k+2 into it.
+      if (k + 2 < cs.size() && (e = fetch(cs[k + 2], s)) != cudaSuccess)
+        return e;
+    }
+    if ((e = cudaStreamSynchronize(down)) != cudaSuccess)
+      return e;
+    return cudaStreamSynchronize(up);
+  }
+};
+
+} // namespace tcc::cuda::host
+
+#endif // TCC_RUNTIME_CUDA_HOST_TIER_CUH
