@@ -238,6 +238,10 @@ private:
   llvm::DenseMap<Value, int64_t> argOffsets;
   /// Parameters whose master weights are in the host buffer: their offsets there.
   llvm::DenseMap<Value, int64_t> hostOffsets;
+  /// The CUDA step's copies of gradients to host accumulators (HostGradRow
+  /// initializers, in the order the micro-step queues them).
+  std::string hostGradTable;
+  int hostGradCount = 0;
   llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
   bool planError = false;
   uint64_t arena = 0;
@@ -1604,6 +1608,16 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
        << tensor(a).getNumElements() << "LL);\n";
     return success();
   }
+  // A gradient for an accumulator in host memory: the product in fp32, as
+  // matmul_acc adds it into a device accumulator (keepsF32).
+  if (out.type == "float" && keepsF32(result)) {
+    launched = "cuBLASLt matmul_acc";
+    os << "  cudaMemsetAsync(" << out.name << ", 0, " << out.bytes << "ULL, stream());\n"
+       << "  if (matmul_acc(" << nextGemm++ << ", " << out.name << ", " << ref(a) << ", "
+       << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", "
+       << flag(tb) << ") != 0) return gemm_failed();\n";
+    return success();
+  }
   if (out.type != "__half")
     return op->emitOpError("the CUDA target writes GEMM results in fp16");
   launched = "cuBLASLt matmul";
@@ -2244,6 +2258,8 @@ std::string Emitter::assembleCuda(bool training,
   bool adam = options.optimizer == "adamw";
   s << "static const ApplyRow kApply[] = {\n" << applyRows
     << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
+    << "static const HostGradRow kHostGrads[] = {\n"
+    << (hostGradTable.empty() ? std::string("    {0, 0, 0},\n") : hostGradTable) << "};\n"
     << "static const ConstRow kConsts[] = {\n"
     << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
     << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
@@ -2277,7 +2293,7 @@ std::string Emitter::assembleCuda(bool training,
     << "      tcc_initial_weights, " << (workspace >= 0 ? std::to_string(workspace) : "-1")
     << "LL, " << std::max<int64_t>(workspaceBytes, 0) << "ULL,\n"
     << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
-    << "      read_error_flags};\n"
+    << "      read_error_flags, kHostGrads, " << hostGradCount << "};\n"
     << "  return d;\n}\n";
   return src;
 }
@@ -2459,8 +2475,42 @@ FailureOr<EmittedStep> Emitter::run() {
     else if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
       accumulateAfter[def].push_back(i);
   }
+  // Accumulators in host memory (#tcc.tiers host_grads): by parameter name,
+  // their offsets in the host buffer. Each micro-step's gradient is copied
+  // down on a copy stream as soon as its op is queued (host_grad_copy), and
+  // the step's stream waits for the copy (host_grad_wait) one op later,
+  // before the buffer can be reused (the plan keeps it live
+  // kHostCopyLagOps ops); the fixed half adds the copies into the
+  // accumulators, in this order, when the micro-step ends.
+  llvm::StringMap<int64_t> hostGradOffset;
+  if (DenseI64ArrayAttr hg = layout.getHostGrads()) {
+    size_t p = 0;
+    for (unsigned a = 0; a < func.getNumArguments(); ++a)
+      if (auto n = func.getArgAttrOfType<StringAttr>(a, kParamAttr)) {
+        if (p < hg.size() && hg[p] >= 0)
+          hostGradOffset[n.getValue()] = hg[p];
+        ++p;
+      }
+  }
+  std::string hostGradRows;
+  int numHostGrads = 0;
+  SmallVector<std::pair<int, int>> pendingWaits; // (copy, ops to go)
   auto accumulate = [&](unsigned i, Value v) {
     auto t = tensor(v);
+    if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+        n && hostGradOffset.count(n.getValue())) {
+      auto b = buffers.find(v);
+      if (b == buffers.end()) {
+        planError = true;
+        return;
+      }
+      bool half = b->second.type == "__half";
+      hostGradRows += "    {" + std::to_string(hostGradOffset.lookup(n.getValue())) + "ULL, " +
+                      std::to_string(t.getNumElements()) + "LL, " + (half ? "1" : "0") + "},\n";
+      os << "  host_grad_copy(" << numHostGrads << ", " << ref(v) << ");\n";
+      pendingWaits.push_back({numHostGrads++, 1});
+      return;
+    }
     std::string slot = "(arena + " + std::to_string(resultSlots[i]) + "ULL)";
     if (cuda)
       os << "  accumulate((float *)" << slot << ", " << ref(v) << ", " << t.getNumElements()
@@ -2473,6 +2523,12 @@ FailureOr<EmittedStep> Emitter::run() {
     launched.clear();
     if (failed(emitOp(&op)))
       return failure();
+    // Copies to the host queued before this op: the stream waits for those
+    // whose buffer the plan may reuse from the next op on.
+    for (auto &[k, togo] : pendingWaits)
+      if (togo-- == 0)
+        os << "  host_grad_wait(" << k << ");\n";
+    llvm::erase_if(pendingWaits, [](auto &w) { return w.second < 0; });
     // The op's own result, whose bytes the returned value (maybe a view) is.
     for (unsigned i : accumulateAfter.lookup(&op))
       accumulate(i, viewRoot(ret.getOperand(i)));
@@ -2502,6 +2558,11 @@ FailureOr<EmittedStep> Emitter::run() {
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
       if (!gradientAccumulatedAfter(v))
         accumulate(i, v);
+      if (hostGradOffset.count(n.getValue())) {
+        // In the host buffer: the fixed half zeroes it.
+        gradOffsets.insert({n.getValue(), hostGradOffset.lookup(n.getValue())});
+        continue;
+      }
       // Zeroed once, however many results add into it.
       if (!gradOffsets.insert({n.getValue(), offset}).second)
         continue;
@@ -2532,7 +2593,7 @@ FailureOr<EmittedStep> Emitter::run() {
     if (it == gradOffsets.end())
       grads.push_back(descriptor(name, arg, 0, 0)); // frozen: no accumulator
     else
-      grads.push_back(descriptor(name, arg, it->second, bytes));
+      grads.push_back(descriptor(name, arg, it->second, bytes, hostGradOffset.count(name) > 0));
   }
 
   // The next micro-step draws new dropout masks.
@@ -2589,7 +2650,7 @@ FailureOr<EmittedStep> Emitter::run() {
                                         : std::string("~0")) << "ULL, ";
       ar << tensor(arg).getNumElements() << "LL";
       if (cuda)
-        ar << ", " << (onHost ? 1 : 0);
+        ar << ", " << (hostGradOffset.count(name) ? 2 : onHost ? 1 : 0);
       ar << "},\n";
       ++numTrainable;
     }
@@ -2599,6 +2660,8 @@ FailureOr<EmittedStep> Emitter::run() {
     state.push_back(rngState);
 
   if (cuda) {
+    hostGradTable = hostGradRows;
+    hostGradCount = numHostGrads;
     step.source = assembleCuda(training, params, grads, inputs, outputs, state,
                                applyRows, numTrainable, zero);
     step.target = "cuda";

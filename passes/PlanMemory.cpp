@@ -157,6 +157,10 @@ bool mlir::tcc::accumulatedInPlace(Value v, int64_t floatBytes) {
     return true;
   if (r != v) // GEMM products: no views
     return false;
+  return isPlainGemm(def);
+}
+
+bool mlir::tcc::isPlainGemm(Operation *def) {
   // A GEMM fusion's transposes are the GEMM's flags; an epilogue would
   // make it write something else.
   auto matmul = dyn_cast_or_null<MatMulOp>(def);
@@ -237,6 +241,13 @@ bool mlir::tcc::keepsF32(Value v) {
       (FusionCostModel::isElementwise(op) ||
        (isa<FusionOp>(op) && (cast<FusionOp>(op).getKind() == FusionKind::Loop ||
                                cast<FusionOp>(op).getKind() == FusionKind::Reduction))))
+    return true;
+  // A GEMM product that goes to an accumulator in host memory (#tcc.tiers)
+  // is written in fp32, as a device accumulator takes it in place
+  // (accumulatedInPlace): rounding it to fp16 first would make the host
+  // tier's gradients differ from the device's, and the copy down counts 4
+  // bytes an element either way (TierCostModel).
+  if (v.hasOneUse() && isGradientToHost(*v.use_begin()) && isPlainGemm(op))
     return true;
   // A fusion's result is stored as the value its body yields would be.
   if (auto fusion = dyn_cast<FusionOp>(op))

@@ -69,6 +69,11 @@ bool isEarlyAccumulation(OpOperand &use);
 /// it.
 bool isGradientToHost(OpOperand &use);
 
+/// Whether `def` is a 2-D GEMM, or a GEMM fusion whose only other ops are
+/// transposes (the GEMM's flags): what cuBLASLt can add into, or write as,
+/// an fp32 buffer (matmul_acc).
+bool isPlainGemm(Operation *def);
+
 /// The last op (in `index`'s numbering) that `r`'s buffer must outlive
 /// for `use`, a use of `r` that `from`, its maker or a view of it, sees:
 /// the user's index, or for a gradient accumulated where it is made, `from`

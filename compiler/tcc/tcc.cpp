@@ -144,9 +144,8 @@ static cl::opt<std::string> offload(
              "on the device; auto: parameters' fp32 master weights and "
              "optimizer state, then gradient accumulators, in pinned host "
              "memory where that costs less than recomputation; optimizer or "
-             "all: forced. tcc builds steps with master weights and optimizer "
-             "state on the host (the host updates them); gradient "
-             "accumulators on the host are planned only (--memory-report)"),
+             "all: forced (all also moves the accumulators). The host updates "
+             "what it holds; --memory-report gives both tiers"),
     cl::value_desc("none|auto|optimizer|all"), cl::init("none"), cl::cat(tccCategory));
 static cl::opt<double> pcieGbps(
     "pcie-gbps",
@@ -939,19 +938,6 @@ int main(int argc, char **argv) {
   }
   if (emit == EmitKind::Planned)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
-  // Gradient accumulators in host memory are planned, not built: the step
-  // does not yet stream each micro-step's gradient to the host. Master
-  // weights and optimizer state in host memory are (runtime/cuda/host_tier.cuh).
-  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(planned); tiers && !tiers.getHostGrads().empty()) {
-    llvm::errs() << "tcc: error: the plan keeps the gradient accumulators of "
-                 << tiers.getHostGrads().size()
-                 << " parameters in host memory, and tcc cannot build such a step yet (the step "
-                    "does not stream gradients to the host); master weights and optimizer state "
-                    "in host memory it can build: --offload=optimizer, or --offload=auto with a "
-                    "larger --mem-budget; --memory-report FILE without -o shows the plan\n";
-    return 1;
-  }
-
   Location fileLoc = tcc::fileLocation(&context, inputFile);
   tcc::StepEmitOptions emitOptions;
   emitOptions.embedWeights = !noWeights;
@@ -1031,6 +1017,9 @@ int main(int argc, char **argv) {
                        ? "; pinned host memory " + humanBytes(layout.getHostBytes()) +
                              " (master weights " + humanBytes(layout.getHostParamBytes()) +
                              ", optimizer state " + humanBytes(layout.getHostStateBytes()) +
+                             (layout.getHostGradBytes() > 0
+                                  ? ", gradient accumulators " + humanBytes(layout.getHostGradBytes())
+                                  : std::string()) +
                              ", updated on the host)"
                        : std::string())
                << "\n";

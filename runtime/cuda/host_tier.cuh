@@ -21,6 +21,12 @@
 //                          waits on it before writing the slot again.
 //              The device update of the other parameters runs meanwhile on
 //              the step's stream.
+//   copy_grad(), wait_grad(), accumulate()
+//              with accumulators on the host (tcc --offload=all): the
+//              micro-step copies each gradient down on `down` as its op is
+//              queued (host_grad_copy in step_host.h) and waits for the copy
+//              one op later; when it ends, the host adds the copies into the
+//              accumulators in the order they were queued.
 //
 // In the CUDA emulation, TCC_CUDA_EMU_STREAMS=deferred runs the copies as
 // late as the events allow, so a missing wait shows as stale gradients or
@@ -45,10 +51,20 @@ namespace tcc::cuda::host {
 struct HostRow {
   int param;         // index into tcc_step_info.params
   float *p, *s0, *s1; // host buffer: master weights, AdamW moments (SGD: s0)
-  float *g;          // device: the fp32 gradient accumulator
+  float *g;          // the fp32 gradient accumulator: device, or (grad_on_host) host buffer
   __half *p16;       // device: the fp16 working copy
   int64_t n;
   float weight_decay;
+  bool grad_on_host;
+};
+
+/// One micro-step gradient copied to a host accumulator (HostGradRow).
+struct HostGradCopy {
+  float *acc;          // host buffer
+  int64_t n;
+  bool half;           // the device value is fp16
+  void *staging;       // pinned, n elements of the device value
+  cudaEvent_t done;    // down stream, after the copy
 };
 
 /// Elements per staging chunk: 4M (16 MiB of fp32 gradients, 8 MiB of
@@ -65,6 +81,8 @@ struct HostTier {
   cudaStream_t down = nullptr, up = nullptr;
   cudaEvent_t got[2] = {nullptr, nullptr}, sent[2] = {nullptr, nullptr}, ready = nullptr;
   int threads = 1;
+  std::vector<HostGradCopy> copies;
+  bool copies_pending = false; // copies queued since the last accumulate()
 
   bool active() const { return buffer != nullptr; }
 
@@ -91,6 +109,82 @@ struct HostTier {
           (e = cudaEventCreateWithFlags(&sent[s], cudaEventDisableTiming)) != cudaSuccess)
         return e;
     return cudaSuccess;
+  }
+
+  /// The micro-step's copies to host accumulators: pinned staging and an
+  /// event each.
+  cudaError_t open_copies(const HostGradRow *rows, int n) {
+    cudaError_t e;
+    for (int k = 0; k < n; ++k) {
+      HostGradCopy c{};
+      c.acc = reinterpret_cast<float *>(buffer + rows[k].acc);
+      c.n = rows[k].n;
+      c.half = rows[k].half != 0;
+      if ((e = cudaMallocHost(&c.staging, static_cast<size_t>(c.n) * (c.half ? 2 : 4))) != cudaSuccess)
+        return e;
+      copies.push_back(c);
+      if ((e = cudaEventCreateWithFlags(&copies.back().done, cudaEventDisableTiming)) != cudaSuccess)
+        return e;
+    }
+    return cudaSuccess;
+  }
+
+  /// Queues copy k of the gradient at `src`, behind the work on `compute`.
+  cudaError_t copy_grad(int k, const void *src, cudaStream_t compute) {
+    HostGradCopy &c = copies[static_cast<size_t>(k)];
+    cudaError_t e;
+    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(c.staging, src, static_cast<size_t>(c.n) * (c.half ? 2 : 4), cudaMemcpyDeviceToHost,
+                             down)) != cudaSuccess)
+      return e;
+    copies_pending = true;
+    return cudaEventRecord(c.done, down);
+  }
+
+  /// `compute` waits for copy k (its source buffer may be reused after).
+  cudaError_t wait_grad(int k, cudaStream_t compute) {
+    return cudaStreamWaitEvent(compute, copies[static_cast<size_t>(k)].done, 0);
+  }
+
+  /// After a micro-step: waits for its copies and adds each into its
+  /// accumulator, in the order they were queued (as the device adds them).
+  cudaError_t accumulate() {
+    if (!copies_pending)
+      return cudaSuccess;
+    copies_pending = false;
+    if (cudaError_t e = cudaStreamSynchronize(down))
+      return e;
+    for (const HostGradCopy &c : copies) {
+      tcc::host::OptTensor t{c.acc, static_cast<float *>(c.staging), nullptr, nullptr,
+                             static_cast<uint16_t *>(c.staging), c.n, 0.0f};
+      const bool half = c.half;
+      tcc::host::for_each_chunk(&t, 1, threads, [half](const tcc::host::OptTensor &x, int64_t b, int64_t end) {
+        if (half)
+          for (int64_t i = b; i < end; ++i)
+            x.p[i] += tcc::host::half_to_float(x.p16[i]);
+        else
+          for (int64_t i = b; i < end; ++i)
+            x.p[i] += x.g[i];
+      });
+    }
+    return cudaSuccess;
+  }
+
+  /// The host accumulators' sum of squares (the gradient norm's share).
+  double grad_sum_squares() const {
+    double sq = 0.0;
+    for (const HostRow &r : rows)
+      if (r.grad_on_host)
+        for (int64_t i = 0; i < r.n; ++i)
+          sq += static_cast<double>(r.g[i]) * static_cast<double>(r.g[i]);
+    return sq;
+  }
+
+  /// Zeroes the host accumulators.
+  void zero_grads() {
+    for (const HostRow &r : rows)
+      if (r.grad_on_host)
+        std::memset(r.g, 0, sizeof(float) * static_cast<size_t>(r.n));
   }
 
   /// The staging slots, sized for the rows (called once they are known).
@@ -127,6 +221,14 @@ struct HostTier {
       grads[s] = nullptr;
       halves[s] = nullptr;
     }
+    for (HostGradCopy &c : copies) {
+      if (c.done)
+        cudaEventDestroy(c.done);
+      if (c.staging)
+        cudaFreeHost(c.staging);
+    }
+    copies.clear();
+    copies_pending = false;
     if (ready)
       cudaEventDestroy(ready);
     if (down)
@@ -187,6 +289,8 @@ struct HostTier {
   /// zeroes them on the device.
   cudaError_t fetch(const Chunk &c, int s) {
     const HostRow &r = rows[c.row];
+    if (r.grad_on_host) // already here: the slot's event only
+      return cudaEventRecord(got[s], down);
     cudaError_t e;
     if ((e = cudaMemcpyAsync(grads[s], r.g + c.begin, sizeof(float) * c.n, cudaMemcpyDeviceToHost, down)) !=
             cudaSuccess ||
@@ -215,8 +319,8 @@ struct HostTier {
       if (k >= 2 && (e = cudaEventSynchronize(sent[s])) != cudaSuccess)
         return e;
       const int64_t b = cs[k].begin;
-      tcc::host::OptTensor t{r.p + b, grads[s], r.s0 ? r.s0 + b : nullptr, r.s1 ? r.s1 + b : nullptr,
-                             halves[s], cs[k].n, r.weight_decay};
+      tcc::host::OptTensor t{r.p + b, r.grad_on_host ? r.g + b : grads[s], r.s0 ? r.s0 + b : nullptr,
+                             r.s1 ? r.s1 + b : nullptr, halves[s], cs[k].n, r.weight_decay};
       body(t);
       if ((e = cudaMemcpyAsync(r.p16 + b, halves[s], sizeof(uint16_t) * cs[k].n, cudaMemcpyHostToDevice, up)) !=
               cudaSuccess ||

@@ -112,6 +112,10 @@ void decide_modes() {
     g_profile = false;
   if (g_profile)
     g_prof_ms.assign(marks(), 0.0);
+  // Copies of gradients to host accumulators run on a second stream; the
+  // graph capture does not take them, so those steps run op by op.
+  if (desc().num_host_grads > 0)
+    g_graph_mode = 0;
   g_prof = g_profile || g_hook ? 1 : 0;
 }
 
@@ -221,6 +225,14 @@ int run_micro_step(void *arena_) {
 
 void prof_mark(int k) { cudaEventRecord(g_prof_events[k], stream()); }
 
+// A failure is reported when the micro-step ends (check_device).
+void host_grad_copy(int k, const void *src) {
+  if (cudaError_t e = g_host.copy_grad(k, src, stream()))
+    std::fprintf(stderr, "tcc step: copying a gradient to the host: %s (%s)\n", cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+void host_grad_wait(int k) { g_host.wait_grad(k, stream()); }
+
 int gemm_failed() {
   std::fprintf(stderr, "tcc step: %s\n", last_error());
   return 4;
@@ -287,15 +299,18 @@ TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_le
   for (int i = 0; i < d.num_apply; ++i) {
     const ApplyRow &r = d.apply[i];
     ApplyTensor a{};
-    a.g = (float *)(arena + r.g);
+    const bool grad_on_host = r.host == 2; // and its accumulator
+    a.g = grad_on_host ? (float *)(g_host.buffer + r.g) : (float *)(arena + r.g);
     a.p16 = r.p16 == ~0ULL ? nullptr : (__half *)(arena + r.p16);
     a.n = r.n;
     a.weight_decay = 0.0f;
-    g_norm_rows.push_back(a);
+    if (!grad_on_host)
+      g_norm_rows.push_back(a);
     if (r.host) {
       char *h = g_host.buffer;
       const bool bad = !h || !a.p16 || r.p + 4 * (uint64_t)r.n > g_host.bytes ||
-                       r.s0 + 4 * (uint64_t)r.n > g_host.bytes || r.s1 + 4 * (uint64_t)r.n > g_host.bytes;
+                       r.s0 + 4 * (uint64_t)r.n > g_host.bytes || r.s1 + 4 * (uint64_t)r.n > g_host.bytes ||
+                       (grad_on_host && r.g + 4 * (uint64_t)r.n > g_host.bytes);
       if (bad) {
         tcc_step_device_close(arena);
         if (err && err_len)
@@ -303,7 +318,7 @@ TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_le
         return 1;
       }
       g_host.rows.push_back({r.param, (float *)(h + r.p), (float *)(h + r.s0), d.adamw ? (float *)(h + r.s1) : nullptr,
-                             a.g, a.p16, r.n, 0.0f});
+                             a.g, a.p16, r.n, 0.0f, grad_on_host});
       continue;
     }
     a.p = (float *)(arena + r.p);
@@ -313,20 +328,33 @@ TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_le
     g_row_param.push_back(r.param);
   }
   if (d.num_apply) {
-    g_norm_table = upload_table(g_norm_rows.data(), d.num_apply);
-    g_norm_chunks = upload_chunk_starts(g_norm_rows.data(), d.num_apply, &g_norm_nchunks);
-    const int nd = static_cast<int>(g_rows.size());
+    const int nn = static_cast<int>(g_norm_rows.size()), nd = static_cast<int>(g_rows.size());
+    if (nn) {
+      g_norm_table = upload_table(g_norm_rows.data(), nn);
+      g_norm_chunks = upload_chunk_starts(g_norm_rows.data(), nn, &g_norm_nchunks);
+    }
     if (nd) {
       g_table = upload_table(g_rows.data(), nd);
       g_chunks = upload_chunk_starts(g_rows.data(), nd, &g_nchunks);
     }
-    if (!g_norm_table || !g_norm_chunks || (nd && (!g_table || !g_chunks))) {
+    if ((nn && (!g_norm_table || !g_norm_chunks)) || (nd && (!g_table || !g_chunks))) {
       e = cudaGetLastError();
       tcc_step_device_close(arena);
       return fail(e, "cannot upload the optimizer's table", err, err_len);
     }
   }
-  if ((e = g_host.open_staging()) != cudaSuccess) {
+  bool copies_fit = d.num_host_grads == 0 || g_host.active();
+  for (int k = 0; k < d.num_host_grads && copies_fit; ++k)
+    copies_fit = d.host_grads[k].n >= 0 && d.host_grads[k].acc <= g_host.bytes &&
+                 4 * (uint64_t)d.host_grads[k].n <= g_host.bytes - d.host_grads[k].acc;
+  if (!copies_fit) {
+    tcc_step_device_close(arena);
+    if (err && err_len)
+      std::snprintf(err, err_len, "the step's host gradient copies lie outside its host buffer");
+    return 1;
+  }
+  if ((e = g_host.open_staging()) != cudaSuccess ||
+      (d.num_host_grads && (e = g_host.open_copies(d.host_grads, d.num_host_grads)) != cudaSuccess)) {
     tcc_step_device_close(arena);
     return fail(e, "cannot allocate the host update's pinned staging buffers", err, err_len);
   }
@@ -472,6 +500,7 @@ TCC_EXPORT int tcc_step_device_memory(uint64_t *peak, uint64_t *total) {
 
 TCC_EXPORT int tcc_step_zero_grads(void *arena) {
   desc().zero_grads(static_cast<char *>(arena));
+  g_host.zero_grads();
   return 0;
 }
 
@@ -514,7 +543,10 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
     return 3;
   if (d.num_apply == 0)
     return 0;
-  const double sq = sum_squares_all(g_norm_table, g_norm_chunks, d.num_apply, g_norm_nchunks, g_scratch);
+  // The norm's share of the device accumulators, and of the host ones.
+  const int nn = static_cast<int>(g_norm_rows.size());
+  const double sq = (nn ? sum_squares_all(g_norm_table, g_norm_chunks, nn, g_norm_nchunks, g_scratch) : 0.0) +
+                    g_host.grad_sum_squares();
   const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;
   const double norm = std::sqrt(sq) * unscale;
   a->grad_norm = norm;
@@ -617,6 +649,12 @@ TCC_EXPORT int tcc_step_micro_step_begin(void *arena_, double grad_scale) {
 TCC_EXPORT int tcc_step_micro_step_end(void *arena_) {
   (void)arena_;
   int rc = check_device("micro_step");
+  if (rc == 0)
+    if (cudaError_t e = g_host.accumulate()) {
+      std::fprintf(stderr, "tcc step: micro_step: adding gradients into host memory: %s (%s)\n",
+                   cudaGetErrorName(e), cudaGetErrorString(e));
+      rc = 5;
+    }
   if (rc == 0 && g_profile)
     prof_collect();
   if (rc == 0 && g_hook)

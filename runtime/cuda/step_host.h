@@ -39,6 +39,15 @@ struct ApplyRow {
   int host;
 };
 
+/// A micro-step's gradient that goes to an accumulator in the host buffer
+/// (tcc --offload=all): the accumulator's offset there, its elements, and
+/// whether the device value is fp16 (else fp32).
+struct HostGradRow {
+  uint64_t acc;
+  int64_t n;
+  int half;
+};
+
 /// A constant's host bytes and its offset after the arena.
 struct ConstRow {
   const void *host;
@@ -67,6 +76,10 @@ struct StepDesc {
   /// kernels.cuh's read_and_clear_error_flag, as the generated half (whose
   /// kernels set the flag) sees it.
   int (*read_error_flag)();
+  /// The micro-step's copies to host accumulators, in the order it queues
+  /// them (host_grad_copy k).
+  const HostGradRow *host_grads;
+  int num_host_grads;
 };
 
 /// Defined by the generated half.
@@ -77,6 +90,12 @@ extern int g_prof;  // 1: record an event at each mark (TCC_CUDA_PROFILE=1, or a
 void prof_mark(int k); // mark k ends info->ops[k-1]; 0 starts the body
 extern double *g_scratch; // one double of device scratch (losses)
 int gemm_failed();  // reports the GEMM's error; 4
+/// Copy k (StepDesc::host_grads) of the gradient at `src` to the host, on a
+/// copy stream, after the work queued so far; host_grad_wait(k) makes the
+/// step's stream wait for it. The fixed half adds it into its accumulator
+/// when the micro-step ends.
+void host_grad_copy(int k, const void *src);
+void host_grad_wait(int k);
 
 } // namespace tcc::cuda::host
 

@@ -841,6 +841,29 @@ static void test_optim() {
                   static_cast<long long>(n), static_cast<long long>(bad), first_bad);
     check(bad == 0, what);
   }
+  // half_to_float (the host's sum of gradients copied down in fp16) against
+  // __half2float over every binary16 pattern (NaNs: any NaN).
+  {
+    int bad = 0;
+    uint32_t first_bad = 0;
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const uint16_t bits = static_cast<uint16_t>(h);
+      half x;
+      std::memcpy(&x, &bits, 2);
+      const float want = __half2float(x), got = tcc::host::half_to_float(bits);
+      uint32_t w, g;
+      std::memcpy(&w, &want, 4);
+      std::memcpy(&g, &got, 4);
+      if (std::isnan(want) ? !std::isnan(got) : w != g) {
+        if (!bad++)
+          first_bad = h;
+      }
+    }
+    char what[160];
+    std::snprintf(what, sizeof what, "host half_to_float = __half2float (65536 halves, %d differ, first 0x%04x)", bad,
+                  first_bad);
+    check(bad == 0, what);
+  }
   for (auto *b : bufs)
     delete b;
   for (auto *b : hbufs)
