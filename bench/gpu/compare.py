@@ -107,21 +107,26 @@ def curves(cpu_path, cuda_path):
 def gpt2(out):
     rows = []
     gib = 2.0 ** 30
-    for key in ("none", "none_nographs", "none_unfusedattn", "8G", "5G", "4G", "3G"):
-        b, nographs = key.split("_")[0], key.endswith("_nographs")
-        unfused = key.endswith("_unfusedattn")
+    for key in ("none", "none_nographs", "none_unfusedattn", "8G", "5G", "4G", "3G",
+                "offload_2G", "offload_1536M"):
+        offload = key.startswith("offload_")
+        b = key.split("_")[1] if offload else key.split("_")[0]
+        nographs, unfused = key.endswith("_nographs"), key.endswith("_unfusedattn")
         m = os.path.join(out, "gpt2_%s.jsonl" % key)
-        err = os.path.join(out, "payload_err_%s.txt" % b)
-        budget = None if b == "none" else float(b[:-1]) * gib
+        err = os.path.join(out, "payload_err_%s.txt" % (key if offload else b))
+        budget = None if b == "none" else float(b[:-1]) * (gib if b.endswith("G") else 2.0 ** 20)
         if os.path.exists(err):
             text = open(err).read()
             smallest = re.search(r"smallest budget this plan meets is (\d+) bytes", text)
             note = ("no plan fits: tcc's smallest is %.2f GiB" % (int(smallest.group(1)) / gib)
                     if smallest else text.strip()[:160])
-            rows.append(("tcc --mem-budget=" + b, None, None, None, budget, note))
+            rows.append(("tcc --mem-budget=" + b + (" --offload=auto" if offload else ""), None, None, None,
+                         budget, note))
             continue
         name = "tcc" + ("" if b == "none" else " --mem-budget=" + b) + (" (no CUDA graphs)" if nographs else "") + (
-            " --no-attention-fusion" if unfused else "")
+            " --no-attention-fusion" if unfused else "") + (" --offload=auto" if offload else "")
+        if offload and not os.path.exists(m):
+            continue  # a payload from before the offload stage
         if not os.path.exists(m) or not load(m):
             rows.append((name, None, None, None, budget, "no result (see the log)"))
             continue

@@ -16,6 +16,8 @@
 #                         steps/gpt2_none_unfusedattn.so: unconstrained, with
 #                         --no-attention-fusion (attention as cuBLASLt GEMMs
 #                         and a softmax kernel), to time the fused attention
+#   steps/gpt2_offload_<b>.so  GPT-2 small at 2G and 1536M with --offload=auto
+#                         (state in host memory), or gpt2_offload_<b>.err
 #
 # Usage: bash bench/gpu/prepare.sh   (BUILD=build dir, WORK=scratch dir)
 set -euo pipefail
@@ -63,6 +65,15 @@ for b in none 8G 5G 4G 3G; do
     rm -f "$p/gpt2_$b.mem.json"
   fi
   cat "$work/gpt2_$b.log"
+done
+# With host memory: budgets below the smallest device-only plan.
+for b in 2G 1536M; do
+  if ! "$tcc" "$work/gpt2.onnx" --target=cuda --no-weights --mem-budget="$b" --offload=auto \
+      --memory-report "$p/gpt2_offload_$b.mem.json" -o "$p/steps/gpt2_offload_$b.so" 2> "$work/gpt2_offload_$b.log"; then
+    grep -o "error: .*" "$work/gpt2_offload_$b.log" > "$p/gpt2_offload_$b.err" || true
+    rm -f "$p/gpt2_offload_$b.mem.json"
+  fi
+  cat "$work/gpt2_offload_$b.log"
 done
 "$tcc" "$work/gpt2.onnx" --target=cuda --no-weights --no-attention-fusion \
   --memory-report "$p/gpt2_none_unfusedattn.mem.json" -o "$p/steps/gpt2_none_unfusedattn.so"

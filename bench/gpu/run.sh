@@ -17,7 +17,9 @@
 #    --no-attention-fusion, to time the fused attention kernels) and at
 #    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
 #    autocast, GradScaler, fused AdamW) in the same run;
-# 3. the budget: the measured device peak against --mem-budget;
+# 3. the budget: the measured device peak against --mem-budget; GPT-2 small
+#    with host memory (--offload=auto) at 2G and 1536M, below what the device
+#    alone meets;
 # 4. while time is left: compute-sanitizer racecheck and memcheck on the
 #    attention kernels.
 # The steps capture the micro-step as a CUDA graph (the default); the demo run
@@ -96,6 +98,19 @@ timeout 120 $tr $p/steps/gpt2_none_unfusedattn.so --init-weights /tmp/gpt2_weigh
 echo "none, without CUDA graphs:"
 timeout 120 $tr $p/steps/gpt2_none.so --no-cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
   --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_nographs.jsonl" 2>&1 | tail -4
+
+stage "GPT-2 small with host memory (--offload=auto): budgets the device alone cannot meet"
+# Master weights and optimizer state (and at the smaller budget gradient
+# accumulators) in pinned host memory, updated on the host: the device peak
+# against the budget, tokens/s against the unconstrained step above.
+for b in 2G 1536M; do
+  if [ -f $p/gpt2_offload_$b.err ]; then
+    cp $p/gpt2_offload_$b.err "$out/payload_err_offload_$b.txt"; echo "$b: $(cat $p/gpt2_offload_$b.err)"; continue
+  fi
+  [ -f $p/steps/gpt2_offload_$b.so ] || { echo "$b: not in this payload"; continue; }
+  timeout 150 $tr $p/steps/gpt2_offload_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+    --steps 15 --accum 1 --lr 1e-4 --print-every 5 --metrics "$out/gpt2_offload_$b.jsonl" 2>&1 | tail -4
+done
 
 stage "GPT-2 small: where tcc's step spends its time (TCC_CUDA_PROFILE=1, 5 micro-steps, event per op)"
 TCC_CUDA_PROFILE=1 timeout 90 $tr $p/steps/gpt2_none.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \

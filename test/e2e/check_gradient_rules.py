@@ -23,7 +23,12 @@ With --cuda-emulation, each case is also compiled for the fp16 CUDA target
 analytic float64 ones just checked: for every parameter,
 max |cuda - analytic| <= CUDA_BOUND * max |analytic| (the bound the GPU parity
 check applies, bench/gpu/compare.py), so every gradient rule's CUDA lowering
-is checked too.
+is checked too. The CUDA steps are built in batches of up to CUDA_BATCH
+cases of one opset and loss type (one step library each: the cases' graphs
+side by side, their losses added, every name prefixed), since a build's
+fixed cost dwarfs a case's; a case whose batch fails to build or run, or
+misses the bound, is built and checked alone, which decides. Cases with
+Dropout always run alone: their masks depend on the graph.
 """
 import argparse
 import concurrent.futures
@@ -51,6 +56,7 @@ REL_FLOOR = 1e-6
 MAX_ELEMS = 64
 OPSET = 17
 CUDA_BOUND = 1e-2
+CUDA_BATCH = 16
 
 ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT,
              np.dtype(np.float64): TensorProto.DOUBLE,
@@ -744,36 +750,112 @@ def build_and_compile(name, args):
             if (attr in r.stdout) != (attr in want):
                 raise RuntimeError("tcc.attention %s `%s` for the %s form" % (
                     "lacks" if attr in want else "has", attr.strip(" ="), form))
-    if args.cuda_emulation:
-        cuda = os.path.join(work, "case-cuda.so")
-        r = subprocess.run([args.tcc, "--target=cuda", "--cuda-emulation", "-o", cuda, path],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if r.returncode != 0:
-            raise RuntimeError("tcc --target=cuda failed (%d): %s" % (r.returncode, r.stdout.strip()))
     return g, model, so
 
 
-def check_cuda(name, g, analytic, args):
-    """The emulated CUDA step's gradients against the analytic float64 ones:
-    returns (worst relative error, its parameter)."""
-    work = os.path.join(args.workdir, name)
+def build_cuda(work, model_path):
+    """The emulated CUDA step of the model at `model_path`, in `work`."""
+    cuda = os.path.join(work, "case-cuda.so")
+    r = subprocess.run([ARGS.tcc, "--target=cuda", "--cuda-emulation", "-o", cuda, model_path],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("tcc --target=cuda failed (%d): %s" % (r.returncode, r.stdout.strip()))
+    return cuda
+
+
+ARGS = None
+
+
+def merged_model(names, models):
+    """The cases' graphs side by side, names prefixed "c<k>." (onnx.compose),
+    their losses summed into the one output."""
+    nodes, inits, inputs, losses, params = [], [], [], [], []
+    for k, (name, m) in enumerate(zip(names, models)):
+        pm = onnx.compose.add_prefix(m, "c%d." % k)
+        nodes += pm.graph.node
+        inits += pm.graph.initializer
+        inputs += pm.graph.input
+        losses.append(pm.graph.output[0].name)
+        params += ["c%d.%s" % (k, p) for p in
+                   next(e.value for e in m.metadata_props if e.key == "tcc.trainable").split(",") if p]
+    elem = models[0].graph.output[0].type.tensor_type.elem_type
+    total = losses[0]
+    for k, l in enumerate(losses[1:]):
+        nodes.append(helper.make_node("Add", [total, l], ["batch_loss_%d" % k], name="batch_loss_%d" % k))
+        total = "batch_loss_%d" % k
+    nodes.append(helper.make_node("Identity", [total], ["loss"], name="batch_loss"))
+    g = helper.make_graph(nodes, "batch", inputs, [helper.make_tensor_value_info("loss", elem, [])], inits)
+    m = helper.make_model(g, opset_imports=list(models[0].opset_import), producer_name="check_gradient_rules")
+    entry = m.metadata_props.add()
+    entry.key, entry.value = "tcc.trainable", ",".join(params)
+    return m
+
+
+def run_cuda(work, so, feeds):
+    """tcc-run --grads-only on `so` with `feeds`; returns the dump folder."""
     feed, out = os.path.join(work, "feed"), os.path.join(work, "cuda-out")
     for d in (feed, out):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(feed)
-    for k, v in g.feeds.items():
+    for k, v in feeds.items():
         v = np.asarray(v)
         np.save(os.path.join(feed, k.replace("/", "_") + ".npy"),
                 v.astype(np.float32) if v.dtype.kind == "f" else v)
-    r = subprocess.run([args.tcc_run, os.path.join(work, "case-cuda.so"), "--feed", feed,
-                        "--grads-only", "--dump", out],
+    r = subprocess.run([ARGS.tcc_run, so, "--feed", feed, "--grads-only", "--dump", out],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         raise RuntimeError("tcc-run on the CUDA step failed (%d): %s"
                            % (r.returncode, r.stdout.strip()[-600:]))
+    return out
+
+
+def check_cuda(name, g, analytic, args):
+    """The emulated CUDA step of the case alone, its gradients against the
+    analytic float64 ones: returns (worst relative error, its parameter)."""
+    work = os.path.join(args.workdir, name)
+    so = build_cuda(work, os.path.join(work, "model.onnx"))
+    return cuda_errors(run_cuda(work, so, g.feeds), analytic, "")
+
+
+def cuda_batch(batch, cases, args):
+    """The cases of `batch` in one CUDA step: {name: (worst, where)} for the
+    cases it checked, {} when the batch failed as a whole."""
+    work = os.path.join(args.workdir, "cuda-batch-" + batch[0])
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "model.onnx")
+    onnx.save(merged_model(batch, [cases[n][1] for n in batch]), path)
+    feeds = {}
+    for k, n in enumerate(batch):
+        feeds.update({"c%d.%s" % (k, f): v for f, v in cases[n][0].feeds.items()})
+    try:
+        out = run_cuda(work, build_cuda(work, path), feeds)
+    except RuntimeError:
+        return {}
+    return {n: cuda_errors(out, cases[n][2], "c%d." % k) for k, n in enumerate(batch)}
+
+
+def batches(names, cases):
+    """Groups of up to CUDA_BATCH cases that can share a step."""
+    groups = {}
+    for n in names:
+        m = cases[n][1]
+        if any(node.op_type == "Dropout" for node in m.graph.node):
+            groups[("alone", n)] = [n]
+            continue
+        key = (m.opset_import[0].version, m.graph.output[0].type.tensor_type.elem_type)
+        groups.setdefault(key, []).append(n)
+    out = []
+    for group in groups.values():
+        out += [group[i:i + CUDA_BATCH] for i in range(0, len(group), CUDA_BATCH)]
+    return out
+
+
+def cuda_errors(out, analytic, prefix):
+    """The dumped CUDA gradients in `out` (of parameters `prefix`+name)
+    against `analytic`: (worst relative error, its parameter)."""
     worst, where = 0.0, ""
     for pname, a in analytic.items():
-        path = os.path.join(out, "grads", pname.replace("/", "_") + ".npy")
+        path = os.path.join(out, "grads", (prefix + pname).replace("/", "_") + ".npy")
         if not os.path.isfile(path):
             raise RuntimeError("the CUDA step dumped no gradient for %s" % pname)
         got = np.load(path).astype(np.float64)
@@ -881,16 +963,51 @@ def main():
         return 1
     os.makedirs(args.workdir, exist_ok=True)
 
+    global ARGS
+    ARGS = args
     passed = failed = 0
-    print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err",
-                                         "cuda rel  result" if args.cuda_emulation else "result"))
+    # The CPU checks first (each case's analytic gradients), then the CUDA
+    # steps in batches; a case its batch did not clear is checked alone.
+    results = {}  # name -> (g, model, rows, analytic) or an exception
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {n: pool.submit(build_and_compile, n, args) for n in names}
         for name in names:
             try:
                 g, model, so = futures[name].result()
                 _, rows, analytic = check(name, g, model, so)
-                cuda = check_cuda(name, g, analytic, args) if args.cuda_emulation else None
+                results[name] = (g, model, rows, analytic)
+            except Exception as e:  # a failed build, compile or run is a failure
+                results[name] = e
+        cuda_results = {}
+        if args.cuda_emulation:
+            cases = {n: (r[0], r[1], r[3]) for n, r in results.items() if not isinstance(r, Exception)}
+            todo = [n for n in names if n in cases]
+            groups = batches(todo, cases)
+            for found in pool.map(lambda b: cuda_batch(b, cases, args), [b for b in groups if len(b) > 1]):
+                cuda_results.update({n: v for n, v in found.items() if v[0] <= CUDA_BOUND})
+            alone = [n for n in todo if n not in cuda_results]
+
+            def single(n):
+                try:
+                    return check_cuda(n, cases[n][0], cases[n][2], args)
+                except Exception as e:
+                    return e
+            for n, v in zip(alone, pool.map(single, alone)):
+                cuda_results[n] = v
+            print("CUDA steps: %d cases in %d batched builds, %d alone"
+                  % (len(todo) - len(alone), sum(1 for b in groups if len(b) > 1), len(alone)))
+    print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err",
+                                         "cuda rel  result" if args.cuda_emulation else "result"))
+    for name in names:
+        if True:
+            try:
+                r = results[name]
+                if isinstance(r, Exception):
+                    raise r
+                g, model, rows, analytic = r
+                cuda = cuda_results.get(name) if args.cuda_emulation else None
+                if isinstance(cuda, Exception):
+                    raise cuda
             except Exception as e:  # a failed build, compile or run is a failure
                 msg = str(e) if isinstance(e, RuntimeError) else (
                     traceback.format_exc() if args.verbose else "%s: %s" % (type(e).__name__, e))
