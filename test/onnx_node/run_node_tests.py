@@ -408,6 +408,100 @@ def run_numeric(tcc, tcc_run, test, timeout, target="cpu"):
         return 0, ""
 
 
+# Numeric mode compiles tests in batches of up to NUMERIC_BATCH (one step
+# library for the tests' graphs side by side, every name prefixed: a build's
+# fixed cost dwarfs a node test's); a test its batch does not pass (the
+# batch fails to build or run, or the test's outputs differ) runs alone,
+# and that run decides. Tests in the xfail file, and tests with
+# initializers (which make a step train), always run alone.
+NUMERIC_BATCH = 24
+
+
+def batchable(test, model):
+    return not model.graph.initializer and len(model.graph.output) > 0
+
+
+def run_numeric_batch(tcc, tcc_run, tests, timeout, target="cpu"):
+    """Tests compiled and run as one step: {test name: (0, "")} for those
+    whose outputs all match; the others are left out."""
+    with tempfile.TemporaryDirectory(prefix="tcc_node_batch_") as tmp:
+        try:
+            models = []
+            for k, t in enumerate(tests):
+                path = t.model_path
+                if t.constants:
+                    path = os.path.join(tmp, "%d.onnx" % k)
+                    rewrite_model(t, path)
+                models.append(onnx.compose.add_prefix(onnx.load(path), "t%d." % k))
+            graph = onnx.helper.make_graph(
+                [n for m in models for n in m.graph.node], "batch",
+                [i for m in models for i in m.graph.input],
+                [o for m in models for o in m.graph.output])
+            merged = onnx.helper.make_model(graph, opset_imports=list(models[0].opset_import))
+            merged.ir_version = max(m.ir_version for m in models)
+            model_path = os.path.join(tmp, "batch.onnx")
+            onnx.save(merged, model_path)
+        except Exception:  # noqa: BLE001 - the tests run alone
+            return {}
+        step = os.path.join(tmp, "step.so")
+        rc, _ = run_cmd([tcc] + TARGET_FLAGS[target] + [model_path, "-o", step], timeout)
+        if rc != 0:
+            return {}
+        feed_dir, out_dir = os.path.join(tmp, "feed"), os.path.join(tmp, "out")
+        try:
+            os.mkdir(feed_dir)
+            for k, t in enumerate(tests):
+                data_dir = os.path.join(os.path.dirname(t.model_path), "test_data_set_0")
+                const_names = {n for n, _ in t.constants}
+                for j, vi in enumerate(onnx.load(t.model_path, load_external_data=False).graph.input):
+                    if vi.name in const_names:
+                        continue
+                    arr = as_declared(load_tensor(os.path.join(data_dir, "input_%d.pb" % j)), vi)
+                    if arr.dtype.kind == "f":
+                        arr = arr.astype(numpy.float32)
+                    numpy.save(os.path.join(feed_dir, npy_name("t%d.%s" % (k, vi.name))), arr)
+        except Exception:  # noqa: BLE001
+            return {}
+        rc, _ = run_cmd([tcc_run, step, "--feed", feed_dir, "--grads-only", "--dump", out_dir], timeout)
+        if rc != 0:
+            return {}
+        passed = {}
+        for k, t in enumerate(tests):
+            data_dir = os.path.join(os.path.dirname(t.model_path), "test_data_set_0")
+            try:
+                ok = True
+                for j, vi in enumerate(onnx.load(t.model_path, load_external_data=False).graph.output):
+                    expected = as_declared(load_tensor(os.path.join(data_dir, "output_%d.pb" % j)), vi)
+                    path = os.path.join(out_dir, "outputs", npy_name("t%d.%s" % (k, vi.name)))
+                    if not os.path.isfile(path) or compare_output(vi.name, numpy.load(path), expected,
+                                                                  *TOLERANCES[target]):
+                        ok = False
+                        break
+            except Exception:  # noqa: BLE001
+                ok = False
+            if ok:
+                passed[t.name] = (0, "")
+        return passed
+
+
+def numeric_batches(tests, xfail):
+    """The tests that may share a step, in groups of one opset."""
+    groups = {}
+    for t in tests:
+        if t.name in xfail:
+            continue
+        try:
+            model = onnx.load(t.model_path, load_external_data=False)
+        except Exception:  # noqa: BLE001
+            continue
+        if batchable(t, model):
+            groups.setdefault(t.opset, []).append(t)
+    out = []
+    for g in groups.values():
+        out += [g[i:i + NUMERIC_BATCH] for i in range(0, len(g), NUMERIC_BATCH)]
+    return [b for b in out if len(b) > 1]
+
+
 def classify(rc, listed):
     if rc is None or rc not in (0, 1):
         return "CRASH"
@@ -523,11 +617,20 @@ def main(argv=None):
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         if args.numeric:
             tcc_run = os.path.abspath(args.tcc_run)
-            futures = [pool.submit(run_numeric, tcc, tcc_run, t, args.timeout, args.target)
-                       for t in tests]
+            done = {}
+            groups = numeric_batches(tests, xfail)
+            for found in pool.map(lambda b: run_numeric_batch(tcc, tcc_run, b, args.timeout, args.target),
+                                  groups):
+                done.update(found)
+            alone = [t for t in tests if t.name not in done]
+            futures = {t.name: pool.submit(run_numeric, tcc, tcc_run, t, args.timeout, args.target)
+                       for t in alone}
+            results = [done[t.name] if t.name in done else futures[t.name].result() for t in tests]
+            print("numeric: %d tests passed in %d batched steps, %d run alone"
+                  % (len(done), len(groups), len(alone)))
         else:
             futures = [pool.submit(run_one, tcc, t, args.timeout) for t in tests]
-        results = [f.result() for f in futures]
+            results = [f.result() for f in futures]
 
     counts = {k: 0 for k in ("PASS", "XFAIL", "FAIL", "XPASS", "CRASH")}
     per_op = {op: {"tests": 0, "PASS": 0, "XFAIL": 0, "bad": 0} for op in SUPPORTED_OPS}
