@@ -295,7 +295,8 @@ const char *const kUsage =
     "`output <name> <dtype> [dims]` line per output. A\n"
     "--target=cuda step then adds `device peak P GiB (arena A GiB, budget B\n"
     "GiB, device D GiB)`, the measured device memory, with a warning if it\n"
-    "exceeds the budget the step was compiled for.\n"
+    "exceeds the budget the step was compiled for (and, for a step built\n"
+    "with tcc --offload, `; pinned host buffer H`).\n"
     "Errors exit with code 1 and a `tcc-run: error: ` message, before\n"
     "training where the problem can be known then.\n";
 
@@ -1348,7 +1349,10 @@ void reportDeviceMemory(const Step &step, uint64_t *peakOut = nullptr) {
                      formatBytes(info.arena_bytes) + ", " +
                      (info.mem_budget ? "budget " + formatBytes(info.mem_budget)
                                       : std::string("no budget")) +
-                     (total ? ", device " + formatBytes(total) : "") + ")";
+                     (total ? ", device " + formatBytes(total) : "") + ")" +
+                     (info.host_bytes ? "; pinned host buffer " + formatBytes(info.host_bytes) +
+                                            " (tcc --offload: updated on the host)"
+                                      : std::string());
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
   if (info.mem_budget && peak > info.mem_budget)

@@ -25,8 +25,10 @@
 //              with accumulators on the host (tcc --offload=all): the
 //              micro-step copies each gradient down on `down` as its op is
 //              queued (host_grad_copy in step_host.h) and waits for the copy
-//              one op later; when it ends, the host adds the copies into the
-//              accumulators in the order they were queued.
+//              one op later; when it ends, a host thread adds the copies
+//              into the accumulators in the order they were queued, while
+//              the next micro-step runs up to its first copy (join():
+//              before anything reads the accumulators or the staging).
 //
 // In the CUDA emulation, TCC_CUDA_EMU_STREAMS=deferred runs the copies as
 // late as the events allow, so a missing wait shows as stale gradients or
@@ -43,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <thread>
 #include <vector>
 
 namespace tcc::cuda::host {
@@ -83,6 +86,14 @@ struct HostTier {
   int threads = 1;
   std::vector<HostGradCopy> copies;
   bool copies_pending = false; // copies queued since the last accumulate()
+  std::thread adder;           // adds the last micro-step's copies (no CUDA calls)
+
+  /// Waits for the adder: before anything reads the accumulators or
+  /// overwrites the staging.
+  void join() {
+    if (adder.joinable())
+      adder.join();
+  }
 
   bool active() const { return buffer != nullptr; }
 
@@ -129,8 +140,11 @@ struct HostTier {
     return cudaSuccess;
   }
 
-  /// Queues copy k of the gradient at `src`, behind the work on `compute`.
+  /// Queues copy k of the gradient at `src`, behind the work on `compute`
+  /// (once the adder is done with the staging: the host add of one
+  /// micro-step overlaps the device's work on the next up to its first copy).
   cudaError_t copy_grad(int k, const void *src, cudaStream_t compute) {
+    join();
     HostGradCopy &c = copies[static_cast<size_t>(k)];
     cudaError_t e;
     if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess ||
@@ -146,14 +160,21 @@ struct HostTier {
     return cudaStreamWaitEvent(compute, copies[static_cast<size_t>(k)].done, 0);
   }
 
-  /// After a micro-step: waits for its copies and adds each into its
-  /// accumulator, in the order they were queued (as the device adds them).
+  /// After a micro-step: waits for its copies, then starts the adder, which
+  /// adds each into its accumulator in the order they were queued (as the
+  /// device adds them) while the caller goes on to the next micro-step.
   cudaError_t accumulate() {
     if (!copies_pending)
       return cudaSuccess;
     copies_pending = false;
     if (cudaError_t e = cudaStreamSynchronize(down))
       return e;
+    join();
+    adder = std::thread([this] { add_copies(); });
+    return cudaSuccess;
+  }
+
+  void add_copies() {
     for (const HostGradCopy &c : copies) {
       tcc::host::OptTensor t{c.acc, static_cast<float *>(c.staging), nullptr, nullptr,
                              static_cast<uint16_t *>(c.staging), c.n, 0.0f};
@@ -167,11 +188,11 @@ struct HostTier {
             x.p[i] += x.g[i];
       });
     }
-    return cudaSuccess;
   }
 
   /// The host accumulators' sum of squares (the gradient norm's share).
-  double grad_sum_squares() const {
+  double grad_sum_squares() {
+    join();
     double sq = 0.0;
     for (const HostRow &r : rows)
       if (r.grad_on_host)
@@ -182,6 +203,7 @@ struct HostTier {
 
   /// Zeroes the host accumulators.
   void zero_grads() {
+    join();
     for (const HostRow &r : rows)
       if (r.grad_on_host)
         std::memset(r.g, 0, sizeof(float) * static_cast<size_t>(r.n));
@@ -204,6 +226,7 @@ struct HostTier {
   }
 
   void close() {
+    join();
     if (down)
       cudaStreamSynchronize(down);
     if (up)
@@ -304,6 +327,7 @@ struct HostTier {
   /// the step's constants). Returns once the new fp16 weights are on the
   /// device and the device accumulators are zeroed.
   template <class Body> cudaError_t update(cudaStream_t compute, Body body) {
+    join();
     const std::vector<Chunk> cs = chunks();
     cudaError_t e;
     if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess)

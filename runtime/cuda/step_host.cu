@@ -436,6 +436,7 @@ TCC_EXPORT int tcc_step_host_copy_in(void *arena, uint64_t offset, const void *s
     std::snprintf(err, err_len, "copy outside the step's host buffer");
     return 1;
   }
+  g_host.join();
   std::memcpy(g_host.buffer + offset, src, bytes);
   for (int i = 0; i < info.num_params; ++i)
     if (info.params[i].location == TCC_LOCATION_HOST && offset < info.params[i].offset + info.params[i].bytes &&
@@ -451,6 +452,7 @@ TCC_EXPORT int tcc_step_host_copy_out(const void *arena, uint64_t offset, void *
     std::snprintf(err, err_len, "copy outside the step's host buffer");
     return 1;
   }
+  g_host.join();
   std::memcpy(dst, g_host.buffer + offset, bytes);
   return 0;
 }

@@ -169,7 +169,8 @@ def equal_runs(dev, host, out, steps, *more):
 def adamw_case():
     dev = build("demo-dev", DEMO)
     host = build("demo-host", DEMO, "--offload=optimizer", "--host-budget=1G")
-    ref, _, losses = equal_runs(dev, host, os.path.join(ARGS.workdir, "adamw"), 3)
+    ref, log, losses = equal_runs(dev, host, os.path.join(ARGS.workdir, "adamw"), 3)
+    require("pinned host buffer" in log, "tcc-run does not report the host buffer: %r" % log[-300:])
     return "%d files (parameters, AdamW state, losses %s) equal byte for byte" % (
         len(ref), " ".join("%.4f" % x for x in losses[::2]))
 
