@@ -596,6 +596,8 @@ void PlanWriter::write(bool nested, double xOffset) {
   out += " font-family=\"" + std::string(kFont) + "\"";
   out += " data-planned-peak=\"" + integer(plan.plannedPeak) + "\"";
   out += " data-budget=\"" + integer(plan.budget) + "\"";
+  if (plan.hostBytes > 0)
+    out += " data-host-bytes=\"" + integer(plan.hostBytes) + "\"";
   out += " data-peak-op=\"";
   if (a.peakOp >= 0)
     appendEscaped(out, plan.ops[a.peakOp]);
@@ -641,6 +643,11 @@ void PlanWriter::writeHeader() {
              bytesText(plan.plannedPeak - plan.budget) + "</tspan>)";
   } else {
     out += " · no budget";
+  }
+  if (plan.hostBytes > 0) {
+    out += " · <tspan><title>";
+    appendEscaped(out, "pinned host memory (tcc --offload), not on the device: " + plan.hostNote);
+    out += "</title>host " + bytesText(plan.hostBytes) + "</tspan>";
   }
   out += " · " + grouped(static_cast<int64_t>(plan.ops.size())) + " ops · " +
          grouped(static_cast<int64_t>(plan.values.size())) + " temporaries";

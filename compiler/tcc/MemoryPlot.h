@@ -40,6 +40,10 @@ struct PlannedValue {
 struct MemoryPlan {
   std::string title;  // e.g. "model.onnx, --mem-budget=3G, cuda"
   int64_t budget = 0; // --mem-budget in bytes; 0: none
+  /// The pinned host memory of tcc --offload (not on the device, so not in
+  /// the plot's areas): its bytes, and what it holds in words; 0: none.
+  int64_t hostBytes = 0;
+  std::string hostNote; // e.g. "master weights and optimizer state of 28 parameters"
   /// Fixed categories, in the order they are stacked (bottom first). Their
   /// sum plus temporariesRegion is plannedPeak.
   std::vector<FixedCategory> fixed;

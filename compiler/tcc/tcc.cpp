@@ -557,6 +557,15 @@ static tcc::plot::MemoryPlan plotData(func::FuncOp func, int64_t floatBytes,
   tcc::plot::MemoryPlan plan;
   plan.title = title.str();
   plan.budget = budget;
+  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func); tiers && layout.getHostBytes() > 0) {
+    plan.hostBytes = layout.getHostBytes();
+    plan.hostNote = "master weights and optimizer state of " +
+                    std::to_string(tiers.getHostState().size()) + " parameters" +
+                    (tiers.getHostGrads().empty()
+                         ? std::string()
+                         : ", gradient accumulators of " +
+                               std::to_string(tiers.getHostGrads().size()));
+  }
   const bool mixed = floatBytes == tcc::kMixedPrecision;
   plan.fixed = {
       {"parameters", mixed ? "parameters (fp32 masters)" : "parameters", layout.getParamBytes()},
