@@ -429,13 +429,19 @@ TCC_EXPORT int tcc_step_copy_in(void *arena, uint64_t offset, const void *src, u
 
 // The host buffer is plain pinned memory: the copies are memcpy, after the
 // host update that last wrote it (tcc_step_apply returns once it is done).
+static bool host_range_ok(const void *arena, uint64_t offset, uint64_t bytes, char *err, uint64_t err_len) {
+  const uint64_t size = desc().info->host_bytes;
+  if (arena && arena == g_arena && g_host.active() && offset <= size && bytes <= size - offset)
+    return true;
+  std::snprintf(err, err_len, "copy outside the step's host buffer");
+  return false;
+}
+
 TCC_EXPORT int tcc_step_host_copy_in(void *arena, uint64_t offset, const void *src, uint64_t bytes, char *err,
                                      uint64_t err_len) {
   const tcc_step_info &info = *desc().info;
-  if (!arena || arena != g_arena || !g_host.active() || offset > info.host_bytes || bytes > info.host_bytes - offset) {
-    std::snprintf(err, err_len, "copy outside the step's host buffer");
+  if (!host_range_ok(arena, offset, bytes, err, err_len))
     return 1;
-  }
   g_host.join();
   std::memcpy(g_host.buffer + offset, src, bytes);
   for (int i = 0; i < info.num_params; ++i)
@@ -447,11 +453,8 @@ TCC_EXPORT int tcc_step_host_copy_in(void *arena, uint64_t offset, const void *s
 
 TCC_EXPORT int tcc_step_host_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err,
                                       uint64_t err_len) {
-  const tcc_step_info &info = *desc().info;
-  if (!arena || arena != g_arena || !g_host.active() || offset > info.host_bytes || bytes > info.host_bytes - offset) {
-    std::snprintf(err, err_len, "copy outside the step's host buffer");
+  if (!host_range_ok(arena, offset, bytes, err, err_len))
     return 1;
-  }
   g_host.join();
   std::memcpy(dst, g_host.buffer + offset, bytes);
   return 0;

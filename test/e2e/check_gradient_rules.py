@@ -981,11 +981,11 @@ def main():
         cuda_results = {}
         if args.cuda_emulation:
             cases = {n: (r[0], r[1], r[3]) for n, r in results.items() if not isinstance(r, Exception)}
-            todo = [n for n in names if n in cases]
-            groups = batches(todo, cases)
+            pending = [n for n in names if n in cases]
+            groups = batches(pending, cases)
             for found in pool.map(lambda b: cuda_batch(b, cases, args), [b for b in groups if len(b) > 1]):
                 cuda_results.update({n: v for n, v in found.items() if v[0] <= CUDA_BOUND})
-            alone = [n for n in todo if n not in cuda_results]
+            alone = [n for n in pending if n not in cuda_results]
 
             def single(n):
                 try:
@@ -995,7 +995,7 @@ def main():
             for n, v in zip(alone, pool.map(single, alone)):
                 cuda_results[n] = v
             print("CUDA steps: %d cases in %d batched builds, %d alone"
-                  % (len(todo) - len(alone), sum(1 for b in groups if len(b) > 1), len(alone)))
+                  % (len(pending) - len(alone), sum(1 for b in groups if len(b) > 1), len(alone)))
     print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err",
                                          "cuda rel  result" if args.cuda_emulation else "result"))
     for name in names:
