@@ -7,10 +7,12 @@ For each test model (test/models/export_models.py, the models
 check_gradients.py checks on the CPU target, and wide_rows):
   1. export it and compile it with `tcc --target=cuda -o step.so` (nvcc);
   2. load the library (ctypes) and check its step table: target "cuda", a
-     device arena, ABI 5, every parameter with a gradient accumulator;
+     device arena, ABI 7, every parameter with a gradient accumulator;
   3. without a GPU: `tcc-run step.so --grads-only` must fail with exit code 1
      and a message naming the CUDA error (cudaErrorInsufficientDriver or
      cudaErrorNoDevice), never a crash.
+Then the bundled tiny GPT with --offload=all (master weights, optimizer state
+and accumulators in host memory): it builds with nvcc and its tables say so.
 With --payload DIR it also prepares what bench/gpu/run.sh checks on the GPU
 machine: DIR/steps/<model>.so, DIR/feeds/<model>/ and DIR/ref/<model>/ (the
 CPU target's loss and gradients for the same batch, from tcc-run --dump).
@@ -24,6 +26,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 sys.path.insert(0, HERE)
 import export_models  # noqa: E402
@@ -121,6 +124,41 @@ def check(name, args, have_gpu):
     return info.arena_bytes, problems
 
 
+def check_offload(args, have_gpu):
+    """The bundled tiny GPT built by nvcc with every parameter's master
+    weights, optimizer state and gradient accumulator in host memory (tcc
+    --offload=all): the host tier's CUDA code (runtime/cuda/host_tier.cuh,
+    the micro-step's gradient copies) compiles for a GPU, and the step's
+    tables put those tensors in the host buffer."""
+    work = os.path.join(args.workdir, "offload")
+    os.makedirs(work, exist_ok=True)
+    so = os.path.join(work, "step-cuda.so")
+    model = os.path.join(ROOT, "examples", "tiny_gpt_opset17.onnx")
+    run([args.tcc, model, "--target=cuda", "--offload=all", "--host-budget=1G", "-o", so])
+    lib = ctypes.CDLL(so)
+    lib.tcc_step_get_info.restype = ctypes.POINTER(Info)
+    info = lib.tcc_step_get_info().contents
+    problems = []
+    if info.abi_version != 7 or info.host_bytes == 0:
+        problems.append("abi_version %d, host_bytes %d" % (info.abi_version, info.host_bytes))
+    tables = (("parameter", info.params, info.num_params), ("gradient", info.grads, info.num_params),
+              ("state", info.state, info.num_state))
+    for kind, t, n in tables:
+        off = [t[i].name for i in range(n) if t[i].bytes and t[i].location != 1]
+        if off:
+            problems.append("%s tensors outside the host buffer: %s" % (kind, off[:3]))
+    for sym in ("tcc_step_host_copy_in", "tcc_step_host_copy_out"):
+        if not hasattr(lib, sym):
+            problems.append("no " + sym)
+    if not have_gpu:
+        r = run([args.tcc_run, so, "--feed", os.path.join(ROOT, "examples", "tiny_gpt_opset17.feed"),
+                 "--steps", "1"], check=False)
+        if r.returncode != 1 or "cudaErrorInsufficientDriver" not in r.stdout and \
+                "cudaErrorNoDevice" not in r.stdout:
+            problems.append("tcc-run without a GPU: exit %d, %r" % (r.returncode, r.stdout[-300:]))
+    return info.host_bytes, problems
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tcc", required=True)
@@ -144,6 +182,15 @@ def main():
             print("    " + pr)
         passed += not problems
         failed += bool(problems)
+    try:
+        host, problems = check_offload(args, have_gpu)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        host, problems = 0, [str(e)]
+    print("%-18s %14s  %s" % ("offload (host)", "%d" % host, "ok" if not problems else "FAIL"))
+    for pr in problems:
+        print("    " + pr)
+    passed += not problems
+    failed += bool(problems)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
