@@ -61,9 +61,12 @@ static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
   if (isCuda(step) && options.cudaEmulation)
     return {"-std=c++17", "-O2", "-fno-strict-aliasing", "-DTCC_CUDA_EMU", "-x", "c++",
             "-I", "emu", "-I", ".", "-fPIC", "-fvisibility=hidden"};
+  // -fno-math-errno: std::sqrt's errno path keeps the host compiler from
+  // vectorising the host update's loops (runtime/host_optimizer.h; the
+  // results are the same, nothing reads errno): bench/host_optimizer.py.
   if (isCuda(step))
     return {"-std=c++17", "-O3", "-arch=sm_" + options.cudaArch, "-diag-suppress=177,550",
-            "-Xcompiler", "-fPIC,-fvisibility=hidden", "-I", "."};
+            "-Xcompiler", "-fPIC,-fvisibility=hidden,-fno-math-errno", "-I", "."};
   // -O3, not -O2: the reference GEMM's inner loops are vectorized and
   // unrolled, 30% faster on the fusion benchmark's larger GPT, and no longer
   // 25% slower or faster depending on where the rest of the step's code puts

@@ -12,8 +12,11 @@
 // rounding of it on a GPU, whose compiler does.
 //
 // The work is split into chunks of kHostChunk elements over `threads` threads;
-// the inner loops have no branches on the data, so the compiler vectorises
-// them.
+// the inner loops have no branches on the data (float_to_half_rn selects,
+// it does not branch), so the compiler vectorises them where math errno is
+// off (-fno-math-errno: std::sqrt's errno path is a branch; a CUDA step's
+// host code is built so), with an AVX2 clone on x86-64
+// (bench/host_optimizer.py).
 //
 // Header-only, without CUDA: the CUDA step's host code and the unit test
 // (test/runtime/cuda_kernels_test.cu, test_optim) include it.
@@ -48,31 +51,35 @@ inline constexpr int64_t kHostChunk = 16384;
 
 /// `f` as IEEE binary16 bits, rounded to nearest even (as __float2half_rn):
 /// overflow to infinity from 65520 up, subnormals rounded, NaN kept quiet.
+/// Every case is computed and one selected, without branches, so that the
+/// loops that call it vectorise.
 inline uint16_t float_to_half_rn(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  uint32_t a = x & 0x7fffffffu;
-  if (a >= 0x7f800000u) // infinity, or NaN (quiet, payload dropped)
-    return sign | (a > 0x7f800000u ? 0x7e00u : 0x7c00u);
-  if (a >= 0x477ff000u) // 65520 and up: past the largest half, 65504
-    return sign | 0x7c00u;
-  if (a < 0x38800000u) {
-    // Below 2^-14: a half subnormal (or zero). Adding 0.5 puts the value's
-    // bits at the float's ulp 2^-24, the half subnormals' spacing, so the
-    // float addition rounds to nearest even; the low bits are the result.
-    float v;
-    std::memcpy(&v, &a, 4);
-    v += 0.5f;
-    uint32_t r;
-    std::memcpy(&r, &v, 4);
-    return sign | static_cast<uint16_t>(r - 0x3f000000u);
-  }
-  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits to
-  // nearest, ties to the even mantissa.
-  const uint32_t odd = (a >> 13) & 1u;
-  a += 0xc8000fffu + odd;
-  return sign | static_cast<uint16_t>(a >> 13);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t a = x & 0x7fffffffu;
+  // Normal: rebias the exponent (127 -> 15) and round the 13 dropped bits
+  // to nearest, ties to the even mantissa.
+  const uint32_t normal = (a + 0xc8000fffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14: a half subnormal (or zero). Adding 0.5 puts the value's
+  // bits at the float's ulp 2^-24, the half subnormals' spacing, so the
+  // float addition rounds to nearest even; the low bits are the result.
+  float v;
+  std::memcpy(&v, &a, 4);
+  v += 0.5f;
+  uint32_t r;
+  std::memcpy(&r, &v, 4);
+  const uint32_t subnormal = r - 0x3f000000u;
+  // Infinity, or NaN (quiet, payload dropped).
+  const uint32_t special = 0x7c00u | (static_cast<uint32_t>(a > 0x7f800000u) << 9);
+  auto pick = [](uint32_t cond, uint32_t yes, uint32_t no) { // cond 0 or 1, as a mask
+    const uint32_t m = 0u - cond;
+    return (yes & m) | (no & ~m);
+  };
+  uint32_t h = pick(a < 0x38800000u, subnormal, normal);
+  h = pick(a >= 0x477ff000u, 0x7c00u, h); // 65520 and up: past the largest half, 65504
+  h = pick(a >= 0x7f800000u, special, h);
+  return static_cast<uint16_t>(sign | (h & 0xffffu));
 }
 
 /// IEEE binary16 bits as a float (exact, as __half2float).
@@ -137,8 +144,22 @@ inline SgdConstants sgd_constants(double lr, double momentum, bool nesterov, int
           nesterov, step == 1};
 }
 
+/// x86-64 hosts: each chunk loop is compiled for AVX2 besides the baseline,
+/// and the loader picks AVX2 where the CPU has it (GCC's target_clones).
+/// Not AVX-512 and not FMA: both let GCC contract a*b + c into one rounding
+/// where the compile mode allows it (GNU C++ does), and every clone must
+/// compute the device's bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#define TCC_HOST_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TCC_HOST_CLONES
+#endif
+
 /// Elements [begin, end) of `t`: adamw_kernel's loop body.
-inline void adamw_range(const OptTensor &t, int64_t begin, int64_t end, const AdamConstants &a) {
+/// Elements [begin, end) of `t`: adamw_kernel's loop body, then the fp16
+/// copy (a second pass: one loop of both does not vectorise as well, 49 ms
+/// against 40 for 16M elements on one core, bench/host_optimizer.py).
+TCC_HOST_CLONES inline void adamw_range(const OptTensor &t, int64_t begin, int64_t end, const AdamConstants &a) {
   const float decay = static_cast<float>(1.0 - a.lr * static_cast<double>(t.weight_decay));
   float *__restrict p = t.p, *__restrict g = t.g, *__restrict m = t.s0, *__restrict v = t.s1;
   for (int64_t i = begin; i < end; ++i) {
@@ -153,13 +174,13 @@ inline void adamw_range(const OptTensor &t, int64_t begin, int64_t end, const Ad
     v[i] = vi;
     g[i] = 0.0f;
   }
-  if (t.p16)
+  if (uint16_t *__restrict h = t.p16)
     for (int64_t i = begin; i < end; ++i)
-      t.p16[i] = float_to_half_rn(p[i]);
+      h[i] = float_to_half_rn(p[i]);
 }
 
 /// Elements [begin, end) of `t`: sgd_kernel's loop body.
-inline void sgd_range(const OptTensor &t, int64_t begin, int64_t end, const SgdConstants &a) {
+TCC_HOST_CLONES inline void sgd_range(const OptTensor &t, int64_t begin, int64_t end, const SgdConstants &a) {
   const float wd = t.weight_decay;
   for (int64_t i = begin; i < end; ++i) {
     float p = t.p[i];
