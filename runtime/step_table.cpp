@@ -126,4 +126,21 @@ std::string checkInfo(const tcc_step_info &info) {
   return "";
 }
 
+MirrorTables::MirrorTables(const tcc_step_info &step) : info(step) {
+  auto place = [&](const tcc_tensor_desc *t, int32_t n, std::vector<tcc_tensor_desc> &out) {
+    if (!t || n <= 0)
+      return t;
+    out.assign(t, t + n);
+    for (tcc_tensor_desc &d : out)
+      if (d.location == TCC_LOCATION_HOST)
+        d.offset += step.arena_bytes;
+    return static_cast<const tcc_tensor_desc *>(out.data());
+  };
+  info.params = place(step.params, step.num_params, params);
+  info.grads = place(step.grads, step.num_params, grads);
+  info.inputs = place(step.inputs, step.num_inputs, inputs);
+  info.outputs = place(step.outputs, step.num_outputs, outputs);
+  info.state = place(step.state, step.num_state, state);
+}
+
 } // namespace tcc::step

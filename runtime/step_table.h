@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tcc::step {
 
@@ -44,6 +45,19 @@ std::string checkDesc(const tcc_step_info &info, const tcc_tensor_desc &d, const
 /// Checks every table of `info` (see the file comment). Returns "" or the
 /// first thing that is wrong.
 std::string checkInfo(const tcc_step_info &info);
+
+/// A step's tables as the runtime's host mirror lays them out when the step
+/// has a host buffer (tcc --offload): the mirror holds the arena and, after
+/// it, the host buffer, so a TCC_LOCATION_HOST tensor's offset becomes
+/// arena_bytes + its offset there (its location stays, for the copies).
+/// `info` points into the vectors; the object is not copied or moved.
+struct MirrorTables {
+  tcc_step_info info;
+  std::vector<tcc_tensor_desc> params, grads, inputs, outputs, state;
+  explicit MirrorTables(const tcc_step_info &step);
+  MirrorTables(const MirrorTables &) = delete;
+  MirrorTables &operator=(const MirrorTables &) = delete;
+};
 
 } // namespace tcc::step
 

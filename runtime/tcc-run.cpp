@@ -481,39 +481,17 @@ struct Step {
   // Steps with a host buffer (tcc --offload) only.
   CopyInFn hostCopyIn = nullptr;
   CopyOutFn hostCopyOut = nullptr;
-  /// The tables as tcc-run sees them when the step has a host buffer: the
-  /// host mirror holds the arena and, after it, the host buffer, so a
-  /// TCC_LOCATION_HOST tensor's offset is arena_bytes + its offset there.
-  /// `info` points into it.
-  struct MirrorView {
-    tcc_step_info info;
-    std::vector<tcc_tensor_desc> params, grads, inputs, outputs, state;
-  };
-  std::shared_ptr<MirrorView> view;
+  /// The tables in the host mirror's layout when the step has a host
+  /// buffer (tcc::step::MirrorTables); `info` then points into it.
+  std::shared_ptr<const tcc::step::MirrorTables> view;
   /// The host mirror's bytes: the arena and the host buffer.
   uint64_t mirrorBytes() const { return info->arena_bytes + info->host_bytes; }
 };
 
-/// The step's tables with host-buffer tensors placed after the arena (the
-/// host mirror's layout; Step::MirrorView).
+/// The step's tables with host-buffer tensors placed after the arena.
 void makeMirrorView(Step &step) {
-  auto v = std::make_shared<Step::MirrorView>();
-  v->info = *step.info;
-  auto place = [&](const tcc_tensor_desc *t, int32_t n, std::vector<tcc_tensor_desc> &out) {
-    out.assign(t, t + std::max<int32_t>(n, 0));
-    for (tcc_tensor_desc &d : out)
-      if (d.location == TCC_LOCATION_HOST)
-        d.offset += step.info->arena_bytes;
-    return out.empty() ? t : out.data();
-  };
-  v->info.params = place(step.info->params, step.info->num_params, v->params);
-  if (step.info->grads)
-    v->info.grads = place(step.info->grads, step.info->num_params, v->grads);
-  v->info.inputs = place(step.info->inputs, step.info->num_inputs, v->inputs);
-  v->info.outputs = place(step.info->outputs, step.info->num_outputs, v->outputs);
-  v->info.state = place(step.info->state, step.info->num_state, v->state);
-  step.view = v;
-  step.info = &v->info;
+  step.view = std::make_shared<const tcc::step::MirrorTables>(*step.info);
+  step.info = &step.view->info;
 }
 
 /// '/' in a tensor name becomes '_' in its file name.
