@@ -322,16 +322,22 @@ struct HostTier {
     return cudaEventRecord(got[s], down);
   }
 
-  /// The optimizer step of every host row, after the gradients on `compute`
-  /// are complete; `body(t)` updates one chunk (tcc::host::adamw or sgd with
-  /// the step's constants). Returns once the new fp16 weights are on the
-  /// device and the device accumulators are zeroed.
-  template <class Body> cudaError_t update(cudaStream_t compute, Body body) {
+  /// Orders the gradient downloads of update() after the work queued on
+  /// `compute` so far (the gradients): called before the device update of
+  /// the other rows is queued, so that the two run at once.
+  cudaError_t after(cudaStream_t compute) {
+    cudaError_t e = cudaEventRecord(ready, compute);
+    return e == cudaSuccess ? cudaStreamWaitEvent(down, ready, 0) : e;
+  }
+
+  /// The optimizer step of every host row, its gradient downloads ordered by
+  /// after(); `body(t)` updates one chunk (tcc::host::adamw or sgd with the
+  /// step's constants). Returns once the new fp16 weights are on the device
+  /// and the device accumulators are zeroed.
+  template <class Body> cudaError_t update(Body body) {
     join();
     const std::vector<Chunk> cs = chunks();
     cudaError_t e;
-    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess)
-      return e;
     for (size_t k = 0; k < cs.size() && k < 2; ++k)
       if ((e = fetch(cs[k], static_cast<int>(k))) != cudaSuccess)
         return e;

@@ -583,7 +583,13 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
     cudaMemcpyAsync(g_table, g_rows.data(), sizeof(ApplyTensor) * nd, cudaMemcpyHostToDevice, stream());
   const double mult = clip * unscale;
   // The device's rows on the step's stream; the host's, meanwhile, on the
-  // host (host_tier.cuh), with the same constants.
+  // host (host_tier.cuh), with the same constants: their gradients come
+  // down from here, not after the device update.
+  if (!g_host.rows.empty())
+    if (cudaError_t e = g_host.after(stream())) {
+      std::fprintf(stderr, "tcc step: apply: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+      return 5;
+    }
   if (nd && d.adamw)
     adamw_multi(g_table, g_chunks, nd, g_nchunks, a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
   else if (nd)
@@ -595,11 +601,11 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
     cudaError_t e;
     if (d.adamw) {
       const tcc::host::AdamConstants c = tcc::host::adam_constants(a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
-      e = g_host.update(stream(), [&](const tcc::host::OptTensor &t) { tcc::host::adamw(&t, 1, c, threads); });
+      e = g_host.update([&](const tcc::host::OptTensor &t) { tcc::host::adamw(&t, 1, c, threads); });
     } else {
       const tcc::host::SgdConstants c =
           tcc::host::sgd_constants(a->lr, a->momentum, a->nesterov != 0, a->step, mult);
-      e = g_host.update(stream(), [&](const tcc::host::OptTensor &t) { tcc::host::sgd(&t, 1, c, threads); });
+      e = g_host.update([&](const tcc::host::OptTensor &t) { tcc::host::sgd(&t, 1, c, threads); });
     }
     if (e != cudaSuccess) {
       std::fprintf(stderr, "tcc step: apply: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
