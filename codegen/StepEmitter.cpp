@@ -2376,6 +2376,17 @@ FailureOr<EmittedStep> Emitter::run() {
   // Arguments: parameters, then inputs, each in its arena slot.
   os << "  char *arena = static_cast<char *>(arena_);\n";
   ArrayRef<int64_t> shadowSlots = layout.getShadows().asArrayRef();
+  // The fp16 working copy of argument `arg` at arena offset `at`, declared
+  // in the body.
+  auto shadowBuffer = [&](Value arg, int64_t at) {
+    Buffer sb;
+    sb.name = "v" + std::to_string(nextId++);
+    sb.type = "__half";
+    sb.offset = at;
+    sb.bytes = tensor(arg).getNumElements() * 2;
+    os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset << "ULL);\n";
+    return sb;
+  };
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     Value arg = func.getArgument(i);
     if (auto host = hostOffsets.find(arg); host != hostOffsets.end()) {
@@ -2386,19 +2397,12 @@ FailureOr<EmittedStep> Emitter::run() {
       if (!cuda || i >= shadowSlots.size() || shadowSlots[i] < 0)
         return func.emitError("parameter ")
                << n << " keeps its master weights in host memory but has no fp16 working copy";
-      int64_t elements = tensor(arg).getNumElements();
       uint64_t bytes = bufferBytes(tensor(arg), 4);
       params.push_back(descriptor(n.getValue(), arg, host->second, bytes, /*onHost=*/true));
       step.params.push_back(n.getValue().str());
       paramBytes.push_back({arg, bytes});
-      Buffer sb;
-      sb.name = "v" + std::to_string(nextId++);
-      sb.type = "__half";
-      sb.offset = shadowSlots[i];
-      sb.bytes = elements * 2;
-      os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset << "ULL);\n";
-      buffers[arg] = sb;
-      shadowOffsets[arg] = sb.offset;
+      buffers[arg] = shadowBuffer(arg, shadowSlots[i]);
+      shadowOffsets[arg] = shadowSlots[i];
       continue;
     }
     const Buffer &b = define(arg);
@@ -2429,13 +2433,7 @@ FailureOr<EmittedStep> Emitter::run() {
     if (cuda && i < shadowSlots.size() && shadowSlots[i] >= 0) {
       int64_t n = tensor(arg).getNumElements();
       std::string master = buffers.lookup(arg).name;
-      Buffer sb;
-      sb.name = "v" + std::to_string(nextId++);
-      sb.type = "__half";
-      sb.offset = shadowSlots[i];
-      sb.bytes = n * 2;
-      os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset
-         << "ULL);\n";
+      Buffer sb = shadowBuffer(arg, shadowSlots[i]);
       if (func.getArgAttr(i, kParamAttr))
         shadowRefresh += "  refresh_half((__half *)(arena + " +
                          std::to_string(sb.offset) + "ULL), (const float *)(arena + " +
