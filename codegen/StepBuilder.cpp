@@ -166,11 +166,13 @@ mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &op
       link.args.push_back(std::string(unit) + ".o");
     }
   }
+  // -ldl: the fixed half loads NCCL with dlopen (comm.cuh).
   if (options.cudaEmulation)
-    link.args.push_back("-fPIC");
+    for (const char *a : {"-fPIC", "-ldl"})
+      link.args.push_back(a);
   else
     for (std::string a : {"-arch=sm_" + options.cudaArch, std::string("-lcublasLt"),
-                          std::string("-lcudart")})
+                          std::string("-lcudart"), std::string("-ldl")})
       link.args.push_back(a);
   link.log = "link.log";
   commands.push_back(std::move(link));

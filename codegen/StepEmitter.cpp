@@ -2490,6 +2490,29 @@ FailureOr<EmittedStep> Emitter::run() {
         ++p;
       }
   }
+  // Data parallelism (CUDA): right after the last write of each device
+  // accumulator in the body, grad_ready hands it to the gradient
+  // all-reduce, which sums it while the backward pass goes on (comm.cuh).
+  // By parameter: the last op that adds into it, or null (the end).
+  llvm::MapVector<StringRef, std::pair<Operation *, unsigned>> lastWrite;
+  if (cuda)
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+      if (!n || hostGradOffset.count(n.getValue()))
+        continue;
+      Operation *def = gradientAccumulatedAfter(ret.getOperand(i));
+      auto [it, fresh] = lastWrite.insert({n.getValue(), {def, i}});
+      if (!fresh && it->second.first && (!def || it->second.first->isBeforeInBlock(def)))
+        it->second = {def, i};
+    }
+  llvm::DenseMap<Operation *, SmallVector<unsigned>> readyAfter;
+  SmallVector<unsigned> readyAtEnd;
+  for (auto &[name, at] : lastWrite)
+    (at.first ? readyAfter[at.first] : readyAtEnd).push_back(at.second);
+  auto gradReady = [&](unsigned i) {
+    os << "  grad_ready((float *)(arena + " << resultSlots[i] << "ULL), "
+       << tensor(ret.getOperand(i)).getNumElements() << "LL);\n";
+  };
   std::string hostGradRows;
   int numHostGrads = 0;
   SmallVector<std::pair<int, int>> pendingWaits; // (copy, ops to go)
@@ -2530,6 +2553,8 @@ FailureOr<EmittedStep> Emitter::run() {
     // The op's own result, whose bytes the returned value (maybe a view) is.
     for (unsigned i : accumulateAfter.lookup(&op))
       accumulate(i, viewRoot(ret.getOperand(i)));
+    for (unsigned i : readyAfter.lookup(&op))
+      gradReady(i);
     // Views share their operand's buffer and constants are data: nothing
     // runs for them.
     if (isAliasView(&op) || isa<ConstantOp>(op))
@@ -2584,6 +2609,8 @@ FailureOr<EmittedStep> Emitter::run() {
       os << "  std::memcpy(" << slot << ", " << ref(v) << ", " << bytes
          << "ULL);\n";
   }
+  for (unsigned i : readyAtEnd)
+    gradReady(i);
   for (auto &[arg, bytes] : paramBytes) {
     unsigned idx = cast<BlockArgument>(arg).getArgNumber();
     StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();

@@ -167,6 +167,15 @@ std::string World::broadcast(void *buf, uint64_t bytes, int root, const char *wh
   return guarded(what, [&](char *e, uint64_t l) { return api_->bcast(buf, bytes, root, e, l); });
 }
 
+std::string World::watched(const char *what,
+                           const std::function<int(char *err, uint64_t len)> &call) {
+  if (!api_ || size_ == 1) {
+    char err[1024] = {0};
+    return call(err, sizeof err) == 0 ? "" : std::string(what) + " failed: " + err;
+  }
+  return guarded(what, call);
+}
+
 void World::abortWorld(int code) {
   if (api_ && size_ > 1) {
     std::fflush(stdout);

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -63,6 +64,11 @@ public:
   std::string max(int64_t &value, const char *what);
   std::string gather(const float *send, uint64_t n, float *recv, int root, const char *what);
   std::string broadcast(void *buf, uint64_t bytes, int root, const char *what);
+
+  /// Runs `call` (0: done; else its message in err) with the watchdog
+  /// armed, as the collectives above are: for work that waits on the other
+  /// ranks elsewhere (a CUDA step's NCCL calls). Returns "" or the error.
+  std::string watched(const char *what, const std::function<int(char *err, uint64_t len)> &call);
 
   /// Ends every rank with exit code `code` (a failed rank takes the world
   /// down rather than leaving the others waiting). No-op with one rank.

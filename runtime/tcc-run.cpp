@@ -98,7 +98,11 @@ int error(const std::string &msg) {
 void warning(const std::string &msg) {
   std::fflush(stdout);
   endProgressLine();
-  std::fprintf(stderr, "tcc-run: warning: %s\n", msg.c_str());
+  if (gWorld.parallel())
+    std::fprintf(stderr, "tcc-run: warning: rank %d of %d: %s\n", gWorld.rank(), gWorld.size(),
+                 msg.c_str());
+  else
+    std::fprintf(stderr, "tcc-run: warning: %s\n", msg.c_str());
 }
 
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -456,6 +460,10 @@ using DeviceMemoryFn = int (*)(uint64_t *, uint64_t *);
 using StageInputsFn = int (*)(void *, const void *, uint64_t, char *, uint64_t);
 using MicroStepBeginFn = int (*)(void *, double);
 using MicroStepEndFn = int (*)(void *);
+using SetDeviceFn = int (*)(int32_t, char *, uint64_t);
+using CommIdFn = int (*)(unsigned char *, char *, uint64_t);
+using CommOpenFn = int (*)(void *, const unsigned char *, int32_t, int32_t, char *, uint64_t);
+using CommReduceNextFn = int (*)(void *);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
 
 struct Step {
@@ -478,6 +486,11 @@ struct Step {
   MicroStepBeginFn microStepBegin = nullptr;
   MicroStepEndFn microStepEnd = nullptr;
   SetTraceHookFn setTraceHook = nullptr; // tcc-run --trace
+  // Data parallelism on a device step (NCCL); looked up under a launcher.
+  SetDeviceFn setDevice = nullptr;
+  CommIdFn commId = nullptr;
+  CommOpenFn commOpen = nullptr;
+  CommReduceNextFn commReduceNext = nullptr;
   // Steps with a host buffer (tcc --offload) only.
   CopyInFn hostCopyIn = nullptr;
   CopyOutFn hostCopyOut = nullptr;
@@ -644,6 +657,10 @@ std::string loadStep(const std::string &arg, Step &step) {
     step.stageInputs = reinterpret_cast<StageInputsFn>(stage);
     step.microStepBegin = reinterpret_cast<MicroStepBeginFn>(begin);
     step.microStepEnd = reinterpret_cast<MicroStepEndFn>(end);
+    step.setDevice = reinterpret_cast<SetDeviceFn>(::dlsym(lib, "tcc_step_set_device"));
+    step.commId = reinterpret_cast<CommIdFn>(::dlsym(lib, "tcc_step_comm_id"));
+    step.commOpen = reinterpret_cast<CommOpenFn>(::dlsym(lib, "tcc_step_comm_open"));
+    step.commReduceNext = reinterpret_cast<CommReduceNextFn>(::dlsym(lib, "tcc_step_comm_reduce_next"));
   }
   if (std::string bad = checkInfo(step); !bad.empty())
     return bad;
@@ -1229,6 +1246,9 @@ std::string prepareArena(const Step &step, Arena &mem) {
     return err;
   if (step.device) {
     char msg[1024] = {0};
+    // Across ranks, each takes the GPU of its local rank.
+    if (gWorld.parallel() && step.setDevice(gWorld.localRank(), msg, sizeof msg) != 0)
+      return "local rank " + std::to_string(gWorld.localRank()) + ": " + msg;
     void *dev = nullptr;
     int rc = step.deviceOpen(&dev, msg, sizeof msg);
     if (rc != 0 || !dev) {
@@ -1247,6 +1267,22 @@ std::string prepareArena(const Step &step, Arena &mem) {
                                    "--target=cpu to run on the CPU"));
     }
     mem.dev = dev;
+    if (gWorld.parallel()) {
+      // The world's NCCL communicator, from rank 0's id.
+      unsigned char id[TCC_STEP_COMM_ID_BYTES] = {0};
+      int64_t bad = gWorld.rank() == 0 && step.commId(id, msg, sizeof msg) != 0;
+      std::string err = gWorld.max(bad, "agreeing on the NCCL id");
+      if (err.empty() && bad)
+        err = gWorld.rank() == 0 ? std::string(msg) : "rank 0 could not make the NCCL id";
+      if (err.empty())
+        err = gWorld.broadcast(id, sizeof id, 0, "sending the NCCL id");
+      if (err.empty())
+        err = gWorld.watched("opening the NCCL communicator", [&](char *e, uint64_t l) {
+          return step.commOpen(dev, id, gWorld.size(), gWorld.rank(), e, l);
+        });
+      if (!err.empty())
+        return step.name + ": data parallelism: " + err;
+    }
   }
   if (int rc = step.init(mem.stepArena()))
     return "the step's initialization failed (code " + std::to_string(rc) + ")";
@@ -1323,7 +1359,9 @@ void reportDeviceMemory(const Step &step, uint64_t *peakOut = nullptr) {
   }
   if (peakOut)
     *peakOut = peak;
-  std::string line = "device peak " + formatBytes(peak) + " (arena " +
+  // Across ranks, each reports its own GPU's.
+  std::string line = (gWorld.parallel() ? "rank " + std::to_string(gWorld.rank()) + ": " : "") +
+                     "device peak " + formatBytes(peak) + " (arena " +
                      formatBytes(info.arena_bytes) + ", " +
                      (info.mem_budget ? "budget " + formatBytes(info.mem_budget)
                                       : std::string("no budget")) +
@@ -2349,14 +2387,29 @@ int runTraining(const Options &opts, const Step &step) {
         dataPos = stagedPos;
         dataRng = stagedRng;
         bodyStart = trace.active() ? trace.now() : 0.0;
-        rc = step.microStepBegin(stepArena, gradScale);
-        if (rc == 0) {
-          // The next micro-batch uploads while this one computes; a failure
-          // is reported when that batch is due.
-          if (k + 1 < K || it + 1 < opts.steps)
-            stageErr = stageNext(where);
-          rc = step.microStepEnd(stepArena);
-        }
+        // Across ranks, the step's last micro-step sums the gradients
+        // (NCCL) as its backward pass finishes them, under the watchdog.
+        const bool reduces = N > 1 && k + 1 == K;
+        if (reduces && step.commReduceNext(stepArena) != 0)
+          return error(where + ": the step's communicator is not open");
+        auto body = [&] {
+          int r = step.microStepBegin(stepArena, gradScale);
+          if (r == 0) {
+            // The next micro-batch uploads while this one computes; a
+            // failure is reported when that batch is due.
+            if (k + 1 < K || it + 1 < opts.steps)
+              stageErr = stageNext(where);
+            r = step.microStepEnd(stepArena);
+          }
+          return r;
+        };
+        if (reduces)
+          gWorld.watched("the micro-step that sums the gradients", [&](char *, uint64_t) {
+            rc = body();
+            return 0;
+          });
+        else
+          rc = body();
       } else {
         double copyStart = 0.0, copyEnd = 0.0;
         err = prefetch.next([&](const char *buf) {
@@ -2408,32 +2461,36 @@ int runTraining(const Options &opts, const Step &step) {
       }
     }
     if (N > 1) {
-      // The world's gradients: the accumulators summed across the ranks
-      // (each micro-step added loss * scale / (N*K)'s), alike on every rank,
-      // so every rank makes the same update (and the same skip decision).
-      const double reduceStart = trace.active() ? trace.now() : 0.0;
-      uint64_t reduced = 0;
-      for (int32_t i = 0; i < info.num_params; ++i) {
-        const tcc_tensor_desc &g = info.grads[i];
-        if (!g.bytes)
-          continue;
-        if (g.dtype == TCC_DTYPE_F32)
-          err = gWorld.sum(reinterpret_cast<float *>(arena + g.offset), g.bytes / 4,
-                           "the gradient all-reduce");
-        else if (g.dtype == TCC_DTYPE_F64)
-          err = gWorld.sum(reinterpret_cast<double *>(arena + g.offset), g.bytes / 8,
-                           "the gradient all-reduce");
-        else
-          err = std::string("gradient ") + g.name + " is neither f32 nor f64";
-        if (!err.empty())
-          return error(where + ": " + err);
-        reduced += g.bytes;
+      if (!step.device) {
+        // The world's gradients: the accumulators summed across the ranks
+        // (each micro-step added loss * scale / (N*K)'s), alike on every rank,
+        // so every rank makes the same update (and the same skip decision).
+        // (A device step sums them itself, with NCCL, during its last
+        // micro-step; apply waits for the sums.)
+        const double reduceStart = trace.active() ? trace.now() : 0.0;
+        uint64_t reduced = 0;
+        for (int32_t i = 0; i < info.num_params; ++i) {
+          const tcc_tensor_desc &g = info.grads[i];
+          if (!g.bytes)
+            continue;
+          if (g.dtype == TCC_DTYPE_F32)
+            err = gWorld.sum(reinterpret_cast<float *>(arena + g.offset), g.bytes / 4,
+                             "the gradient all-reduce");
+          else if (g.dtype == TCC_DTYPE_F64)
+            err = gWorld.sum(reinterpret_cast<double *>(arena + g.offset), g.bytes / 8,
+                             "the gradient all-reduce");
+          else
+            err = std::string("gradient ") + g.name + " is neither f32 nor f64";
+          if (!err.empty())
+            return error(where + ": " + err);
+          reduced += g.bytes;
+        }
+        if (trace.active())
+          trace.complete(tcc::trace::kLoop,
+                         "gradient all-reduce (" + std::to_string(N) + " ranks)", "collective",
+                         reduceStart, trace.now() - reduceStart,
+                         "\"bytes\":" + std::to_string(reduced));
       }
-      if (trace.active())
-        trace.complete(tcc::trace::kLoop,
-                       "gradient all-reduce (" + std::to_string(N) + " ranks)", "collective",
-                       reduceStart, trace.now() - reduceStart,
-                       "\"bytes\":" + std::to_string(reduced));
       // Every micro-step's loss, in the single process's order, on rank 0.
       std::vector<float> all(static_cast<size_t>(N * K));
       if (!(err = gWorld.gather(losses.data() + losses.size() - static_cast<size_t>(K),
@@ -2453,7 +2510,14 @@ int runTraining(const Options &opts, const Step &step) {
     args.grad_norm = NAN;
     args.loss_scale = scale;
     const double applyStart = trace.active() ? trace.now() : 0.0;
-    rc = step.apply(stepArena, &args);
+    if (N > 1 && step.device)
+      gWorld.watched("the optimizer step, which waits for the gradient all-reduce",
+                     [&](char *, uint64_t) {
+                       rc = step.apply(stepArena, &args);
+                       return 0;
+                     });
+    else
+      rc = step.apply(stepArena, &args);
     bool skip = rc == 2;
     if (trace.active())
       trace.complete(tcc::trace::kLoop, "optimizer update (" + std::string(info.optimizer) + ")",
@@ -2734,9 +2798,11 @@ int run(int argc, char **argv) {
   err = loadStep(opts.step, step);
   if (!err.empty())
     return error(err);
-  if (gWorld.parallel() && step.device)
-    return error("data parallelism for CUDA steps (NCCL) is not built yet; " + opts.step +
-                 " is a CUDA step: run it in one process, or compile a --target=cpu step");
+  if (gWorld.parallel() && step.device &&
+      (!step.setDevice || !step.commId || !step.commOpen || !step.commReduceNext))
+    return error(opts.step + " is a CUDA step without the data-parallel entry points "
+                 "(tcc_step_comm_open, ...): rebuild it with this tcc to run it under " +
+                 "a launcher, or run it in one process");
   if (opts.cudaGraphs && opts.noCudaGraphs)
     return error("--cuda-graphs and --no-cuda-graphs contradict each other");
   if (opts.cudaGraphs || opts.noCudaGraphs) {

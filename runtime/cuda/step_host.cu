@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "step_host.h"
 
+#include "comm.cuh"
 #include "gemm.cuh"
 #include "host_tier.cuh"
 #include "optimizer.cuh"
@@ -53,6 +54,7 @@ std::vector<int> g_row_param; // g_rows[i]'s parameter
 HostTier g_host;              // host_tier.cuh: the host buffer and its rows
 bool g_host_dirty = false;    // masters written on the host: refresh the fp16 copies
 InputStaging g_staging; // the next micro-step's inputs (staging.cuh)
+GradReduce g_comm;      // data parallelism: the gradient all-reduce (comm.cuh)
 
 // TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at
 // close, the ops that took the most time (event pairs, so launch gaps count
@@ -115,6 +117,10 @@ void decide_modes() {
   // Copies of gradients to host accumulators run on a second stream; the
   // graph capture does not take them, so those steps run op by op.
   if (desc().num_host_grads > 0)
+    g_graph_mode = 0;
+  // Nor does it take the gradient all-reduce's collectives, which only the
+  // optimizer step's last micro-step queues.
+  if (g_comm.open())
     g_graph_mode = 0;
   g_prof = g_profile || g_hook ? 1 : 0;
 }
@@ -232,6 +238,7 @@ void host_grad_copy(int k, const void *src) {
                  cudaGetErrorString(e));
 }
 void host_grad_wait(int k) { g_host.wait_grad(k, stream()); }
+void grad_ready(float *acc, int64_t n) { g_comm.ready(acc, n, stream()); }
 
 int gemm_failed() {
   std::fprintf(stderr, "tcc step: %s\n", last_error());
@@ -376,6 +383,7 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   if (!arena || arena != g_arena)
     return 1;
   cudaStreamSynchronize(stream());
+  g_comm.close();
   if (g_profile)
     prof_report();
   for (cudaEvent_t e : g_prof_events)
@@ -546,8 +554,14 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
   const StepDesc &d = desc();
   if (!d.info->has_backward)
     return 3;
+  // The world's gradients, summed while the last micro-step ran (comm.cuh):
+  // the step's stream waits for them.
+  if (std::string err = g_comm.finish(stream()); !err.empty()) {
+    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
+    return 6;
+  }
   if (d.num_apply == 0)
-    return 0;
+    return check_device("apply");
   // The norm's share of the device accumulators, and of the host ones.
   const int nn = static_cast<int>(g_norm_rows.size());
   const double sq = (nn ? sum_squares_all(g_norm_table, g_norm_chunks, nn, g_norm_nchunks, g_scratch) : 0.0) +
@@ -692,4 +706,71 @@ TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {
   if (int rc = tcc_step_micro_step_begin(arena_, grad_scale))
     return rc;
   return tcc_step_micro_step_end(arena_);
+}
+
+TCC_EXPORT int tcc_step_set_device(int32_t device, char *err, uint64_t err_len) {
+  if (g_arena) {
+    std::snprintf(err, err_len, "the step's arena is already open on a device");
+    return 1;
+  }
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess)
+    return fail(e, "cannot count the GPUs (no GPU or no driver?)", err, err_len);
+  if (device < 0 || device >= count) {
+    std::snprintf(err, err_len, "GPU %d asked for, but this machine has %d (one rank per GPU: start at most %d "
+                  "ranks per machine)", (int)device, count, count);
+    return 1;
+  }
+  if ((e = cudaSetDevice(device)) != cudaSuccess)
+    return fail(e, "cudaSetDevice", err, err_len);
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_comm_id(unsigned char *id, char *err, uint64_t err_len) {
+  static_assert(sizeof(ncclUniqueId) == TCC_STEP_COMM_ID_BYTES, "NCCL's unique id is 128 bytes");
+  if (std::string why = nccl().load(); !why.empty()) {
+    std::snprintf(err, err_len, "%s", why.c_str());
+    return 1;
+  }
+  ncclUniqueId u;
+  if (ncclResult_t r = nccl().getUniqueId(&u)) {
+    std::snprintf(err, err_len, "ncclGetUniqueId: %s", nccl().getErrorString(r));
+    return 1;
+  }
+  std::memcpy(id, u.internal, sizeof u.internal);
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_comm_open(void *arena, const unsigned char *id, int32_t nranks, int32_t rank, char *err,
+                                  uint64_t err_len) {
+  if (!arena || arena != g_arena) {
+    std::snprintf(err, err_len, "the arena is not the open one");
+    return 1;
+  }
+  if (desc().num_host_grads > 0) {
+    std::snprintf(err, err_len, "its gradient accumulators are in host memory (tcc --offload=all or a budget "
+                  "that needs it), which the NCCL all-reduce does not reach yet; build it with "
+                  "--offload=auto or =none and a larger --mem-budget");
+    return 1;
+  }
+  if (g_graph_mode == 1 && g_graph) {
+    std::snprintf(err, err_len, "the communicator opens before the first micro-step");
+    return 1;
+  }
+  ncclUniqueId u;
+  std::memcpy(u.internal, id, sizeof u.internal);
+  if (std::string why = g_comm.open(u, nranks, rank); !why.empty()) {
+    std::snprintf(err, err_len, "%s", why.c_str());
+    return 1;
+  }
+  g_graph_mode = -1; // decided again, without graphs
+  return 0;
+}
+
+TCC_EXPORT int tcc_step_comm_reduce_next(void *arena) {
+  if (!arena || arena != g_arena || !g_comm.open())
+    return 1;
+  g_comm.arm();
+  return 0;
 }

@@ -96,6 +96,10 @@ int gemm_failed();  // reports the GEMM's error; 4
 /// when the micro-step ends.
 void host_grad_copy(int k, const void *src);
 void host_grad_wait(int k);
+/// The fp32 accumulator at `acc` (n elements) has its last write of the
+/// micro-step queued: in the optimizer step's last micro-step, with a
+/// communicator open, it goes into the gradient all-reduce (comm.cuh).
+void grad_ready(float *acc, int64_t n);
 
 } // namespace tcc::cuda::host
 

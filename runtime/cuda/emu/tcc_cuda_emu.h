@@ -145,6 +145,7 @@ enum cudaError_t {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInsufficientDriver = 35,
+  cudaErrorInvalidDevice = 101,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorMisalignedAddress = 716,
@@ -203,6 +204,7 @@ struct State {
   std::vector<Stream *> streams;  // the created streams
   int created = 0;                // streams ever created
   std::map<const void *, size_t> pinned; // cudaMallocHost allocations
+  int device = 0;                        // cudaSetDevice's
 };
 inline State &state() {
   static State s = [] {
@@ -660,6 +662,7 @@ inline const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
   case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
   case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
   case cudaErrorIllegalState: return "cudaErrorIllegalState";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
@@ -920,8 +923,26 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
   }));
 }
 
+/// The emulated machine has TCC_CUDA_EMU_DEVICES devices (default 8, as a
+/// node of 8 GPUs), which share the host's memory.
+inline cudaError_t cudaGetDeviceCount(int *count) {
+  if (cudaError_t e = cudaFree(nullptr))
+    return e;
+  const char *n = std::getenv("TCC_CUDA_EMU_DEVICES");
+  *count = n && std::atoi(n) >= 0 ? std::atoi(n) : 8;
+  return *count > 0 ? cudaSuccess : tcc_emu::record(cudaErrorNoDevice);
+}
+inline cudaError_t cudaSetDevice(int dev) {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count))
+    return e;
+  if (dev < 0 || dev >= count)
+    return tcc_emu::record(cudaErrorInvalidDevice);
+  tcc_emu::state().device = dev;
+  return cudaSuccess;
+}
 inline cudaError_t cudaGetDevice(int *dev) {
-  *dev = 0;
+  *dev = tcc_emu::state().device;
   return cudaFree(nullptr);
 }
 

@@ -1,0 +1,289 @@
+//===- comm.cuh - a CUDA step's gradient all-reduce over NCCL -----*- C++ -*-===//
+//
+// Data parallelism for CUDA steps (tcc-run under mpirun or srun): every rank
+// runs the whole step on its own GPU, and the fp32 gradient accumulators are
+// summed across the ranks once per optimizer step, before the update.
+//
+// The sum overlaps the backward pass, as PyTorch's DDP does. The micro-step
+// body calls grad_ready (step_host.h) right after the last write of each
+// accumulator. In the micro-step tcc-run marks as the optimizer step's last
+// (tcc_step_comm_reduce_next), the accumulators go into buckets in that
+// order; a bucket that reaches its size (TCC_DP_BUCKET_MB, default 25 MiB,
+// DDP's) is summed at once, on the communicator's own stream, after an event
+// on the step's stream: so the all-reduce of the last layers' gradients
+// runs while the backward pass computes the first layers'. tcc_step_apply
+// sums what is left and makes the step's stream wait for every bucket; the
+// global norm, the inf/NaN skip and the update then read the world's sums,
+// alike on every rank.
+//
+// NCCL itself is loaded with dlopen (libnccl.so.2) when a communicator is
+// opened, so a step that trains on one GPU does not need it installed. In
+// the CUDA emulation, nccl.h is runtime/cuda/emu/nccl.h, whose collectives
+// go over tcc-run's MPI plugin.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_RUNTIME_CUDA_COMM_CUH
+#define TCC_RUNTIME_CUDA_COMM_CUH
+
+#include <cuda_runtime.h>
+#if defined(TCC_CUDA_EMU) || __has_include(<nccl.h>)
+#include <nccl.h>
+#define TCC_HAVE_NCCL_H 1
+#else
+// Built where NCCL's header is absent: the declarations the loader's types
+// need (NCCL 2's C API); opening a communicator then says why it cannot.
+typedef struct ncclComm *ncclComm_t;
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+typedef enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclInProgress = 7 } ncclResult_t;
+typedef enum { ncclSum = 0 } ncclRedOp_t;
+typedef enum { ncclFloat32 = 7 } ncclDataType_t;
+extern "C" {
+ncclResult_t ncclGetUniqueId(ncclUniqueId *);
+ncclResult_t ncclCommInitRank(ncclComm_t *, int, ncclUniqueId, int);
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclGroupStart();
+ncclResult_t ncclGroupEnd();
+ncclResult_t ncclCommDestroy(ncclComm_t);
+ncclResult_t ncclCommAbort(ncclComm_t);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *);
+const char *ncclGetErrorString(ncclResult_t);
+ncclResult_t ncclGetVersion(int *);
+}
+#endif
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace tcc::cuda {
+
+/// The NCCL entry points a step uses.
+struct NcclApi {
+  decltype(&ncclGetUniqueId) getUniqueId = nullptr;
+  decltype(&ncclCommInitRank) commInitRank = nullptr;
+  decltype(&ncclAllReduce) allReduce = nullptr;
+  decltype(&ncclGroupStart) groupStart = nullptr;
+  decltype(&ncclGroupEnd) groupEnd = nullptr;
+  decltype(&ncclCommDestroy) commDestroy = nullptr;
+  decltype(&ncclCommAbort) commAbort = nullptr;
+  decltype(&ncclCommGetAsyncError) commGetAsyncError = nullptr;
+  decltype(&ncclGetErrorString) getErrorString = nullptr;
+  decltype(&ncclGetVersion) getVersion = nullptr;
+
+  /// Finds them: "" or why not.
+  std::string load() {
+    if (getUniqueId)
+      return "";
+#ifdef TCC_CUDA_EMU
+    getUniqueId = &ncclGetUniqueId;
+    commInitRank = &ncclCommInitRank;
+    allReduce = &ncclAllReduce;
+    groupStart = &ncclGroupStart;
+    groupEnd = &ncclGroupEnd;
+    commDestroy = &ncclCommDestroy;
+    commAbort = &ncclCommAbort;
+    commGetAsyncError = &ncclCommGetAsyncError;
+    getErrorString = &ncclGetErrorString;
+    getVersion = &ncclGetVersion;
+    return "";
+#elif !defined(TCC_HAVE_NCCL_H)
+    return "this step was built without NCCL's header (nccl.h), so it cannot join a world of "
+           "several GPUs; rebuild it where the CUDA toolkit has NCCL";
+#else
+    const char *name = std::getenv("TCC_NCCL_LIB");
+    if (!name || !*name)
+      name = "libnccl.so.2";
+    void *lib = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char *why = ::dlerror();
+      return std::string("NCCL (") + name + ") cannot be loaded: " + (why ? why : "unknown dlopen error") +
+             "; data parallelism on CUDA needs NCCL 2 (TCC_NCCL_LIB names the library)";
+    }
+    std::string missing;
+    auto get = [&](auto &fn, const char *sym) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, sym));
+      if (!fn && missing.empty())
+        missing = sym;
+    };
+    get(getUniqueId, "ncclGetUniqueId");
+    get(commInitRank, "ncclCommInitRank");
+    get(allReduce, "ncclAllReduce");
+    get(groupStart, "ncclGroupStart");
+    get(groupEnd, "ncclGroupEnd");
+    get(commDestroy, "ncclCommDestroy");
+    get(commAbort, "ncclCommAbort");
+    get(commGetAsyncError, "ncclCommGetAsyncError");
+    get(getErrorString, "ncclGetErrorString");
+    get(getVersion, "ncclGetVersion");
+    if (!missing.empty()) {
+      getUniqueId = nullptr;
+      return std::string(name) + " does not export " + missing;
+    }
+    return "";
+#endif
+  }
+};
+
+inline NcclApi &nccl() {
+  static NcclApi api;
+  return api;
+}
+
+/// The world's communicator and the buckets of one optimizer step's
+/// gradient all-reduce.
+class GradReduce {
+public:
+  /// Joins the world (ncclCommInitRank) and creates the stream and events.
+  std::string open(const ncclUniqueId &id, int nranks, int rank) {
+    if (comm_)
+      return "the step's communicator is already open";
+    if (std::string err = nccl().load(); !err.empty())
+      return err;
+    const char *mb = std::getenv("TCC_DP_BUCKET_MB");
+    const double m = mb && *mb ? std::atof(mb) : 25.0;
+    cap_ = m > 0 ? static_cast<uint64_t>(m * 1048576.0) : 1;
+    if (ncclResult_t r = nccl().commInitRank(&comm_, nranks, id, rank)) {
+      comm_ = nullptr;
+      return std::string("ncclCommInitRank (rank ") + std::to_string(rank) + " of " + std::to_string(nranks) +
+             "): " + nccl().getErrorString(r);
+    }
+    cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming);
+    if (e == cudaSuccess)
+      e = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      close();
+      return std::string(cudaGetErrorName(e)) + ": the communicator's stream and events";
+    }
+    nranks_ = nranks;
+    return "";
+  }
+
+  void close() {
+    if (stream_)
+      cudaStreamSynchronize(stream_);
+    if (comm_)
+      (failed_ ? nccl().commAbort : nccl().commDestroy)(comm_);
+    for (cudaEvent_t *e : {&ready_, &done_})
+      if (*e) {
+        cudaEventDestroy(*e);
+        *e = nullptr;
+      }
+    if (stream_)
+      cudaStreamDestroy(stream_);
+    comm_ = nullptr;
+    stream_ = nullptr;
+    bucket_.clear();
+    pending_ = 0;
+    armed_ = false;
+    failed_ = ncclSuccess;
+  }
+
+  bool open() const { return comm_ != nullptr; }
+  int ranks() const { return nranks_; }
+  /// The next micro-step is the optimizer step's last: sum its gradients.
+  void arm() { armed_ = comm_ != nullptr; }
+  bool armed() const { return armed_; }
+
+  /// The accumulator at `g` (n fp32) has its last write of the micro-step
+  /// queued on `compute`.
+  void ready(float *g, int64_t n, cudaStream_t compute) {
+    if (!armed_ || n <= 0)
+      return;
+    bucket_.push_back({g, n});
+    pending_ += 4 * static_cast<uint64_t>(n);
+    if (pending_ >= cap_)
+      flush(compute);
+  }
+
+  /// Sums what is left and makes `compute` wait for every bucket. Returns ""
+  /// or the failure (a collective that could not be queued, or one that
+  /// failed asynchronously).
+  std::string finish(cudaStream_t compute) {
+    if (!armed_)
+      return "";
+    flush(compute);
+    armed_ = false;
+    cudaError_t e = cudaEventRecord(done_, stream_);
+    if (e == cudaSuccess)
+      e = cudaStreamWaitEvent(compute, done_, 0);
+    if (e != cudaSuccess)
+      return std::string(cudaGetErrorName(e)) + ": ordering the gradient all-reduce";
+    return error();
+  }
+
+  /// A failure so far, or "".
+  std::string error() {
+    if (!failed_ && comm_) {
+      ncclResult_t async = ncclSuccess;
+      if (nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+          async != ncclInProgress) {
+        failed_ = async;
+        what_ = "the gradient all-reduce";
+      }
+    }
+    if (!failed_)
+      return "";
+    return what_ + ": " + nccl().getErrorString(failed_);
+  }
+
+  uint64_t bytesReduced() const { return reduced_; }
+  int64_t buckets() const { return buckets_; }
+
+private:
+  struct Slice {
+    float *g;
+    int64_t n;
+  };
+
+  void flush(cudaStream_t compute) {
+    if (bucket_.empty())
+      return;
+    ncclResult_t r = ncclSuccess;
+    cudaError_t e = cudaEventRecord(ready_, compute);
+    if (e == cudaSuccess)
+      e = cudaStreamWaitEvent(stream_, ready_, 0);
+    if (e != cudaSuccess) {
+      r = ncclUnhandledCudaError;
+    } else {
+      r = nccl().groupStart();
+      for (const Slice &s : bucket_)
+        if (r == ncclSuccess)
+          r = nccl().allReduce(s.g, s.g, static_cast<size_t>(s.n), ncclFloat32, ncclSum, comm_, stream_);
+      ncclResult_t end = nccl().groupEnd();
+      if (r == ncclSuccess)
+        r = end;
+    }
+    if (r != ncclSuccess && !failed_) {
+      failed_ = r;
+      what_ = "queueing the gradient all-reduce";
+    }
+    reduced_ += pending_;
+    ++buckets_;
+    bucket_.clear();
+    pending_ = 0;
+  }
+
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  std::vector<Slice> bucket_;
+  uint64_t cap_ = 25u << 20, pending_ = 0, reduced_ = 0;
+  int64_t buckets_ = 0;
+  int nranks_ = 1;
+  bool armed_ = false;
+  ncclResult_t failed_ = ncclSuccess;
+  std::string what_;
+};
+
+} // namespace tcc::cuda
+
+#endif // TCC_RUNTIME_CUDA_COMM_CUH

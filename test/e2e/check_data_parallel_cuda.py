@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Data parallelism of a CUDA step, in tcc's CUDA emulation under Open MPI:
+`mpirun -np N tcc-run emu.so --accum K` against one process with
+`--accum N*K`, on the bundled demo GPT (`--target=cuda --cuda-emulation`).
+
+The step's NCCL path runs as on GPUs: ncclCommInitRank from rank 0's id
+(sent over MPI), the gradient accumulators summed in buckets on the
+communicator's own stream as the last micro-step's backward pass finishes
+them, events ordering the buckets after their writes and the update after
+the buckets. Only the collectives are emulated: runtime/cuda/emu/nccl.h
+sums over tcc-run's MPI plugin.
+
+  sgd        SGD with momentum 0.9, np 2 x K 2 and np 3 x K 1: every loss
+             bit-identical to the single process's, the parameters within
+             1e-6 of a tensor's largest value (the accumulators are summed in
+             another order: on each rank, then across ranks);
+  buckets    the same with buckets of 20 KB (TCC_DP_BUCKET_MB=0.02: a dozen
+             buckets, most of them summed while the backward pass still
+             runs), under TCC_CUDA_EMU_STREAMS=deferred-first, where the
+             step's stream runs as late as it may and the communicator's at
+             once: a bucket queued before its gradients' last writes, or
+             without the event that orders it after them, sums stale values
+             and fails the check; and under =deferred;
+  adamw      AdamW, np 2 x K 2: the first optimizer step's losses
+             bit-identical, the others within 1e-5 (Adam turns the rounding
+             noise of the attention biases' zero gradients into full steps:
+             check_data_parallel.py says why), and within 1e-2 of the CPU
+             target's world (np 2 x K 2, fp32);
+  skip       loss scale 1e30: every rank skips every step (the inf/NaN
+             decision is taken on the world's sums), the parameters stay the
+             single process's;
+  resume     a world checkpointed at step 2 and resumed to step 4 ends with
+             the uninterrupted world's parameters byte for byte;
+  refusals   a step whose gradient accumulators are in host memory
+             (--offload=all), and more ranks on a machine than it has GPUs
+             (TCC_CUDA_EMU_DEVICES=1), are refused with a message.
+
+Exit 0 when everything holds, 1 otherwise.
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+problems = []
+
+
+def fail(msg):
+    problems.append(msg)
+    print("FAIL: " + msg)
+
+
+def run(cmd, expect=0, env=None, timeout=300):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout, env=env)
+    if expect is not None and p.returncode != expect:
+        raise SystemExit("exit %d (expected %d): %s\n%s" % (p.returncode, expect, " ".join(cmd),
+                                                           p.stdout[-3000:]))
+    return p
+
+
+def load_dump(folder):
+    losses = np.load(os.path.join(folder, "losses.npy"))
+    params = {os.path.basename(f): np.load(f)
+              for f in glob.glob(os.path.join(folder, "params", "*.npy"))}
+    return losses, params
+
+
+def rel_diff(a, b):
+    """The largest |a - b| over the largest |a|, parameter by parameter."""
+    worst = 0.0
+    for name in a:
+        scale = float(np.max(np.abs(a[name]))) or 1.0
+        worst = max(worst, float(np.max(np.abs(a[name].astype(np.float64) - b[name]))) / scale)
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tcc", required=True)
+    ap.add_argument("--tcc-run", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    work = args.workdir
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    onnx = os.path.join(REPO, "examples", "tiny_gpt_demo.onnx")
+    data = ["--data", os.path.join(REPO, "examples", "data", "train.bin"), "--seed", "3"]
+    steps = {}
+    for name, extra in (("sgd", ["--target=cuda", "--cuda-emulation", "--optimizer=sgd"]),
+                        ("adamw", ["--target=cuda", "--cuda-emulation"]),
+                        ("cpu", ["--target=cpu"]),
+                        ("offload", ["--target=cuda", "--cuda-emulation", "--offload=all"])):
+        steps[name] = os.path.join(work, name + ".so")
+        run([args.tcc, onnx, "-o", steps[name]] + extra)
+
+    def train(step, np_, accum, tag, extra=(), env=None, n_steps=2):
+        out = os.path.join(work, tag)
+        cmd = [args.tcc_run, steps[step], "--steps", str(n_steps), "--accum", str(accum),
+               "--quiet", "--dump", out] + data + list(extra)
+        if np_:
+            cmd = MPIRUN + sum((["-x", k] for k in (env or {})), []) + ["-np", str(np_)] + cmd
+        p = run(cmd, env=dict(os.environ, **(env or {})))
+        return load_dump(out) + (p.stdout,)
+
+    sgd = ["--lr", "1e-2", "--momentum", "0.9"]
+    singles = {}
+    for n, k in ((2, 2), (3, 1)):
+        singles[n * k] = train("sgd", None, n * k, "sgd-single-%d" % (n * k), sgd)
+    cases = [("sgd", 2, 2, {}), ("sgd", 3, 1, {}),
+             ("buckets deferred-first", 2, 2,
+              {"TCC_DP_BUCKET_MB": "0.02", "TCC_CUDA_EMU_STREAMS": "deferred-first"}),
+             ("buckets deferred", 2, 2,
+              {"TCC_DP_BUCKET_MB": "0.02", "TCC_CUDA_EMU_STREAMS": "deferred"})]
+    for label, n, k, env in cases:
+        ls, ps, _ = singles[n * k]
+        lw, pw, _ = train("sgd", n, k, "sgd-%s-np%d" % (label.replace(" ", "-"), n), sgd, env)
+        rel = rel_diff(ps, pw)
+        if lw.tobytes() != ls.tobytes() or rel > 1e-6:
+            fail("%s: mpirun -np %d --accum %d vs --accum %d: losses %s vs %s, parameters "
+                 "within %.2g (bound 1e-6)" % (label, n, k, n * k, lw, ls, rel))
+        else:
+            print("%s: mpirun -np %d --accum %d vs --accum %d: all %d losses bit-identical, "
+                  "parameters within %.2g relative" % (label, n, k, n * k, len(ls), rel))
+
+    # AdamW, against one process and against the CPU target's world.
+    ls, ps, _ = train("adamw", None, 4, "adamw-single", ["--lr", "1e-3"])
+    lw, pw, _ = train("adamw", 2, 2, "adamw-np2", ["--lr", "1e-3"])
+    lc, _, _ = train("cpu", 2, 2, "cpu-np2", ["--lr", "1e-3"])
+    loss_rel = float(np.max(np.abs(ls.astype(np.float64) - lw) / np.abs(ls)))
+    cpu_rel = float(np.max(np.abs(lc.astype(np.float64) - lw) / np.abs(lc)))
+    if ls[:4].tobytes() != lw[:4].tobytes() or loss_rel > 1e-5 or cpu_rel > 1e-2:
+        fail("adamw: first step %s vs %s, losses within %.2g (1e-5), of the CPU world's "
+             "within %.2g (1e-2)" % (lw[:4], ls[:4], loss_rel, cpu_rel))
+    else:
+        print("adamw: mpirun -np 2 --accum 2 vs --accum 4: the first step's 4 losses "
+              "bit-identical, all within %.2g; the CPU target's world within %.2g"
+              % (loss_rel, cpu_rel))
+
+    # Every step overflows: every rank skips it.
+    ls, ps, _ = train("sgd", None, 4, "skip-single", sgd + ["--loss-scale=1e30"])
+    lw, pw, out = train("sgd", 2, 2, "skip-np2", sgd + ["--loss-scale=1e30"])
+    if "(2 of 2 steps skipped)" not in out or any(ps[n].tobytes() != pw[n].tobytes() for n in ps):
+        fail("skip: %r" % out[-600:])
+    else:
+        print("skip: loss scale 1e30, 2 of 2 steps skipped on every rank, parameters equal "
+              "the single process's")
+
+    # Checkpoint and resume.
+    ck = os.path.join(work, "ck")
+    train("sgd", 2, 2, "ck-first", sgd + ["--checkpoint", ck], n_steps=2)
+    _, resumed, _ = train("sgd", 2, 2, "ck-resumed", sgd + ["--resume", ck], n_steps=4)
+    _, straight, _ = train("sgd", 2, 2, "ck-straight", sgd, n_steps=4)
+    if any(straight[n].tobytes() != resumed[n].tobytes() for n in straight):
+        fail("resume: the resumed world's parameters differ from the uninterrupted one's")
+    else:
+        print("resume: checkpointed at step 2 and resumed to 4, byte for byte the "
+              "uninterrupted world's")
+
+    # Refusals.
+    base = [args.tcc_run, "--steps", "1", "--quiet"] + data
+    p = run(MPIRUN + ["-np", "2", args.tcc_run, steps["offload"]] + base[1:], expect=None)
+    if p.returncode == 0 or "accumulators are in host memory" not in p.stdout:
+        fail("an --offload=all step under mpirun was not refused: %r" % p.stdout[-600:])
+    else:
+        print("--offload=all under mpirun: refused (gradient accumulators in host memory)")
+    env = dict(os.environ, TCC_CUDA_EMU_DEVICES="1")
+    p = run(MPIRUN + ["-x", "TCC_CUDA_EMU_DEVICES", "-np", "2", args.tcc_run, steps["sgd"]] +
+            base[1:], expect=None, env=env)
+    if p.returncode == 0 or "GPU 1 asked for, but this machine has 1" not in p.stdout:
+        fail("two ranks on a machine with one GPU were not refused: %r" % p.stdout[-600:])
+    else:
+        print("two ranks, one GPU: refused (local rank 1 names the missing GPU)")
+
+    if problems:
+        print("%d problem(s)" % len(problems))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
