@@ -76,6 +76,10 @@ bool gProgressOpen = false;
 
 /// The processes training together (world size 1 without a launcher).
 tcc::dp::World gWorld;
+/// Whether the device step sums its gradients with NCCL: across the ranks
+/// of a world, or in a world of one process with TCC_NCCL=1 (a check of
+/// the NCCL path on one GPU; the sums are then the step's own).
+bool gNccl = false;
 
 void endProgressLine() {
   if (gProgressOpen) {
@@ -288,6 +292,23 @@ const char *const kUsage =
     "                 OUT/outputs/<name>.npy and OUT/grads/<param>.npy (each\n"
     "                 file written atomically)\n"
     "\n"
+    "data parallelism:\n"
+    "  mpirun -np N tcc-run step.so ... (or srun) trains on N ranks. Each\n"
+    "                 takes its share of every optimizer step's N x --accum\n"
+    "                 micro-batches (those one process with --accum N*K\n"
+    "                 takes), the gradients are summed across the ranks once\n"
+    "                 per optimizer step, and every rank makes the same update\n"
+    "                 and skip decision; rank 0 prints and writes the outputs,\n"
+    "                 every rank takes part in checkpoints. CPU steps sum over\n"
+    "                 MPI. CUDA steps sum with NCCL (libnccl.so.2, or\n"
+    "                 TCC_NCCL_LIB), in buckets of TCC_DP_BUCKET_MB MiB\n"
+    "                 (default 25) while the last micro-step's backward pass\n"
+    "                 runs, each rank on the GPU of its local rank.\n"
+    "                 TCC_COMM_TIMEOUT=S (default 600): a collective that\n"
+    "                 waits longer ends every rank with an error naming it.\n"
+    "                 TCC_NCCL=1 runs a CUDA step's NCCL path in a world of\n"
+    "                 one process (a check of NCCL on one GPU)\n"
+    "\n"
     "  --help         show this help and exit\n"
     "  --version      show the version and exit\n"
     "\n"
@@ -464,6 +485,7 @@ using SetDeviceFn = int (*)(int32_t, char *, uint64_t);
 using CommIdFn = int (*)(unsigned char *, char *, uint64_t);
 using CommOpenFn = int (*)(void *, const unsigned char *, int32_t, int32_t, char *, uint64_t);
 using CommReduceNextFn = int (*)(void *);
+using CommInfoFn = int (*)(void *, char *, uint64_t);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
 
 struct Step {
@@ -491,6 +513,7 @@ struct Step {
   CommIdFn commId = nullptr;
   CommOpenFn commOpen = nullptr;
   CommReduceNextFn commReduceNext = nullptr;
+  CommInfoFn commInfo = nullptr;
   // Steps with a host buffer (tcc --offload) only.
   CopyInFn hostCopyIn = nullptr;
   CopyOutFn hostCopyOut = nullptr;
@@ -661,6 +684,7 @@ std::string loadStep(const std::string &arg, Step &step) {
     step.commId = reinterpret_cast<CommIdFn>(::dlsym(lib, "tcc_step_comm_id"));
     step.commOpen = reinterpret_cast<CommOpenFn>(::dlsym(lib, "tcc_step_comm_open"));
     step.commReduceNext = reinterpret_cast<CommReduceNextFn>(::dlsym(lib, "tcc_step_comm_reduce_next"));
+    step.commInfo = reinterpret_cast<CommInfoFn>(::dlsym(lib, "tcc_step_comm_info"));
   }
   if (std::string bad = checkInfo(step); !bad.empty())
     return bad;
@@ -1267,7 +1291,7 @@ std::string prepareArena(const Step &step, Arena &mem) {
                                    "--target=cpu to run on the CPU"));
     }
     mem.dev = dev;
-    if (gWorld.parallel()) {
+    if (gNccl) {
       // The world's NCCL communicator, from rank 0's id.
       unsigned char id[TCC_STEP_COMM_ID_BYTES] = {0};
       int64_t bad = gWorld.rank() == 0 && step.commId(id, msg, sizeof msg) != 0;
@@ -2389,7 +2413,7 @@ int runTraining(const Options &opts, const Step &step) {
         bodyStart = trace.active() ? trace.now() : 0.0;
         // Across ranks, the step's last micro-step sums the gradients
         // (NCCL) as its backward pass finishes them, under the watchdog.
-        const bool reduces = N > 1 && k + 1 == K;
+        const bool reduces = gNccl && k + 1 == K;
         if (reduces && step.commReduceNext(stepArena) != 0)
           return error(where + ": the step's communicator is not open");
         auto body = [&] {
@@ -2510,7 +2534,7 @@ int runTraining(const Options &opts, const Step &step) {
     args.grad_norm = NAN;
     args.loss_scale = scale;
     const double applyStart = trace.active() ? trace.now() : 0.0;
-    if (N > 1 && step.device)
+    if (gNccl)
       gWorld.watched("the optimizer step, which waits for the gradient all-reduce",
                      [&](char *, uint64_t) {
                        rc = step.apply(stepArena, &args);
@@ -2759,6 +2783,9 @@ int runTraining(const Options &opts, const Step &step) {
     summary += ", " + std::to_string(N) + " ranks";
   if (gWorld.rank() == 0)
     std::printf("%s\n", summary.c_str());
+  char comm[512] = {0};
+  if (gNccl && gWorld.rank() == 0 && step.commInfo(stepArena, comm, sizeof comm) == 0)
+    std::printf("gradients summed with %s\n", comm);
   if (step.device)
     reportDeviceMemory(step);
   return 0;
@@ -2798,8 +2825,10 @@ int run(int argc, char **argv) {
   err = loadStep(opts.step, step);
   if (!err.empty())
     return error(err);
-  if (gWorld.parallel() && step.device &&
-      (!step.setDevice || !step.commId || !step.commOpen || !step.commReduceNext))
+  const char *forceNccl = std::getenv("TCC_NCCL");
+  gNccl = step.device && (gWorld.parallel() || (forceNccl && std::strcmp(forceNccl, "1") == 0));
+  if (gNccl && (!step.setDevice || !step.commId || !step.commOpen || !step.commReduceNext ||
+                !step.commInfo))
     return error(opts.step + " is a CUDA step without the data-parallel entry points "
                  "(tcc_step_comm_open, ...): rebuild it with this tcc to run it under " +
                  "a launcher, or run it in one process");

@@ -220,7 +220,8 @@ int tcc_step_device_memory(uint64_t *peak, uint64_t *total);
  * marks the next micro-step as the optimizer step's last: its gradient
  * accumulators are summed across the world as the backward pass finishes
  * each one, and tcc_step_apply waits for the sums before the norm and the
- * update (so every rank takes the same skip decision). tcc_step_apply
+ * update (so every rank takes the same skip decision); tcc_step_comm_info
+ * describes the communicator. tcc_step_apply
  * returns 6 when the all-reduce failed. tcc_step_device_close closes the
  * communicator. */
 #define TCC_STEP_COMM_ID_BYTES 128
@@ -229,6 +230,9 @@ int tcc_step_comm_id(unsigned char *id, char *err, uint64_t err_len);
 int tcc_step_comm_open(void *arena, const unsigned char *id, int32_t nranks,
                        int32_t rank, char *err, uint64_t err_len);
 int tcc_step_comm_reduce_next(void *arena);
+/* The open communicator in words (library, ranks, bucket size, what it has
+ * summed so far), NUL-terminated in at most `len` bytes. */
+int tcc_step_comm_info(void *arena, char *text, uint64_t len);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,9 @@
 # 3. the budget: the measured device peak against --mem-budget; GPT-2 small
 #    with host memory (--offload=auto) at 2G and 1536M, below what the device
 #    alone meets;
+# 3b. NCCL in a world of one process (TCC_NCCL=1): the data-parallel path's
+#    real library calls (communicator, buckets on their own stream), whose
+#    sums of one rank must leave the demo run's bytes unchanged;
 # 4. while time is left: compute-sanitizer racecheck and memcheck on the
 #    attention kernels.
 # The steps capture the micro-step as a CUDA graph (the default); the demo run
@@ -81,6 +84,26 @@ stage "training: the same run without CUDA graphs (--no-cuda-graphs)"
 # shellcheck disable=SC2046
 timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --no-cuda-graphs --metrics "$out/train_cuda_nographs.jsonl" 2>&1 | tail -6
 $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda_nographs.jsonl"
+
+stage "NCCL, a world of one (TCC_NCCL=1): the demo GPT's NCCL path against the plain run"
+# The step loads libnccl.so.2 with dlopen: the system's, else PyTorch's wheel's.
+nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+[ -n "$nccl" ] || nccl=$($py -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
+echo "NCCL library: ${nccl:-libnccl.so.2 (not found; the library path decides)}"
+nflags="--data examples/data/train.bin --steps 20 --accum 2 --lr 3e-3 --seed 0 --quiet"
+# shellcheck disable=SC2086
+timeout 60 $tr $p/steps/demo.so $nflags --dump "$out/nccl_plain" > "$out/nccl_plain.log" 2>&1
+# shellcheck disable=SC2086
+TCC_NCCL=1 TCC_DP_BUCKET_MB=0.05 TCC_NCCL_LIB=${nccl:-libnccl.so.2} timeout 60 $tr $p/steps/demo.so $nflags \
+  --dump "$out/nccl_world1" > "$out/nccl_world1.log" 2>&1
+tail -3 "$out/nccl_world1.log"
+if (cd "$out/nccl_plain" && find . -type f | sort | while read -r f; do cmp -s "$f" "../nccl_world1/$f" || echo "$f"; done) | grep -q .; then
+  echo "NCCL world of one: the dumps DIFFER from the plain run's"
+elif [ -f "$out/nccl_world1/losses.npy" ]; then
+  echo "NCCL world of one: losses and parameters equal the plain run's byte for byte"
+else
+  echo "NCCL world of one: no dump"
+fi
 
 stage "GPT-2 small: tcc"
 timeout 120 $py bench/gpu/torch_bench.py weights $p/gpt2.manifest /tmp/gpt2_weights.bin

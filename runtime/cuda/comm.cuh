@@ -235,8 +235,27 @@ public:
     return what_ + ": " + nccl().getErrorString(failed_);
   }
 
-  uint64_t bytesReduced() const { return reduced_; }
-  int64_t buckets() const { return buckets_; }
+  /// "NCCL 2.28.9, 2 ranks, buckets of 25 MiB; 3 buckets (1.2 MiB) summed
+  /// in all".
+  std::string describe() const {
+    int v = 0;
+    nccl().getVersion(&v);
+    // NCCL 2.9 on: major*10000 + minor*100 + patch; before: major*1000 + minor*100 + patch.
+    const int major = v >= 10000 ? v / 10000 : v / 1000, minor = v >= 10000 ? v / 100 % 100 : v / 100 % 10;
+    char text[256];
+    char library[64];
+#ifdef TCC_CUDA_EMU
+    (void)major;
+    (void)minor;
+    std::snprintf(library, sizeof library, "NCCL (the CUDA emulation's, over MPI)");
+#else
+    std::snprintf(library, sizeof library, "NCCL %d.%d.%d", major, minor, v % 100);
+#endif
+    std::snprintf(text, sizeof text, "%s, %d rank%s, buckets of %.3g MiB; %lld bucket%s (%.3g MiB) summed in all",
+                  library, nranks_, nranks_ == 1 ? "" : "s", cap_ / 1048576.0, (long long)buckets_,
+                  buckets_ == 1 ? "" : "s", reduced_ / 1048576.0);
+    return text;
+  }
 
 private:
   struct Slice {

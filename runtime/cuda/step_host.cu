@@ -774,3 +774,10 @@ TCC_EXPORT int tcc_step_comm_reduce_next(void *arena) {
   g_comm.arm();
   return 0;
 }
+
+TCC_EXPORT int tcc_step_comm_info(void *arena, char *text, uint64_t len) {
+  if (!arena || arena != g_arena || !g_comm.open())
+    return 1;
+  std::snprintf(text, len, "%s", g_comm.describe().c_str());
+  return 0;
+}

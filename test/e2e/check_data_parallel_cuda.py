@@ -20,7 +20,8 @@ sums over tcc-run's MPI plugin.
              step's stream runs as late as it may and the communicator's at
              once: a bucket queued before its gradients' last writes, or
              without the event that orders it after them, sums stale values
-             and fails the check; and under =deferred;
+             and fails the check (without the event's wait in comm.cuh the
+             parameters end 0.25 off);
   adamw      AdamW, np 2 x K 2: the first optimizer step's losses
              bit-identical, the others within 1e-5 (Adam turns the rounding
              noise of the attention biases' zero gradients into full steps:
@@ -31,6 +32,8 @@ sums over tcc-run's MPI plugin.
              single process's;
   resume     a world checkpointed at step 2 and resumed to step 4 ends with
              the uninterrupted world's parameters byte for byte;
+  world of 1 TCC_NCCL=1 in one process: the NCCL path (communicator,
+             buckets, events) gives the plain run's bytes;
   refusals   a step whose gradient accumulators are in host memory
              (--offload=all), and more ranks on a machine than it has GPUs
              (TCC_CUDA_EMU_DEVICES=1), are refused with a message.
@@ -115,19 +118,36 @@ def main():
         singles[n * k] = train("sgd", None, n * k, "sgd-single-%d" % (n * k), sgd)
     cases = [("sgd", 2, 2, {}), ("sgd", 3, 1, {}),
              ("buckets deferred-first", 2, 2,
-              {"TCC_DP_BUCKET_MB": "0.02", "TCC_CUDA_EMU_STREAMS": "deferred-first"}),
-             ("buckets deferred", 2, 2,
-              {"TCC_DP_BUCKET_MB": "0.02", "TCC_CUDA_EMU_STREAMS": "deferred"})]
+              {"TCC_DP_BUCKET_MB": "0.02", "TCC_CUDA_EMU_STREAMS": "deferred-first"})]
     for label, n, k, env in cases:
         ls, ps, _ = singles[n * k]
-        lw, pw, _ = train("sgd", n, k, "sgd-%s-np%d" % (label.replace(" ", "-"), n), sgd, env)
+        lw, pw, out = train("sgd", n, k, "sgd-%s-np%d" % (label.replace(" ", "-"), n), sgd, env)
         rel = rel_diff(ps, pw)
+        said = [l for l in out.splitlines() if l.startswith("gradients summed with NCCL")]
+        if not said or " %d ranks," % n not in said[0]:
+            fail("%s: no line saying NCCL summed the gradients: %r" % (label, out[-600:]))
         if lw.tobytes() != ls.tobytes() or rel > 1e-6:
             fail("%s: mpirun -np %d --accum %d vs --accum %d: losses %s vs %s, parameters "
                  "within %.2g (bound 1e-6)" % (label, n, k, n * k, lw, ls, rel))
         else:
             print("%s: mpirun -np %d --accum %d vs --accum %d: all %d losses bit-identical, "
-                  "parameters within %.2g relative" % (label, n, k, n * k, len(ls), rel))
+                  "parameters within %.2g relative (%s)"
+                  % (label, n, k, n * k, len(ls), rel, said[0] if said else "?"))
+
+    # A world of one process through the NCCL path (TCC_NCCL=1): the sums are
+    # the step's own, so the run is the plain one's byte for byte.
+    ls, ps, _ = singles[4]
+    l1, p1, out = train("sgd", None, 4, "sgd-nccl-world1", sgd,
+                        {"TCC_NCCL": "1", "TCC_DP_BUCKET_MB": "0.02",
+                         "TCC_CUDA_EMU_STREAMS": "deferred-first"})
+    said = [l for l in out.splitlines() if l.startswith("gradients summed with NCCL")]
+    if l1.tobytes() != ls.tobytes() or any(ps[n].tobytes() != p1[n].tobytes() for n in ps):
+        fail("TCC_NCCL=1 in one process: not the plain run's bytes")
+    elif not said or " 1 rank," not in said[0] or " 0 buckets" in said[0]:
+        fail("TCC_NCCL=1 in one process: no NCCL line, or nothing summed: %r" % out[-600:])
+    else:
+        print("TCC_NCCL=1, one process: losses and parameters byte for byte the plain run's "
+              "(%s)" % said[0])
 
     # AdamW, against one process and against the CPU target's world.
     ls, ps, _ = train("adamw", None, 4, "adamw-single", ["--lr", "1e-3"])

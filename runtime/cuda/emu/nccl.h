@@ -11,8 +11,9 @@
 // on its stream like a kernel, and runs (on the host thread that runs that
 // stream's work) in stream order; group calls are ordered as issued. So a
 // rank's collectives run in the order its streams reach them, as NCCL's do.
-// Only what runtime/cuda/comm.cuh uses is here: unique ids, one
-// communicator per process, in-place or out-of-place sums of fp32 and fp64,
+// In a process without the plugin, a world of one rank (tcc-run with
+// TCC_NCCL=1) sums nothing. Only what runtime/cuda/comm.cuh uses is here:
+// unique ids, one communicator per process, in-place or out-of-place sums of fp32 and fp64,
 // groups, the communicator's asynchronous error, abort and destroy.
 //
 //===----------------------------------------------------------------------===//
@@ -105,6 +106,10 @@ inline ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
   using GetApi = const tcc_comm_api *(*)();
   auto get = reinterpret_cast<GetApi>(::dlsym(RTLD_DEFAULT, "tcc_comm_get_api"));
   const tcc_comm_api *api = get ? get() : nullptr;
+  if (!api && nranks == 1 && rank == 0) {
+    *comm = new tcc_emu::NcclComm{nullptr, 0, 1}; // a world of one: sums are copies
+    return ncclSuccess;
+  }
   if (!api || api->abi_version != TCC_COMM_ABI_VERSION) {
     std::fprintf(stderr, "tcc CUDA emulation: NCCL: no MPI plugin in this process (the emulated "
                          "collectives run over tcc-run's)\n");
@@ -165,6 +170,8 @@ inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, nc
       return; // a communicator that failed does nothing more
     if (send != recv)
       std::memcpy(recv, send, count * elem);
+    if (!comm->api)
+      return;
     char err[512] = {0};
     int rc = type == ncclFloat32
                  ? comm->api->allreduce_sum_f32(static_cast<float *>(recv), count, err, sizeof err)
