@@ -19,7 +19,8 @@
    communication), without overlap (all of it exposed) and with DDP-style
    overlap (only what exceeds the backward pass, two thirds of compute, is
    exposed). These are a model's figures, not measurements: tcc's CUDA data
-   parallelism (NCCL) is not built yet.
+   parallelism (NCCL, buckets overlapped with the backward pass) has run only
+   in the CUDA emulation, never on GPUs.
 """
 
 import argparse
