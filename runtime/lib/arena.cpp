@@ -1,0 +1,161 @@
+//===- arena.cpp - the step's arena and its host mirror -------------------===//
+
+#include "runtime/lib/arena.h"
+
+#include "runtime/npy.h"
+#include "runtime/posix_io.h"
+#include "runtime/step_table.h"
+#include "runtime/lib/text.h"
+#include <cstdio>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tcc::run {
+
+using tcc::io::errnoText;
+using tcc::io::joinPath;
+using tcc::npy::shapeToString;
+using tcc::step::DTypeInfo;
+using tcc::step::describe;
+using tcc::step::lookupDType;
+using tcc::step::quoted;
+
+/// Refuses a step whose arena exceeds the budget it was compiled for, or
+/// (host arenas only) the memory this machine has available (MemAvailable in
+/// /proc/meminfo, where there is one).
+std::string checkMemory(const tcc_step_info &info) {
+  if (info.mem_budget && info.arena_bytes > info.mem_budget)
+    return "the step's arena of " + std::to_string(info.arena_bytes) +
+           " bytes exceeds the budget of " + std::to_string(info.mem_budget) +
+           " bytes it was compiled for; recompile it";
+  if (info.device_arena)
+    return "";
+  if (FILE *f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+        break;
+    std::fclose(f);
+    if (kb && info.arena_bytes > kb * 1024ULL)
+      return "the step needs an arena of " + std::to_string(info.arena_bytes) +
+             " bytes, but this machine has only " + std::to_string(kb * 1024ULL) +
+             " bytes available";
+  }
+  return "";
+}
+
+
+/// Checks the step's memory needs, allocates its arena (for a device step:
+/// opens the device arena and maps the host mirror) and writes the initial
+/// parameters (tcc_step_init).
+std::string prepareArena(const Step &step, Arena &mem, tcc::dp::World &world, bool nccl) {
+  const tcc_step_info &info = *step.info;
+  std::string err = checkMemory(info);
+  if (!err.empty())
+    return err;
+  mem.step = &step;
+  mem.device = step.device;
+  if (!(err = mem.allocate(mem.step->mirrorBytes())).empty())
+    return err;
+  if (step.device) {
+    char msg[1024] = {0};
+    // Across ranks, each takes the GPU of its local rank.
+    if (world.parallel() && step.setDevice(world.localRank(), msg, sizeof msg) != 0)
+      return "local rank " + std::to_string(world.localRank()) + ": " + msg;
+    void *dev = nullptr;
+    int rc = step.deviceOpen(&dev, msg, sizeof msg);
+    if (rc != 0 || !dev) {
+      std::string m = msg[0] ? msg
+                             : "tcc_step_device_open failed (code " +
+                                   std::to_string(rc) + ")";
+      bool memory = m.rfind("cudaErrorMemoryAllocation", 0) == 0;
+      return step.name + ": " + m + "\n  " +
+             (memory ? "the step's device arena of " +
+                           formatBytes(info.arena_bytes) +
+                           " does not fit in this GPU's free memory; "
+                           "compile it with a smaller --mem-budget"
+                     : std::string("this step was compiled for "
+                                   "--target=cuda and needs an NVIDIA GPU "
+                                   "with a driver; compile with "
+                                   "--target=cpu to run on the CPU"));
+    }
+    mem.dev = dev;
+    if (nccl) {
+      // The world's NCCL communicator, from rank 0's id.
+      unsigned char id[TCC_STEP_COMM_ID_BYTES] = {0};
+      int64_t bad = world.rank() == 0 && step.commId(id, msg, sizeof msg) != 0;
+      std::string err = world.max(bad, "agreeing on the NCCL id");
+      if (err.empty() && bad)
+        err = world.rank() == 0 ? std::string(msg) : "rank 0 could not make the NCCL id";
+      if (err.empty())
+        err = world.broadcast(id, sizeof id, 0, "sending the NCCL id");
+      if (err.empty())
+        err = world.watched("opening the NCCL communicator", [&](char *e, uint64_t l) {
+          return step.commOpen(dev, id, world.size(), world.rank(), e, l);
+        });
+      if (!err.empty())
+        return step.name + ": data parallelism: " + err;
+    }
+  }
+  if (int rc = step.init(mem.stepArena()))
+    return "the step's initialization failed (code " + std::to_string(rc) + ")";
+  return "";
+}
+
+/// --init-weights FILE: the parameters' values as one raw blob in the step's
+/// parameter order (what tcc embeds as weights.bin), for a step compiled with
+/// tcc --no-weights. A step without embedded weights needs it (or --resume).
+std::string loadInitWeights(const std::string &path, bool resuming,
+                            const Step &step, Arena &mem) {
+  const tcc_step_info &info = *step.info;
+  if (path.empty()) {
+    if (!info.weights_embedded && !resuming)
+      return step.name + " was compiled with tcc --no-weights: give its "
+             "initial weights with --init-weights FILE (or --resume DIR)";
+    return "";
+  }
+  if (resuming)
+    return "--init-weights and --resume both set the parameters; give one";
+  uint64_t total = 0;
+  for (int32_t i = 0; i < info.num_params; ++i)
+    total += info.params[i].bytes;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return "--init-weights: cannot open " + path + ": " + std::strerror(errno);
+  std::string err;
+  if (std::fseek(f, 0, SEEK_END) != 0 || std::ftell(f) < 0 ||
+      static_cast<uint64_t>(std::ftell(f)) != total)
+    err = "--init-weights: " + path + " has " +
+          std::to_string(std::ftell(f)) + " bytes; the step's parameters take " +
+          std::to_string(total) + " (fp32, in the step's parameter order)";
+  std::rewind(f);
+  for (int32_t i = 0; err.empty() && i < info.num_params; ++i) {
+    const tcc_tensor_desc &d = info.params[i];
+    if (d.bytes && std::fread(mem.host + d.offset, 1, d.bytes, f) != d.bytes)
+      err = "--init-weights: reading " + path + " failed";
+  }
+  std::fclose(f);
+  if (!err.empty())
+    return err;
+  return mem.copyIn(info.params, info.num_params);
+}
+
+/// Seeds dropout's random state (TCC_STEP_DROPOUT_STATE among the step's
+/// state tensors, [seed, micro-step counter]; tcc_step_init zeroes it) for a
+/// run that does not resume one.
+std::string seedDropout(const Step &step, Arena &mem, uint64_t seed) {
+  const tcc_step_info &info = *step.info;
+  for (int32_t i = 0; i < info.num_state; ++i) {
+    const tcc_tensor_desc &d = info.state[i];
+    if (std::strcmp(d.name, TCC_STEP_DROPOUT_STATE) != 0 || d.bytes != 16)
+      continue;
+    const int64_t state[2] = {static_cast<int64_t>(seed), 0};
+    std::memcpy(mem.host + d.offset, state, sizeof state);
+    return mem.copyIn(&d, 1);
+  }
+  return "";
+}
+
+} // namespace tcc::run
