@@ -1,0 +1,53 @@
+//===- options.h - what a training run is told ---------------------*- C++ -*-===//
+//
+// The options of a run, as tcc-run's command line gives them (tcc-run
+// --help says what each does); the trainer reads them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TCC_RUNTIME_LIB_OPTIONS_H
+#define TCC_RUNTIME_LIB_OPTIONS_H
+
+#include "runtime/loss_scale.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tcc::run {
+
+struct Options {
+  std::string step, feed, dump;
+  bool gradsOnly = false, haveFeed = false, haveDump = false;
+
+  // Training.
+  std::string data, metrics, checkpoint, resume, save, model, initWeights;
+  std::string trace, tensorboard;
+  int64_t traceSteps = 2;
+  bool haveData = false;
+  int64_t steps = 1, accum = 1, warmup = 0, printEvery = 1,
+          checkpointEvery = 0;
+  uint64_t seed = 0;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0,
+         clipNorm = 0, minLr = 0;
+  double weightDecay = 0;
+  bool haveWeightDecay = false;
+  bool nesterov = false, quiet = false, noPrefetch = false, cudaGraphs = false,
+       noCudaGraphs = false;
+  bool cosine = false;
+  bool sequential = false;
+  /// --loss-scale; without it, dynamic for device steps and off for host
+  /// steps (decided once the step is loaded).
+  tcc::LossScaler lossScaler;
+  bool haveLossScale = false;
+  std::vector<std::string> noDecay;
+  /// The flags given, in order (for conflicts and "given twice").
+  std::vector<std::string> given;
+  bool wasGiven(const char *flag) const {
+    return std::find(given.begin(), given.end(), flag) != given.end();
+  }
+};
+
+} // namespace tcc::run
+
+#endif // TCC_RUNTIME_LIB_OPTIONS_H

@@ -1,0 +1,47 @@
+//===- report.cpp - the runtime's errors, warnings and progress line ------===//
+
+#include "runtime/lib/report.h"
+
+#include <cstdio>
+
+namespace tcc::run {
+
+/// Whether a progress line is open on a terminal (to be ended before any
+/// other message).
+bool gProgressOpen = false;
+
+namespace {
+const tcc::dp::World *gReportWorld = nullptr;
+} // namespace
+
+void setReportWorld(const tcc::dp::World *world) { gReportWorld = world; }
+
+void endProgressLine() {
+  if (gProgressOpen) {
+    std::fputs("\r\x1b[K", stderr);
+    gProgressOpen = false;
+  }
+}
+
+int error(const std::string &msg) {
+  std::fflush(stdout);
+  endProgressLine();
+  if (gReportWorld && gReportWorld->parallel())
+    std::fprintf(stderr, "tcc-run: error: rank %d of %d: %s\n", gReportWorld->rank(), gReportWorld->size(),
+                 msg.c_str());
+  else
+    std::fprintf(stderr, "tcc-run: error: %s\n", msg.c_str());
+  return 1;
+}
+
+void warning(const std::string &msg) {
+  std::fflush(stdout);
+  endProgressLine();
+  if (gReportWorld && gReportWorld->parallel())
+    std::fprintf(stderr, "tcc-run: warning: rank %d of %d: %s\n", gReportWorld->rank(), gReportWorld->size(),
+                 msg.c_str());
+  else
+    std::fprintf(stderr, "tcc-run: warning: %s\n", msg.c_str());
+}
+
+} // namespace tcc::run
