@@ -2,19 +2,23 @@
 // CLI: the step loader, the arena and its host mirror, feeds and dumps, and
 // the text helpers.
 //
-//   runtime-lib-test FAKE.so CPU.so WORKDIR
+//   runtime-lib-test FAKE.so CPU.so WORKDIR TOKENS.bin
 //
 // CPU.so is the demo GPT compiled with --target=cpu; FAKE.so is the fake
 // device step (test/runtime/fake_device_step.c), which forwards to CPU.so
 // (TCC_FAKE_DEVICE_STEP) but keeps its arena where the caller cannot touch
 // it. The two must agree byte for byte: the initial parameters read back
-// through the device copies, and one micro-step's loss and gradients. Prints
+// through the device copies, and one micro-step's loss and gradients. The
+// trainer (runTraining, what tcc-run runs) then trains both on TOKENS.bin:
+// the same losses and parameters, byte for byte; a run checkpointed and
+// resumed ends where the uninterrupted one does. Prints
 // "N passed, M failed" last; exits non-zero on any failure.
 #include "runtime/lib/arena.h"
 #include "runtime/lib/feeds.h"
 #include "runtime/lib/step_library.h"
 #include "runtime/lib/tensor_values.h"
 #include "runtime/lib/text.h"
+#include "runtime/lib/trainer.h"
 #include "runtime/posix_io.h"
 
 #include <cmath>
@@ -42,6 +46,19 @@ static int g_pass = 0, g_fail = 0;
 
 static bool contains(const std::string &s, const char *part) { return s.find(part) != std::string::npos; }
 
+/// The file's bytes, or false where it cannot be read.
+static bool slurp(const std::string &path, std::string &out) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return false;
+  out.clear();
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+    out.append(buf, n);
+  std::fclose(f);
+  return true;
+}
+
 /// One micro-step of `step` on all-zero inputs (token 0 everywhere, valid for
 /// the demo); the loss and the first gradient come back in `loss`, `grad`.
 static std::string microStep(const Step &step, Arena &mem, double &loss, std::vector<char> &grad) {
@@ -67,11 +84,11 @@ static std::string microStep(const Step &step, Arena &mem, double &loss, std::ve
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: runtime-lib-test FAKE.so CPU.so WORKDIR\n");
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: runtime-lib-test FAKE.so CPU.so WORKDIR TOKENS.bin\n");
     return 2;
   }
-  const std::string fakePath = argv[1], cpuPath = argv[2], work = argv[3];
+  const std::string fakePath = argv[1], cpuPath = argv[2], work = argv[3], tokens = argv[4];
   ::setenv("TCC_FAKE_DEVICE_STEP", cpuPath.c_str(), 1);
 
   // The loader refuses what is not a step library, naming it.
@@ -157,6 +174,57 @@ int main(int argc, char **argv) {
   CHECK(jsonNumber(NAN) == "null" && jsonNumber(0.5) == "0.5", "%s", jsonNumber(0.5).c_str());
   CHECK(halfToDouble(0x3c00) == 1.0 && halfToDouble(0xc000) == -2.0 && std::isinf(halfToDouble(0x7c00)),
         "halves");
+
+  // The trainer, through both steps: 3 AdamW steps of 2 micro-batches. (The
+  // fake step holds one device arena at a time: close this one.)
+  CHECK(fake.deviceClose(fakeMem.dev) == 0, "device_close");
+  fakeMem.dev = nullptr;
+  auto options = [&](const Step &s, const std::string &dump) {
+    Options o;
+    o.step = s.path;
+    o.haveData = true;
+    o.data = tokens;
+    o.steps = 3;
+    o.accum = 2;
+    o.seed = 5;
+    o.quiet = true;
+    o.haveDump = true;
+    o.dump = work + "/" + dump;
+    o.haveLossScale = true; // the fake step would scale dynamically
+    o.lossScaler = tcc::LossScaler::off();
+    return o;
+  };
+  auto sameFile = [&](const std::string &a, const std::string &b, const char *file) {
+    std::string x, y;
+    return slurp(work + "/" + a + "/" + file, x) && slurp(work + "/" + b + "/" + file, y) && !x.empty() &&
+           x == y;
+  };
+  auto sameParams = [&](const std::string &a, const std::string &b) {
+    int n = 0;
+    for (int32_t i = 0; i < cpu.info->num_params; ++i)
+      n += sameFile(a, b, ("params/" + fileNameFor(cpu.info->params[i].name)).c_str());
+    return n == cpu.info->num_params;
+  };
+  Options oc = options(cpu, "train-cpu"), of = options(fake, "train-fake");
+  CHECK(runTraining(oc, cpu, world, false) == 0, "the CPU step's run failed");
+  CHECK(runTraining(of, fake, world, false) == 0, "the fake device step's run failed");
+  CHECK(sameFile("train-cpu", "train-fake", "losses.npy") && sameParams("train-cpu", "train-fake"),
+        "the two steps' runs differ");
+  // Checkpointed after 2 steps and resumed to 3: the uninterrupted run's bytes.
+  Options first = options(fake, "train-first");
+  first.steps = 2;
+  first.checkpoint = work + "/ck";
+  CHECK(runTraining(first, fake, world, false) == 0, "the checkpointed run failed");
+  Options resumed = options(fake, "train-resumed");
+  resumed.resume = work + "/ck";
+  CHECK(runTraining(resumed, fake, world, false) == 0, "the resumed run failed");
+  CHECK(sameParams("train-fake", "train-resumed"), "the resumed run ends elsewhere");
+  // A missing data file is an error (exit code 1), before any output.
+  Options bad = options(cpu, "train-bad");
+  bad.data = work + "/missing.bin";
+  CHECK(runTraining(bad, cpu, world, false) == 1, "a missing data file did not fail");
+  std::string left;
+  CHECK(!slurp(work + "/train-bad/losses.npy", left), "it left a dump");
 
   std::printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
