@@ -24,49 +24,21 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/checkpoint.h"
 #include "runtime/data_parallel.h"
-#include "runtime/lib/arena.h"
-#include "runtime/lib/feeds.h"
 #include "runtime/lib/options.h"
 #include "runtime/lib/report.h"
 #include "runtime/lib/step_library.h"
-#include "runtime/lib/tensor_values.h"
 #include "runtime/lib/text.h"
 #include "runtime/lib/trainer.h"
 #include "runtime/loss_scale.h"
-#include "runtime/npy.h"
-#include "runtime/onnx_save.h"
-#include "runtime/posix_io.h"
-#include "runtime/step_table.h"
 #include "runtime/tcc_step.h"
-#include "runtime/tensorboard.h"
-#include "runtime/trace.h"
-#include "runtime/train_data.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <chrono>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <set>
 #include <string>
 #include <vector>
-
-#include <dirent.h>
-#include <dlfcn.h>
-#include <elf.h>
-#include <fcntl.h>
-#include <fnmatch.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define TCC_RUN_VERSION "0.3.0"
 #define TCC_STR2(x) #x
@@ -75,9 +47,6 @@
 namespace {
 
 using namespace tcc::run;
-using tcc::io::errnoText;
-using tcc::io::joinPath;
-using tcc::npy::shapeToString;
 
 /// The processes training together (world size 1 without a launcher).
 tcc::dp::World gWorld;
@@ -291,11 +260,6 @@ const char *const kUsage =
     "with tcc --offload, `; pinned host buffer H`).\n"
     "Errors exit with code 1 and a `tcc-run: error: ` message, before\n"
     "training where the problem can be known then.\n";
-
-using tcc::step::DTypeInfo;
-using tcc::step::describe;
-using tcc::step::lookupDType;
-using tcc::step::quoted;
 
 /// The flags that take a value, with the metavariable the usage shows.
 struct ValueFlag {
