@@ -210,20 +210,23 @@ int tcc_step_micro_step_end(void *arena);
  * `total` is the device's memory. */
 int tcc_step_device_memory(uint64_t *peak, uint64_t *total);
 
-/* Data parallelism (tcc-run under mpirun or srun), device steps only; a
- * runtime looks these up only when it runs in a world of several ranks.
- * tcc_step_set_device picks the rank's GPU, before tcc_step_device_open.
- * Rank 0 makes the world's id with tcc_step_comm_id; the runtime sends it to
- * every rank, and each opens the step's communicator with it after
- * tcc_step_device_open (NCCL: libnccl.so.2 is loaded then; the CUDA
- * emulation goes over the runtime's MPI plugin). tcc_step_comm_reduce_next
- * marks the next micro-step as the optimizer step's last: its gradient
- * accumulators are summed across the world as the backward pass finishes
- * each one, and tcc_step_apply waits for the sums before the norm and the
- * update (so every rank takes the same skip decision); tcc_step_comm_info
- * describes the communicator. tcc_step_apply
- * returns 6 when the all-reduce failed. tcc_step_device_close closes the
- * communicator. */
+/* Data parallelism (tcc-run under mpirun or srun, or TCC_NCCL=1 in one
+ * process), device steps only; a runtime looks these up only then.
+ * tcc_step_set_device picks the rank's GPU before tcc_step_device_open (a
+ * rank that sees a single GPU takes it). Rank 0 makes the world's id with
+ * tcc_step_comm_id; the runtime sends it to every rank, and each opens the
+ * step's communicator with it after tcc_step_device_open and before the
+ * first micro-step (NCCL: libnccl.so.2 is loaded then; the CUDA emulation
+ * goes over the runtime's MPI plugin). A step whose gradient accumulators
+ * are in host memory is refused. With a communicator open the micro-steps
+ * run without CUDA graphs. tcc_step_comm_reduce_next marks the next
+ * micro-step as the optimizer step's last: its gradient accumulators are
+ * summed across the world as the backward pass finishes each one, and
+ * tcc_step_apply waits for the sums before the norm and the update (so
+ * every rank takes the same skip decision); tcc_step_comm_info describes
+ * the communicator. tcc_step_apply returns 6 when the all-reduce failed.
+ * tcc_step_device_close closes the communicator (aborting it after a
+ * failure). The comm functions' messages name NCCL's error, not CUDA's. */
 #define TCC_STEP_COMM_ID_BYTES 128
 int tcc_step_set_device(int32_t device, char *err, uint64_t err_len);
 int tcc_step_comm_id(unsigned char *id, char *err, uint64_t err_len);

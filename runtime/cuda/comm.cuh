@@ -167,11 +167,17 @@ public:
     return "";
   }
 
+  /// After a failure the communicator is aborted first: its stream may be
+  /// stuck in a collective that only the abort ends.
   void close() {
+    if (comm_ && failed_)
+      nccl().commAbort(comm_);
+    else if (stream_)
+      cudaStreamSynchronize(stream_);
+    if (comm_ && !failed_)
+      nccl().commDestroy(comm_);
     if (stream_)
       cudaStreamSynchronize(stream_);
-    if (comm_)
-      (failed_ ? nccl().commAbort : nccl().commDestroy)(comm_);
     for (cudaEvent_t *e : {&ready_, &done_})
       if (*e) {
         cudaEventDestroy(*e);
@@ -182,10 +188,15 @@ public:
     comm_ = nullptr;
     stream_ = nullptr;
     bucket_.clear();
-    pending_ = 0;
+    pending_ = reduced_ = 0;
+    buckets_ = 0;
     armed_ = false;
     failed_ = ncclSuccess;
+    what_.clear();
   }
+
+  /// Whether a collective failed (the communicator is then aborted).
+  bool failed() const { return failed_ != ncclSuccess; }
 
   bool open() const { return comm_ != nullptr; }
   int ranks() const { return nranks_; }
@@ -224,8 +235,9 @@ public:
   std::string error() {
     if (!failed_ && comm_) {
       ncclResult_t async = ncclSuccess;
+      // 7: ncclInProgress (NCCL 2.14 on; older headers lack the name).
       if (nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
-          async != ncclInProgress) {
+          static_cast<int>(async) != 7) {
         failed_ = async;
         what_ = "the gradient all-reduce";
       }

@@ -382,6 +382,10 @@ TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_le
 TCC_EXPORT int tcc_step_device_close(void *arena) {
   if (!arena || arena != g_arena)
     return 1;
+  // A failed all-reduce may hold the step's stream (which waits for it):
+  // abort the communicator before waiting for anything.
+  if (g_comm.failed())
+    g_comm.close();
   cudaStreamSynchronize(stream());
   g_comm.close();
   if (g_profile)
@@ -717,6 +721,10 @@ TCC_EXPORT int tcc_step_set_device(int32_t device, char *err, uint64_t err_len) 
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess)
     return fail(e, "cannot count the GPUs (no GPU or no driver?)", err, err_len);
+  // A rank that sees one GPU (CUDA_VISIBLE_DEVICES per rank, srun
+  // --gpus-per-task=1) takes it, whatever its local rank.
+  if (count == 1)
+    device = 0;
   if (device < 0 || device >= count) {
     std::snprintf(err, err_len, "GPU %d asked for, but this machine has %d (one rank per GPU: start at most %d "
                   "ranks per machine)", (int)device, count, count);

@@ -91,6 +91,19 @@ std::string prepareArena(const Step &step, Arena &mem, tcc::dp::World &world, bo
         err = world.rank() == 0 ? std::string(msg) : "rank 0 could not make the NCCL id";
       if (err.empty())
         err = world.broadcast(id, sizeof id, 0, "sending the NCCL id");
+      // Every rank buckets alike: rank 0's TCC_DP_BUCKET_MB (the launcher
+      // may not pass the variable to every node).
+      char bucket[32] = {0};
+      if (const char *b = std::getenv("TCC_DP_BUCKET_MB"); b && world.rank() == 0)
+        std::snprintf(bucket, sizeof bucket, "%s", b);
+      if (err.empty())
+        err = world.broadcast(bucket, sizeof bucket, 0, "sending the bucket size");
+      if (err.empty()) {
+        if (bucket[0])
+          ::setenv("TCC_DP_BUCKET_MB", bucket, 1);
+        else
+          ::unsetenv("TCC_DP_BUCKET_MB");
+      }
       if (err.empty())
         err = world.watched("opening the NCCL communicator", [&](char *e, uint64_t l) {
           return step.commOpen(dev, id, world.size(), world.rank(), e, l);

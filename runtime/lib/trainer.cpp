@@ -968,9 +968,9 @@ private:
         return error("cannot trace " + step.name + ": the step could not set up its timing "
                      "(CUDA events)");
     }
-    // The batch the reader handed over last, on the trace.
 
-    prefetchOwner = std::make_unique<tcc::data::Prefetcher>(*source, localStart, ck.rng, !opts.noPrefetch);
+    prefetchOwner =
+        std::make_unique<tcc::data::Prefetcher>(*source, localStart, ck.rng, !opts.noPrefetch);
     // A device step uploads micro-batch j+1 while micro-batch j computes
     // (tcc_step_stage_inputs between tcc_step_micro_step_begin and _end), so
     // it takes each batch from the prefetcher one micro-step early. The data
@@ -1198,50 +1198,50 @@ private:
   /// Across ranks: the CPU step's gradients summed (a device step's NCCL
   /// sums them itself), and every rank's losses gathered on rank 0.
   int sumAcrossRanks(const std::string &where, double &lossSum) {
-  if (N > 1) {
-    if (!step.device) {
-      // The world's gradients: the accumulators summed across the ranks
-      // (each micro-step added loss * scale / (N*K)'s), alike on every rank,
-      // so every rank makes the same update (and the same skip decision).
-      // (A device step sums them itself, with NCCL, during its last
-      // micro-step; apply waits for the sums.)
-      const double reduceStart = trace.active() ? trace.now() : 0.0;
-      uint64_t reduced = 0;
-      for (int32_t i = 0; i < info.num_params; ++i) {
-        const tcc_tensor_desc &g = info.grads[i];
-        if (!g.bytes)
-          continue;
-        if (g.dtype == TCC_DTYPE_F32)
-          err = world.sum(reinterpret_cast<float *>(arena + g.offset), g.bytes / 4,
-                           "the gradient all-reduce");
-        else if (g.dtype == TCC_DTYPE_F64)
-          err = world.sum(reinterpret_cast<double *>(arena + g.offset), g.bytes / 8,
-                           "the gradient all-reduce");
-        else
-          err = std::string("gradient ") + g.name + " is neither f32 nor f64";
-        if (!err.empty())
-          return error(where + ": " + err);
-        reduced += g.bytes;
+    if (N > 1) {
+      if (!step.device) {
+        // The world's gradients: the accumulators summed across the ranks
+        // (each micro-step added loss * scale / (N*K)'s), alike on every rank,
+        // so every rank makes the same update (and the same skip decision).
+        // (A device step sums them itself, with NCCL, during its last
+        // micro-step; apply waits for the sums.)
+        const double reduceStart = trace.active() ? trace.now() : 0.0;
+        uint64_t reduced = 0;
+        for (int32_t i = 0; i < info.num_params; ++i) {
+          const tcc_tensor_desc &g = info.grads[i];
+          if (!g.bytes)
+            continue;
+          if (g.dtype == TCC_DTYPE_F32)
+            err = world.sum(reinterpret_cast<float *>(arena + g.offset), g.bytes / 4,
+                             "the gradient all-reduce");
+          else if (g.dtype == TCC_DTYPE_F64)
+            err = world.sum(reinterpret_cast<double *>(arena + g.offset), g.bytes / 8,
+                             "the gradient all-reduce");
+          else
+            err = std::string("gradient ") + g.name + " is neither f32 nor f64";
+          if (!err.empty())
+            return error(where + ": " + err);
+          reduced += g.bytes;
+        }
+        if (trace.active())
+          trace.complete(tcc::trace::kLoop,
+                         "gradient all-reduce (" + std::to_string(N) + " ranks)", "collective",
+                         reduceStart, trace.now() - reduceStart,
+                         "\"bytes\":" + std::to_string(reduced));
       }
-      if (trace.active())
-        trace.complete(tcc::trace::kLoop,
-                       "gradient all-reduce (" + std::to_string(N) + " ranks)", "collective",
-                       reduceStart, trace.now() - reduceStart,
-                       "\"bytes\":" + std::to_string(reduced));
+      // Every micro-step's loss, in the single process's order, on rank 0.
+      std::vector<float> all(static_cast<size_t>(N * K));
+      if (!(err = world.gather(losses.data() + losses.size() - static_cast<size_t>(K),
+                                static_cast<uint64_t>(K), all.data(), 0, "gathering the losses"))
+               .empty())
+        return error(where + ": " + err);
+      losses.resize(losses.size() - static_cast<size_t>(K));
+      lossSum = 0;
+      for (float l : all) {
+        losses.push_back(l);
+        lossSum += static_cast<double>(l);
+      }
     }
-    // Every micro-step's loss, in the single process's order, on rank 0.
-    std::vector<float> all(static_cast<size_t>(N * K));
-    if (!(err = world.gather(losses.data() + losses.size() - static_cast<size_t>(K),
-                              static_cast<uint64_t>(K), all.data(), 0, "gathering the losses"))
-             .empty())
-      return error(where + ": " + err);
-    losses.resize(losses.size() - static_cast<size_t>(K));
-    lossSum = 0;
-    for (float l : all) {
-      losses.push_back(l);
-      lossSum += static_cast<double>(l);
-    }
-  }
     return kGoOn;
   }
 
@@ -1250,130 +1250,130 @@ private:
              uint64_t tokensNow, int64_t done) {
     // Tokens this process trained on per second (the progress line's tok/s).
     const double tokensPerSec = secs > 0 ? static_cast<double>(tokensNow) / secs : 0.0;
-  if (metrics) {
-    // With loss scaling: the scale this step used, and the steps skipped
-    // so far (resumed ones included); for a device step, its peak memory
-    // so far.
-    std::string extra;
-    if (scaler.enabled())
-      extra += ",\"loss_scale\":" + jsonNumber(scale) +
-               ",\"skipped_total\":" + std::to_string(scaler.skipped());
-    if (step.device) {
-      uint64_t peak = 0, total = 0;
-      if (step.deviceMemory(&peak, &total) == 0)
-        extra += ",\"device_peak_bytes\":" + std::to_string(peak);
+    if (metrics) {
+      // With loss scaling: the scale this step used, and the steps skipped
+      // so far (resumed ones included); for a device step, its peak memory
+      // so far.
+      std::string extra;
+      if (scaler.enabled())
+        extra += ",\"loss_scale\":" + jsonNumber(scale) +
+                 ",\"skipped_total\":" + std::to_string(scaler.skipped());
+      if (step.device) {
+        uint64_t peak = 0, total = 0;
+        if (step.deviceMemory(&peak, &total) == 0)
+          extra += ",\"device_peak_bytes\":" + std::to_string(peak);
+      }
+      std::fprintf(metrics,
+                   "{\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
+                   "\"tokens\":%llu,\"elapsed_s\":%.6f,\"tokens_per_s\":%s,"
+                   "\"skipped\":%s%s}\n",
+                   static_cast<long long>(it + 1),
+                   jsonNumber(loss).c_str(), jsonNumber(lr).c_str(),
+                   jsonNumber(args.grad_norm).c_str(),
+                   static_cast<unsigned long long>(
+                       static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),
+                   secs, jsonNumber(tokensPerSec).c_str(), skip ? "true" : "false",
+                   extra.c_str());
+      if (std::fflush(metrics) != 0 || std::ferror(metrics))
+        return error("cannot write the metrics file " + opts.metrics + ": " +
+                     errnoText(errno));
     }
-    std::fprintf(metrics,
-                 "{\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                 "\"tokens\":%llu,\"elapsed_s\":%.6f,\"tokens_per_s\":%s,"
-                 "\"skipped\":%s%s}\n",
-                 static_cast<long long>(it + 1),
-                 jsonNumber(loss).c_str(), jsonNumber(lr).c_str(),
-                 jsonNumber(args.grad_norm).c_str(),
-                 static_cast<unsigned long long>(
-                     static_cast<uint64_t>((it + 1) * K) * tokensPerMicro),
-                 secs, jsonNumber(tokensPerSec).c_str(), skip ? "true" : "false",
-                 extra.c_str());
-    if (std::fflush(metrics) != 0 || std::ferror(metrics))
-      return error("cannot write the metrics file " + opts.metrics + ": " +
-                   errnoText(errno));
-  }
 
-  if (!opts.tensorboard.empty()) {
-    // The values --metrics writes, under TensorBoard's tags.
-    std::vector<std::pair<std::string, double>> scalars = {
-        {"train/loss", loss},
-        {"train/lr", lr},
-        {"train/grad_norm", args.grad_norm},
-        {"train/tokens_per_s", tokensPerSec},
-        {"train/skipped", skip ? 1.0 : 0.0},
-    };
-    if (scaler.enabled())
-      scalars.push_back({"train/loss_scale", scale});
-    struct timespec wall;
-    ::clock_gettime(CLOCK_REALTIME, &wall);
-    if (!(err = board.scalars(it + 1, static_cast<double>(wall.tv_sec) + wall.tv_nsec * 1e-9,
-                              scalars))
-             .empty())
-      return error(err);
-  }
+    if (!opts.tensorboard.empty()) {
+      // The values --metrics writes, under TensorBoard's tags.
+      std::vector<std::pair<std::string, double>> scalars = {
+          {"train/loss", loss},
+          {"train/lr", lr},
+          {"train/grad_norm", args.grad_norm},
+          {"train/tokens_per_s", tokensPerSec},
+          {"train/skipped", skip ? 1.0 : 0.0},
+      };
+      if (scaler.enabled())
+        scalars.push_back({"train/loss_scale", scale});
+      struct timespec wall;
+      ::clock_gettime(CLOCK_REALTIME, &wall);
+      if (!(err = board.scalars(it + 1, static_cast<double>(wall.tv_sec) + wall.tv_nsec * 1e-9,
+                                scalars))
+               .empty())
+        return error(err);
+    }
 
-  if (!opts.quiet &&
-      ((it + 1) % opts.printEvery == 0 || it + 1 == opts.steps)) {
-    std::string line = "step " + std::to_string(it + 1) + "/" +
-                       std::to_string(opts.steps) + "  loss " +
-                       format("%.4f", loss) + "  lr " + format("%.2e", lr);
-    if (tokensPerMicro)
-      line += "  tok/s " +
-              formatCount(secs > 0 ? static_cast<double>(tokensNow) / secs
-                                   : 0);
-    double eta = secs / static_cast<double>(done) *
-                 static_cast<double>(opts.steps - it - 1);
-    if (scaler.enabled()) {
-      // The scale for the next step (after this step's update).
-      line += "  scale " + format("%g", scaler.scale());
-      if (scaler.skipped())
-        line += "  skipped " + std::to_string(scaler.skipped());
+    if (!opts.quiet &&
+        ((it + 1) % opts.printEvery == 0 || it + 1 == opts.steps)) {
+      std::string line = "step " + std::to_string(it + 1) + "/" +
+                         std::to_string(opts.steps) + "  loss " +
+                         format("%.4f", loss) + "  lr " + format("%.2e", lr);
+      if (tokensPerMicro)
+        line += "  tok/s " +
+                formatCount(secs > 0 ? static_cast<double>(tokensNow) / secs
+                                     : 0);
+      double eta = secs / static_cast<double>(done) *
+                   static_cast<double>(opts.steps - it - 1);
+      if (scaler.enabled()) {
+        // The scale for the next step (after this step's update).
+        line += "  scale " + format("%g", scaler.scale());
+        if (scaler.skipped())
+          line += "  skipped " + std::to_string(scaler.skipped());
+      }
+      line += "  elapsed " + formatDuration(secs) + "  eta " +
+              formatDuration(eta);
+      if (tty) {
+        std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+        gProgressOpen = true;
+      } else {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      }
+      std::fflush(stderr);
     }
-    line += "  elapsed " + formatDuration(secs) + "  eta " +
-            formatDuration(eta);
-    if (tty) {
-      std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
-      gProgressOpen = true;
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    std::fflush(stderr);
-  }
 
     return kGoOn;
   }
 
   /// The checkpoint after step it, when one is due (or the run ends or stops).
   int checkpoint(int64_t it, const std::string &where, bool last, int stopSignal) {
-  if (!opts.checkpoint.empty() &&
-      (last || stopSignal ||
-       (opts.checkpointEvery > 0 && (it + 1) % opts.checkpointEvery == 0))) {
-    tcc::ckpt::State s = ck;
-    s.fingerprint = tcc::ckpt::fingerprint(info);
-    s.step = it + 1;
-    s.rng = dataRng;
-    s.position = dataPos;
-    s.losses = ck.losses + losses.size();
-    s.accum = K;
-    if (N > 1) {
-      // The world's data position: the single process's after this step.
-      // The last rank drew the step's last windows: its generator state is
-      // the single process's.
-      if (!(err = world.broadcast(&s.rng, sizeof s.rng, static_cast<int>(N - 1),
-                                   "sending the data position"))
-               .empty())
+    if (!opts.checkpoint.empty() &&
+        (last || stopSignal ||
+         (opts.checkpointEvery > 0 && (it + 1) % opts.checkpointEvery == 0))) {
+      tcc::ckpt::State s = ck;
+      s.fingerprint = tcc::ckpt::fingerprint(info);
+      s.step = it + 1;
+      s.rng = dataRng;
+      s.position = dataPos;
+      s.losses = ck.losses + losses.size();
+      s.accum = K;
+      if (N > 1) {
+        // The world's data position: the single process's after this step.
+        // The last rank drew the step's last windows: its generator state is
+        // the single process's.
+        if (!(err = world.broadcast(&s.rng, sizeof s.rng, static_cast<int>(N - 1),
+                                     "sending the data position"))
+                 .empty())
+          return error(where + ": " + err);
+        s.position = static_cast<uint64_t>((it + 1) * N * K);
+        s.accum = N * K;
+        if (dropoutCount)
+          *dropoutCount = static_cast<int64_t>(s.position);
+      }
+      s.dataKind = dataKind;
+      s.dataOrder = opts.sequential ? 1 : 0;
+      s.dataLength = dataLength;
+      s.optimizerSteps = optimizerSteps;
+      tcc::LossScaler::State ls = scaler.state();
+      s.lossScaleMode = ls.mode;
+      s.lossScale = ls.scale;
+      s.growthTracker = ls.growthTracker;
+      s.skipped = ls.skipped;
+      const double ckStart = trace.active() ? trace.now() : 0.0;
+      if (!(err = mem.copyOutParamsAndState(true)).empty())
         return error(where + ": " + err);
-      s.position = static_cast<uint64_t>((it + 1) * N * K);
-      s.accum = N * K;
-      if (dropoutCount)
-        *dropoutCount = static_cast<int64_t>(s.position);
+      mirrorAt = it + 1;
+      if (world.rank() == 0 &&
+          !(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
+        return error(err);
+      if (trace.active())
+        trace.complete(tcc::trace::kLoop, "checkpoint write", "checkpoint", ckStart,
+                       trace.now() - ckStart);
     }
-    s.dataKind = dataKind;
-    s.dataOrder = opts.sequential ? 1 : 0;
-    s.dataLength = dataLength;
-    s.optimizerSteps = optimizerSteps;
-    tcc::LossScaler::State ls = scaler.state();
-    s.lossScaleMode = ls.mode;
-    s.lossScale = ls.scale;
-    s.growthTracker = ls.growthTracker;
-    s.skipped = ls.skipped;
-    const double ckStart = trace.active() ? trace.now() : 0.0;
-    if (!(err = mem.copyOutParamsAndState(true)).empty())
-      return error(where + ": " + err);
-    mirrorAt = it + 1;
-    if (world.rank() == 0 &&
-        !(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
-      return error(err);
-    if (trace.active())
-      trace.complete(tcc::trace::kLoop, "checkpoint write", "checkpoint", ckStart,
-                     trace.now() - ckStart);
-  }
     return kGoOn;
   }
 

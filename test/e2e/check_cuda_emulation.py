@@ -21,9 +21,10 @@ Checked here, without a GPU:
      loss curves must track (mean |cuda - cpu| < 0.03 over all steps, the
      means of the last 10 steps within 2%; fp16 and fp32 runs drift apart
      step by step, so single steps are not compared);
-     the micro-step is captured as a CUDA graph (the default); the same run
-     without graphs (--no-cuda-graphs) must give bit-identical losses, with
-     the graph in use, and so must the run with TCC_CUDA_EMU_STREAMS=deferred
+     the micro-step is captured as a CUDA graph (the default); in runs of
+     BIT_STEPS (8) steps, the run without graphs (--no-cuda-graphs) must give
+     the graph run's losses bit for bit, and so must the run with
+     TCC_CUDA_EMU_STREAMS=deferred
      and TCC_CUDA_EMU_BLOCKS=reverse (blocks last to first), where
      each stream's work runs as late as its events allow (so the upload of
      the next micro-batch, which overlaps the current one, would show stale
@@ -61,6 +62,8 @@ from check_gradients import DEFAULT_MODELS  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+# The bit-identity runs' length (training_stage).
+BIT_STEPS = 8
 DEMO_FLAGS = ["--accum", "2", "--lr", "3e-3", "--warmup", "10", "--lr-schedule", "cosine",
               "--min-lr", "3e-4", "--seed", "0", "--print-every", "10"]
 
@@ -211,46 +214,61 @@ def training_stage(args):
     run([args.tcc, "--target=cpu", demo, "-o", cpu])
     run([args.tcc, demo, "--target=cuda", "--cuda-emulation", "-o", emu])
     flags = ["--data", data, "--steps", str(args.train_steps)] + DEMO_FLAGS
+    # The loss curves: the CPU target against the emulated CUDA step with its
+    # CUDA graphs (the default), over train_steps. The bit-identity checks
+    # (without graphs, deferred streams and reversed blocks, only the step's
+    # stream deferred) compare shorter runs of BIT_STEPS steps among
+    # themselves: every micro-step stages the next one's inputs and replays
+    # the graph, so a race shows in any of them.
+    short = ["--data", data, "--steps", str(min(BIT_STEPS, args.train_steps))] + DEMO_FLAGS
     curves = {}
     logs = {}
     # Deferred streams, and each grid's blocks last to first.
     deferred = {"TCC_CUDA_EMU_STREAMS": "deferred", "TCC_CUDA_EMU_BLOCKS": "reverse"}
-    for key, so, more, env in (("cpu", cpu, [], None), ("emu", emu, ["--no-cuda-graphs"], None),
-                               ("emu-graphs", emu, [], None),
-                               ("emu-graphs-deferred", emu, [], deferred),
-                               ("emu-graphs-deferred-first", emu, [],
-                                {"TCC_CUDA_EMU_STREAMS": "deferred-first"})):
+    for key, so, run_flags, env in (
+            ("cpu", cpu, flags, None), ("emu-graphs", emu, flags, None),
+            ("short-graphs", emu, short, None),
+            ("short", emu, short + ["--no-cuda-graphs"], None),
+            ("short-graphs-deferred", emu, short, deferred),
+            ("short-graphs-deferred-first", emu, short, {"TCC_CUDA_EMU_STREAMS": "deferred-first"})):
         metrics = os.path.join(work, key + ".jsonl")
-        logs[key] = run([args.tcc_run, so] + flags + more + ["--metrics", metrics], env=env).stdout
+        logs[key] = run([args.tcc_run, so] + run_flags + ["--metrics", metrics], env=env).stdout
         curves[key] = load_losses(metrics)
     problems = []
-    a, b, g, d, f = (np.array(curves[k]) for k in ("cpu", "emu", "emu-graphs", "emu-graphs-deferred",
-                                                    "emu-graphs-deferred-first"))
-    if any(len(c) != args.train_steps for c in (a, b, g, d, f)):
-        problems.append("step counts %d/%d/%d/%d/%d" % (len(a), len(b), len(g), len(d), len(f)))
+    a, g = np.array(curves["cpu"]), np.array(curves["emu-graphs"])
+    sg, b, d, f = (np.array(curves[k]) for k in ("short-graphs", "short", "short-graphs-deferred",
+                                                  "short-graphs-deferred-first"))
+    n_short = min(BIT_STEPS, args.train_steps)
+    if len(a) != args.train_steps or len(g) != args.train_steps or \
+            any(len(c) != n_short for c in (sg, b, d, f)):
+        problems.append("step counts %d/%d/%d/%d/%d/%d" % (len(a), len(g), len(sg), len(b), len(d), len(f)))
     else:
-        diff = np.abs(a - b)
-        print("training the demo GPT, %d steps: loss cpu %.4f -> %.4f, cuda (emulated) %.4f -> %.4f; "
-              "max |cuda - cpu| %.4f, mean %.4f" % (len(a), a[0], a[-1], b[0], b[-1], diff.max(), diff.mean()))
+        diff = np.abs(a - g)
+        print("training the demo GPT, %d steps: loss cpu %.4f -> %.4f, cuda (emulated, graphs) %.4f -> "
+              "%.4f; max |cuda - cpu| %.4f, mean %.4f" % (len(a), a[0], a[-1], g[0], g[-1], diff.max(),
+                                                          diff.mean()))
         for s in range(0, len(a), max(1, len(a) // 6)):
-            print("  step %4d  cpu %.4f  cuda %.4f  cuda+graphs %.4f" % (s + 1, a[s], b[s], g[s]))
-        tail_cpu, tail_cuda = a[-10:].mean(), b[-10:].mean()
+            print("  step %4d  cpu %.4f  cuda+graphs %.4f" % (s + 1, a[s], g[s]))
+        tail_cpu, tail_cuda = a[-10:].mean(), g[-10:].mean()
         print("  mean of the last 10 steps: cpu %.4f, cuda %.4f (rel %.2e)"
               % (tail_cpu, tail_cuda, abs(tail_cuda - tail_cpu) / tail_cpu))
+        print("  %d-step runs bit-identical: graphs vs none %s, deferred streams and reversed blocks %s, "
+              "only the step's stream deferred %s" % (n_short, np.array_equal(b, sg), np.array_equal(b, d),
+                                                      np.array_equal(b, f)))
         if not diff.mean() < 0.03:
             problems.append("the curves part: mean |cuda - cpu| %.4f" % diff.mean())
         if not abs(tail_cuda - tail_cpu) / tail_cpu < 0.02:
             problems.append("last 10 steps: cuda %.4f vs cpu %.4f" % (tail_cuda, tail_cpu))
-        if not np.array_equal(b, g):
+        if not np.array_equal(b, sg):
             problems.append("CUDA graphs changed the losses (first at step %d)"
-                            % (int(np.argmax(b != g)) + 1))
+                            % (int(np.argmax(b != sg)) + 1))
         if not np.array_equal(b, d):
             problems.append("deferred streams and reversed blocks changed the losses (first at step %d)"
                             % (int(np.argmax(b != d)) + 1))
         if not np.array_equal(b, f):
             problems.append("deferring only the step's stream changed the losses (first at step %d)"
                             % (int(np.argmax(b != f)) + 1))
-    for key in ("emu-graphs", "emu-graphs-deferred", "emu-graphs-deferred-first"):
+    for key in ("emu-graphs", "short-graphs", "short-graphs-deferred", "short-graphs-deferred-first"):
         if "running it without graphs" in logs[key]:
             problems.append("%s: the CUDA graph capture failed: %s" % (key, logs[key][-400:]))
     return problems

@@ -36,7 +36,7 @@ sums over tcc-run's MPI plugin.
              buckets, events) gives the plain run's bytes;
   refusals   a step whose gradient accumulators are in host memory
              (--offload=all), and more ranks on a machine than it has GPUs
-             (TCC_CUDA_EMU_DEVICES=1), are refused with a message.
+             (3 ranks, TCC_CUDA_EMU_DEVICES=2), are refused with a message.
 
 Exit 0 when everything holds, 1 otherwise.
 """
@@ -190,13 +190,13 @@ def main():
         fail("an --offload=all step under mpirun was not refused: %r" % p.stdout[-600:])
     else:
         print("--offload=all under mpirun: refused (gradient accumulators in host memory)")
-    env = dict(os.environ, TCC_CUDA_EMU_DEVICES="1")
-    p = run(MPIRUN + ["-x", "TCC_CUDA_EMU_DEVICES", "-np", "2", args.tcc_run, steps["sgd"]] +
+    env = dict(os.environ, TCC_CUDA_EMU_DEVICES="2")
+    p = run(MPIRUN + ["-x", "TCC_CUDA_EMU_DEVICES", "-np", "3", args.tcc_run, steps["sgd"]] +
             base[1:], expect=None, env=env)
-    if p.returncode == 0 or "GPU 1 asked for, but this machine has 1" not in p.stdout:
-        fail("two ranks on a machine with one GPU were not refused: %r" % p.stdout[-600:])
+    if p.returncode == 0 or "GPU 2 asked for, but this machine has 2" not in p.stdout:
+        fail("three ranks on a machine with two GPUs were not refused: %r" % p.stdout[-600:])
     else:
-        print("two ranks, one GPU: refused (local rank 1 names the missing GPU)")
+        print("three ranks, two GPUs: refused (local rank 2 names the missing GPU)")
 
     if problems:
         print("%d problem(s)" % len(problems))

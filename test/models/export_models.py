@@ -457,7 +457,68 @@ MODELS = collections.OrderedDict([
 FLOAT_TYPES = {1, 11, 10, 16}  # onnx.TensorProto FLOAT, DOUBLE, FLOAT16, BFLOAT16
 
 
+def _cache_dir(name):
+    """Where export_one keeps model `name`'s export: TCC_MODEL_CACHE (default
+    ~/.cache/tcc/test-models), under a key of this file's bytes and the
+    torch and onnx versions, so that a change to any of them exports anew.
+    The export is deterministic (fixed seeds), so the tests that export the
+    same model (e2e-gradients, e2e-training, cuda-build, cuda-emulation,
+    ...) share one export instead of each paying torch.onnx.export's time."""
+    import hashlib
+    with open(os.path.abspath(__file__), "rb") as f:
+        h = hashlib.sha256(f.read())
+    h.update(("%s %s %s" % (torch.__version__, getattr(onnx, "__version__", "none"), name)).encode())
+    root = os.environ.get("TCC_MODEL_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tcc", "test-models")
+    return os.path.join(root, "%s-%s" % (name, h.hexdigest()[:16]))
+
+
 def export_one(name, outdir):
+    """Exports model `name` into outdir (NAME.onnx and NAME.feed/), from the
+    cache when an earlier export of the same definitions is there; returns
+    whether its initializers are the model's parameters."""
+    import shutil
+    cached = _cache_dir(name)
+    summary = os.path.join(cached, "summary.txt")
+    if os.path.isfile(summary):
+        os.makedirs(outdir, exist_ok=True)
+        for entry in os.listdir(cached):
+            src = os.path.join(cached, entry)
+            if entry == "summary.txt":
+                continue
+            if os.path.isdir(src):
+                shutil.copytree(src, os.path.join(outdir, entry), dirs_exist_ok=True)
+            else:
+                shutil.copyfile(src, os.path.join(outdir, entry))
+        with open(summary) as f:
+            print(f.read().rstrip() + " (cached export)")
+        sys.stdout.flush()
+        return True
+    os.makedirs(outdir, exist_ok=True)
+    ok = _export_one(name, outdir)
+    if ok:
+        # Filled beside the cache and renamed into place, so that two tests
+        # exporting at once never see half an entry.
+        tmp = "%s.tmp-%d" % (cached, os.getpid())
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.makedirs(tmp)
+            shutil.copyfile(os.path.join(outdir, name + ".onnx"), os.path.join(tmp, name + ".onnx"))
+            shutil.copytree(os.path.join(outdir, name + ".feed"), os.path.join(tmp, name + ".feed"))
+            with open(os.path.join(tmp, "summary.txt"), "w") as f:
+                f.write(_SUMMARY.get(name, name) + "\n")
+            os.rename(tmp, cached)
+        except OSError:
+            pass  # another process filled it first, or no cache: nothing lost
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return ok
+
+
+_SUMMARY = {}
+
+
+def _export_one(name, outdir):
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(1234)
     model, opset, feed, output_names = MODELS[name](gen)
@@ -502,7 +563,8 @@ def export_one(name, outdir):
 
     hist = collections.Counter(n.op_type for n in m.graph.node)
     hist_s = " ".join("%s:%d" % (k, hist[k]) for k in sorted(hist))
-    print("%s opset=%d nodes=%d %s" % (name, opset, len(m.graph.node), hist_s))
+    _SUMMARY[name] = "%s opset=%d nodes=%d %s" % (name, opset, len(m.graph.node), hist_s)
+    print(_SUMMARY[name])
     sys.stdout.flush()
     return ok
 
