@@ -6,20 +6,13 @@
 #include "runtime/posix_io.h"
 #include "runtime/step_table.h"
 #include "runtime/lib/text.h"
+
 #include <cstdio>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace tcc::run {
-
-using tcc::io::errnoText;
-using tcc::io::joinPath;
-using tcc::npy::shapeToString;
-using tcc::step::DTypeInfo;
-using tcc::step::describe;
-using tcc::step::lookupDType;
-using tcc::step::quoted;
 
 /// Refuses a step whose arena exceeds the budget it was compiled for, or
 /// (host arenas only) the memory this machine has available (MemAvailable in

@@ -8,11 +8,11 @@
 #include "runtime/lib/step_library.h"
 #include "runtime/lib/tensor_values.h"
 #include "runtime/posix_io.h"
+
 #include <set>
 
 namespace tcc::run {
 
-using tcc::io::errnoText;
 using tcc::io::joinPath;
 using tcc::npy::shapeToString;
 using tcc::step::DTypeInfo;

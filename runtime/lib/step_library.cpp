@@ -16,12 +16,7 @@
 namespace tcc::run {
 
 using tcc::io::errnoText;
-using tcc::io::joinPath;
-using tcc::npy::shapeToString;
-using tcc::step::DTypeInfo;
 using tcc::step::describe;
-using tcc::step::lookupDType;
-using tcc::step::quoted;
 
 /// The step's tables with host-buffer tensors placed after the arena.
 void makeMirrorView(Step &step) {

@@ -8,18 +8,13 @@
 #include "runtime/step_table.h"
 #include "runtime/posix_io.h"
 #include "runtime/npy.h"
+
 #include <cmath>
 #include <cstring>
 
 namespace tcc::run {
 
-using tcc::io::errnoText;
-using tcc::io::joinPath;
-using tcc::npy::shapeToString;
 using tcc::step::DTypeInfo;
-using tcc::step::describe;
-using tcc::step::lookupDType;
-using tcc::step::quoted;
 
 /// Whether an .npy descr denotes `d` ('=' is native order, i.e. little-endian
 /// here; one-byte types have no byte order, so '<' and '=' are fine too).

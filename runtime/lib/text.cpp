@@ -2,22 +2,11 @@
 
 #include "runtime/lib/text.h"
 
-#include "runtime/npy.h"
-#include "runtime/posix_io.h"
-#include "runtime/step_table.h"
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 
 namespace tcc::run {
-
-using tcc::io::errnoText;
-using tcc::io::joinPath;
-using tcc::npy::shapeToString;
-using tcc::step::DTypeInfo;
-using tcc::step::describe;
-using tcc::step::lookupDType;
-using tcc::step::quoted;
 
 std::string format(const char *fmt, ...) {
   char buf[256];

@@ -42,7 +42,6 @@ namespace tcc::run {
 using tcc::io::errnoText;
 using tcc::io::joinPath;
 using tcc::npy::shapeToString;
-using tcc::step::DTypeInfo;
 using tcc::step::describe;
 using tcc::step::lookupDType;
 using tcc::step::quoted;

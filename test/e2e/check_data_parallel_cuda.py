@@ -41,47 +41,22 @@ sums over tcc-run's MPI plugin.
 Exit 0 when everything holds, 1 otherwise.
 """
 import argparse
-import glob
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The CPU world's check: its launcher line, runner, dump reader and measure.
+from check_data_parallel import MPIRUN, REPO, load_dump, rel_diff, run  # noqa: E402
+
 problems = []
 
 
 def fail(msg):
     problems.append(msg)
     print("FAIL: " + msg)
-
-
-def run(cmd, expect=0, env=None, timeout=300):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout, env=env)
-    if expect is not None and p.returncode != expect:
-        raise SystemExit("exit %d (expected %d): %s\n%s" % (p.returncode, expect, " ".join(cmd),
-                                                           p.stdout[-3000:]))
-    return p
-
-
-def load_dump(folder):
-    losses = np.load(os.path.join(folder, "losses.npy"))
-    params = {os.path.basename(f): np.load(f)
-              for f in glob.glob(os.path.join(folder, "params", "*.npy"))}
-    return losses, params
-
-
-def rel_diff(a, b):
-    """The largest |a - b| over the largest |a|, parameter by parameter."""
-    worst = 0.0
-    for name in a:
-        scale = float(np.max(np.abs(a[name]))) or 1.0
-        worst = max(worst, float(np.max(np.abs(a[name].astype(np.float64) - b[name]))) / scale)
-    return worst
 
 
 def main():
