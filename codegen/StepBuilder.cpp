@@ -285,6 +285,20 @@ static SmallString<256> runtimeCacheDir(const tcc::EmittedStep &step,
          std::to_string(llvm::sys::toTimeT(st.getLastModificationTime())) + '\0';
   for (const std::string &a : compileFlags(step, options))
     key += a + '\0';
+  // NCCL's header decides whether an nvcc-built fixed half can join a world
+  // of GPUs (runtime/cuda/comm.cuh: __has_include(<nccl.h>)), so where nvcc
+  // finds one is part of the key: installing NCCL builds it anew.
+  if (isCuda(step) && !options.cudaEmulation) {
+    SmallString<256> toolkit = llvm::sys::path::parent_path(llvm::sys::path::parent_path(real));
+    llvm::sys::path::append(toolkit, "include");
+    for (StringRef dir : {StringRef(toolkit), StringRef("/usr/local/include"), StringRef("/usr/include")}) {
+      SmallString<256> header(dir);
+      llvm::sys::path::append(header, "nccl.h");
+      llvm::sys::fs::file_status h;
+      key += llvm::sys::fs::status(header, h) ? std::string("no nccl.h") + '\0'
+                                               : header.str().str() + '\0' + std::to_string(h.getSize()) + '\0';
+    }
+  }
   llvm::sys::path::append(root, "runtime-" + cacheVariant(step, options) + "-" +
                                     llvm::utohexstr(llvm::xxh3_64bits(key)));
   return root;
