@@ -23,25 +23,25 @@ void endProgressLine() {
   }
 }
 
-int error(const std::string &msg) {
+namespace {
+/// "tcc-run: KIND: [rank R of N: ]MSG" on stderr, after ending the progress
+/// line.
+void say(const char *kind, const std::string &msg) {
   std::fflush(stdout);
   endProgressLine();
   if (gReportWorld && gReportWorld->parallel())
-    std::fprintf(stderr, "tcc-run: error: rank %d of %d: %s\n", gReportWorld->rank(), gReportWorld->size(),
-                 msg.c_str());
+    std::fprintf(stderr, "tcc-run: %s: rank %d of %d: %s\n", kind, gReportWorld->rank(),
+                 gReportWorld->size(), msg.c_str());
   else
-    std::fprintf(stderr, "tcc-run: error: %s\n", msg.c_str());
+    std::fprintf(stderr, "tcc-run: %s: %s\n", kind, msg.c_str());
+}
+} // namespace
+
+int error(const std::string &msg) {
+  say("error", msg);
   return 1;
 }
 
-void warning(const std::string &msg) {
-  std::fflush(stdout);
-  endProgressLine();
-  if (gReportWorld && gReportWorld->parallel())
-    std::fprintf(stderr, "tcc-run: warning: rank %d of %d: %s\n", gReportWorld->rank(), gReportWorld->size(),
-                 msg.c_str());
-  else
-    std::fprintf(stderr, "tcc-run: warning: %s\n", msg.c_str());
-}
+void warning(const std::string &msg) { say("warning", msg); }
 
 } // namespace tcc::run

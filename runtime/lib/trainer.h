@@ -29,9 +29,6 @@ int runGradsOnly(const Options &opts, const Step &step, tcc::dp::World &world);
 /// The line `device peak ... (arena ..., budget ..., device ...)` of a
 /// device step, with a warning past its budget; `peakOut` gets the peak.
 void reportDeviceMemory(const Step &step, const tcc::dp::World &world, uint64_t *peakOut = nullptr);
-/// Refuses outputs that name an input, or each other (`model`: the ONNX
-/// model --save starts from).
-std::string checkOutputPaths(const Options &opts, const std::string &model);
 
 } // namespace tcc::run
 

@@ -1,0 +1,242 @@
+//===- grads_only.cpp - one micro-step, its loss, outputs and gradients ---===//
+//
+// tcc-run --grads-only: one micro-step (forward and backward) on --feed's
+// inputs, then the loss, the outputs and the gradients (divided by the loss
+// scale) dumped as .npy; and the device-memory line both runs print.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/lib/trainer.h"
+#include "runtime/lib/outputs.h"
+
+#include "runtime/checkpoint.h"
+#include "runtime/lib/arena.h"
+#include "runtime/lib/feeds.h"
+#include "runtime/lib/report.h"
+#include "runtime/lib/tensor_values.h"
+#include "runtime/lib/text.h"
+#include "runtime/loss_scale.h"
+#include "runtime/npy.h"
+#include "runtime/onnx_save.h"
+#include "runtime/posix_io.h"
+#include "runtime/step_table.h"
+#include "runtime/tensorboard.h"
+#include "runtime/trace.h"
+#include "runtime/train_data.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tcc::run {
+
+using tcc::io::joinPath;
+using tcc::step::describe;
+/// The line `device peak 9.61 GiB (arena 9.58 GiB, budget 12 GiB, device
+/// 140 GiB)` for a device step, with a warning if the peak exceeds the
+/// budget the step was compiled for; `peakOut` gets the peak (0 if the step
+/// cannot tell).
+void reportDeviceMemory(const Step &step, const tcc::dp::World &world, uint64_t *peakOut) {
+  const tcc_step_info &info = *step.info;
+  uint64_t peak = 0, total = 0;
+  if (peakOut)
+    *peakOut = 0;
+  if (step.deviceMemory(&peak, &total) != 0) {
+    warning(step.name + ": tcc_step_device_memory failed; the device's peak "
+                        "memory use is unknown");
+    return;
+  }
+  if (peakOut)
+    *peakOut = peak;
+  // Across ranks, each reports its own GPU's.
+  std::string line = (world.parallel() ? "rank " + std::to_string(world.rank()) + ": " : "") +
+                     "device peak " + formatBytes(peak) + " (arena " +
+                     formatBytes(info.arena_bytes) + ", " +
+                     (info.mem_budget ? "budget " + formatBytes(info.mem_budget)
+                                      : std::string("no budget")) +
+                     (total ? ", device " + formatBytes(total) : "") + ")" +
+                     (info.host_bytes ? "; pinned host buffer " + formatBytes(info.host_bytes) +
+                                            " (tcc --offload: updated on the host)"
+                                      : std::string());
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (info.mem_budget && peak > info.mem_budget)
+    warning("THE DEVICE PEAK OF " + formatBytes(peak) + " (" +
+            std::to_string(peak) + " bytes) EXCEEDS THE MEMORY BUDGET OF " +
+            formatBytes(info.mem_budget) + " (" +
+            std::to_string(info.mem_budget) +
+            " bytes) the step was compiled for: the arena is " +
+            formatBytes(info.arena_bytes) +
+            "; the rest is the CUDA runtime's (context, kernels' "
+            "workspaces). On a GPU of the budget's size this run would not "
+            "fit; compile with a smaller --mem-budget to leave room");
+}
+
+//===----------------------------------------------------------------------===//
+// --grads-only
+//===----------------------------------------------------------------------===//
+
+int runGradsOnly(const Options &opts, const Step &step, tcc::dp::World &world) {
+  const bool nccl = false; // one process, one micro-step
+  const tcc_step_info &info = *step.info;
+  std::string err;
+  int rc;
+
+  struct stat st;
+  if (::stat(opts.feed.c_str(), &st) != 0)
+    return error("the feed directory " + opts.feed + " does not exist");
+  if (!S_ISDIR(st.st_mode))
+    return error("the feed directory " + opts.feed + " is not a directory");
+  if (!(err = checkOutputPaths(opts, "")).empty())
+    return error(err);
+
+  // Prepare the dump directories before running, so that an unwritable OUT
+  // is reported before the work rather than after it.
+  std::string outputsDir = joinPath(opts.dump, "outputs");
+  std::string gradsDir = joinPath(opts.dump, "grads");
+  bool anyGrads = false;
+  if (info.has_backward)
+    for (int32_t i = 0; i < info.num_params; ++i)
+      anyGrads |= info.grads[i].bytes > 0;
+  if (opts.haveDump) {
+    if (!(err = checkUniqueFiles(info.outputs, info.num_outputs, "output",
+                                 nullptr))
+             .empty() ||
+        (anyGrads && !(err = checkUniqueFiles(info.params, info.num_params,
+                                              "parameter", info.grads))
+                          .empty()))
+      return error(err);
+    std::vector<std::string> dirs = {opts.dump};
+    if (info.num_outputs > 0)
+      dirs.push_back(outputsDir);
+    if (anyGrads)
+      dirs.push_back(gradsDir);
+    for (const std::string &dir : dirs) {
+      if (!(err = tcc::io::makeDirs(dir)).empty())
+        return error(err);
+      if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        return error("the dump directory " + dir + " is not writable");
+    }
+  }
+
+  Arena mem;
+  if (!(err = prepareArena(step, mem, world, nccl)).empty() ||
+      !(err = loadInitWeights(opts.initWeights, false, step, mem)).empty())
+    return error(err);
+  char *arena = mem.host; // for a device step, the host mirror
+
+  for (int32_t i = 0; i < info.num_inputs; ++i)
+    if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty() ||
+        (step.device &&
+         !(err = checkFp16Range(info.inputs[i], arena + info.inputs[i].offset,
+                                "the feed " + opts.feed))
+              .empty()))
+      return error(err);
+
+  // The backward pass runs with a loss scale, as in training: fp16
+  // gradients of a mean over many tokens underflow unscaled. Device steps
+  // default to GradScaler's (2^16, halved while the gradients overflow, as
+  // a skipped step would); the gradients written are divided by it.
+  tcc::LossScaler scaler = opts.haveLossScale ? opts.lossScaler
+                           : step.device    ? tcc::LossScaler::dynamic()
+                                            : tcc::LossScaler::off();
+  double scale = 1.0;
+  for (int attempt = 0;; ++attempt) {
+    scale = scaler.enabled() ? scaler.scale() : 1.0;
+    // Every attempt is micro-step 0 of the run: the same dropout masks.
+    if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty() ||
+        !(err = seedDropout(step, mem, opts.seed)).empty())
+      return error(err);
+    if (info.has_backward && attempt > 0 && (rc = step.zeroGrads(mem.stepArena())) != 0)
+      return error("zeroing the gradients failed (code " + std::to_string(rc) + ")");
+    if ((rc = step.microStep(mem.stepArena(), scale)) != 0) {
+      std::string msg = "the step failed (code " + std::to_string(rc) + ")";
+      if (const char *meaning = stepErrorMeaning(rc))
+        msg += ": " + std::string(meaning);
+      return error(msg);
+    }
+    // From a device: the loss (printed), and what --dump writes.
+    if (info.has_backward && !(err = mem.copyOut(info.outputs[0])).empty())
+      return error(err);
+    if (mem.device && (opts.haveDump || scaler.isDynamic())) {
+      if (!(err = mem.copyOut(info.outputs, info.num_outputs)).empty())
+        return error(err);
+      if (info.has_backward &&
+          !(err = mem.copyOut(info.grads, info.num_params)).empty())
+        return error(err);
+    }
+    bool finite = true;
+    if (info.has_backward && scaler.isDynamic())
+      for (int32_t i = 0; i < info.num_params && finite; ++i)
+        finite = allFinite(info.grads[i], arena);
+    if (finite)
+      break;
+    if (scale <= 1.0) {
+      warning("the gradients are not finite even with loss scale 1; writing them as they are");
+      break;
+    }
+    scaler.update(/*foundInf=*/true); // GradScaler's back-off
+  }
+  if (info.has_backward && scale != 1.0)
+    for (int32_t i = 0; i < info.num_params; ++i)
+      divideTensor(info.grads[i], arena, scale);
+
+  if (info.has_backward) {
+    const tcc_tensor_desc &loss = info.outputs[0];
+    std::printf("loss %.9g\n", elementAsDouble(arena + loss.offset, loss.dtype));
+    if (scale != 1.0)
+      std::printf("loss scale %g (the gradients are divided by it)\n", scale);
+  }
+  for (int32_t i = 0; i < info.num_outputs; ++i) {
+    const tcc_tensor_desc &d = info.outputs[i];
+    std::printf("output %s %s\n", d.name, describe(d).c_str());
+  }
+  std::fflush(stdout);
+
+  if (opts.haveDump) {
+    if (info.has_backward &&
+        !(err = dumpTensor(joinPath(opts.dump, "loss.npy"), info.outputs[0],
+                           arena))
+             .empty())
+      return error(err);
+    for (int32_t i = 0; i < info.num_outputs; ++i) {
+      const tcc_tensor_desc &d = info.outputs[i];
+      if (!(err = dumpTensor(joinPath(outputsDir, fileNameFor(d.name)), d,
+                             arena))
+               .empty())
+        return error(err);
+    }
+    if (info.has_backward)
+      for (int32_t i = 0; i < info.num_params; ++i) {
+        const tcc_tensor_desc &g = info.grads[i];
+        if (g.bytes == 0)
+          continue;
+        if (!(err = dumpTensor(
+                  joinPath(gradsDir, fileNameFor(info.params[i].name)), g,
+                  arena))
+                 .empty())
+          return error(err);
+      }
+  }
+  if (step.device)
+    reportDeviceMemory(step, world);
+  return 0;
+}
+
+} // namespace tcc::run
