@@ -207,6 +207,8 @@ def PlanMemory : Pass<"tcc-plan-memory", "ModuleOp"> {
            "optimizer state tensors per trainable parameter (AdamW 2, SGD 1)">,
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "the most bytes the arena may take (0: no limit)">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "ranks the optimizer state is sharded across (ZeRO-1; 1: not sharded). Each rank keeps the state of 1/N of the parameters (#tcc.shards), and the budget applies per rank. CPU target only so far">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
 }
@@ -261,6 +263,8 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
            "bytes per floating-point element: 4 (f32), 8 (f64), or 2 for the CUDA target's mixed precision (fp16 activations and working weights, fp32 master weights, gradients, state, statistics and loss); 0 (the default): the module's #tcc.target says, 4 without one">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
            "optimizer state tensors per trainable parameter">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "ranks the optimizer state is sharded across (as tcc-plan-memory's option)">,
     Option<"policy", "policy", "std::string", /*default=*/"\"greedy\"",
            "greedy (the search above, under `budget`), or a reference "
            "schedule applied whatever the budget: checkpoint-every-layer "

@@ -64,11 +64,13 @@ void mlir::tcc::buildPlanPipeline(OpPassManager &pm, const PipelineConfig &confi
     remat.pcieGbps = config.pcieGbps;
     remat.hostGbps = config.hostGbps;
     remat.hostBudget = config.hostBudget;
+    remat.dataParallel = config.dataParallel;
     pm.addPass(createRemat(remat));
   }
   PlanMemoryOptions plan;
   plan.budget = config.budget;
   plan.statePerParam = config.statePerParam;
+  plan.dataParallel = config.dataParallel;
   pm.addPass(createPlanMemory(plan));
 }
 
@@ -114,6 +116,9 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> hostBudget{*this, "host-budget",
                              llvm::cl::desc("host bytes the plan may use (-1: MemAvailable)"),
                              llvm::cl::init(-1)};
+  Option<int64_t> dataParallel{*this, "data-parallel",
+                               llvm::cl::desc("ranks the optimizer state is sharded across (ZeRO-1)"),
+                               llvm::cl::init(1)};
 
   PipelineConfig config() const {
     PipelineConfig c;
@@ -131,6 +136,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
     c.pcieGbps = pcieGbps;
     c.hostGbps = hostGbps;
     c.hostBudget = hostBudget;
+    c.dataParallel = dataParallel;
     return c;
   }
 };

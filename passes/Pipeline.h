@@ -41,6 +41,8 @@ struct PipelineConfig {
   double pcieGbps = 31.5;
   double hostGbps = 30.0;
   int64_t hostBudget = -1; // bytes; -1: MemAvailable
+  // ZeRO-1: the ranks the optimizer state is sharded across (1: none).
+  int64_t dataParallel = 1;
 };
 
 /// The imported model to the training step (forward and backward):

@@ -427,7 +427,7 @@ static Temporaries collectTemporaries(func::FuncOp func, int64_t floatBytes) {
 } // namespace
 
 int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
-                              int64_t statePerParam) {
+                              int64_t statePerParam, int64_t ranks) {
   Builder b(func.getContext());
   Block &body = func.getBody().front();
   const bool mixed = floatBytes == kMixedPrecision;
@@ -465,20 +465,60 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
       gradResult[n.getValue()].push_back(i);
   llvm::DenseMap<Value, int64_t> argSlot;
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    Value arg = func.getArgument(i);
-    int64_t bytes = bufferBytes(arg.getType(), persistentFloatBytes);
-    if (!func.getArgAttr(i, kParamAttr))
-      continue;
-    if (stateOnHost(i)) {
-      // The body reads its fp16 working copy (the shadow below).
-      params.push_back(-1);
-      hostParams.push_back(takeHost(bytes, hostParamBytes));
-      continue;
+  auto trainable = [&](unsigned i) {
+    auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+    return n && gradResult.count(n.getValue());
+  };
+  // ZeRO-1 (#tcc.shards): the trainable parameters first, back to back, and
+  // later their accumulators in the same order, so that both are one flat
+  // space of the same element indices, padded to `ranks` aligned chunks.
+  const bool sharded = ranks > 1 && statePerParam > 0 && !tiers &&
+                       llvm::any_of(llvm::seq(func.getNumArguments()), trainable);
+  const int64_t chunkAlign = kArenaAlignment / persistentFloatBytes;
+  int64_t flatElems = 0, chunkElems = 0, flatParams = -1, flatGrads = -1;
+  auto padFlat = [&](int64_t start) {
+    if (flatElems == 0) {
+      int64_t used = (cursor - start) / persistentFloatBytes;
+      chunkElems = (used + ranks * chunkAlign - 1) / (ranks * chunkAlign) * chunkAlign;
+      flatElems = chunkElems * ranks;
     }
-    params.push_back(argSlot[arg] = take(bytes));
-    hostParams.push_back(-1);
-    paramBytes += bytes;
+    cursor = start + flatElems * persistentFloatBytes;
+  };
+  if (!sharded) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      Value arg = func.getArgument(i);
+      int64_t bytes = bufferBytes(arg.getType(), persistentFloatBytes);
+      if (!func.getArgAttr(i, kParamAttr))
+        continue;
+      if (stateOnHost(i)) {
+        // The body reads its fp16 working copy (the shadow below).
+        params.push_back(-1);
+        hostParams.push_back(takeHost(bytes, hostParamBytes));
+        continue;
+      }
+      params.push_back(argSlot[arg] = take(bytes));
+      hostParams.push_back(-1);
+      paramBytes += bytes;
+    }
+  } else {
+    flatParams = cursor;
+    for (bool flat : {true, false}) {
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        if (!func.getArgAttr(i, kParamAttr) || trainable(i) != flat)
+          continue;
+        Value arg = func.getArgument(i);
+        int64_t bytes = bufferBytes(arg.getType(), persistentFloatBytes);
+        argSlot[arg] = take(bytes);
+        paramBytes += bytes;
+      }
+      if (flat)
+        padFlat(flatParams);
+    }
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kParamAttr)) {
+        params.push_back(argSlot.lookup(func.getArgument(i)));
+        hostParams.push_back(-1);
+      }
   }
   llvm::SmallDenseSet<unsigned> hostGradResults;
   SmallVector<int64_t> resultSlots(func.getNumResults(), -1);
@@ -511,6 +551,8 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       continue;
     }
     hostGrads.push_back(-1);
+    if (sharded && flatGrads < 0)
+      flatGrads = cursor;
     grads.push_back(take(bytes));
     for (unsigned r : it->second)
       resultSlots[r] = grads.back();
@@ -518,10 +560,28 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
     if (stateOnHost(i))
       continue;
     for (int64_t k = 0; k < statePerParam; ++k) {
-      state.push_back(take(bytes));
+      // Sharded: the rank's chunks of state, below.
+      state.push_back(sharded ? -1 : take(bytes));
       hostState.push_back(-1);
-      stateBytes += bytes;
+      stateBytes += sharded ? 0 : bytes;
     }
+  }
+  // ZeRO-1: one chunk per state kind, and the chunk the gradients are
+  // reduce-scattered into.
+  ShardsAttr shards;
+  if (sharded) {
+    padFlat(flatGrads);
+    SmallVector<int64_t> shardState;
+    const int64_t chunkBytes = chunkElems * persistentFloatBytes;
+    for (int64_t k = 0; k < statePerParam; ++k) {
+      shardState.push_back(take(chunkBytes));
+      stateBytes += chunkBytes;
+    }
+    int64_t shardGrads = take(chunkBytes);
+    gradBytes += chunkBytes;
+    shards = ShardsAttr::get(b.getContext(), ranks, persistentFloatBytes, flatElems, chunkElems,
+                             flatParams, flatGrads, shardGrads,
+                             b.getDenseI64ArrayAttr(shardState));
   }
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
     if (!func.getArgAttr(i, kInputAttr))
@@ -672,7 +732,7 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
                                 hostCursor ? b.getDenseI64ArrayAttr(hostParams) : nullptr,
                                 hostCursor ? b.getDenseI64ArrayAttr(hostGrads) : nullptr,
                                 hostCursor ? b.getDenseI64ArrayAttr(hostState) : nullptr,
-                                hostParamBytes, hostGradBytes, hostStateBytes));
+                                hostParamBytes, hostGradBytes, hostStateBytes, shards));
   return arenaBytes + reserve;
 }
 
@@ -696,7 +756,19 @@ private:
   int64_t floatBytes = 4;
 
   LogicalResult plan(func::FuncOp func) {
-    int64_t arenaBytes = planFunction(func, floatBytes, statePerParam);
+    if (dataParallel < 1)
+      return func.emitError("tcc-plan-memory: data-parallel=")
+             << static_cast<int64_t>(dataParallel) << " is not a number of ranks (1 or more)";
+    if (dataParallel > 1 && floatBytes == kMixedPrecision)
+      return func.emitError("--data-parallel=")
+             << static_cast<int64_t>(dataParallel)
+             << " (ZeRO-1, the optimizer state sharded across the ranks) is built for the "
+                "CPU target only so far; on the CUDA target every rank keeps the whole "
+                "optimizer state: train without --data-parallel under mpirun";
+    if (dataParallel > 1 && TiersAttr::of(func))
+      return func.emitError("--data-parallel (ZeRO-1) and host memory tiers (--offload) "
+                            "do not combine yet");
+    int64_t arenaBytes = planFunction(func, floatBytes, statePerParam, dataParallel);
     int64_t limit = budget;
     if (limit > 0 && arenaBytes > limit)
       return reportOverBudget(func, limit);

@@ -151,9 +151,11 @@ std::string describePlanned(Value v);
 /// holds on its device: the arena, and under mixed precision (CUDA) also the
 /// constants kept after it, the input staging buffer (the inputs' bytes)
 /// and kCudaRuntimeReserveBytes (`planned_bytes` in the layout;
-/// `arena_bytes` is the arena alone).
+/// `arena_bytes` is the arena alone). With `ranks` > 1 the optimizer state
+/// is sharded across that many ranks (#tcc.shards, ZeRO-1) and the bytes
+/// are one rank's.
 int64_t planFunction(func::FuncOp func, int64_t floatBytes,
-                     int64_t statePerParam);
+                     int64_t statePerParam, int64_t ranks = 1);
 
 /// A temporary of a planned step: its value, bytes, the schedule indices
 /// (of the body's ops) between which it is live, inclusive, and its offset

@@ -285,7 +285,7 @@ public:
   void searchWithFallback(func::FuncOp func) {
     func::FuncOp original = func.clone();
     search(func);
-    int64_t best = planFunction(func, floatBytes, statePerParam);
+    int64_t best = planFunction(func, floatBytes, statePerParam, dataParallel);
     auto take = [&](func::FuncOp trial) {
       func.getBody().takeBody(trial.getBody());
       func->removeAttr("tcc.remat_decisions");
@@ -306,7 +306,7 @@ public:
         func::FuncOp trial = original.clone();
         checkpointSegments(trial, false, mid);
         search(trial);
-        int64_t planned = planFunction(trial, floatBytes, statePerParam);
+        int64_t planned = planFunction(trial, floatBytes, statePerParam, dataParallel);
         if (planned <= budget) {
           found = mid;
           best = planned;
@@ -329,12 +329,12 @@ public:
           checkpointSegments(trial, false, count);
           if (count < layers)
             search(trial);
-          if (planFunction(trial, floatBytes, statePerParam) <= budget &&
+          if (planFunction(trial, floatBytes, statePerParam, dataParallel) <= budget &&
               recomputedFlops(trial) < recomputedFlops(func))
             take(trial);
           trial.erase();
         }
-        planFunction(func, floatBytes, statePerParam);
+        planFunction(func, floatBytes, statePerParam, dataParallel);
         original.erase();
         return;
       }
@@ -345,7 +345,7 @@ public:
       for (bool sqrtSegments : {true, false}) {
         func::FuncOp trial = original.clone();
         checkpointSegments(trial, sqrtSegments);
-        int64_t planned = planFunction(trial, floatBytes, statePerParam);
+        int64_t planned = planFunction(trial, floatBytes, statePerParam, dataParallel);
         if (planned < best) {
           best = planned;
           take(trial);
@@ -354,7 +354,7 @@ public:
         if (best <= budget)
           break;
       }
-      planFunction(func, floatBytes, statePerParam);
+      planFunction(func, floatBytes, statePerParam, dataParallel);
     }
     original.erase();
   }
@@ -411,14 +411,14 @@ public:
       TierTrial t;
       t.func = func.clone();
       t.func->setAttr(TiersAttr::kAttrName, tiersFor(state, grads));
-      t.planned = planFunction(t.func, floatBytes, statePerParam);
+      t.planned = planFunction(t.func, floatBytes, statePerParam, dataParallel);
       // Recomputation frees temporaries only: where the rest alone is over
       // the budget, the search is not run (it would be minutes on a large
       // model for nothing).
       int64_t fixed = t.planned - LayoutAttr::of(t.func).getTemporaryBytes();
       if (budget > 0 && t.planned > budget && fixed <= budget) {
         searchWithFallback(t.func);
-        t.planned = planFunction(t.func, floatBytes, statePerParam);
+        t.planned = planFunction(t.func, floatBytes, statePerParam, dataParallel);
       }
       t.hostBytes = LayoutAttr::of(t.func).getHostBytes();
       t.seconds = estimateTiers(t.func, TiersAttr::of(t.func), floatBytes, statePerParam)
@@ -439,7 +439,7 @@ public:
       // auto: how far along the order the plan fits without recomputation
       // (from the bytes each step frees: a parameter's master weights and
       // state, then its accumulator); none, and fractions of that.
-      int64_t over = planFunction(func, floatBytes, statePerParam) - budget;
+      int64_t over = planFunction(func, floatBytes, statePerParam, dataParallel) - budget;
       size_t needed = 0;
       for (int64_t freed = 0; budget > 0 && freed < over && needed < 2 * n; ++needed) {
         int64_t bytes = bufferBytes(func.getArgument(candidates[needed % n]).getType(), 4);
@@ -579,7 +579,7 @@ public:
                                                         : "checkpoint-every-layer block")),
       }));
     }
-    planFunction(func, floatBytes, statePerParam);
+    planFunction(func, floatBytes, statePerParam, dataParallel);
     if (!decisions.empty())
       func->setAttr("tcc.remat_decisions", b.getArrayAttr(decisions));
     return segments.size();
@@ -643,7 +643,7 @@ private:
   void search(func::FuncOp func) {
     RematCostModel model;
     Builder b(func.getContext());
-    int64_t planned = planFunction(func, floatBytes, statePerParam);
+    int64_t planned = planFunction(func, floatBytes, statePerParam, dataParallel);
     SmallVector<Attribute> decisions;
     std::set<std::pair<Operation *, int>> tried;
     // Rounds: a greedy search on the live-bytes bound towards the budget,
@@ -755,7 +755,7 @@ private:
         if (!kept)
           break;
       }
-      planned = planFunction(func, floatBytes, statePerParam);
+      planned = planFunction(func, floatBytes, statePerParam, dataParallel);
       if (decisions.size() == before)
         break; // nothing more to recompute
     }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -97,16 +98,27 @@ uint64_t get64(const unsigned char *p) {
   return v;
 }
 
-uint64_t payloadBytes(const tcc_step_info &info) {
+/// Which tensors a file holds: checkpoint.bin the parameters and the state
+/// that is not sharded, a shard file the rank's sharded state.
+enum class Part { Main, Shard };
+
+bool inPart(const tcc_tensor_desc &d, Part part) {
+  return (d.location == TCC_LOCATION_SHARD) == (part == Part::Shard);
+}
+
+uint64_t payloadBytes(const tcc_step_info &info, Part part = Part::Main) {
   uint64_t n = 0;
-  for (int32_t i = 0; i < info.num_params; ++i)
-    n += info.params[i].bytes;
+  if (part == Part::Main)
+    for (int32_t i = 0; i < info.num_params; ++i)
+      n += info.params[i].bytes;
   for (int32_t i = 0; i < info.num_state; ++i)
-    n += info.state[i].bytes;
+    if (inPart(info.state[i], part))
+      n += info.state[i].bytes;
   return n;
 }
 
-void encode(const State &s, const tcc_step_info &info, unsigned char *h) {
+void encode(const State &s, const tcc_step_info &info, unsigned char *h,
+            Part part = Part::Main, uint32_t ranks = 0, uint32_t rank = 0) {
   std::memset(h, 0, kHeaderBytes);
   std::memcpy(h, kMagic, 8);
   put32(h + 8, kFormatVersion);
@@ -123,12 +135,72 @@ void encode(const State &s, const tcc_step_info &info, unsigned char *h) {
   put64(h + 80, s.dataLength);
   put64(h + 88, static_cast<uint64_t>(info.num_params));
   put64(h + 96, static_cast<uint64_t>(info.num_state));
-  put64(h + 104, payloadBytes(info));
+  put64(h + 104, payloadBytes(info, part));
   put64(h + 112, static_cast<uint64_t>(s.optimizerSteps));
   put32(h + 120, s.lossScaleMode);
   std::memcpy(h + 128, &s.lossScale, 8);
   put64(h + 136, static_cast<uint64_t>(s.growthTracker));
   put64(h + 144, static_cast<uint64_t>(s.skipped));
+  put32(h + 152, ranks);
+  put32(h + 156, rank);
+}
+
+/// Writes `path` atomically: the header, the part's tensors from `arena`,
+/// the manifest (checkpoint.bin of a sharded step), the checksum, which
+/// `checksum` gets with the file's size in `bytes`.
+std::string writeFile(const std::string &dir, const std::string &path, const unsigned char *header,
+                      const tcc_step_info &info, const char *arena, Part part,
+                      const std::vector<ShardEntry> &manifest, ShardEntry *written) {
+  std::string tmp = path + ".tmp";
+  io::AtomicFile out;
+  if (!out.create(tmp))
+    return "cannot write the checkpoint " + tmp + ": " + errnoText(errno);
+  int fd = out.fd();
+  auto fail = [&](const char *what) {
+    int err = errno;
+    out.discard();
+    return "cannot write the checkpoint " + path +
+           (what[0] ? std::string(" (") + what + ")" : std::string()) + ": " +
+           errnoText(err);
+  };
+  Checksum sum;
+  sum.add(header, kHeaderBytes);
+  if (!writeAll(fd, header, kHeaderBytes))
+    return fail("");
+  auto tensors = [&](const tcc_tensor_desc *t, int32_t n, bool all) {
+    for (int32_t i = 0; i < n; ++i) {
+      if (!all && !inPart(t[i], part))
+        continue;
+      sum.add(arena + t[i].offset, t[i].bytes);
+      if (!writeAll(fd, arena + t[i].offset, t[i].bytes))
+        return false;
+    }
+    return true;
+  };
+  if ((part == Part::Main && !tensors(info.params, info.num_params, true)) ||
+      !tensors(info.state, info.num_state, false))
+    return fail("");
+  if (!manifest.empty()) {
+    std::vector<unsigned char> m(manifest.size() * 16);
+    for (size_t r = 0; r < manifest.size(); ++r) {
+      put64(m.data() + 16 * r, manifest[r].bytes);
+      put64(m.data() + 16 * r + 8, manifest[r].checksum);
+    }
+    sum.add(m.data(), m.size());
+    if (!writeAll(fd, m.data(), m.size()))
+      return fail("");
+  }
+  unsigned char trailer[8];
+  put64(trailer, sum.h);
+  if (!writeAll(fd, trailer, 8))
+    return fail("");
+  if (const char *what = out.commit(path, dir))
+    return fail(what);
+  if (written) {
+    written->bytes = kHeaderBytes + payloadBytes(info, part) + 8;
+    written->checksum = sum.h;
+  }
+  return "";
 }
 
 } // namespace
@@ -158,48 +230,102 @@ std::string filePath(const std::string &dir) {
 
 std::string write(const std::string &dir, const State &state,
                   const tcc_step_info &info, const char *arena) {
-  std::string path = filePath(dir);
-  std::string tmp = path + ".tmp";
   unsigned char header[kHeaderBytes];
   encode(state, info, header);
+  return writeFile(dir, filePath(dir), header, info, arena, Part::Main, {}, nullptr);
+}
 
-  io::AtomicFile out;
-  if (!out.create(tmp))
-    return "cannot write the checkpoint " + tmp + ": " + errnoText(errno);
-  int fd = out.fd();
-  auto fail = [&](const char *what) {
-    int err = errno;
-    out.discard();
-    return "cannot write the checkpoint " + path +
-           (what[0] ? std::string(" (") + what + ")" : std::string()) + ": " +
-           errnoText(err);
-  };
+std::string shardPath(const std::string &dir, int rank, int ranks, int64_t step) {
+  return io::joinPath(dir, "checkpoint.shard-" + std::to_string(rank) + "-of-" +
+                               std::to_string(ranks) + ".step-" + std::to_string(step) + ".bin");
+}
+
+std::string writeShard(const std::string &dir, const State &state, const tcc_step_info &info,
+                       const char *arena, int rank, int ranks, ShardEntry &entry) {
+  unsigned char header[kHeaderBytes];
+  encode(state, info, header, Part::Shard, static_cast<uint32_t>(ranks),
+         static_cast<uint32_t>(rank));
+  return writeFile(dir, shardPath(dir, rank, ranks, state.step), header, info, arena,
+                   Part::Shard, {}, &entry);
+}
+
+std::string writeSharded(const std::string &dir, const State &state, const tcc_step_info &info,
+                         const char *arena, const std::vector<ShardEntry> &manifest) {
+  unsigned char header[kHeaderBytes];
+  encode(state, info, header, Part::Main, static_cast<uint32_t>(manifest.size()));
+  return writeFile(dir, filePath(dir), header, info, arena, Part::Main, manifest, nullptr);
+}
+
+std::string removeStaleShards(const std::string &dir, int64_t step) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return "cannot list " + dir + ": " + errnoText(errno);
+  std::string keep = ".step-" + std::to_string(step) + ".bin", failed;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    const std::string prefix = "checkpoint.shard-";
+    if (name.compare(0, prefix.size(), prefix) != 0 ||
+        (name.size() >= keep.size() &&
+         name.compare(name.size() - keep.size(), keep.size(), keep) == 0))
+      continue;
+    std::string path = io::joinPath(dir, name);
+    if (::unlink(path.c_str()) != 0 && failed.empty())
+      failed = "cannot remove the old checkpoint shard " + path + ": " + errnoText(errno);
+  }
+  ::closedir(d);
+  return failed;
+}
+
+namespace {
+
+/// Reads this rank's shard file of the checkpoint at step `s.step` into the
+/// arena's TCC_LOCATION_SHARD tensors, checking it against `entry`.
+std::string readShard(const std::string &dir, const tcc_step_info &info, const State &s,
+                      char *arena, int rank, int ranks, const ShardEntry &entry) {
+  std::string path = shardPath(dir, rank, ranks, s.step);
+  int fd = io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return "the checkpoint in " + dir + " needs its shard " + path + " (rank " +
+           std::to_string(rank) + "'s optimizer state), which " +
+           (errno == ENOENT ? std::string("is missing") : "cannot be opened: " + errnoText(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      static_cast<uint64_t>(st.st_size) != entry.bytes)
+    return "the checkpoint shard " + path + " is not the one checkpoint.bin names (" +
+           std::to_string(static_cast<uint64_t>(st.st_size)) + " bytes, expected " +
+           std::to_string(entry.bytes) + ")";
+  unsigned char h[kHeaderBytes];
+  if (readAll(fd, h, kHeaderBytes) != 0 || std::memcmp(h, kMagic, 8) != 0 ||
+      get64(h + 16) != s.fingerprint || static_cast<int64_t>(get64(h + 24)) != s.step ||
+      get32(h + 152) != static_cast<uint32_t>(ranks) ||
+      get32(h + 156) != static_cast<uint32_t>(rank) ||
+      get64(h + 104) != payloadBytes(info, Part::Shard))
+    return "the checkpoint shard " + path + " does not belong to checkpoint.bin (its header "
+           "names another step, rank or model)";
   Checksum sum;
-  sum.add(header, kHeaderBytes);
-  if (!writeAll(fd, header, kHeaderBytes))
-    return fail("");
-  auto tensors = [&](const tcc_tensor_desc *t, int32_t n) {
-    for (int32_t i = 0; i < n; ++i) {
-      sum.add(arena + t[i].offset, t[i].bytes);
-      if (!writeAll(fd, arena + t[i].offset, t[i].bytes))
-        return false;
-    }
-    return true;
-  };
-  if (!tensors(info.params, info.num_params) ||
-      !tensors(info.state, info.num_state))
-    return fail("");
+  sum.add(h, kHeaderBytes);
+  for (int32_t i = 0; i < info.num_state; ++i) {
+    const tcc_tensor_desc &t = info.state[i];
+    if (!inPart(t, Part::Shard))
+      continue;
+    if (int r = readAll(fd, arena + t.offset, t.bytes); r != 0)
+      return "the checkpoint shard " + path + " is truncated";
+    sum.add(arena + t.offset, t.bytes);
+  }
   unsigned char trailer[8];
-  put64(trailer, sum.h);
-  if (!writeAll(fd, trailer, 8))
-    return fail("");
-  if (const char *what = out.commit(path, dir))
-    return fail(what);
+  if (readAll(fd, trailer, 8) != 0 || get64(trailer) != sum.h || sum.h != entry.checksum)
+    return "the checkpoint shard " + path + " is corrupt (checksum mismatch)";
   return "";
 }
 
+} // namespace
+
 std::string read(const std::string &dir, const tcc_step_info &info,
-                 State &state, char *arena) {
+                 State &state, char *arena, int rank, int ranks) {
   std::string path = filePath(dir);
   int fd = io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -267,6 +393,23 @@ std::string read(const std::string &dir, const tcc_step_info &info,
     // Version 1 had no loss scaling: every step advanced the optimizer.
     s.optimizerSteps = s.step;
   }
+  // Sharded optimizer state (tcc --data-parallel): the shards that wrote it.
+  const uint32_t shards = version >= 2 ? get32(h + 152) : 0;
+  bool stepShards = false;
+  for (int32_t i = 0; i < info.num_state; ++i)
+    stepShards |= info.state[i].location == TCC_LOCATION_SHARD;
+  if (shards && !stepShards)
+    return "the checkpoint " + path + " holds optimizer state sharded across " +
+           std::to_string(shards) + " ranks (tcc --data-parallel=" + std::to_string(shards) +
+           "), but this step keeps the whole state on every rank: resume it with the step "
+           "it was written by";
+  if (stepShards && shards != static_cast<uint32_t>(ranks))
+    return "the checkpoint " + path + " was written " +
+           (shards ? "by " + std::to_string(shards) + " ranks, each with its shard of the "
+                     "optimizer state"
+                   : std::string("without sharded optimizer state")) +
+           "; this step shards it across " + std::to_string(ranks) +
+           " ranks; resume with as many ranks as wrote it (resharding is not supported)";
   uint64_t payload = payloadBytes(info);
   if (s.fingerprint != fingerprint(info) ||
       get64(h + 88) != static_cast<uint64_t>(info.num_params) ||
@@ -274,7 +417,7 @@ std::string read(const std::string &dir, const tcc_step_info &info,
       get64(h + 104) != payload)
     return "checkpoint " + path +
            " was written for a different model (parameters/optimizer differ)";
-  uint64_t expect = headerBytes + payload + 8;
+  uint64_t expect = headerBytes + payload + 16ull * shards + 8;
   if (size != expect)
     return "the checkpoint " + path + " is " +
            (size < expect ? "truncated" : "corrupt") + " (" +
@@ -298,8 +441,15 @@ std::string read(const std::string &dir, const tcc_step_info &info,
     return 0;
   };
   int r = tensors(info.params, info.num_params);
-  if (r == 0)
-    r = tensors(info.state, info.num_state);
+  for (int32_t i = 0; r == 0 && i < info.num_state; ++i)
+    if (inPart(info.state[i], Part::Main))
+      r = tensors(info.state + i, 1);
+  std::vector<unsigned char> manifest(16ull * shards);
+  if (r == 0 && shards) {
+    r = readAll(fd, manifest.data(), manifest.size());
+    if (r == 0)
+      sum.add(manifest.data(), manifest.size());
+  }
   unsigned char trailer[8];
   if (r == 0)
     r = readAll(fd, trailer, 8);
@@ -309,6 +459,11 @@ std::string read(const std::string &dir, const tcc_step_info &info,
     return "the checkpoint " + path + " is truncated";
   if (get64(trailer) != sum.h)
     return "the checkpoint " + path + " is corrupt (checksum mismatch)";
+  if (shards) {
+    ShardEntry mine{get64(manifest.data() + 16 * rank), get64(manifest.data() + 16 * rank + 8)};
+    if (std::string bad = readShard(dir, info, s, arena, rank, ranks, mine); !bad.empty())
+      return bad;
+  }
   state = s;
   return "";
 }

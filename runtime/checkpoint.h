@@ -28,10 +28,23 @@
 //      128     8  loss scale (float64)                             [v2]
 //      136     8  loss scaler growth tracker                       [v2]
 //      144     8  steps skipped so far (gradient norm not finite)  [v2]
-//      152    40  zero
+//      152     4  shards R: 0, or the ranks whose optimizer state the
+//                 shard files hold (tcc --data-parallel=R, ZeRO-1)
+//      156     4  in a shard file: its rank; else zero
+//      160    32  zero
 //      192        every parameter's bytes (descriptor order), then every
-//                 state tensor's bytes
+//                 state tensor's bytes (with R > 0: the state tensors that
+//                 are not TCC_LOCATION_SHARD)
+//      ...   16R  with R > 0, the manifest: each shard file's size and
+//                 checksum (its last 8 bytes), rank by rank
 //      end-8   8  checksum of everything before it
+//
+// A sharded step's checkpoint is that file and one shard file per rank,
+// DIR/checkpoint.shard-<r>-of-<R>.step-<S>.bin: the same header (with its
+// rank) and the rank's TCC_LOCATION_SHARD state tensors. Each rank writes
+// its shard atomically first; rank 0 then writes checkpoint.bin, whose
+// rename commits the checkpoint, and removes the shards of other steps. A
+// resume needs every shard the manifest names, byte for byte.
 //
 // Version 1 (a 128-byte header, bytes 112-127 zero) is still read: its
 // optimizer updates equal its steps done, without loss scaling.
@@ -50,6 +63,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tcc::ckpt {
 
@@ -90,12 +104,32 @@ std::string filePath(const std::string &dir);
 std::string write(const std::string &dir, const State &state,
                   const tcc_step_info &info, const char *arena);
 
+/// A shard file as checkpoint.bin's manifest records it.
+struct ShardEntry {
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;
+};
+/// DIR/checkpoint.shard-<rank>-of-<ranks>.step-<step>.bin.
+std::string shardPath(const std::string &dir, int rank, int ranks, int64_t step);
+/// Writes this rank's shard file atomically (the TCC_LOCATION_SHARD state
+/// in `arena`); `entry` gets what the manifest records. "" on success.
+std::string writeShard(const std::string &dir, const State &state, const tcc_step_info &info,
+                       const char *arena, int rank, int ranks, ShardEntry &entry);
+/// Writes checkpoint.bin of a sharded step: as write(), without the shard
+/// tensors, with the manifest of every rank's shard file.
+std::string writeSharded(const std::string &dir, const State &state, const tcc_step_info &info,
+                         const char *arena, const std::vector<ShardEntry> &manifest);
+/// Removes DIR's shard files of steps other than `step`; "" or what failed.
+std::string removeStaleShards(const std::string &dir, int64_t step);
 /// Reads DIR/checkpoint.bin: checks its magic, version, fingerprint (against
 /// `info`), size and checksum, and restores the parameters and optimizer
 /// state into `arena`. Returns "" on success; on failure the arena's
 /// parameters and state may be partly overwritten.
+/// A sharded checkpoint also needs this rank's shard file (`rank` of
+/// `ranks`, which must be the ranks that wrote it), with the manifest's
+/// size and checksum.
 std::string read(const std::string &dir, const tcc_step_info &info,
-                 State &state, char *arena);
+                 State &state, char *arena, int rank = 0, int ranks = 1);
 
 } // namespace tcc::ckpt
 

@@ -167,6 +167,27 @@ std::string World::broadcast(void *buf, uint64_t bytes, int root, const char *wh
   return guarded(what, [&](char *e, uint64_t l) { return api_->bcast(buf, bytes, root, e, l); });
 }
 
+std::string World::reduceScatter(const void *send, void *recv, uint64_t chunk, int elemBytes,
+                                 const char *what) {
+  if (!api_ || size_ == 1) {
+    std::memcpy(recv, send, chunk * static_cast<uint64_t>(elemBytes));
+    return "";
+  }
+  return guarded(what, [&](char *e, uint64_t l) {
+    return api_->reduce_scatter_sum(send, recv, chunk, elemBytes, e, l);
+  });
+}
+
+std::string World::allgather(void *buf, uint64_t chunk, int elemBytes, const char *what) {
+  return guarded(what, [&](char *e, uint64_t l) {
+    return api_->allgather_inplace(buf, chunk, elemBytes, e, l);
+  });
+}
+
+std::string World::barrier(const char *what) {
+  return guarded(what, [&](char *e, uint64_t l) { return api_->barrier(e, l); });
+}
+
 std::string World::watched(const char *what,
                            const std::function<int(char *err, uint64_t len)> &call) {
   if (!api_ || size_ == 1) {

@@ -64,6 +64,12 @@ public:
   std::string max(int64_t &value, const char *what);
   std::string gather(const float *send, uint64_t n, float *recv, int root, const char *what);
   std::string broadcast(void *buf, uint64_t bytes, int root, const char *what);
+  /// ZeRO-1 (tcc_comm_api's reduce_scatter_sum and allgather_inplace):
+  /// `elemBytes` 4 or 8, `chunk` elements per rank.
+  std::string reduceScatter(const void *send, void *recv, uint64_t chunk, int elemBytes,
+                            const char *what);
+  std::string allgather(void *buf, uint64_t chunk, int elemBytes, const char *what);
+  std::string barrier(const char *what);
 
   /// Runs `call` (0: done; else its message in err) with the watchdog
   /// armed, as the collectives above are: for work that waits on the other

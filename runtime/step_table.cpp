@@ -69,7 +69,7 @@ std::string checkDesc(const tcc_step_info &info, const tcc_tensor_desc &d,
       return where + " is in host memory, but the step has no device arena";
     limit = info.host_bytes;
     space = "host buffer";
-  } else if (d.location != TCC_LOCATION_ARENA) {
+  } else if (d.location != TCC_LOCATION_ARENA && d.location != TCC_LOCATION_SHARD) {
     return where + " has an unknown location " + std::to_string(d.location);
   }
   uint64_t end;
@@ -141,6 +141,49 @@ MirrorTables::MirrorTables(const tcc_step_info &step) : info(step) {
   info.inputs = place(step.inputs, step.num_inputs, inputs);
   info.outputs = place(step.outputs, step.num_outputs, outputs);
   info.state = place(step.state, step.num_state, state);
+}
+
+std::string checkShards(const tcc_step_info &info, const tcc_shard_info &sh) {
+  if (info.device_arena != 0)
+    return "the step has sharded optimizer state, which only CPU steps have so far";
+  if (sh.ranks < 2)
+    return "the step's optimizer state is sharded across " + std::to_string(sh.ranks) +
+           " ranks (2 or more expected)";
+  if (sh.dtype != TCC_DTYPE_F32 && sh.dtype != TCC_DTYPE_F64)
+    return "the step's sharded flat space has element type " + std::to_string(sh.dtype) +
+           " (f32 or f64 expected)";
+  const uint64_t es = sh.dtype == TCC_DTYPE_F64 ? 8 : 4;
+  uint64_t flat = 0, bytes = 0, chunkBytes = 0;
+  if (__builtin_mul_overflow(sh.chunk_elems, static_cast<uint64_t>(sh.ranks), &flat) ||
+      flat != sh.flat_elems || sh.chunk_elems == 0 ||
+      __builtin_mul_overflow(sh.flat_elems, es, &bytes) ||
+      __builtin_mul_overflow(sh.chunk_elems, es, &chunkBytes))
+    return "the step's shards do not divide its flat space (" + std::to_string(sh.flat_elems) +
+           " elements, " + std::to_string(sh.ranks) + " chunks of " +
+           std::to_string(sh.chunk_elems) + ")";
+  auto inside = [&](uint64_t offset, uint64_t n) {
+    uint64_t end;
+    return !__builtin_add_overflow(offset, n, &end) && end <= info.arena_bytes;
+  };
+  if (!inside(sh.params_offset, bytes) || !inside(sh.grads_offset, bytes) ||
+      !inside(sh.shard_grads_offset, chunkBytes))
+    return "the step's sharded flat spaces lie outside its arena";
+  for (int32_t i = 0; i < info.num_params; ++i) {
+    const tcc_tensor_desc &p = info.params[i], &g = info.grads[i];
+    if (!g.bytes)
+      continue;
+    if (p.offset < sh.params_offset || g.offset < sh.grads_offset ||
+        p.offset - sh.params_offset != g.offset - sh.grads_offset ||
+        p.offset - sh.params_offset + p.bytes > bytes || g.bytes != p.bytes)
+      return "parameter " + quoted(p.name) +
+             " and its accumulator are not at the same place in the sharded flat spaces";
+  }
+  for (int32_t i = 0; i < info.num_state; ++i)
+    if (info.state[i].location == TCC_LOCATION_SHARD && info.state[i].bytes != chunkBytes)
+      return "sharded state tensor " + quoted(info.state[i].name) + " has " +
+             std::to_string(info.state[i].bytes) + " bytes, not one chunk's " +
+             std::to_string(chunkBytes);
+  return "";
 }
 
 } // namespace tcc::step

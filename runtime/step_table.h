@@ -46,6 +46,12 @@ std::string checkDesc(const tcc_step_info &info, const tcc_tensor_desc &d, const
 /// first thing that is wrong.
 std::string checkInfo(const tcc_step_info &info);
 
+/// Checks a sharded step's layout (tcc --data-parallel, runtime/tcc_step.h's
+/// tcc_shard_info) against its tables: the flat spaces inside the arena,
+/// every trainable parameter and its accumulator at the same flat index,
+/// the TCC_LOCATION_SHARD state one chunk each. "" or what is wrong.
+std::string checkShards(const tcc_step_info &info, const tcc_shard_info &shards);
+
 /// A step's tables as the runtime's host mirror lays them out when the step
 /// has a host buffer (tcc --offload): the mirror holds the arena and, after
 /// it, the host buffer, so a TCC_LOCATION_HOST tensor's offset becomes

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 7
+#define TCC_STEP_ABI_VERSION 8
 
 /* The state tensor (among tcc_step_info.state) that holds a step's dropout
  * random state, int64 [seed, micro-steps done] (runtime/tcc_random.h):
@@ -62,6 +62,10 @@ typedef struct tcc_tensor_desc {
 enum tcc_location {
   TCC_LOCATION_ARENA = 0,
   TCC_LOCATION_HOST = 1,
+  /* In the arena, but this rank's part of a sharded tensor (tcc
+   * --data-parallel=N, below): its bytes differ from rank to rank, and a
+   * checkpoint keeps every rank's. */
+  TCC_LOCATION_SHARD = 2,
 };
 
 typedef struct tcc_step_info {
@@ -236,6 +240,41 @@ int tcc_step_comm_reduce_next(void *arena);
 /* The open communicator in words (library, ranks, bucket size, what it has
  * summed so far), NUL-terminated in at most `len` bytes. */
 int tcc_step_comm_info(void *arena, char *text, uint64_t len);
+
+/* Sharded optimizer state (ZeRO stage 1, `tcc --data-parallel=N`; CPU
+ * steps). tcc_step_get_shards is exported by sharded steps only (a runtime
+ * looks it up with dlsym). Such a step trains under exactly `ranks` ranks:
+ * every rank holds the whole model and its gradient accumulators, but the
+ * optimizer state (TCC_LOCATION_SHARD tensors) of one chunk of the flat
+ * parameter space. The trainable parameters lie back to back from
+ * `params_offset`, their accumulators from `grads_offset`, with the same
+ * element indices, `flat_elems` = ranks * chunk_elems in all (the padding
+ * between and after tensors is never read). One optimizer step:
+ *   1. the runtime reduce-scatters (sums) the accumulators' flat space so
+ *      that rank r's chunk r, elements [r * chunk_elems, (r + 1) *
+ *      chunk_elems), lands in the shard buffer at `shard_grads_offset`;
+ *   2. tcc_step_shard_sumsq gives the sum of squares of the rank's chunk;
+ *      the runtime sums them across the ranks;
+ *   3. tcc_step_shard_apply takes that world sum (so every rank sees the
+ *      same norm, clipping and skip decision), updates the rank's chunk of
+ *      the parameters and its optimizer state, and zeroes the accumulators
+ *      (returning 2, with nothing updated, when the norm is not finite);
+ *   4. the runtime all-gathers the parameters' flat space in place (chunk
+ *      r from rank r).
+ * tcc_step_apply returns 7 for a sharded step. */
+typedef struct tcc_shard_info {
+  int32_t ranks;
+  int32_t dtype;             /* TCC_DTYPE_F32 or _F64: both flat spaces' elements */
+  uint64_t flat_elems;
+  uint64_t chunk_elems;
+  uint64_t params_offset;
+  uint64_t grads_offset;
+  uint64_t shard_grads_offset;
+} tcc_shard_info;
+const tcc_shard_info *tcc_step_get_shards(void);
+int tcc_step_shard_sumsq(void *arena, int32_t rank, double *sumsq);
+int tcc_step_shard_apply(void *arena, int32_t rank, tcc_optim_args *args,
+                         double world_sumsq);
 
 #ifdef __cplusplus
 }

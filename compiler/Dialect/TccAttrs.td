@@ -16,6 +16,47 @@ class Tcc_Attr<string name, string attrMnemonic> : AttrDef<Tcc_Dialect, name> {
   let mnemonic = attrMnemonic;
 }
 
+def Tcc_ShardsAttr : Tcc_Attr<"Shards", "shards"> {
+  let summary = "the optimizer state of a data-parallel step, sharded across its ranks (ZeRO-1)";
+  let description = [{
+    Part of #tcc.layout when tcc-plan-memory plans for `ranks` > 1 ranks
+    (tcc --data-parallel=N): every rank holds the whole model and its
+    gradient accumulators, but the optimizer state of only 1/N of the
+    parameters.
+
+    The trainable parameters lie back to back from `params`, and their
+    gradient accumulators from `grads`, in the same order and with the same
+    padding, so that element e of one flat space of `flat_elems` elements
+    (padded to `ranks` chunks of `chunk_elems`, each 64-byte aligned) is at
+    the same index in both. Rank r owns elements [r * chunk_elems,
+    (r + 1) * chunk_elems): the gradients are reduce-scattered into its
+    `shard_grads` buffer of one chunk, it updates its chunk of the
+    parameters with its optimizer state (`state`: one chunk per state kind,
+    AdamW's exp_avg and exp_avg_sq, SGD's momentum), and the updated chunks
+    are all-gathered in place. `elem_bytes` is the element size of both
+    spaces (4, or 8 for the CPU target's f64).
+
+    ```mlir
+    shards = #tcc.shards<ranks = 2, elem_bytes = 4, flat_elems = 1024, chunk_elems = 512, params = 0, grads = 4096, shard_grads = 8192, state = array<i64: 10240, 12288>>
+    ```
+  }];
+  let parameters = (ins
+    "int64_t":$ranks,
+    "int64_t":$elem_bytes,
+    "int64_t":$flat_elems,
+    "int64_t":$chunk_elems,
+    "int64_t":$params,
+    "int64_t":$grads,
+    "int64_t":$shard_grads,
+    "DenseI64ArrayAttr":$state
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// The bytes of one rank's chunk.
+    int64_t getChunkBytes() const { return getChunkElems() * getElemBytes(); }
+  }];
+}
+
 def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
   let summary = "a step's memory plan: arena slots and the byte breakdown";
   let description = [{
@@ -76,7 +117,10 @@ def Tcc_LayoutAttr : Tcc_Attr<"Layout", "layout"> {
     OptionalParameter<"DenseI64ArrayAttr">:$host_state,
     DefaultValuedParameter<"int64_t", "0">:$host_param_bytes,
     DefaultValuedParameter<"int64_t", "0">:$host_grad_bytes,
-    DefaultValuedParameter<"int64_t", "0">:$host_state_bytes
+    DefaultValuedParameter<"int64_t", "0">:$host_state_bytes,
+    // Sharded optimizer state (tcc --data-parallel=N, ZeRO-1): omitted for
+    // one rank.
+    OptionalParameter<"ShardsAttr">:$shards
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

@@ -147,6 +147,14 @@ static cl::opt<std::string> offload(
              "all: forced (all also moves the accumulators). The host updates "
              "what it holds; --memory-report gives both tiers"),
     cl::value_desc("none|auto|optimizer|all"), cl::init("none"), cl::cat(tccCategory));
+static cl::opt<int> dataParallel(
+    "data-parallel",
+    cl::desc("Shard the optimizer state across N ranks (ZeRO stage 1; CPU target "
+             "so far): each rank keeps the AdamW (or momentum) state of 1/N of "
+             "the parameters, and --mem-budget and --memory-report are per rank. "
+             "Run the step with mpirun -np N tcc-run. 1 (default): every rank "
+             "keeps the whole state, as without data parallelism"),
+    cl::value_desc("N"), cl::init(1), cl::cat(tccCategory));
 static cl::opt<double> pcieGbps(
     "pcie-gbps",
     cl::desc("Host-device bandwidth per direction the --offload cost model "
@@ -493,6 +501,21 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
       {"recomputed_flops", recomputedFlops},
       {"remat_decisions", decisionsJson(func, "tcc.remat_decisions")},
   };
+  if (tcc::ShardsAttr shards = layout.getShards()) {
+    // Bytes are one rank's; what the state would take unsharded, beside.
+    int64_t kinds = static_cast<int64_t>(shards.getState().size());
+    report["data_parallel"] = llvm::json::Object{
+        {"ranks", shards.getRanks()},
+        {"note", "ZeRO-1: every byte count above is one rank's; each rank keeps the "
+                 "optimizer state of one chunk of the flat parameter space"},
+        {"flat_elements", shards.getFlatElems()},
+        {"chunk_elements", shards.getChunkElems()},
+        {"optimizer_state_per_rank_bytes", layout.getStateBytes()},
+        {"optimizer_state_unsharded_bytes",
+         kinds * shards.getFlatElems() * shards.getElemBytes()},
+        {"reduce_scatter_buffer_bytes", shards.getChunkBytes()},
+    };
+  }
   if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func)) {
     tcc::TargetAttr target = tcc::TargetAttr::of(func);
     tcc::TierEstimate e = tcc::estimateTiers(func, tiers, target.getFloatBytes(),
@@ -855,6 +878,18 @@ int main(int argc, char **argv) {
                  << ": expected adamw or sgd\n";
     return 1;
   }
+  if (dataParallel < 1 || dataParallel > 65536) {
+    llvm::errs() << "tcc: error: --data-parallel=" << dataParallel
+                 << ": expected a number of ranks, 1 to 65536\n";
+    return 1;
+  }
+  if (dataParallel > 1 && target == Target::Cuda) {
+    llvm::errs() << "tcc: error: --data-parallel=" << dataParallel
+                 << " (ZeRO-1, the optimizer state sharded across the ranks) is built for "
+                    "--target=cpu only so far; a CUDA step trains data-parallel without it "
+                    "(mpirun -np N tcc-run step.so), every rank keeping the whole state\n";
+    return 1;
+  }
   std::string arch = cudaArch;
   if (StringRef(arch).starts_with("sm_"))
     arch = arch.substr(3);
@@ -881,6 +916,7 @@ int main(int argc, char **argv) {
   pipeline.rematPolicy = rematPolicy;
   pipeline.statePerParam = optimizer == "adamw" ? 2 : 1;
   pipeline.offload = offload;
+  pipeline.dataParallel = dataParallel;
   pipeline.pcieGbps = pcieGbps;
   pipeline.hostGbps = hostGbps;
   pipeline.hostBudget = hostBudgetBytes;
@@ -1011,7 +1047,12 @@ int main(int argc, char **argv) {
                << humanBytes(layout.getArenaBytes()) << " (parameters "
                << humanBytes(layout.getParamBytes()) << ", gradients "
                << humanBytes(layout.getGradBytes()) << ", optimizer state "
-               << humanBytes(layout.getStateBytes()) << ", activations and "
+               << humanBytes(layout.getStateBytes())
+               << (layout.getShards() ? " (this rank's 1/" +
+                                            std::to_string(layout.getShards().getRanks()) +
+                                            ", ZeRO-1)"
+                                      : std::string())
+               << ", activations and "
                << "temporaries " << humanBytes(layout.getTemporaryBytes())
                << (layout.getWorkspace() >= 0 // the CUDA target's
                        ? ", fp16 working copies " +

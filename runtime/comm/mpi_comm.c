@@ -114,9 +114,50 @@ static int finalize(void) {
   return finalized || MPI_Finalize() == MPI_SUCCESS ? 0 : 1;
 }
 
+/* The element type of a sharded flat space, and whether one call moves
+ * `chunk` of them. */
+static int chunk_type(uint64_t chunk, int elem_bytes, MPI_Datatype *type, const char *what,
+                      char *err, uint64_t err_len) {
+  if (elem_bytes != 4 && elem_bytes != 8) {
+    if (err && err_len)
+      snprintf(err, (size_t)err_len, "%s: elements of %d bytes (4 or 8 expected)", what,
+               elem_bytes);
+    return 1;
+  }
+  if (chunk > (uint64_t)INT_MAX) {
+    if (err && err_len)
+      snprintf(err, (size_t)err_len,
+               "%s: a chunk of %llu elements per rank is more than one call moves (%d)", what,
+               (unsigned long long)chunk, INT_MAX);
+    return 1;
+  }
+  *type = elem_bytes == 8 ? MPI_DOUBLE : MPI_FLOAT;
+  return 0;
+}
+
+static int reduce_scatter_sum(const void *send, void *recv, uint64_t chunk, int elem_bytes,
+                              char *err, uint64_t err_len) {
+  MPI_Datatype type;
+  if (chunk_type(chunk, elem_bytes, &type, "MPI_Reduce_scatter_block", err, err_len))
+    return 1;
+  int rc = MPI_Reduce_scatter_block(send, recv, (int)chunk, type, MPI_SUM, MPI_COMM_WORLD);
+  return rc == MPI_SUCCESS ? 0 : fail(rc, "MPI_Reduce_scatter_block", err, err_len);
+}
+
+static int allgather_inplace(void *buf, uint64_t chunk, int elem_bytes, char *err,
+                             uint64_t err_len) {
+  MPI_Datatype type;
+  if (chunk_type(chunk, elem_bytes, &type, "MPI_Allgather", err, err_len))
+    return 1;
+  int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)chunk, type,
+                         MPI_COMM_WORLD);
+  return rc == MPI_SUCCESS ? 0 : fail(rc, "MPI_Allgather", err, err_len);
+}
+
 static tcc_comm_api g_api = {TCC_COMM_ABI_VERSION, g_version, comm_init, allreduce_sum_f32,
                              allreduce_sum_f64, gather_f32, bcast, allreduce_max_i64,
-                             barrier, abort_world, finalize};
+                             barrier, abort_world, finalize, reduce_scatter_sum,
+                             allgather_inplace};
 
 __attribute__((visibility("default"))) const tcc_comm_api *tcc_comm_get_api(void) {
   return &g_api;

@@ -18,7 +18,7 @@
 extern "C" {
 #endif
 
-#define TCC_COMM_ABI_VERSION 1
+#define TCC_COMM_ABI_VERSION 2
 
 typedef struct tcc_comm_api {
   uint32_t abi_version; /* TCC_COMM_ABI_VERSION */
@@ -41,6 +41,16 @@ typedef struct tcc_comm_api {
   /* Ends every rank of the world with exit code `code` (MPI_Abort). */
   void (*abort_world)(int code);
   int (*finalize)(void);
+  /* Sharded optimizer state (ZeRO-1), elements of `elem_bytes` (4: float,
+   * 8: double), `chunk` of them per rank (at most INT_MAX):
+   * reduce_scatter_sum sums `send` (size * chunk) across the ranks and
+   * leaves chunk r of the sum in rank r's `recv` (chunk; apart from send);
+   * allgather_inplace fills `buf` (size * chunk) with every rank's chunk r,
+   * rank r's own being at r * chunk already. [ABI 2] */
+  int (*reduce_scatter_sum)(const void *send, void *recv, uint64_t chunk, int elem_bytes,
+                            char *err, uint64_t err_len);
+  int (*allgather_inplace)(void *buf, uint64_t chunk, int elem_bytes, char *err,
+                           uint64_t err_len);
 } tcc_comm_api;
 
 /* The plugin's one export. */

@@ -40,6 +40,9 @@ using CommOpenFn = int (*)(void *, const unsigned char *, int32_t, int32_t, char
 using CommReduceNextFn = int (*)(void *);
 using CommInfoFn = int (*)(void *, char *, uint64_t);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
+using GetShardsFn = const tcc_shard_info *(*)();
+using ShardSumsqFn = int (*)(void *, int32_t, double *);
+using ShardApplyFn = int (*)(void *, int32_t, tcc_optim_args *, double);
 
 struct Step {
   std::string name; // as given on the command line
@@ -67,6 +70,11 @@ struct Step {
   CommOpenFn commOpen = nullptr;
   CommReduceNextFn commReduceNext = nullptr;
   CommInfoFn commInfo = nullptr;
+  // Sharded optimizer state (tcc --data-parallel=N, ZeRO-1) only: the
+  // shards' layout, and the two halves of the update of this rank's chunk.
+  const tcc_shard_info *shards = nullptr;
+  ShardSumsqFn shardSumsq = nullptr;
+  ShardApplyFn shardApply = nullptr;
   // Steps with a host buffer (tcc --offload) only.
   CopyInFn hostCopyIn = nullptr;
   CopyOutFn hostCopyOut = nullptr;

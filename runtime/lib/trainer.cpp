@@ -264,6 +264,14 @@ private:
       return error(opts.step +
                    " does not export tcc_step_apply, so it cannot train; "
                    "rebuild it with a tcc that has optimizers");
+    if (step.shards && world.size() != step.shards->ranks)
+      return error(opts.step + " was compiled with --data-parallel=" +
+                   std::to_string(step.shards->ranks) +
+                   ": its optimizer state is sharded across " +
+                   std::to_string(step.shards->ranks) + " ranks, so it trains under mpirun -np " +
+                   std::to_string(step.shards->ranks) + " (or srun -n " +
+                   std::to_string(step.shards->ranks) + "); this run has " +
+                   std::to_string(world.size()) + (world.size() == 1 ? " rank" : " ranks"));
     std::string optimizer = info.optimizer ? info.optimizer : "";
     bool adamw = optimizer == "adamw";
     if (!adamw && optimizer != "sgd")
@@ -485,7 +493,8 @@ private:
     if (opts.resume.empty() && !(err = seedDropout(step, mem, opts.seed)).empty())
       return error(err);
     if (!opts.resume.empty()) {
-      if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena)).empty())
+      if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena, world.rank(), world.size()))
+               .empty())
         return error(err);
       if (!(err = mem.copyIn(info.params, info.num_params)).empty() ||
           !(err = mem.copyIn(info.state, info.num_state)).empty())
@@ -698,7 +707,10 @@ private:
                        rc = step.apply(stepArena, &args);
                        return 0;
                      });
-    else
+    else if (step.shards) {
+      if (int r = shardedApply(where); r >= 0)
+        return r;
+    } else
       rc = step.apply(stepArena, &args);
     bool skip = rc == 2;
     if (trace.active())
@@ -867,6 +879,37 @@ private:
     return kGoOn;
   }
 
+  /// The element size of a sharded step's flat spaces.
+  int shardElemBytes() const { return step.shards->dtype == TCC_DTYPE_F64 ? 8 : 4; }
+
+  /// ZeRO-1's update (the gradients already reduce-scattered): the world's
+  /// sum of squares, this rank's chunk updated, the parameters all-gathered.
+  /// Sets rc as apply would.
+  int shardedApply(const std::string &where) {
+    const tcc_shard_info &sh = *step.shards;
+    double sumsq = 0;
+    if ((rc = step.shardSumsq(stepArena, world.rank(), &sumsq)) != 0)
+      return error(where + ": the shard's gradient norm failed (code " + std::to_string(rc) + ")");
+    if (!(err = world.sum(&sumsq, 1, "the gradient norm's sum across the shards")).empty())
+      return error(where + ": " + err);
+    rc = step.shardApply(stepArena, world.rank(), &args, sumsq);
+    // A skipped step (the world's norm not finite, so on every rank) changed
+    // nothing to gather.
+    if (rc == 0) {
+      const double gatherStart = trace.active() ? trace.now() : 0.0;
+      if (!(err = world.allgather(arena + sh.params_offset, sh.chunk_elems, shardElemBytes(),
+                                  "the parameter all-gather (ZeRO-1)"))
+               .empty())
+        return error(where + ": " + err);
+      if (trace.active())
+        trace.complete(tcc::trace::kLoop, "parameter all-gather (" + std::to_string(N) + " ranks)",
+                       "collective", gatherStart, trace.now() - gatherStart,
+                       "\"bytes\":" +
+                           std::to_string(sh.flat_elems * static_cast<uint64_t>(shardElemBytes())));
+    }
+    return kGoOn;
+  }
+
   /// Across ranks: the CPU step's gradients summed (a device step's NCCL
   /// sums them itself), and every rank's losses gathered on rank 0.
   int sumAcrossRanks(const std::string &where, double &lossSum) {
@@ -879,7 +922,23 @@ private:
         // micro-step; apply waits for the sums.)
         const double reduceStart = trace.active() ? trace.now() : 0.0;
         uint64_t reduced = 0;
-        for (int32_t i = 0; i < info.num_params; ++i) {
+        if (step.shards) {
+          // ZeRO-1: each rank gets the world's sums of its chunk only.
+          const tcc_shard_info &sh = *step.shards;
+          const int es = shardElemBytes();
+          if (!(err = world.reduceScatter(arena + sh.grads_offset, arena + sh.shard_grads_offset,
+                                          sh.chunk_elems, es,
+                                          "the gradient reduce-scatter (ZeRO-1)"))
+                   .empty())
+            return error(where + ": " + err);
+          reduced = sh.flat_elems * static_cast<uint64_t>(es);
+          if (trace.active())
+            trace.complete(tcc::trace::kLoop,
+                           "gradient reduce-scatter (" + std::to_string(N) + " ranks)",
+                           "collective", reduceStart, trace.now() - reduceStart,
+                           "\"bytes\":" + std::to_string(reduced));
+        }
+        for (int32_t i = 0; !step.shards && i < info.num_params; ++i) {
           const tcc_tensor_desc &g = info.grads[i];
           if (!g.bytes)
             continue;
@@ -895,7 +954,7 @@ private:
             return error(where + ": " + err);
           reduced += g.bytes;
         }
-        if (trace.active())
+        if (trace.active() && !step.shards)
           trace.complete(tcc::trace::kLoop,
                          "gradient all-reduce (" + std::to_string(N) + " ranks)", "collective",
                          reduceStart, trace.now() - reduceStart,
@@ -1001,6 +1060,39 @@ private:
     return kGoOn;
   }
 
+  /// A sharded step's checkpoint: every rank's shard file, then rank 0's
+  /// checkpoint.bin with their manifest (its rename commits the checkpoint),
+  /// then the old steps' shards removed.
+  int writeShardedCheckpoint(const tcc::ckpt::State &s, const std::string &where) {
+    tcc::ckpt::ShardEntry mine;
+    std::string own = tcc::ckpt::writeShard(opts.checkpoint, s, info, arena, world.rank(),
+                                            static_cast<int>(N), mine);
+    int64_t failed = own.empty() ? 0 : 1;
+    if (!(err = world.max(failed, "agreeing that every checkpoint shard is written")).empty())
+      return error(where + ": " + err);
+    if (!own.empty())
+      return error(where + ": " + own);
+    if (failed)
+      return error(where + ": another rank could not write its checkpoint shard (its message "
+                           "says why); the last complete checkpoint in " +
+                   opts.checkpoint + " is intact");
+    std::vector<uint64_t> all(2 * static_cast<size_t>(N));
+    all[2 * static_cast<size_t>(world.rank())] = mine.bytes;
+    all[2 * static_cast<size_t>(world.rank()) + 1] = mine.checksum;
+    if (!(err = world.allgather(all.data(), 2, 8, "gathering the checkpoint's manifest")).empty())
+      return error(where + ": " + err);
+    if (world.rank() == 0) {
+      std::vector<tcc::ckpt::ShardEntry> manifest(static_cast<size_t>(N));
+      for (size_t r = 0; r < manifest.size(); ++r)
+        manifest[r] = {all[2 * r], all[2 * r + 1]};
+      if (!(err = tcc::ckpt::writeSharded(opts.checkpoint, s, info, arena, manifest)).empty())
+        return error(err);
+      if (!(err = tcc::ckpt::removeStaleShards(opts.checkpoint, s.step)).empty())
+        warning(err);
+    }
+    return kGoOn;
+  }
+
   /// The checkpoint after step it, when one is due (or the run ends or stops).
   int checkpoint(int64_t it, const std::string &where, bool last, int stopSignal) {
     if (!opts.checkpoint.empty() &&
@@ -1039,8 +1131,11 @@ private:
       if (!(err = mem.copyOutParamsAndState(true)).empty())
         return error(where + ": " + err);
       mirrorAt = it + 1;
-      if (world.rank() == 0 &&
-          !(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
+      if (step.shards) {
+        if (int r = writeShardedCheckpoint(s, where); r >= 0)
+          return r;
+      } else if (world.rank() == 0 &&
+                 !(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
         return error(err);
       if (trace.active())
         trace.complete(tcc::trace::kLoop, "checkpoint write", "checkpoint", ckStart,

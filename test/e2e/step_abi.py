@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2, 3, 4, 5, 6, 7)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)  # layouts of tcc_step_info this module reads
 # (v5 added device functions: tcc_step_stage_inputs, tcc_step_micro_step_begin
 # and _end; its tcc_step_info is v4's; v7 gives each tensor its location,
 # the arena or the host buffer of tcc --offload, and adds host_bytes)
@@ -123,7 +123,7 @@ def read_info(path, lib=None):
         raise StepError("%s: abi_version %d, this module reads %s"
                         % (path, version, ABI_VERSIONS))
     layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4, 5: _CInfoV4,
-              6: _CInfoV6, 7: _CInfoV7}[version]
+              6: _CInfoV6, 7: _CInfoV7, 8: _CInfoV7}[version]  # v8: new functions only
     ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
     dec = lambda s: s.decode() if s else ""  # noqa: E731
     v2 = version >= 2
