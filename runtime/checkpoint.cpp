@@ -403,13 +403,16 @@ std::string read(const std::string &dir, const tcc_step_info &info,
            std::to_string(shards) + " ranks (tcc --data-parallel=" + std::to_string(shards) +
            "), but this step keeps the whole state on every rank: resume it with the step "
            "it was written by";
+  if (stepShards && !shards)
+    return "the checkpoint " + path + " was written without sharded optimizer state (every "
+           "rank keeping the whole state), but this step shards it (tcc --data-parallel): "
+           "resume it with the step it was written by";
   if (stepShards && shards != static_cast<uint32_t>(ranks))
-    return "the checkpoint " + path + " was written " +
-           (shards ? "by " + std::to_string(shards) + " ranks, each with its shard of the "
-                     "optimizer state"
-                   : std::string("without sharded optimizer state")) +
-           "; this step shards it across " + std::to_string(ranks) +
-           " ranks; resume with as many ranks as wrote it (resharding is not supported)";
+    return "the checkpoint " + path + " was written by " + std::to_string(shards) +
+           " ranks, each with its shard of the optimizer state, and this world has " +
+           std::to_string(ranks) + ": resume with mpirun -np " + std::to_string(shards) +
+           " and a step built with --data-parallel=" + std::to_string(shards) +
+           " (resharding is not supported)";
   uint64_t payload = payloadBytes(info);
   if (s.fingerprint != fingerprint(info) ||
       get64(h + 88) != static_cast<uint64_t>(info.num_params) ||
