@@ -21,6 +21,13 @@
    exposed). These are a model's figures, not measurements: tcc's CUDA data
    parallelism (NCCL, buckets overlapped with the backward pass) has run only
    in the CUDA emulation, never on GPUs.
+3. Planned: ZeRO-1 (`tcc --data-parallel=N`, the optimizer state sharded
+   across the ranks; CPU target so far), GPT-2 small's memory plan per rank
+   for N = 1, 2, 4, 8 (`tcc --target=cpu --no-weights --emit=planned
+   --memory-report`, fp32, micro-batch --gpt2-batch x 1024), exported by
+   bench/gpu/export_gpt2.py unless --gpt2 names an export. tcc's plans, not
+   measurements; the measured table above also has a ZeRO-1 row (the demo
+   built with --data-parallel=2).
 """
 
 import argparse
@@ -54,11 +61,25 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--accum", type=int, default=6, help="the global micro-batches per step")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gpt2", help="GPT-2 small's ONNX export (default: exported into a temporary "
+                    "folder)")
+    ap.add_argument("--gpt2-batch", type=int, default=8)
+    ap.add_argument("--skip-measured", action="store_true", help="only the model and the plans")
     args = ap.parse_args()
     tcc = os.path.join(args.build, "bin", "tcc")
     tcc_run = os.path.join(args.build, "bin", "tcc-run")
+    if not args.skip_measured:
+        measured(args, tcc, tcc_run)
+    modelled()
+    zero1_plans(args, tcc)
+
+
+def measured(args, tcc, tcc_run):
     with tempfile.TemporaryDirectory() as work:
         so = os.path.join(work, "demo.so")
+        zero = os.path.join(work, "demo-zero2.so")
+        subprocess.run([tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cpu",
+                        "--data-parallel=2", "-o", zero], check=True, stderr=subprocess.DEVNULL)
         subprocess.run([tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cpu",
                         "-o", so], check=True, stderr=subprocess.DEVNULL)
         base = [tcc_run, so, "--data", os.path.join(REPO, "examples", "data", "train.bin"),
@@ -66,10 +87,14 @@ def main():
         configs = [("1 process (reference)", [], args.accum)]
         for n in (1, 2, 3):
             configs.append(("mpirun -np %d" % n, MPIRUN + ["-np", str(n)], max(args.accum // n, 1)))
+        configs.append(("mpirun -np 2, ZeRO-1", MPIRUN + ["-np", "2"], max(args.accum // 2, 1)))
         results = {c[0]: [] for c in configs}
         for _ in range(args.rounds):
             for name, pre, k in configs:
-                results[name].append(tokens_per_s(pre + base + ["--accum", str(k)],
+                cmd = pre + base + ["--accum", str(k)]
+                if "ZeRO" in name:
+                    cmd[cmd.index(so)] = zero
+                results[name].append(tokens_per_s(cmd,
                                                   os.path.join(work, "m.jsonl")))
     ref = statistics.median(results[configs[0][0]])
     print("Measured: the CPU demo, %d steps, %d micro-batches of 8 x 32 tokens per step, %d cores, "
@@ -78,10 +103,13 @@ def main():
     print("| run | ranks x --accum | tokens/s | vs reference |")
     print("|---|---|---:|---:|")
     for name, pre, k in configs:
-        n = 1 if not pre else int(pre[-1])
+        n = 1 if not pre else int(pre[pre.index("-np") + 1])
         med = statistics.median(results[name])
         print("| %s | %d x %d | %.0f | %.2fx |" % (name, n, k, med, med / ref))
     print()
+
+
+def modelled():
     grad_bytes = GPT2_PARAMS * 4
     print("Modelled: GPT-2 small's gradient all-reduce, %.1f MB of fp32 accumulators per optimizer "
           "step, ring all-reduce; compute %.1f ms per micro-batch (8 x 1024 tokens), one "
@@ -96,6 +124,39 @@ def main():
             print("| %d | %s | %.2f | %.0f%% | %.0f%% |" % (
                 n, link, t * 1e3, 100 * COMPUTE_S / (COMPUTE_S + t),
                 100 * COMPUTE_S / (COMPUTE_S + exposed)))
+
+
+def zero1_plans(args, tcc):
+    mib = float(1 << 20)
+    with tempfile.TemporaryDirectory() as work:
+        onnx = args.gpt2
+        if not onnx:
+            onnx = os.path.join(work, "gpt2.onnx")
+            subprocess.run(["/usr/bin/python3", os.path.join(REPO, "bench", "gpu", "export_gpt2.py"),
+                            onnx, "--batch", str(args.gpt2_batch)], check=True)
+        rows = []
+        for n in (1, 2, 4, 8):
+            report = os.path.join(work, "plan%d.json" % n)
+            subprocess.run([tcc, onnx, "--target=cpu", "--no-weights", "--emit=planned",
+                            "--data-parallel=%d" % n, "--memory-report", report, "-o",
+                            os.path.join(work, "planned.mlir")], check=True,
+                           stdout=subprocess.DEVNULL)
+            with open(report) as f:
+                rows.append((n, json.load(f)))
+    print()
+    print("Planned: GPT-2 small with ZeRO-1 (tcc --target=cpu --data-parallel=N, fp32, AdamW, "
+          "micro-batch %d x 1024), bytes per rank (MiB)" % args.gpt2_batch)
+    print()
+    print("| N | parameters | gradients (+ reduce-scatter buffer) | optimizer state | "
+          "activations and temporaries | arena per rank | vs N = 1 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    ref = rows[0][1]["arena_bytes"]
+    for n, r in rows:
+        c = r["categories"]
+        print("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx |" % (
+            n, c["parameters"] / mib, c["gradients"] / mib, c["optimizer_state"] / mib,
+            c["activations_and_temporaries"] / mib, r["arena_bytes"] / mib,
+            r["arena_bytes"] / ref))
 
 
 if __name__ == "__main__":

@@ -288,10 +288,7 @@ std::string readShard(const std::string &dir, const tcc_step_info &info, const S
     return "the checkpoint in " + dir + " needs its shard " + path + " (rank " +
            std::to_string(rank) + "'s optimizer state), which " +
            (errno == ENOENT ? std::string("is missing") : "cannot be opened: " + errnoText(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  io::FdCloser closer(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       static_cast<uint64_t>(st.st_size) != entry.bytes)
@@ -333,10 +330,7 @@ std::string read(const std::string &dir, const tcc_step_info &info,
       return "there is no checkpoint " + path + " to resume from";
     return "cannot open the checkpoint " + path + ": " + errnoText(errno);
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  io::FdCloser closer(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0)
     return "cannot read the checkpoint " + path + ": " + errnoText(errno);

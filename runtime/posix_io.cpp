@@ -215,4 +215,9 @@ std::string makeDirs(const std::string &dir) {
   return "";
 }
 
+FdCloser::~FdCloser() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
 } // namespace tcc::io

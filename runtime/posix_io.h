@@ -55,6 +55,15 @@ private:
 /// directory, which is no reason to fail.
 void fsyncDir(const std::string &dir);
 
+/// Closes a file descriptor when it goes out of scope (-1: nothing).
+struct FdCloser {
+  int fd;
+  explicit FdCloser(int fd) : fd(fd) {}
+  ~FdCloser();
+  FdCloser(const FdCloser &) = delete;
+  FdCloser &operator=(const FdCloser &) = delete;
+};
+
 /// A file replaced atomically: written to a temporary beside its destination,
 /// then fsynced, renamed over it and its directory fsynced. The terminating
 /// signals are held back for the writer's lifetime, so that neither a partial

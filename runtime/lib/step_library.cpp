@@ -43,10 +43,7 @@ std::string checkLibraryFile(const std::string &arg, const std::string &path) {
   int fd = tcc::io::openRetry(path.c_str(), O_RDONLY | O_CLOEXEC); // non-blocking: a FIFO fails below
   if (fd < 0)
     return "cannot open " + arg + ": " + errnoText(errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  io::FdCloser closer(fd);
   struct stat st;
   if (::fstat(fd, &st) != 0)
     return "cannot read " + arg + ": " + errnoText(errno);
