@@ -101,6 +101,47 @@ def compare(what, single, world, first, param_bound=1e-3):
           "within %.2g relative" % (what, first, loss_rel, param_rel))
 
 
+def kill_one_rank(cmd, ckk, tcc_run, so, resume_args, train_to, ahead=4):
+    """Starts the world `cmd` (which checkpoints into `ckk`), kills its last
+    rank with SIGKILL once a checkpoint exists, expects mpirun to end every
+    rank, then asks tcc-run the checkpoint's step S (a resume to step 1 says
+    it) and calls train_to(S + ahead, resumed): the resumed run's and the
+    uninterrupted run's dumps. Returns (exit code, S, resumed, straight), or
+    None after a failure it reported."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not os.path.exists(os.path.join(ckk, "checkpoint.bin")):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], stdout=subprocess.PIPE,
+                           text=True).stdout.split()
+    if len(ranks) < 2:
+        fail("kill -9: could not find the ranks of mpirun (%s)" % ranks)
+        proc.kill()
+        proc.communicate()
+        return None
+    os.kill(int(ranks[-1]), signal.SIGKILL)
+    try:
+        proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        fail("kill -9 of a rank: the world did not end within 60 s")
+        return None
+    if proc.returncode == 0:
+        fail("kill -9 of a rank: mpirun exited 0")
+        return None
+    # A fast machine may be well past any fixed step when the kill lands, so
+    # ask the checkpoint where it is.
+    p = run(MPIRUN + ["-np", "2", tcc_run, so, "--steps", "1", "--resume", ckk] + resume_args)
+    m = re.search(r"is at step (\d+);", p.stdout)
+    if not m:
+        fail("kill -9: tcc-run did not say the checkpoint's step: %r" % p.stdout[-400:])
+        return None
+    step = int(m.group(1))
+    resumed, straight = train_to(step + ahead)
+    return proc.returncode, step, resumed, straight
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tcc", required=True)
@@ -212,49 +253,25 @@ def main():
     else:
         print("resume with 3 ranks x --accum 2 from a 2 x 2 checkpoint: refused")
 
-    # kill -9 of one rank mid-run.
+    # kill -9 of one rank mid-run: the last whole checkpoint resumes to the
+    # uninterrupted run's end.
     ckk = os.path.join(work, "ck-kill")
     cmd = MPIRUN + ["-np", "2", args.tcc_run, so, "--steps", "100000", "--accum", "2", "--quiet",
                     "--checkpoint", ckk, "--checkpoint-every", "2"] + src
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not os.path.exists(os.path.join(ckk, "checkpoint.bin")):
-        time.sleep(0.1)
-    time.sleep(0.5)
-    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
-    if len(ranks) < 2:
-        fail("kill -9: could not find the ranks of mpirun (%s)" % ranks)
-        proc.kill()
-    else:
-        os.kill(int(ranks[-1]), signal.SIGKILL)
-        try:
-            out, _ = proc.communicate(timeout=60)
-            if proc.returncode == 0:
-                fail("kill -9 of a rank: mpirun exited 0")
-            else:
-                print("kill -9 of one rank: mpirun ended the world (exit %d)" % proc.returncode)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            fail("kill -9 of a rank: the world did not end within 60 s")
-        # The last whole checkpoint resumes to the uninterrupted run's end. A fast
-        # machine may be well past step 12 when the kill lands, so ask the
-        # checkpoint where it is (a resume to step 1 has nothing to do and says so).
-        p = run(MPIRUN + ["-np", "2", args.tcc_run, so, "--steps", "1", "--accum", "2",
-                          "--resume", ckk] + src)
-        m = re.search(r"is at step (\d+);", p.stdout)
-        if not m:
-            fail("kill -9: tcc-run did not say the checkpoint's step: %r" % p.stdout[-400:])
+    killed = kill_one_rank(
+        cmd, ckk, args.tcc_run, so, ["--accum", "2"] + src,
+        lambda target: (train(2, 2, os.path.join(work, "after-kill"), src + ["--resume", ckk],
+                              steps=target),
+                        train(2, 2, os.path.join(work, "straight"), src, steps=target)))
+    if killed:
+        code, at, resumed, straight = killed
+        print("kill -9 of one rank: mpirun ended the world (exit %d)" % code)
+        if not same_bytes(straight[1], resumed[1]):
+            fail("kill -9: resuming the last checkpoint does not end at the uninterrupted "
+                 "run's parameters")
         else:
-            target = int(m.group(1)) + 4
-            resumed = train(2, 2, os.path.join(work, "after-kill"), src + ["--resume", ckk],
-                            steps=target)
-            straight = train(2, 2, os.path.join(work, "straight"), src, steps=target)
-            if not same_bytes(straight[1], resumed[1]):
-                fail("kill -9: resuming the last checkpoint does not end at the uninterrupted "
-                     "run's parameters")
-            else:
-                print("kill -9: the checkpoint at step %s resumed to step %d equals the "
-                      "uninterrupted run byte for byte" % (m.group(1), target))
+            print("kill -9: the checkpoint at step %d resumed to step %d equals the "
+                  "uninterrupted run byte for byte" % (at, at + 4))
 
     # A rank that fails, and a rank that leaves early.
     base = [args.tcc_run, so, "--steps", "3", "--quiet"]

@@ -34,14 +34,11 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_data_parallel import (MPIRUN, REPO, fail, load_dump, problems, rel_diff,  # noqa: E402
-                                 run, same_bytes)
+from check_data_parallel import (MPIRUN, REPO, fail, kill_one_rank, load_dump,  # noqa: E402
+                                 problems, rel_diff, run, same_bytes)
 
 
 def main():
@@ -195,43 +192,20 @@ def main():
     ckk = os.path.join(work, "ck-kill")
     cmd = MPIRUN + ["-np", "2", args.tcc_run, z2, "--steps", "100000", "--accum", "2", "--quiet",
                     "--checkpoint", ckk, "--checkpoint-every", "2"] + src
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not os.path.exists(os.path.join(ckk, "checkpoint.bin")):
-        time.sleep(0.1)
-    time.sleep(0.5)
-    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], stdout=subprocess.PIPE,
-                           text=True).stdout.split()
-    if len(ranks) < 2:
-        fail("kill -9: could not find the ranks of mpirun (%s)" % ranks)
-        proc.kill()
-        proc.communicate()
-    else:
-        os.kill(int(ranks[-1]), signal.SIGKILL)
-        try:
-            proc.communicate(timeout=60)
-            if proc.returncode == 0:
-                fail("kill -9 of a rank: mpirun exited 0")
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            fail("kill -9 of a rank: the world did not end within 60 s")
-        p = run(MPIRUN + ["-np", "2", args.tcc_run, z2, "--steps", "1", "--accum", "2",
-                          "--resume", ckk] + src)
-        m = re.search(r"is at step (\d+);", p.stdout)
-        if not m:
-            fail("kill -9: tcc-run did not say the checkpoint's step: %r" % p.stdout[-400:])
+    killed = kill_one_rank(
+        cmd, ckk, args.tcc_run, z2, ["--accum", "2"] + src,
+        lambda target: (train(z2, 2, 2, os.path.join(work, "after-kill"), ["--resume", ckk],
+                              steps=target),
+                        train(z2, 2, 2, os.path.join(work, "kill-ref"), steps=target)), ahead=2)
+    if killed:
+        code, at, after, ref = killed
+        if not same_bytes(ref[1], after[1]):
+            fail("kill -9: the last checkpoint resumed does not end at the uninterrupted "
+                 "run's parameters")
         else:
-            target = int(m.group(1)) + 2
-            after = train(z2, 2, 2, os.path.join(work, "after-kill"), ["--resume", ckk],
-                          steps=target)
-            ref = train(z2, 2, 2, os.path.join(work, "kill-ref"), steps=target)
-            if not same_bytes(ref[1], after[1]):
-                fail("kill -9: the last checkpoint resumed does not end at the uninterrupted "
-                     "run's parameters")
-            else:
-                print("kill -9 of one rank: the world ended (exit %d); the checkpoint at step %s "
-                      "resumed to step %d equals the uninterrupted run byte for byte"
-                      % (proc.returncode, m.group(1), target))
+            print("kill -9 of one rank: the world ended (exit %d); the checkpoint at step %d "
+                  "resumed to step %d equals the uninterrupted run byte for byte"
+                  % (code, at, at + 2))
 
     if problems:
         print("%d problem(s)" % len(problems))
