@@ -5,6 +5,8 @@
 #include "passes/PlanMemory.h"
 #include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/FusionCostModel.h"
+#include "passes/fusion/LoopStructure.h"
+#include "passes/LowerToKernels.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "passes/Passes.h"
@@ -34,22 +36,8 @@ struct Buffer {
   bool inArena = true;
 };
 
-/// The loop structure of an elementwise / reduction fusion: the shape of its
-/// loop, each body op's kind, and the pass (stage) that computes each value.
-/// A row reduction's result is complete after the pass that reads its
-/// operand, so the values that read it belong to the next pass.
-struct LoopFusion {
-  enum class Kind { Element, Row, RowReduction, Reduction };
-  SmallVector<int64_t> shape, rowShape;
-  llvm::DenseMap<Operation *, Kind> kind;
-  llvm::DenseMap<Value, int64_t> stage;
-  bool rows = false;
-  int64_t lastPass = 0;
-};
-
 } // namespace
 
-static FailureOr<LoopFusion> classifyLoopFusion(FusionOp fusion);
 
 namespace {
 
@@ -931,99 +919,6 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
 /// kernel sums) across the whole nest; sums and means are computed as the
 /// reduce kernel computes them, so the fused step is bit-identical to the
 /// unfused one.
-
-static FailureOr<LoopFusion> classifyLoopFusion(FusionOp fusion) {
-  using Kind = LoopFusion::Kind;
-  auto tensor = [](Value v) { return cast<RankedTensorType>(v.getType()); };
-  LoopFusion lf;
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  SmallVector<int64_t> &shape = lf.shape;
-  for (Operation &op : body.without_terminator())
-    if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
-      auto in = tensor(op.getOperand(0)).getShape();
-      shape.assign(in.begin(), in.end());
-      break;
-    }
-  if (llvm::none_of(body.without_terminator(), [](Operation &op) {
-        return isa<ReduceSumOp, ReduceMeanOp>(op);
-      })) {
-    auto r = tensor(fusion.getResult(0)).getShape();
-    shape.assign(r.begin(), r.end());
-  }
-  lf.rowShape = FusionCostModel::rowShape(shape);
-  SmallVector<int64_t> &rowShape = lf.rowShape;
-
-  // Classify the body's ops and give each value its pass (stage).
-  llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
-  llvm::DenseMap<Value, int64_t> &stage = lf.stage;
-  bool &rows = lf.rows;
-  int64_t &lastPass = lf.lastPass;
-  for (Operation &op : body.without_terminator()) {
-    auto stageOf = [&](Value v) { return stage.lookup(v); };
-    int64_t st = 0;
-    for (Value v : op.getOperands())
-      st = std::max(st, stageOf(v));
-    Value r = op.getResult(0);
-    if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
-      if (tensor(op.getOperand(0)).getShape() != ArrayRef(shape))
-        return op.emitOpError("reduces a value of another shape than the fusion's loop");
-      if (FusionCostModel::isRowReduction(&op, shape)) {
-        kind[&op] = Kind::RowReduction;
-        stage[r] = st + 1;
-        rows = true;
-      } else {
-        kind[&op] = Kind::Reduction;
-      }
-      lastPass = std::max(lastPass, st);
-      continue;
-    }
-    if (tensor(r).getShape() == ArrayRef(shape)) {
-      kind[&op] = Kind::Element;
-      lastPass = std::max(lastPass, st);
-    } else if (!rowShape.empty() && tensor(r).getShape() == ArrayRef(rowShape)) {
-      kind[&op] = Kind::Row;
-      rows = true;
-    } else {
-      return op.emitOpError("has a shape that is neither the fusion's loop's "
-                            "nor its rows'");
-    }
-    stage[r] = st;
-  }
-  for (Value v : yield.getValues())
-    if (!v.getDefiningOp())
-      return fusion.emitOpError("yields a body argument");
-  return lf;
-}
-
-/// The values pass `pass` of a loop fusion computes: the operands of the
-/// reductions it feeds and the element values it writes (`isResult`), with
-/// the element values (and body arguments) they are computed from.
-static llvm::DenseSet<Value> passValues(Block &body, const LoopFusion &lf, int64_t pass,
-                                        llvm::function_ref<bool(Value)> isResult) {
-  using Kind = LoopFusion::Kind;
-  llvm::DenseSet<Value> needed;
-  SmallVector<Value> work;
-  for (Operation &op : body.without_terminator()) {
-    Kind kd = lf.kind.lookup(&op);
-    if ((kd == Kind::RowReduction || kd == Kind::Reduction) &&
-        lf.stage.lookup(op.getOperand(0)) == pass)
-      work.push_back(op.getOperand(0));
-    if (kd == Kind::Element && lf.stage.lookup(op.getResult(0)) == pass &&
-        isResult(op.getResult(0)))
-      work.push_back(op.getResult(0));
-  }
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (!needed.insert(v).second)
-      continue;
-    if (Operation *def = v.getDefiningOp())
-      if (lf.kind.lookup(def) == Kind::Element)
-        for (Value operand : def->getOperands())
-          work.push_back(operand);
-  }
-  return needed;
-}
 
 LogicalResult Emitter::emitFusion(FusionOp fusion) {
   using Kind = LoopFusion::Kind;
@@ -2299,37 +2194,7 @@ std::string Emitter::assembleCuda(bool training,
   return src;
 }
 
-std::string Emitter::opLabel(Operation *op) const {
-  std::string label = op->getName().getStringRef().str();
-  SmallVector<std::string> nodes;
-  auto addNode = [&](Location loc) {
-    std::string n = nodeNameOf(loc);
-    if (!n.empty() && !llvm::is_contained(nodes, n))
-      nodes.push_back(n);
-  };
-  if (auto fusion = dyn_cast<FusionOp>(op)) {
-    label += " (";
-    llvm::raw_string_ostream ls(label);
-    llvm::interleave(
-        fusion.getBody().front().without_terminator(), ls,
-        [&](Operation &o) {
-          ls << o.getName().getStringRef();
-          addNode(o.getLoc());
-        },
-        " ");
-    ls << ")";
-  }
-  addNode(op->getLoc());
-  if (!launched.empty())
-    label = launched + ": " + label;
-  // A fusion of many nodes names the first few.
-  constexpr size_t kNamed = 8;
-  for (size_t i = 0; i < nodes.size() && i < kNamed; ++i)
-    label += (i ? ", " : " ") + nodes[i];
-  if (nodes.size() > kNamed)
-    label += " (+" + std::to_string(nodes.size() - kNamed) + " more)";
-  return label;
-}
+std::string Emitter::opLabel(Operation *op) const { return opTableLabel(op, launched); }
 
 FailureOr<EmittedStep> Emitter::run() {
   Block &block = func.getBody().front();

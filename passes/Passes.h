@@ -3,6 +3,7 @@
 #define TCC_PASSES_PASSES_H
 
 #include "compiler/Dialect/TccDialect.h"
+#include "compiler/Kernel/TcckDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

@@ -581,4 +581,36 @@ def Fuse : Pass<"tcc-fuse", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def LowerToKernels : Pass<"tcc-lower-to-kernels", "ModuleOp"> {
+  let summary = "Lowers the planned step to the kernel-level dialect (tcck)";
+  let description = [{
+    Stage 6 of the pipeline: after tcc-plan-memory, every op of the step
+    becomes the kernel it runs, over views of the arena (`tcck.view` at the
+    value's planned offset, typed with its storage type), with a
+    DialectConversion pattern set per op family:
+
+    - constants: `tcck.global` (read-only data) or a view and `tcck.fill`;
+    - views (reshape, squeeze, unsqueeze, identity): `tcck.alias`;
+    - unfused elementwise ops: `tcck.ew`;
+    - library ops (softmax, LayerNorm, reductions, gathers, slices, the
+      loss, attention, ...): `tcck.call` with their options resolved
+      (normalized axes, reduction masks, slice starts and steps);
+    - GEMMs: `tcck.matmul`, with its epilogue as a region;
+    - fusions: `tcck.loop` with the loop structure recorded (tcck.role and
+      tcck.stage on each body op), `tcck.copy_loop` for moves.
+
+    What the emitter used to work out is explicit: each gradient's
+    `tcck.accumulate` right after the kernel that makes it (or at the end),
+    the outputs' `tcck.store`, the seed, the random state's advance, and a
+    `tcck.mark` per entry of the step's op table with its label and live
+    bytes.
+
+    Before converting, a contract check reports every op the module's
+    target cannot lower, on the op. Only the cpu target is lowered so far;
+    the cuda target is still emitted from the planned IR.
+  }];
+  let dependentDialects = ["::mlir::tcck::TcckDialect", "::mlir::tcc::TccDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // TCC_PASSES_PASSES_TD

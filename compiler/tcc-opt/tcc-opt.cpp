@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Dialect/TccDialect.h"
+#include "compiler/Kernel/TcckDialect.h"
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
   mlir::registerCSEPass();
 
   mlir::DialectRegistry registry;
-  registry.insert<mlir::tcc::TccDialect, mlir::func::FuncDialect>();
+  registry.insert<mlir::tcc::TccDialect, mlir::tcck::TcckDialect, mlir::func::FuncDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "tcc optimizer driver\n", registry));
 }

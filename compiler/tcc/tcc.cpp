@@ -57,7 +57,7 @@ static cl::opt<std::string>
     outputFile("o", cl::desc("Output file ('-' for stdout, the default)"),
                cl::value_desc("file"), cl::init("-"), cl::cat(tccCategory));
 
-enum class EmitKind { Default, Summary, Imported, Training, Planned, Source, Step };
+enum class EmitKind { Default, Summary, Imported, Training, Planned, Kernels, Source, Step };
 static cl::opt<EmitKind> emit(
     "emit",
     cl::desc("What to produce (default: the step library when -o names a "
@@ -73,6 +73,9 @@ static cl::opt<EmitKind> emit(
                clEnumValN(EmitKind::Planned, "planned",
                           "the training step with its memory plan (arena "
                           "offsets) as MLIR"),
+               clEnumValN(EmitKind::Kernels, "kernels",
+                          "the planned step lowered to kernels (the tcck dialect) "
+                          "as MLIR; cpu target"),
                clEnumValN(EmitKind::Source, "source",
                           "the step's CUDA or C++ source (-o DIR writes a folder "
                           "that builds on its own)"),
@@ -983,6 +986,13 @@ int main(int argc, char **argv) {
   }
   if (emit == EmitKind::Planned)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  if (emit == EmitKind::Kernels) {
+    PassManager kernels(&context);
+    kernels.addPass(tcc::createLowerToKernels());
+    if (failed(kernels.run(*module)))
+      return 1;
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  }
   Location fileLoc = tcc::fileLocation(&context, inputFile);
   tcc::StepEmitOptions emitOptions;
   emitOptions.embedWeights = !noWeights;

@@ -1,0 +1,18 @@
+//===- TcckDialect.h - the kernel-level dialect -----------------*- C++ -*-===//
+#ifndef TCC_COMPILER_KERNEL_TCCKDIALECT_H
+#define TCC_COMPILER_KERNEL_TCCKDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+
+#include "compiler/Kernel/TcckOpsDialect.h.inc"
+
+namespace mlir::tcck {
+
+/// On a body op of a `tcck.loop`: its role in the loop (LoopRole, by name)
+/// and the pass over the row that computes it.
+inline constexpr llvm::StringLiteral kRoleAttr = "tcck.role";
+inline constexpr llvm::StringLiteral kStageAttr = "tcck.stage";
+
+} // namespace mlir::tcck
+
+#endif // TCC_COMPILER_KERNEL_TCCKDIALECT_H

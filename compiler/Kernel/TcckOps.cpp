@@ -1,0 +1,212 @@
+//===- TcckOps.cpp - kernel-level operations -------------------------------===//
+
+#include "compiler/Kernel/TcckOps.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::tcck;
+
+#include "compiler/Kernel/TcckEnums.cpp.inc"
+#include "compiler/Kernel/TcckOpsDialect.cpp.inc"
+
+void TcckDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "compiler/Kernel/TcckOps.cpp.inc"
+      >();
+}
+
+LogicalResult TcckDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kRoleAttr) {
+    auto s = dyn_cast<StringAttr>(attr.getValue());
+    if (!s || !symbolizeLoopRole(s.getValue()))
+      return op->emitError("'") << kRoleAttr << "' must name a loop role (element, row, "
+                                                 "row_reduction or reduction)";
+    if (!op->getParentOfType<LoopOp>())
+      return op->emitError("'") << kRoleAttr << "' is only meaningful inside a tcck.loop";
+    return success();
+  }
+  if (attr.getName() == kStageAttr) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || i.getInt() < 0)
+      return op->emitError("'") << kStageAttr << "' must be a non-negative integer";
+    return success();
+  }
+  return op->emitError("unknown tcck attribute '") << attr.getName() << "'";
+}
+
+static int64_t numElements(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
+
+LogicalResult GlobalOp::verify() {
+  auto t = getType();
+  auto value = getValue();
+  if (value.getShapedType().getShape() != t.getShape())
+    return emitOpError("holds a value of another shape than its buffer");
+  return success();
+}
+
+LogicalResult AliasOp::verify() {
+  if (getSource().getType().getElementType() != getType().getElementType())
+    return emitOpError("changes the element type; an alias only reshapes");
+  if (numElements(getSource()) != getType().getNumElements())
+    return emitOpError("names ") << getType().getNumElements() << " elements of a buffer of "
+                                 << numElements(getSource());
+  return success();
+}
+
+LogicalResult CopyOp::verify() {
+  if (numElements(getOut()) != numElements(getIn()))
+    return emitOpError("copies ") << numElements(getIn()) << " elements into a buffer of "
+                                  << numElements(getOut());
+  return success();
+}
+
+LogicalResult ElementwiseOp::verify() {
+  std::optional<tcc::EwKind> kind = tcc::symbolizeEwKind(getKind());
+  if (!kind)
+    return emitOpError("names no elementwise computation: '") << getKind() << "'";
+  tcc::EwKind k = *kind;
+  bool binary = k <= tcc::EwKind::Or || (k >= tcc::EwKind::LessOrEqual && k <= tcc::EwKind::Min);
+  if (getIns().size() != (binary ? 2u : 1u))
+    return emitOpError("'") << getKind() << "' takes "
+                            << (binary ? 2 : 1) << " inputs, not " << getIns().size();
+  return success();
+}
+
+const LibraryCallSignature &mlir::tcck::libraryCallSignature(LibraryCall callee) {
+  static const StringRef tanh[] = {"tanh"};
+  static const StringRef axisLog[] = {"axis", "log"};
+  static const StringRef layerNorm[] = {"axis", "epsilon"};
+  static const StringRef reduce[] = {"mask", "mean"};
+  static const StringRef axis[] = {"axis"};
+  static const StringRef perm[] = {"perm"};
+  static const StringRef slice[] = {"starts", "steps"};
+  static const StringRef keep[] = {"stream", "threshold"};
+  static const StringRef gemm[] = {"trans_a", "trans_b", "alpha", "beta"};
+  static const StringRef sce[] = {"reduction"};
+  static const StringRef attention[] = {"shape", "columns", "token_major", "packed",
+                                        "scale", "causal"};
+  // {outs, ins (-1: one or more), options, can fail}; optional inputs
+  // (a bias, weights) are counted by `optionalIns` below.
+  static const LibraryCallSignature table[] = {
+      /*gelu*/ {1, 1, tanh, false},
+      /*gelu_grad*/ {1, 2, tanh, false},
+      /*cast*/ {1, 1, {}, false},
+      /*where*/ {1, 3, {}, false},
+      /*softmax*/ {1, 1, axisLog, false},
+      /*layer_norm*/ {3, 2, layerNorm, false},
+      /*reduce*/ {1, 1, reduce, false},
+      /*gather*/ {1, 2, axis, true},
+      /*gather_grad*/ {1, 2, axis, true},
+      /*transpose*/ {1, 1, perm, false},
+      /*slice*/ {1, 1, slice, false},
+      /*slice_grad*/ {1, 1, slice, false},
+      /*concat*/ {1, -1, axis, false},
+      /*broadcast_to*/ {1, 1, {}, false},
+      /*random_keep*/ {1, 1, keep, false},
+      /*gemm*/ {1, 2, gemm, false},
+      /*sce_loss*/ {2, 2, sce, true},
+      /*sce_loss_with_grad*/ {2, 3, sce, true},
+      /*sce_loss_grad*/ {1, 3, sce, true},
+      /*attention_forward*/ {2, 3, attention, false},
+      /*attention_backward*/ {-1, 6, attention, false},
+  };
+  return table[static_cast<unsigned>(callee)];
+}
+
+/// How many inputs a call may have beyond its signature's: a LayerNorm's
+/// bias, a Gemm's C, the loss's weights, an attention's bias and random
+/// state.
+static unsigned optionalIns(LibraryCall callee) {
+  switch (callee) {
+  case LibraryCall::LayerNorm:
+  case LibraryCall::Gemm:
+  case LibraryCall::SceLoss:
+  case LibraryCall::SceLossWithGrad:
+  case LibraryCall::SceLossGrad:
+    return 1;
+  case LibraryCall::AttentionForward:
+  case LibraryCall::AttentionBackward:
+    return 2;
+  default:
+    return 0;
+  }
+}
+
+bool CallOp::canFail() { return libraryCallSignature(getCallee()).canFail; }
+
+LogicalResult CallOp::verify() {
+  const LibraryCallSignature &sig = libraryCallSignature(getCallee());
+  StringRef name = stringifyLibraryCall(getCallee());
+  unsigned ins = getIns().size(), outs = getOuts().size();
+  if (sig.outs >= 0 ? outs != unsigned(sig.outs) : outs == 0)
+    return emitOpError("'") << name << "' writes "
+                            << (sig.outs >= 0 ? std::to_string(sig.outs) : "one or more")
+                            << " outputs, not " << outs;
+  if (sig.ins >= 0 ? ins < unsigned(sig.ins) || ins > sig.ins + optionalIns(getCallee())
+                   : ins == 0)
+    return emitOpError("'") << name << "' takes "
+                            << (sig.ins >= 0 ? std::to_string(sig.ins) : "one or more")
+                            << (optionalIns(getCallee()) ? " (or a few more optional)" : "")
+                            << " inputs, not " << ins;
+  for (StringRef key : sig.options)
+    if (!getOptions().get(key))
+      return emitOpError("'") << name << "' needs the option '" << key << "'";
+  return success();
+}
+
+LogicalResult MatMulOp::verify() {
+  if (getOuts().empty())
+    return emitOpError("writes no output");
+  Region &r = getEpilogue();
+  if (r.empty()) {
+    if (getOuts().size() != 1 || !getEpilogueIns().empty())
+      return emitOpError("without an epilogue writes one output and reads no epilogue inputs");
+    return success();
+  }
+  if (!r.hasOneBlock())
+    return emitOpError("has an epilogue of more than one block");
+  Block &b = r.front();
+  if (b.getNumArguments() != getEpilogueIns().size() + 1)
+    return emitOpError("has an epilogue of ")
+           << b.getNumArguments() << " arguments; it takes the product and "
+           << getEpilogueIns().size() << " epilogue inputs";
+  auto yield = dyn_cast<YieldOp>(b.getTerminator());
+  if (!yield || yield.getValues().size() != getOuts().size())
+    return emitOpError("has an epilogue that does not yield one value per output");
+  return success();
+}
+
+/// A fused body: one block argument per input, a tcck.yield of one value
+/// per output.
+static LogicalResult verifyFusedBody(Operation *op, Region &body, size_t ins, size_t outs) {
+  Block &b = body.front();
+  if (b.getNumArguments() != ins)
+    return op->emitOpError("has a body of ")
+           << b.getNumArguments() << " arguments for " << ins << " inputs";
+  auto yield = dyn_cast<YieldOp>(b.getTerminator());
+  if (!yield || yield.getValues().size() != outs)
+    return op->emitOpError("has a body that does not yield one value per output");
+  return success();
+}
+
+LogicalResult LoopOp::verify() {
+  if (failed(verifyFusedBody(*this, getBody(), getIns().size(), getOuts().size())))
+    return failure();
+  if (getPasses() < 0)
+    return emitOpError("has a negative number of passes");
+  for (Operation &op : getBody().front().without_terminator())
+    if (!op.hasAttr(kRoleAttr))
+      return op.emitOpError("in a tcck.loop has no '") << kRoleAttr << "'";
+  return success();
+}
+
+LogicalResult CopyLoopOp::verify() {
+  return verifyFusedBody(*this, getBody(), getIns().size(), getOuts().size());
+}
+
+#define GET_OP_CLASSES
+#include "compiler/Kernel/TcckOps.cpp.inc"

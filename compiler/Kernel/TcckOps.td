@@ -1,0 +1,249 @@
+//===- TcckOps.td - the kernel-level dialect ----------------*- tablegen -*-===//
+//
+// `tcck` is stage 6 of the pipeline (DESIGN.md): the planned step as the
+// kernels a target runs, over views of the arena. Every decision the passes
+// made is in the IR, typed: where each value lives (a view's offset), how it
+// is stored (the view's element type), which library kernel or GEMM runs,
+// the loop structure of a fused kernel, where a gradient is added into its
+// accumulator, and what the op table says about each op. An emitter
+// (codegen/cpu/CpuEmitter.cpp) reads only this dialect and writes code.
+//
+// Kernel ops write into their `outs` (destination-passing style) and return
+// nothing; views and globals are the only ops with results.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TCC_KERNEL_TCCKOPS_TD
+#define TCC_KERNEL_TCCKOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "compiler/Dialect/TccBase.td"
+include "compiler/Kernel/TcckEnums.td"
+
+def Tcck_Dialect : Dialect {
+  let name = "tcck";
+  let cppNamespace = "::mlir::tcck";
+  let summary = "The step as kernels over views of the arena";
+  let description = [{
+    The output of `tcc-lower-to-kernels`: a step function whose arguments
+    and results are memrefs (the arena slots of the parameters, inputs and
+    results; their element type is the storage type) and whose body is a
+    sequence of kernels. Fused kernels (`tcck.loop`, `tcck.copy_loop`, a
+    `tcck.matmul` with an epilogue) keep their scalar body as a region of
+    tcc elementwise ops, whose value shapes give each operand's broadcast.
+  }];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+  let hasOperationAttrVerify = 1;
+}
+
+def Tcck_Buffer : StaticShapeMemRefOf<[AnyType]>;
+
+class Tcck_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Tcck_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Where values live
+//===----------------------------------------------------------------------===//
+
+def Tcck_ViewOp : Tcck_Op<"view", [Pure]> {
+  let summary = "A view of the arena at a byte offset";
+  let description = [{
+    The bytes of one planned value: `offset` is its slot in the arena
+    (tcc-plan-memory's `tcc.offsets`) and the result's element type is how
+    it is stored there.
+
+        %0 = tcck.view 1024 : memref<4x64xf32>
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs Tcck_Buffer:$result);
+  let assemblyFormat = "$offset attr-dict `:` type($result)";
+}
+
+def Tcck_GlobalOp : Tcck_Op<"global", [Pure]> {
+  let summary = "A constant array in the step's data, outside the arena";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Tcck_Buffer:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Tcck_AliasOp : Tcck_Op<"alias", [Pure]> {
+  let summary = "The same bytes as another buffer, in another shape";
+  let description = [{
+    A reshape, squeeze, unsqueeze or identity: no code runs; the result
+    names the source's elements in row-major order.
+  }];
+  let arguments = (ins Tcck_Buffer:$source);
+  let results = (outs Tcck_Buffer:$result);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement and bookkeeping
+//===----------------------------------------------------------------------===//
+
+def Tcck_FillOp : Tcck_Op<"fill"> {
+  let summary = "Sets every element to a constant";
+  let arguments = (ins Tcck_Buffer:$out, TypedAttrInterface:$value);
+  let assemblyFormat = "$out `,` $value attr-dict `:` type($out)";
+}
+
+def Tcck_SeedOp : Tcck_Op<"seed"> {
+  let summary = "Sets the backward pass's seed, d(loss), to the step's gradient scale";
+  let arguments = (ins Tcck_Buffer:$out);
+  let assemblyFormat = "$out attr-dict `:` type($out)";
+}
+
+def Tcck_CopyOp : Tcck_Op<"copy"> {
+  let summary = "Copies a buffer's elements into another of as many";
+  let arguments = (ins Tcck_Buffer:$out, Tcck_Buffer:$in);
+  let assemblyFormat = "$out `,` $in attr-dict `:` type($out) `,` type($in)";
+  let hasVerifier = 1;
+}
+
+def Tcck_StoreOp : Tcck_Op<"store"> {
+  let summary = "Copies a step result into its result slot";
+  let description = [{
+    An output of the step (the loss, a model output) is copied, byte for
+    byte, into the arena slot the plan gave the function's result.
+  }];
+  let arguments = (ins Tcck_Buffer:$value, ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
+  let assemblyFormat = "$value `to` `slot` $slot attr-dict `:` type($value)";
+}
+
+def Tcck_AccumulateOp : Tcck_Op<"accumulate"> {
+  let summary = "Adds a gradient into its accumulator's slot";
+  let description = [{
+    `acc[i] += value[i]` where `acc` is the gradient accumulator at arena
+    offset `slot`, in the value's storage type. tcc-lower-to-kernels places
+    it right after the kernel that makes the gradient (or at the end of the
+    step), as the plan's liveness assumed.
+  }];
+  let arguments = (ins Tcck_Buffer:$value, ConfinedAttr<I64Attr, [IntNonNegative]>:$slot);
+  let assemblyFormat = "$value `into` `slot` $slot attr-dict `:` type($value)";
+}
+
+def Tcck_AdvanceRngOp : Tcck_Op<"advance_rng"> {
+  let summary = "Advances the step's random state (dropout) for the next micro-step";
+  let arguments = (ins MemRefOf<[I64]>:$state);
+  let assemblyFormat = "$state attr-dict `:` type($state)";
+}
+
+def Tcck_MarkOp : Tcck_Op<"mark"> {
+  let summary = "Ends an entry of the step's op table";
+  let description = [{
+    The op table (tcc_step_info.ops, `tcc-run --trace`) has one entry per
+    tcc op that ran code: `label` says what it is (the op, a fusion's ops,
+    the ONNX nodes it came from) and `live` the plan's arena bytes live
+    while it runs. The k-th mark ends entry k-1.
+  }];
+  let arguments = (ins StrAttr:$label, I64Attr:$live);
+  let assemblyFormat = "$label `live` $live attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+def Tcck_ElementwiseOp : Tcck_Op<"ew"> {
+  let summary = "An unfused elementwise kernel with NumPy broadcasting";
+  let description = [{
+    `kind` names the computation (tcc's EwKind: "Add", "Sqrt", ...), as the
+    runtime's `binary` and `unary` kernels take it.
+  }];
+  let arguments = (ins StrAttr:$kind, Tcck_Buffer:$out, Variadic<Tcck_Buffer>:$ins);
+  let assemblyFormat = "$kind $out `,` $ins attr-dict `:` type($out) `,` type($ins)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The computation (the verifier checks that `kind` names one).
+    ::mlir::tcc::EwKind getEwKind() { return *::mlir::tcc::symbolizeEwKind(getKind()); }
+  }];
+}
+
+
+def Tcck_CallOp : Tcck_Op<"call", [AttrSizedOperandSegments]> {
+  let summary = "A library kernel";
+  let description = [{
+    One call of a runtime library kernel: `outs` are written, `ins` read,
+    and `options` hold what the kernel needs besides its buffers (an axis,
+    a reduction mask, epsilon, ...), as the lowering resolved them.
+
+        tcck.call softmax outs(%1 : memref<4x8xf32>) ins(%0 : memref<4x8xf32>)
+            {axis = 1 : i64, log = false}
+  }];
+  let arguments = (ins Tcck_LibraryCall:$callee, Variadic<Tcck_Buffer>:$outs,
+                       Variadic<Tcck_Buffer>:$ins, DictionaryAttr:$options);
+  let assemblyFormat = [{
+    $callee (`outs` `(` $outs^ `:` type($outs) `)`)? (`ins` `(` $ins^ `:` type($ins) `)`)?
+    $options attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the kernel returns an error code (an index out of range).
+    bool canFail();
+  }];
+}
+
+def Tcck_YieldOp : Tcck_Op<"yield", [Pure, Terminator, ReturnLike]> {
+  let summary = "The element values a fused kernel writes, one per output";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+def Tcck_MatMulOp : Tcck_Op<"matmul", [AttrSizedOperandSegments]> {
+  let summary = "A GEMM, with an optional elementwise epilogue";
+  let description = [{
+    `outs[0] = op(lhs) x op(rhs)` with NumPy matmul batching. With an
+    epilogue, the region computes each output element from the product's
+    (its first argument) and the elements of `epilogue_ins` (the next
+    arguments, broadcast by their shapes), and yields one value per output.
+  }];
+  let arguments = (ins Variadic<Tcck_Buffer>:$outs, Tcck_Buffer:$lhs, Tcck_Buffer:$rhs,
+                       Variadic<Tcck_Buffer>:$epilogue_ins,
+                       BoolAttr:$trans_lhs, BoolAttr:$trans_rhs);
+  let regions = (region AnyRegion:$epilogue);
+  let assemblyFormat = [{
+    `outs` `(` $outs `:` type($outs) `)` `ins` `(` $lhs `,` $rhs `:` type($lhs) `,` type($rhs) `)`
+    (`epilogue` `(` $epilogue_ins^ `:` type($epilogue_ins) `)` $epilogue)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+
+def Tcck_LoopOp : Tcck_Op<"loop", [AttrSizedOperandSegments]> {
+  let summary = "A fused elementwise or reduction kernel";
+  let description = [{
+    One loop nest over `space`. The body's ops are tcc elementwise ops and
+    reductions over block arguments (one per input, broadcast by shape); it
+    yields one value per output. tcc-lower-to-kernels records the loop's
+    structure: `rows` when the nest is a loop over rows of the last
+    dimension with `passes` passes over each row, and on every body op
+    `tcck.role` (an element of the space, a row value, a row reduction or a
+    reduction across rows) and `tcck.stage` (the pass that computes it).
+  }];
+  let arguments = (ins Variadic<Tcck_Buffer>:$ins, Variadic<Tcck_Buffer>:$outs,
+                       DenseI64ArrayAttr:$space, BoolAttr:$rows, I64Attr:$passes);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `ins` `(` ($ins^ `:` type($ins))? `)` `outs` `(` $outs `:` type($outs) `)`
+    `space` $space `rows` $rows `passes` $passes $body attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Tcck_CopyLoopOp : Tcck_Op<"copy_loop", [AttrSizedOperandSegments]> {
+  let summary = "A fused data-movement kernel: a split or a concat through views and transposes";
+  let arguments = (ins Variadic<Tcck_Buffer>:$ins, Variadic<Tcck_Buffer>:$outs);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)` $body attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TCC_KERNEL_TCCKOPS_TD

@@ -1,0 +1,746 @@
+//===- LowerToKernels.cpp - the planned step as tcck kernels ---------------===//
+//
+// tcc-lower-to-kernels (Passes.td): DialectConversion from the planned tcc
+// step to tcck, one pattern set per op family. The patterns share a
+// `KernelPlan`, worked out from the planned function before it is
+// converted: each op's entry in the op table (label, live bytes) and the
+// gradients to add into their accumulators right after it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/LowerToKernels.h"
+#include "passes/Passes.h"
+#include "passes/PlanMemory.h"
+#include "passes/fusion/CublasLtEpilogue.h"
+#include "passes/fusion/LoopStructure.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "compiler/Kernel/TcckOps.h"
+#include "runtime/tcc_random.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/DialectConversion.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::tcc {
+#define GEN_PASS_DEF_LOWERTOKERNELS
+#include "passes/Passes.h.inc"
+} // namespace mlir::tcc
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+std::string mlir::tcc::opTableLabel(Operation *op, StringRef launched) {
+  std::string label = op->getName().getStringRef().str();
+  SmallVector<std::string> nodes;
+  auto addNode = [&](Location loc) {
+    std::string n = nodeNameOf(loc);
+    if (!n.empty() && !llvm::is_contained(nodes, n))
+      nodes.push_back(n);
+  };
+  if (auto fusion = dyn_cast<FusionOp>(op)) {
+    label += " (";
+    llvm::raw_string_ostream ls(label);
+    llvm::interleave(
+        fusion.getBody().front().without_terminator(), ls,
+        [&](Operation &o) {
+          ls << o.getName().getStringRef();
+          addNode(o.getLoc());
+        },
+        " ");
+    ls << ")";
+  }
+  addNode(op->getLoc());
+  if (!launched.empty())
+    label = launched.str() + ": " + label;
+  // A fusion of many nodes names the first few.
+  constexpr size_t kNamed = 8;
+  for (size_t i = 0; i < nodes.size() && i < kNamed; ++i)
+    label += (i ? ", " : " ") + nodes[i];
+  if (nodes.size() > kNamed)
+    label += " (+" + std::to_string(nodes.size() - kNamed) + " more)";
+  return label;
+}
+
+namespace {
+
+/// What the patterns need to know about the planned function beyond the op
+/// they rewrite.
+struct KernelPlan {
+  Type floatStorage;
+  struct Mark {
+    std::string label;
+    int64_t live;
+  };
+  llvm::DenseMap<Operation *, Mark> marks;
+  /// Result indices of the gradients added right after an op.
+  llvm::DenseMap<Operation *, SmallVector<unsigned>> accumulateAfter;
+  func::FuncOp func;
+  SmallVector<int64_t> resultSlots;
+  bool failed = false;
+};
+
+/// The storage type of a tensor's elements: floats in the target's storage
+/// type, the rest as they are.
+Type storageOf(const KernelPlan &plan, Type elt) {
+  return isa<FloatType>(elt) ? plan.floatStorage : elt;
+}
+
+MemRefType bufferType(const KernelPlan &plan, Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  return MemRefType::get(rt.getShape(), storageOf(plan, rt.getElementType()));
+}
+
+/// A pattern of this lowering: it knows the plan.
+template <typename Op>
+struct KernelPattern : OpConversionPattern<Op> {
+  KernelPattern(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
+      : OpConversionPattern<Op>(tc, ctx), plan(plan) {}
+  KernelPlan &plan;
+
+  /// A view of result `k` of `op` at its planned offset.
+  Value resultView(ConversionPatternRewriter &rewriter, Operation *op, unsigned k) const {
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("tcc.offsets");
+    int64_t at = offsets && k < offsets.size() ? offsets[k] : -1;
+    if (at < 0) {
+      op->emitOpError("has a result without a slot in the memory plan");
+      plan.failed = true;
+      at = 0;
+    }
+    return rewriter.create<tcck::ViewOp>(op->getLoc(), bufferType(plan, op->getResult(k).getType()),
+                                         rewriter.getI64IntegerAttr(at));
+  }
+
+  /// After the kernels of `op`, whose results are now `views`: the
+  /// gradients added into their accumulators right after it, and its entry
+  /// in the op table.
+  void finish(ConversionPatternRewriter &rewriter, Operation *op, ValueRange views) const {
+    auto ret = cast<func::ReturnOp>(plan.func.getBody().front().getTerminator());
+    for (unsigned i : plan.accumulateAfter.lookup(op)) {
+      Value root = viewRoot(ret.getOperand(i));
+      auto r = dyn_cast<OpResult>(root);
+      if (!r || r.getOwner() != op || r.getResultNumber() >= views.size()) {
+        op->emitOpError("makes a gradient whose bytes it does not hold");
+        plan.failed = true;
+        continue;
+      }
+      rewriter.create<tcck::AccumulateOp>(op->getLoc(), views[r.getResultNumber()],
+                                          rewriter.getI64IntegerAttr(plan.resultSlots[i]));
+    }
+    auto mark = plan.marks.find(op);
+    if (mark != plan.marks.end())
+      rewriter.create<tcck::MarkOp>(op->getLoc(), mark->second.label, mark->second.live);
+  }
+
+  /// Replaces `op` by `views` after finishing it.
+  void done(ConversionPatternRewriter &rewriter, Operation *op, ValueRange views) const {
+    finish(rewriter, op, views);
+    rewriter.replaceOp(op, views);
+  }
+
+  /// Views of all of `op`'s results, in order.
+  SmallVector<Value> resultViews(ConversionPatternRewriter &rewriter, Operation *op) const {
+    SmallVector<Value> views;
+    for (unsigned k = 0; k < op->getNumResults(); ++k)
+      views.push_back(resultView(rewriter, op, k));
+    return views;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Constants and views
+//===----------------------------------------------------------------------===//
+
+/// A constant: read-only data (tcck.global) or, for a large uniform one, a
+/// view filled at each step.
+template <typename Op>
+struct ConstantLowering : KernelPattern<Op> {
+  using KernelPattern<Op>::KernelPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor, ConversionPatternRewriter &rewriter)
+      const override {
+    DenseElementsAttr value;
+    if constexpr (std::is_same_v<Op, ShapeOp>) {
+      OpFoldResult folded = op.fold(typename ShapeOp::FoldAdaptor({}, op));
+      value = dyn_cast_or_null<DenseElementsAttr>(dyn_cast_if_present<Attribute>(folded));
+    } else if constexpr (std::is_same_v<Op, ConstantOfShapeOp>) {
+      if (auto dense = dyn_cast<DenseElementsAttr>(op.getValue()))
+        value = DenseElementsAttr::get(op.getType(), dense.template getValues<Attribute>()[0]);
+    } else {
+      value = dyn_cast<DenseElementsAttr>(op.getValue());
+    }
+    if (!value)
+      return op.emitOpError("the step needs a dense value");
+    Value v;
+    if (isStaticConstant(op)) {
+      v = rewriter.create<tcck::GlobalOp>(op.getLoc(), bufferType(this->plan, op.getType()), value);
+    } else {
+      v = this->resultView(rewriter, op, 0);
+      auto splat = value.template getSplatValue<Attribute>();
+      rewriter.create<tcck::FillOp>(op.getLoc(), v, cast<TypedAttr>(splat));
+    }
+    this->done(rewriter, op, v);
+    return success();
+  }
+};
+
+/// Reshape, squeeze, unsqueeze, identity: the operand's bytes.
+struct AliasLowering : ConversionPattern {
+  AliasLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
+      : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), plan(plan) {}
+  KernelPlan &plan;
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (!isa<TccDialect>(op->getDialect()) || !isAliasView(op))
+      return failure();
+    Value alias = rewriter.create<tcck::AliasOp>(
+        op->getLoc(), bufferType(plan, op->getResult(0).getType()), operands[0]);
+    rewriter.replaceOp(op, alias);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise and library kernels
+//===----------------------------------------------------------------------===//
+
+/// The elementwise kind the runtime computes for `op` (not Identity, a view).
+std::optional<EwKind> kernelKind(Operation *op) {
+  auto ew = dyn_cast<ElementwiseOpInterface>(op);
+  if (!ew || op->hasTrait<OpTrait::tcc::ImportOnly>())
+    return std::nullopt;
+  std::optional<EwKind> kind = ew.getEwKind();
+  if (kind == EwKind::Identity)
+    return std::nullopt;
+  return kind;
+}
+
+struct ElementwiseLowering : ConversionPattern {
+  ElementwiseLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
+      : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), plan(plan),
+        helper(tc, ctx, plan) {}
+  KernelPlan &plan;
+  KernelPattern<FusionOp> helper; // its view and finishing helpers
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                                ConversionPatternRewriter &rewriter) const override {
+    std::optional<EwKind> kind = kernelKind(op);
+    if (!kind || isa<tcck::TcckDialect>(op->getParentOp()->getDialect()))
+      return failure();
+    Value out = helper.resultView(rewriter, op, 0);
+    rewriter.create<tcck::ElementwiseOp>(op->getLoc(), stringifyEwKind(*kind), out, operands);
+    helper.done(rewriter, op, out);
+    return success();
+  }
+};
+
+/// The reduction mask of a reduce_sum / reduce_mean.
+uint32_t reductionMask(Operation *o) {
+  int64_t rank = cast<RankedTensorType>(o->getOperand(0).getType()).getRank();
+  auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes");
+  bool noop = cast<IntegerAttr>(o->getAttr("noop_with_empty_axes")).getInt();
+  uint32_t mask = 0;
+  if (!axes || axes.empty())
+    mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
+  else
+    for (int64_t a : axes.asArrayRef())
+      mask |= 1u << *normalizeAxis(a, rank);
+  return mask;
+}
+
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+
+/// The loss's reduction as the runtime numbers it.
+int64_t lossReduction(StringRef r) { return r == "none" ? 0 : r == "sum" ? 1 : 2; }
+
+/// Every op that is one library call: its callee, inputs (adapted operands
+/// in the kernel's order) and options.
+struct LibraryLowering : ConversionPattern {
+  LibraryLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
+      : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), helper(tc, ctx, plan) {}
+  KernelPattern<FusionOp> helper;
+
+  LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (isa<tcck::TcckDialect>(op->getParentOp()->getDialect()))
+      return failure();
+    Builder b(op->getContext());
+    SmallVector<NamedAttribute> options;
+    auto opt = [&](StringRef name, Attribute a) { options.push_back(b.getNamedAttr(name, a)); };
+    auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
+    SmallVector<Value> ins(operands.begin(), operands.end());
+    using tcck::LibraryCall;
+    std::optional<LibraryCall> callee =
+        llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
+            .Case<GeluOp>([&](GeluOp g) {
+              opt("tanh", b.getBoolAttr(g.getApproximate() == "tanh"));
+              return LibraryCall::Gelu;
+            })
+            .Case<GeluGradOp>([&](GeluGradOp g) {
+              opt("tanh", b.getBoolAttr(g.getApproximate() == "tanh"));
+              return LibraryCall::GeluGrad;
+            })
+            .Case<CastOp>([&](CastOp) { return LibraryCall::Cast; })
+            .Case<WhereOp>([&](WhereOp) { return LibraryCall::Where; })
+            .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *o) {
+              int64_t axis = *normalizeAxis(cast<IntegerAttr>(o->getAttr("axis")).getInt(),
+                                            rankOf(o->getOperand(0)));
+              opt("axis", i64(axis));
+              opt("log", b.getBoolAttr(isa<LogSoftmaxOp>(o)));
+              return LibraryCall::Softmax;
+            })
+            .Case<LayerNormalizationOp>([&](LayerNormalizationOp ln) {
+              opt("axis", i64(*normalizeAxis(ln.getAxis(), rankOf(ln.getInput()))));
+              opt("epsilon", b.getF64FloatAttr(ln.getEpsilon().convertToDouble()));
+              return LibraryCall::LayerNorm;
+            })
+            .Case<ReduceMeanOp, ReduceSumOp>([&](Operation *o) {
+              ins.resize(1);
+              opt("mask", i64(reductionMask(o)));
+              opt("mean", b.getBoolAttr(isa<ReduceMeanOp>(o)));
+              return LibraryCall::Reduce;
+            })
+            .Case<GatherOp>([&](GatherOp g) {
+              opt("axis", i64(*normalizeAxis(g.getAxis(), rankOf(g.getData()))));
+              return LibraryCall::Gather;
+            })
+            .Case<GatherGradOp>([&](GatherGradOp g) {
+              opt("axis", i64(*normalizeAxis(g.getAxis(), rankOf(g.getResult()))));
+              return LibraryCall::GatherGrad;
+            })
+            .Case<TransposeOp>([&](TransposeOp t) {
+              opt("perm", b.getDenseI64ArrayAttr(t.getPermutation()));
+              return LibraryCall::Transpose;
+            })
+            .Case<ConcatOp>([&](ConcatOp c) {
+              opt("axis", i64(*normalizeAxis(c.getAxis(), rankOf(c.getResult()))));
+              return LibraryCall::Concat;
+            })
+            .Case<ExpandOp>([&](ExpandOp) {
+              ins.resize(1);
+              return LibraryCall::BroadcastTo;
+            })
+            .Case<RandomKeepOp>([&](RandomKeepOp r) {
+              opt("stream", i64(r.getStream()));
+              opt("threshold", i64(::tcc::random::threshold(r.getRatio().convertToDouble())));
+              return LibraryCall::RandomKeep;
+            })
+            .Case<GemmOp>([&](GemmOp g) {
+              opt("trans_a", b.getBoolAttr(g.getTransA()));
+              opt("trans_b", b.getBoolAttr(g.getTransB()));
+              opt("alpha", b.getF64FloatAttr(g.getAlpha().convertToDouble()));
+              opt("beta", b.getF64FloatAttr(g.getBeta().convertToDouble()));
+              return LibraryCall::Gemm;
+            })
+            .Case<SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyLossWithGradOp,
+                  SoftmaxCrossEntropyLossGradOp>([&](Operation *o) -> std::optional<LibraryCall> {
+              auto ignore = o->getAttrOfType<IntegerAttr>("ignore_index");
+              if (ignore)
+                opt("ignore_index", i64(ignore.getInt()));
+              opt("reduction", i64(lossReduction(
+                                   o->getAttrOfType<StringAttr>("reduction").getValue())));
+              // Inputs in the kernel's order, the optional weights last.
+              ins.clear();
+              auto add = [&](Value v) { ins.push_back(rewriter.getRemappedValue(v)); };
+              if (auto l = dyn_cast<SoftmaxCrossEntropyLossOp>(o)) {
+                add(l.getScores()), add(l.getLabels());
+                if (l.getWeights())
+                  add(l.getWeights());
+                return LibraryCall::SceLoss;
+              }
+              if (auto l = dyn_cast<SoftmaxCrossEntropyLossWithGradOp>(o)) {
+                add(l.getScores()), add(l.getLabels()), add(l.getGrad());
+                if (l.getWeights())
+                  add(l.getWeights());
+                return LibraryCall::SceLossWithGrad;
+              }
+              auto l = cast<SoftmaxCrossEntropyLossGradOp>(o);
+              add(l.getGrad()), add(l.getLogProb()), add(l.getLabels());
+              if (l.getWeights())
+                add(l.getWeights());
+              return LibraryCall::SceLossGrad;
+            })
+            .Case<AttentionOp, AttentionGradOp>([&](Operation *o) -> std::optional<LibraryCall> {
+              AttentionShape s = attentionShape(o);
+              opt("shape", b.getDenseI64ArrayAttr({s.b, s.h, s.sq, s.sk, s.d, s.dv}));
+              opt("columns", b.getDenseI64ArrayAttr(s.columns));
+              opt("token_major", b.getBoolAttr(s.tokenMajor));
+              opt("packed", b.getBoolAttr(s.packed));
+              opt("scale", o->getAttr("scale"));
+              opt("causal", o->getAttr("causal"));
+              ins.clear();
+              auto add = [&](Value v) { ins.push_back(rewriter.getRemappedValue(v)); };
+              for (int i = 0; i < 3; ++i)
+                add(o->getOperand(i));
+              Value bias, rng;
+              if (auto a = dyn_cast<AttentionOp>(o)) {
+                bias = a.getBias(), rng = a.getRng();
+              } else {
+                auto g = cast<AttentionGradOp>(o);
+                add(g.getResult()), add(g.getGrad()), add(g.getLse());
+                bias = g.getBias(), rng = g.getRng();
+              }
+              if (bias) {
+                opt("bias", b.getUnitAttr());
+                add(bias);
+              }
+              auto ratio = o->getAttrOfType<FloatAttr>("dropout");
+              auto stream = o->getAttrOfType<IntegerAttr>("dropout_stream");
+              if (ratio && stream && rng) {
+                opt("dropout", b.getF64FloatAttr(ratio.getValueAsDouble()));
+                opt("dropout_stream", stream);
+                add(rng);
+              }
+              return isa<AttentionOp>(o) ? LibraryCall::AttentionForward
+                                         : LibraryCall::AttentionBackward;
+            })
+            .Default([](Operation *) { return std::nullopt; });
+    if (!callee)
+      return failure();
+    SmallVector<Value> outs = helper.resultViews(rewriter, op);
+    rewriter.create<tcck::CallOp>(op->getLoc(), *callee, outs, ins,
+                                  b.getDictionaryAttr(options));
+    helper.done(rewriter, op, outs);
+    return success();
+  }
+};
+
+/// Slices and their gradients, and splits (one slice per part): the
+/// resolved starts and steps.
+template <typename Op>
+struct SliceLowering : KernelPattern<Op> {
+  using KernelPattern<Op>::KernelPattern;
+  LogicalResult matchAndRewrite(Op op, typename Op::Adaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Builder b(op.getContext());
+    Value in = adaptor.getOperands()[0];
+    auto slice = [&](Value out, ArrayRef<int64_t> starts, ArrayRef<int64_t> steps,
+                     tcck::LibraryCall callee) {
+      rewriter.create<tcck::CallOp>(
+          op.getLoc(), callee, ValueRange{out}, ValueRange{in},
+          b.getDictionaryAttr({b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+                               b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))}));
+    };
+    if constexpr (std::is_same_v<Op, SplitOp>) {
+      int64_t rank = rankOf(op.getInput());
+      int64_t axis = *normalizeAxis(op.getAxis(), rank);
+      int64_t offset = 0;
+      SmallVector<Value> views;
+      for (auto [k, r] : llvm::enumerate(op.getResults())) {
+        SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
+        starts[axis] = offset;
+        offset += cast<RankedTensorType>(r.getType()).getDimSize(axis);
+        views.push_back(this->resultView(rewriter, op, k));
+        slice(views.back(), starts, steps, tcck::LibraryCall::Slice);
+      }
+      this->done(rewriter, op, views);
+    } else {
+      bool grad = std::is_same_v<Op, SliceGradOp>;
+      Value r = op->getResult(0);
+      ArrayRef<int64_t> full = cast<RankedTensorType>((grad ? r : op->getOperand(0)).getType())
+                                   .getShape();
+      auto optional = [&](StringRef n) -> std::optional<ArrayRef<int64_t>> {
+        if (auto a = op->template getAttrOfType<DenseI64ArrayAttr>(n))
+          return a.asArrayRef();
+        return std::nullopt;
+      };
+      SmallVector<SliceDim> dims;
+      if (failed(resolveSlice(op.getLoc(), full,
+                              op->template getAttrOfType<DenseI64ArrayAttr>("starts"),
+                              op->template getAttrOfType<DenseI64ArrayAttr>("ends"),
+                              optional("axes"), optional("steps"), dims)))
+        return failure();
+      SmallVector<int64_t> starts, steps;
+      for (const SliceDim &d : dims) {
+        starts.push_back(d.start);
+        steps.push_back(d.step);
+      }
+      Value out = this->resultView(rewriter, op, 0);
+      slice(out, starts, steps, grad ? tcck::LibraryCall::SliceGrad : tcck::LibraryCall::Slice);
+      this->done(rewriter, op, out);
+    }
+    return success();
+  }
+};
+
+/// Dropout that drops nothing (inference, or a zero ratio): a copy and a
+/// mask of ones.
+struct DropoutLowering : KernelPattern<DropoutOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(DropoutOp d, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Value out = resultView(rewriter, d, 0);
+    rewriter.create<tcck::CopyOp>(d.getLoc(), out, adaptor.getInput());
+    Value mask = resultView(rewriter, d, 1);
+    auto maskType = cast<MemRefType>(mask.getType()).getElementType();
+    rewriter.create<tcck::FillOp>(d.getLoc(), mask, rewriter.getIntegerAttr(maskType, 1));
+    done(rewriter, d, {out, mask});
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// GEMMs and fusions
+//===----------------------------------------------------------------------===//
+
+struct MatMulLowering : KernelPattern<MatMulOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(MatMulOp m, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Value out = resultView(rewriter, m, 0);
+    rewriter.create<tcck::MatMulOp>(m.getLoc(), ValueRange{out}, adaptor.getLhs(),
+                                    adaptor.getRhs(), ValueRange{}, false, false);
+    done(rewriter, m, out);
+    return success();
+  }
+};
+
+/// Moves a fusion's body into `into`'s region, its tcc.yield replaced by a
+/// tcck.yield.
+void moveBody(ConversionPatternRewriter &rewriter, FusionOp fusion, Region &into) {
+  rewriter.inlineRegionBefore(fusion.getBody(), into, into.end());
+  Operation *yield = into.front().getTerminator();
+  rewriter.setInsertionPoint(yield);
+  rewriter.replaceOpWithNewOp<tcck::YieldOp>(yield, yield->getOperands());
+}
+
+struct FusionLowering : KernelPattern<FusionOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(FusionOp fusion, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = fusion.getLoc();
+    if (fusion.getNumResults() == 0) {
+      done(rewriter, fusion, {});
+      return success();
+    }
+    SmallVector<Value> outs = resultViews(rewriter, fusion);
+    ValueRange ins = adaptor.getInputs();
+    auto inputOf = [&](Value outer) {
+      unsigned k = llvm::find(fusion.getInputs(), outer) - fusion.getInputs().begin();
+      return ins[k];
+    };
+    switch (fusion.getKind()) {
+    case FusionKind::Move: {
+      auto loop = rewriter.create<tcck::CopyLoopOp>(loc, ins, outs);
+      OpBuilder::InsertionGuard guard(rewriter);
+      moveBody(rewriter, fusion, loop.getBody());
+      break;
+    }
+    case FusionKind::Gemm: {
+      std::optional<GemmFusion> g = asGemmFusion(fusion);
+      if (!g)
+        return fusion.emitOpError("is a 'gemm' fusion that is not one GEMM of its inputs with "
+                                  "an epilogue");
+      if (g->epilogue.empty()) {
+        rewriter.create<tcck::MatMulOp>(loc, outs, inputOf(g->lhs), inputOf(g->rhs),
+                                        ValueRange{}, g->transLhs, g->transRhs);
+        break;
+      }
+      // The epilogue's region: the product, then one argument per fusion
+      // input; its ops are the fusion's after the product.
+      auto mm = rewriter.create<tcck::MatMulOp>(loc, outs, inputOf(g->lhs), inputOf(g->rhs), ins,
+                                                g->transLhs, g->transRhs);
+      OpBuilder::InsertionGuard guard(rewriter);
+      Block &body = fusion.getBody().front();
+      SmallVector<Type> argTypes{g->matmul.getType()};
+      SmallVector<Location> argLocs{loc};
+      for (BlockArgument a : body.getArguments()) {
+        argTypes.push_back(a.getType());
+        argLocs.push_back(a.getLoc());
+      }
+      Block *epi = rewriter.createBlock(&mm.getEpilogue(), {}, argTypes, argLocs);
+      IRMapping map;
+      map.map(g->matmul.getResult(), epi->getArgument(0));
+      for (BlockArgument a : body.getArguments())
+        map.map(a, epi->getArgument(a.getArgNumber() + 1));
+      for (Operation *op : g->epilogue)
+        rewriter.clone(*op, map);
+      SmallVector<Value> yielded;
+      for (Value v : body.getTerminator()->getOperands())
+        yielded.push_back(map.lookup(v));
+      rewriter.create<tcck::YieldOp>(loc, yielded);
+      break;
+    }
+    case FusionKind::Loop:
+    case FusionKind::Reduction: {
+      FailureOr<LoopFusion> lf = classifyLoopFusion(fusion);
+      if (failed(lf))
+        return failure();
+      Builder b(fusion.getContext());
+      for (Operation &op : fusion.getBody().front().without_terminator()) {
+        tcck::LoopRole role;
+        switch (lf->kind.lookup(&op)) {
+        case LoopFusion::Kind::Element: role = tcck::LoopRole::Element; break;
+        case LoopFusion::Kind::Row: role = tcck::LoopRole::Row; break;
+        case LoopFusion::Kind::RowReduction: role = tcck::LoopRole::RowReduction; break;
+        case LoopFusion::Kind::Reduction: role = tcck::LoopRole::Reduction; break;
+        }
+        // The pass a value is computed in; a reduction's, the pass that reads
+        // its operand.
+        Value staged = role == tcck::LoopRole::RowReduction || role == tcck::LoopRole::Reduction
+                           ? op.getOperand(0)
+                           : op.getResult(0);
+        rewriter.modifyOpInPlace(&op, [&] {
+          op.setAttr(tcck::kRoleAttr, b.getStringAttr(tcck::stringifyLoopRole(role)));
+          op.setAttr(tcck::kStageAttr, b.getI64IntegerAttr(lf->stage.lookup(staged)));
+        });
+      }
+      auto loop = rewriter.create<tcck::LoopOp>(loc, ins, outs, lf->shape, lf->rows, lf->lastPass);
+      OpBuilder::InsertionGuard guard(rewriter);
+      moveBody(rewriter, fusion, loop.getBody());
+      break;
+    }
+    }
+    done(rewriter, fusion, outs);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The step's results
+//===----------------------------------------------------------------------===//
+
+/// At the end of the step: the gradients not added yet go into their
+/// accumulators, the outputs into their slots; the random state advances.
+struct ReturnLowering : KernelPattern<func::ReturnOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(func::ReturnOp ret, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    func::FuncOp func = plan.func;
+    Location loc = ret.getLoc();
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      Value v = adaptor.getOperands()[i];
+      auto slot = rewriter.getI64IntegerAttr(plan.resultSlots[i]);
+      if (func.getResultAttr(i, kGradAttr)) {
+        if (!gradientAccumulatedAfter(ret.getOperand(i)))
+          rewriter.create<tcck::AccumulateOp>(loc, v, slot);
+      } else if (cast<MemRefType>(v.getType()).getNumElements() > 0) {
+        rewriter.create<tcck::StoreOp>(loc, v, slot);
+      }
+    }
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kRngAttr))
+        rewriter.create<tcck::AdvanceRngOp>(loc, func.getBody().getArgument(i));
+    rewriter.replaceOpWithNewOp<func::ReturnOp>(ret, adaptor.getOperands());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// The contract and the pass
+//===----------------------------------------------------------------------===//
+
+/// Whether the CPU target has a kernel for `op`; reports the op otherwise.
+LogicalResult checkCpuContract(Operation &op) {
+  if (kernelKind(&op) || isAliasView(&op))
+    return success();
+  if (auto d = dyn_cast<DropoutOp>(op)) {
+    if (d.getTraining() && !d.getRatio().isZero())
+      return d.emitOpError("dropout with a non-zero ratio in training mode is not supported by "
+                           "the CPU target yet");
+    return success();
+  }
+  if (isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op)) {
+    Attribute value = op.getAttr("value");
+    if (!isa<ShapeOp>(op) && !isa_and_nonnull<DenseElementsAttr>(value))
+      return op.emitOpError("the step emitter needs a dense value");
+    return success();
+  }
+  if (isa<GeluOp, GeluGradOp, AttentionOp, AttentionGradOp, FusionOp, CastOp, WhereOp, MatMulOp,
+          GemmOp, SoftmaxOp, LogSoftmaxOp, LayerNormalizationOp, ReduceMeanOp, ReduceSumOp,
+          GatherOp, GatherGradOp, TransposeOp, SliceOp, SliceGradOp, SplitOp, ConcatOp, ExpandOp,
+          RandomKeepOp, SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyLossWithGradOp,
+          SoftmaxCrossEntropyLossGradOp>(op))
+    return success();
+  return op.emitOpError("the CPU target cannot lower this op yet");
+}
+
+class LowerToKernelsPass : public mlir::tcc::impl::LowerToKernelsBase<LowerToKernelsPass> {
+public:
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    TargetAttr target = TargetAttr::of(module);
+    if (!target) {
+      module.emitError("tcc-lower-to-kernels needs the module's target (tcc-set-target)");
+      return signalPassFailure();
+    }
+    if (target.isCuda()) {
+      module.emitError("tcc-lower-to-kernels: the cuda target is not lowered to kernels yet; "
+                       "its step is emitted from the planned IR");
+      return signalPassFailure();
+    }
+    for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      if (failed(lower(func, target)))
+        return signalPassFailure();
+  }
+
+private:
+  LogicalResult lower(func::FuncOp func, TargetAttr target) {
+    MLIRContext *ctx = &getContext();
+    LayoutAttr layout = LayoutAttr::of(func);
+    if (!layout)
+      return func.emitError("tcc-lower-to-kernels needs the memory plan (tcc-plan-memory)");
+    Block &block = func.getBody().front();
+    bool contract = true;
+    for (Operation &op : block.without_terminator())
+      contract &= succeeded(checkCpuContract(op));
+    if (!contract)
+      return failure();
+
+    KernelPlan plan;
+    plan.func = func;
+    plan.floatStorage = target.getStorage();
+    plan.resultSlots.assign(layout.getResults().asArrayRef().begin(),
+                            layout.getResults().asArrayRef().end());
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    if (plan.resultSlots.size() != ret.getNumOperands())
+      return func.emitError("the memory plan does not match the function");
+    // The op table: every op that runs code, with the plan's live bytes.
+    int64_t floatBytes = target.getStorage().isF64() ? 8 : 4;
+    MemoryTimeline timeline = memoryTimeline(func, floatBytes, /*placeOffsets=*/false);
+    std::vector<int64_t> live = timeline.liveBytes();
+    int64_t persistent = layout.getArenaBytes() - layout.getTemporaryBytes();
+    for (auto [k, op] : llvm::enumerate(timeline.ops))
+      if (!isa<func::ReturnOp>(op) && !isAliasView(op) && !isa<ConstantOp>(op))
+        plan.marks[op] = {opTableLabel(op), persistent + live[k]};
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (func.getResultAttr(i, kGradAttr))
+        if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
+          plan.accumulateAfter[def].push_back(i);
+
+    TypeConverter types;
+    types.addConversion([](Type t) { return t; });
+    types.addConversion([&](RankedTensorType t) -> Type { return bufferType(plan, t); });
+
+    ConversionTarget legal(*ctx);
+    legal.addLegalDialect<tcck::TcckDialect>();
+    legal.addDynamicallyLegalOp<func::FuncOp>(
+        [&](func::FuncOp f) { return types.isSignatureLegal(f.getFunctionType()); });
+    legal.addDynamicallyLegalOp<func::ReturnOp>(
+        [&](func::ReturnOp r) { return types.isLegal(r.getOperandTypes()); });
+    // The scalar bodies of fused kernels stay tcc ops.
+    legal.markUnknownOpDynamicallyLegal([](Operation *op) {
+      Operation *parent = op->getParentOp();
+      return parent && isa<tcck::TcckDialect>(parent->getDialect());
+    });
+
+    RewritePatternSet patterns(ctx);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, types);
+    patterns.add<ConstantLowering<ConstantOp>, ConstantLowering<ConstantOfShapeOp>,
+                 ConstantLowering<ShapeOp>, SliceLowering<SliceOp>, SliceLowering<SliceGradOp>,
+                 SliceLowering<SplitOp>, DropoutLowering, MatMulLowering, FusionLowering,
+                 ReturnLowering>(types, ctx, plan);
+    patterns.add<AliasLowering, ElementwiseLowering, LibraryLowering>(types, ctx, plan);
+    if (failed(applyFullConversion(func, legal, std::move(patterns))) || plan.failed)
+      return failure();
+
+    // The backward pass starts from d(loss) = the step's gradient scale.
+    OpBuilder b(ctx);
+    b.setInsertionPointToStart(&func.getBody().front());
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, kSeedAttr))
+        b.create<tcck::SeedOp>(func.getLoc(), func.getArgument(i));
+    return success();
+  }
+};
+
+} // namespace

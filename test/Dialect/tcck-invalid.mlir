@@ -1,0 +1,95 @@
+// RUN: tcc-opt %s --split-input-file --verify-diagnostics
+// Malformed kernels are rejected with a message that says what is wrong.
+
+func.func @alias(%x: memref<4x8xf32>) {
+  // expected-error @+1 {{names 16 elements of a buffer of 32}}
+  %a = tcck.alias %x : memref<4x8xf32> to memref<16xf32>
+  return
+}
+
+// -----
+
+func.func @arity(%x: memref<4xf32>) {
+  // expected-error @+1 {{'Add' takes 2 inputs, not 1}}
+  tcck.ew "Add" %x, %x : memref<4xf32>, memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @kind(%x: memref<4xf32>) {
+  // expected-error @+1 {{names no elementwise computation: 'Frobnicate'}}
+  tcck.ew "Frobnicate" %x, %x : memref<4xf32>, memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @option(%x: memref<4x8xf32>) {
+  // expected-error @+1 {{'softmax' needs the option 'log'}}
+  tcck.call softmax outs(%x : memref<4x8xf32>) ins(%x : memref<4x8xf32>) {axis = 1 : i64}
+  return
+}
+
+// -----
+
+func.func @outputs(%x: memref<4x8xf32>) {
+  // expected-error @+1 {{'layer_norm' writes 3 outputs, not 1}}
+  tcck.call layer_norm outs(%x : memref<4x8xf32>) ins(%x, %x : memref<4x8xf32>, memref<4x8xf32>) {axis = 1 : i64, epsilon = 1.0e-5 : f64}
+  return
+}
+
+// -----
+
+func.func @copy(%x: memref<4xf32>, %y: memref<8xf32>) {
+  // expected-error @+1 {{copies 8 elements into a buffer of 4}}
+  tcck.copy %x, %y : memref<4xf32>, memref<8xf32>
+  return
+}
+
+// -----
+
+func.func @role(%x: memref<4xf32>) {
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0 {
+  ^bb0(%a: tensor<4xf32>):
+    // expected-error @+1 {{in a tcck.loop has no 'tcck.role'}}
+    %e = tcc.exp %a : (tensor<4xf32>) -> tensor<4xf32>
+    tcck.yield %e : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @yield(%x: memref<4xf32>) {
+  // expected-error @+1 {{has a body that does not yield one value per output}}
+  tcck.loop ins(%x : memref<4xf32>) outs(%x, %x : memref<4xf32>, memref<4xf32>) space [4] rows false passes 0 {
+  ^bb0(%a: tensor<4xf32>):
+    %e = tcc.exp %a {tcck.role = "element", tcck.stage = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    tcck.yield %e : tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+func.func @epilogue(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{has an epilogue of 1 arguments; it takes the product and 1 epilogue inputs}}
+  tcck.matmul outs(%x : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) epilogue(%b : memref<8xf32>) {
+  ^bb0(%p: tensor<4x8xf32>):
+    tcck.yield %p : tensor<4x8xf32>
+  } {trans_lhs = false, trans_rhs = false}
+  return
+}
+
+// -----
+
+func.func @role_name(%x: memref<4xf32>) {
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0 {
+  ^bb0(%a: tensor<4xf32>):
+    // expected-error @+1 {{'tcck.role' must name a loop role}}
+    %e = tcc.exp %a {tcck.role = "diagonal", tcck.stage = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    tcck.yield %e : tensor<4xf32>
+  }
+  return
+}

@@ -1,0 +1,52 @@
+// RUN: tcc-opt %s --split-input-file | tcc-opt --split-input-file | FileCheck %s
+// The kernel-level dialect round-trips; its verifiers reject malformed
+// kernels (tcck-invalid.mlir).
+
+// CHECK-LABEL: func.func @kernels
+// CHECK: %[[V:.*]] = tcck.view 64 : memref<4x8xf32>
+// CHECK: %[[G:.*]] = tcck.global dense<1.000000e+00> : tensor<8xf32> : memref<8xf32>
+// CHECK: %[[A:.*]] = tcck.alias %[[V]] : memref<4x8xf32> to memref<32xf32>
+// CHECK: tcck.ew "Add" %[[V]], %arg0, %[[G]] : memref<4x8xf32>, memref<4x8xf32>, memref<8xf32>
+// CHECK: tcck.call softmax outs(%[[V]] : memref<4x8xf32>) ins(%arg0 : memref<4x8xf32>) {axis = 1 : i64, log = false}
+// CHECK: tcck.matmul outs(%[[V]] : memref<4x8xf32>) ins(%arg0, %arg1 : memref<4x8xf32>, memref<8x8xf32>) {trans_lhs = false, trans_rhs = true}
+// CHECK: tcck.fill %[[V]], 0.000000e+00 : f32 : memref<4x8xf32>
+// CHECK: tcck.accumulate %[[V]] into slot 128 : memref<4x8xf32>
+// CHECK: tcck.store %[[A]] to slot 256 : memref<32xf32>
+// CHECK: tcck.mark "tcc.add /h.0/Add" live 4096
+func.func @kernels(%x: memref<4x8xf32>, %w: memref<8x8xf32>) {
+  %v = tcck.view 64 : memref<4x8xf32>
+  %g = tcck.global dense<1.0> : tensor<8xf32> : memref<8xf32>
+  %a = tcck.alias %v : memref<4x8xf32> to memref<32xf32>
+  tcck.ew "Add" %v, %x, %g : memref<4x8xf32>, memref<4x8xf32>, memref<8xf32>
+  tcck.call softmax outs(%v : memref<4x8xf32>) ins(%x : memref<4x8xf32>) {axis = 1 : i64, log = false}
+  tcck.matmul outs(%v : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) {trans_lhs = false, trans_rhs = true}
+  tcck.fill %v, 0.0 : f32 : memref<4x8xf32>
+  tcck.accumulate %v into slot 128 : memref<4x8xf32>
+  tcck.store %a to slot 256 : memref<32xf32>
+  tcck.mark "tcc.add /h.0/Add" live 4096
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fused
+// CHECK: tcck.loop ins(%arg0 : memref<4x8xf32>) outs(%arg1 : memref<4x8xf32>) space [4, 8] rows true passes 1 {
+// CHECK: tcc.reduce_mean {{.*}}tcck.role = "row_reduction", tcck.stage = 0
+// CHECK: tcck.yield
+// CHECK: tcck.matmul outs(%arg1 : memref<4x8xf32>) ins(%arg0, %arg2 : memref<4x8xf32>, memref<8x8xf32>) epilogue(%arg3 : memref<8xf32>) {
+// CHECK: tcc.add
+// CHECK: tcck.yield
+func.func @fused(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>) {
+  tcck.loop ins(%x : memref<4x8xf32>) outs(%y : memref<4x8xf32>) space [4, 8] rows true passes 1 {
+  ^bb0(%a: tensor<4x8xf32>):
+    %m = tcc.reduce_mean %a {axes = array<i64: 1>, tcck.role = "row_reduction", tcck.stage = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+    %d = tcc.sub %a, %m {tcck.role = "element", tcck.stage = 1 : i64} : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+    tcck.yield %d : tensor<4x8xf32>
+  }
+  tcck.matmul outs(%y : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) epilogue(%b : memref<8xf32>) {
+  ^bb0(%p: tensor<4x8xf32>, %bias: tensor<8xf32>):
+    %s = tcc.add %p, %bias : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    tcck.yield %s : tensor<4x8xf32>
+  } {trans_lhs = false, trans_rhs = false}
+  return
+}

@@ -1,0 +1,93 @@
+// RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s
+// RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-fuse --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=FUSED
+// RUN: not tcc-opt %s --split-input-file --tcc-set-target="target=cuda" --tcc-plan-memory --tcc-lower-to-kernels 2>&1 | FileCheck %s --check-prefix=CUDA
+// tcc-lower-to-kernels, per pattern family: each value's kernel writes a
+// view at its planned offset; library ops get their options resolved
+// (softmax's axis -1 is 1, a reduce's axes a mask, a slice's negative start
+// counted from the end); a reshape is an alias; each gradient is added
+// into its slot right after the kernel that makes it; the loss is stored
+// into its slot at the end; every op that runs code has a mark.
+// CUDA: error: tcc-lower-to-kernels: the cuda target is not lowered to kernels yet
+
+// CHECK-LABEL: func.func @micro_step
+// CHECK-SAME: (%[[W:.*]]: memref<4x8xf32> {tcc.param = "w"}, %[[B:.*]]: memref<8xf32> {tcc.param = "b"}, %[[X:.*]]: memref<2x4xf32> {tcc.input = "x"}, %[[SEED:.*]]: memref<f32> {tcc.loss_seed})
+// CHECK-NEXT: tcck.seed %[[SEED]] : memref<f32>
+// CHECK-NEXT: %[[MM:.*]] = tcck.view 960 : memref<2x8xf32>
+// CHECK-NEXT: tcck.matmul outs(%[[MM]] : memref<2x8xf32>) ins(%[[X]], %[[W]] : memref<2x4xf32>, memref<4x8xf32>) {trans_lhs = false, trans_rhs = false}
+// CHECK-NEXT: tcck.mark "tcc.matmul" live 1024
+// CHECK-NEXT: %[[ADD:.*]] = tcck.view 1024 : memref<2x8xf32>
+// CHECK-NEXT: tcck.ew "Add" %[[ADD]], %[[MM]], %[[B]] : memref<2x8xf32>, memref<2x8xf32>, memref<8xf32>
+// CHECK-NEXT: tcck.mark "tcc.add" live 1088
+// CHECK-NEXT: %[[SM:.*]] = tcck.view 960 : memref<2x8xf32>
+// CHECK-NEXT: tcck.call softmax outs(%[[SM]] : memref<2x8xf32>) ins(%[[ADD]] : memref<2x8xf32>) {axis = 1 : i64, log = false}
+// CHECK-NEXT: tcck.mark "tcc.softmax"
+// CHECK-NEXT: %[[FLAT:.*]] = tcck.alias %[[SM]] : memref<2x8xf32> to memref<16xf32>
+// CHECK-NEXT: %[[SUM:.*]] = tcck.view {{[0-9]+}} : memref<f32>
+// CHECK-NEXT: tcck.call reduce outs(%[[SUM]] : memref<f32>) ins(%[[FLAT]] : memref<16xf32>) {mask = 1 : i64, mean = false}
+// CHECK-NEXT: tcck.mark "tcc.reduce_sum"
+// CHECK-NEXT: %[[SL:.*]] = tcck.view {{[0-9]+}} : memref<2x4xf32>
+// CHECK-NEXT: tcck.call slice outs(%[[SL]] : memref<2x4xf32>) ins(%[[ADD]] : memref<2x8xf32>) {starts = array<i64: 0, 4>, steps = array<i64: 1, 1>}
+// CHECK: tcck.call reduce {{.*}} {mask = 3 : i64, mean = false}
+// CHECK: %[[LOSS:.*]] = tcck.view {{[0-9]+}} : memref<f32>
+// CHECK-NEXT: tcck.ew "Add" %[[LOSS]]
+// CHECK: tcck.call broadcast_to outs(%[[G:.*]] : memref<2x8xf32>) ins(%[[SEED]] : memref<f32>) {}
+// CHECK: tcck.call transpose outs(%[[XT:.*]] : memref<4x2xf32>) ins(%[[X]] : memref<2x4xf32>) {perm = array<i64: 1, 0>}
+// CHECK: tcck.matmul outs(%[[GW:.*]] : memref<4x8xf32>) ins(%[[XT]], %[[G]] :
+// CHECK-NEXT: tcck.accumulate %[[GW]] into slot 192 : memref<4x8xf32>
+// CHECK-NEXT: tcck.mark "tcc.matmul"
+// CHECK: tcck.call reduce outs(%[[GB:.*]] : memref<8xf32>) ins(%[[G]] : memref<2x8xf32>) {mask = 1 : i64, mean = false}
+// CHECK-NEXT: tcck.accumulate %[[GB]] into slot 576 : memref<8xf32>
+// CHECK-NEXT: tcck.mark "tcc.reduce_sum"
+// CHECK-NEXT: tcck.store %[[LOSS]] to slot 896 : memref<f32>
+// CHECK-NEXT: return %[[LOSS]], %[[GW]], %[[GB]] : memref<f32>, memref<4x8xf32>, memref<8xf32>
+
+// Fused: the bias add is the GEMM's epilogue (its region takes the product
+// and the fusion's inputs), and the transpose is the GEMM's trans_lhs.
+// FUSED-LABEL: func.func @micro_step
+// FUSED: tcck.matmul outs(%{{.*}} : memref<2x8xf32>) ins(%[[X:.*]], %[[W:.*]] : memref<2x4xf32>, memref<4x8xf32>) epilogue(%[[X]], %[[W]], %[[B:.*]] : memref<2x4xf32>, memref<4x8xf32>, memref<8xf32>) {
+// FUSED-NEXT: ^bb0(%[[P:.*]]: tensor<2x8xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x8xf32>, %[[BA:.*]]: tensor<8xf32>):
+// FUSED-NEXT: %[[S:.*]] = tcc.add %[[P]], %[[BA]]
+// FUSED-NEXT: tcck.yield %[[S]] : tensor<2x8xf32>
+// FUSED-NEXT: } {trans_lhs = false, trans_rhs = false}
+// FUSED-NEXT: tcck.mark "tcc.fusion (tcc.matmul tcc.add)"
+// FUSED: tcck.matmul outs(%{{.*}} : memref<4x8xf32>) ins(%[[X]], %{{.*}} : memref<2x4xf32>, memref<2x8xf32>) {trans_lhs = true, trans_rhs = false}
+func.func @micro_step(%w: tensor<4x8xf32> {tcc.param = "w"}, %b: tensor<8xf32> {tcc.param = "b"},
+                      %x: tensor<2x4xf32> {tcc.input = "x"}, %seed: tensor<f32> {tcc.loss_seed})
+    -> (tensor<f32> {tcc.output = "loss"}, tensor<4x8xf32> {tcc.grad = "w"}, tensor<8xf32> {tcc.grad = "b"}) {
+  %0 = tcc.matmul %x, %w : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  %1 = tcc.add %0, %b : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %2 = tcc.softmax %1 {axis = -1 : i64} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %3 = tcc.reshape %2 {shape = array<i64: 16>} : (tensor<2x8xf32>) -> tensor<16xf32>
+  %4 = tcc.reduce_sum %3 {keepdims = 0 : i64} : (tensor<16xf32>) -> tensor<f32>
+  %5 = tcc.slice %1 {starts = array<i64: 0, -4>, ends = array<i64: 2, 8>} : (tensor<2x8xf32>) -> tensor<2x4xf32>
+  %6 = tcc.reduce_sum %5 {keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
+  %7 = tcc.add %4, %6 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %g = tcc.expand %seed {shape = array<i64: 2, 8>} : (tensor<f32>) -> tensor<2x8xf32>
+  %xt = tcc.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>
+  %gw = tcc.matmul %xt, %g : (tensor<4x2xf32>, tensor<2x8xf32>) -> tensor<4x8xf32>
+  %gb = tcc.reduce_sum %g {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<2x8xf32>) -> tensor<8xf32>
+  return %7, %gw, %gb : tensor<f32>, tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A row reduction fused with its consumers: one loop over rows, two passes
+// (the mean, then the elements that read it), recorded on the body's ops.
+// FUSED-LABEL: func.func @loop
+// FUSED: %[[Y:.*]] = tcck.view {{[0-9]+}} : memref<4x8xf32>
+// FUSED-NEXT: tcck.loop ins(%arg0 : memref<4x8xf32>) outs(%[[Y]] : memref<4x8xf32>) space [4, 8] rows true passes 1 {
+// FUSED-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>):
+// FUSED-NEXT: %[[M:.*]] = tcc.reduce_mean %[[A]] {axes = array<i64: 1>, tcck.role = "row_reduction", tcck.stage = 0 : i64}
+// FUSED-NEXT: %[[D:.*]] = tcc.sub %[[A]], %[[M]] {tcck.role = "element", tcck.stage = 1 : i64}
+// FUSED-NEXT: %[[E:.*]] = tcc.exp %[[D]] {tcck.role = "element", tcck.stage = 1 : i64}
+// FUSED-NEXT: tcck.yield %[[E]] : tensor<4x8xf32>
+// FUSED-NEXT: }
+// FUSED-NEXT: tcck.mark "tcc.fusion (tcc.reduce_mean tcc.sub tcc.exp)"
+// FUSED-NEXT: tcck.store %[[Y]] to slot 128 : memref<4x8xf32>
+func.func @loop(%x: tensor<4x8xf32> {tcc.input = "x"}) -> (tensor<4x8xf32> {tcc.output = "y"}) {
+  %m = tcc.reduce_mean %x {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %d = tcc.sub %x, %m : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %e = tcc.exp %d : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %e : tensor<4x8xf32>
+}
+
