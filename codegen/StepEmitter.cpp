@@ -38,7 +38,6 @@ struct Buffer {
 
 } // namespace
 
-
 namespace {
 
 class Emitter {
@@ -470,35 +469,6 @@ static bool readAlongRow(ArrayRef<int64_t> t, int64_t rowLength) {
   return !t.empty() && t.back() == rowLength && rowLength != 1;
 }
 
-/// The axes a reduce_sum / reduce_mean reduces, as a bit mask.
-static uint32_t reductionMask(Operation *o) {
-  int64_t rank = cast<RankedTensorType>(o->getOperand(0).getType()).getRank();
-  auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes");
-  bool noop = cast<IntegerAttr>(o->getAttr("noop_with_empty_axes")).getInt();
-  uint32_t mask = 0;
-  if (!axes || axes.empty())
-    mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
-  else
-    for (int64_t a : axes.asArrayRef())
-      mask |= 1u << *normalizeAxis(a, rank);
-  return mask;
-}
-
-
-/// The kind of an elementwise op that the runtime computes by the kind's
-/// name (`BinaryOp::Add`, `UnaryOp::Sqrt`, and their scalar forms), or
-/// std::nullopt: Identity is a view, and the ONNX-level kinds never get here
-/// (tcc-legalize rewrites them).
-static std::optional<EwKind> kernelKind(Operation *op) {
-  auto ew = dyn_cast<ElementwiseOpInterface>(op);
-  if (!ew || op->hasTrait<OpTrait::tcc::ImportOnly>())
-    return std::nullopt;
-  std::optional<EwKind> kind = ew.getEwKind();
-  if (kind == EwKind::Identity)
-    return std::nullopt;
-  return kind;
-}
-
 LogicalResult Emitter::emitOp(Operation *op) {
   auto bin = [&](StringRef kind) -> LogicalResult {
     Value r = op->getResult(0), a = op->getOperand(0), b = op->getOperand(1);
@@ -528,7 +498,7 @@ LogicalResult Emitter::emitOp(Operation *op) {
       os << "  if (int rc = " << call << ") return rc;\n";
   };
 
-  if (std::optional<EwKind> kind = kernelKind(op))
+  if (std::optional<EwKind> kind = runtimeEwKind(op))
     return op->getNumOperands() == 2 ? bin(stringifyEwKind(*kind))
                                      : un(stringifyEwKind(*kind));
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -879,7 +849,7 @@ FailureOr<std::string>
 Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg,
                     const std::string &ty) {
   std::string expr;
-  std::optional<EwKind> kind = kernelKind(&op);
+  std::optional<EwKind> kind = runtimeEwKind(&op);
   if (kind && op.getNumOperands() == 2)
     expr = "binary_scalar<BinaryOp::" + stringifyEwKind(*kind).str() + ", " + ty +
            ">(" + arg(0) + ", " + arg(1) + ")";

@@ -204,17 +204,6 @@ struct AliasLowering : ConversionPattern {
 // Elementwise and library kernels
 //===----------------------------------------------------------------------===//
 
-/// The elementwise kind the runtime computes for `op` (not Identity, a view).
-std::optional<EwKind> kernelKind(Operation *op) {
-  auto ew = dyn_cast<ElementwiseOpInterface>(op);
-  if (!ew || op->hasTrait<OpTrait::tcc::ImportOnly>())
-    return std::nullopt;
-  std::optional<EwKind> kind = ew.getEwKind();
-  if (kind == EwKind::Identity)
-    return std::nullopt;
-  return kind;
-}
-
 struct ElementwiseLowering : ConversionPattern {
   ElementwiseLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
       : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), plan(plan),
@@ -223,7 +212,7 @@ struct ElementwiseLowering : ConversionPattern {
   KernelPattern<FusionOp> helper; // its view and finishing helpers
   LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
                                 ConversionPatternRewriter &rewriter) const override {
-    std::optional<EwKind> kind = kernelKind(op);
+    std::optional<EwKind> kind = runtimeEwKind(op);
     if (!kind || isa<tcck::TcckDialect>(op->getParentOp()->getDialect()))
       return failure();
     Value out = helper.resultView(rewriter, op, 0);
@@ -232,20 +221,6 @@ struct ElementwiseLowering : ConversionPattern {
     return success();
   }
 };
-
-/// The reduction mask of a reduce_sum / reduce_mean.
-uint32_t reductionMask(Operation *o) {
-  int64_t rank = cast<RankedTensorType>(o->getOperand(0).getType()).getRank();
-  auto axes = o->getAttrOfType<DenseI64ArrayAttr>("axes");
-  bool noop = cast<IntegerAttr>(o->getAttr("noop_with_empty_axes")).getInt();
-  uint32_t mask = 0;
-  if (!axes || axes.empty())
-    mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
-  else
-    for (int64_t a : axes.asArrayRef())
-      mask |= 1u << *normalizeAxis(a, rank);
-  return mask;
-}
 
 int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
 
@@ -631,7 +606,7 @@ struct ReturnLowering : KernelPattern<func::ReturnOp> {
 
 /// Whether the CPU target has a kernel for `op`; reports the op otherwise.
 LogicalResult checkCpuContract(Operation &op) {
-  if (kernelKind(&op) || isAliasView(&op))
+  if (runtimeEwKind(&op) || isAliasView(&op))
     return success();
   if (auto d = dyn_cast<DropoutOp>(op)) {
     if (d.getTraining() && !d.getRatio().isZero())

@@ -91,6 +91,29 @@ std::string mlir::tcc::nodeNameOf(Location loc) {
   return "";
 }
 
+std::optional<EwKind> mlir::tcc::runtimeEwKind(Operation *op) {
+  auto ew = dyn_cast<ElementwiseOpInterface>(op);
+  if (!ew || op->hasTrait<OpTrait::tcc::ImportOnly>())
+    return std::nullopt;
+  std::optional<EwKind> kind = ew.getEwKind();
+  if (kind == EwKind::Identity)
+    return std::nullopt;
+  return kind;
+}
+
+uint32_t mlir::tcc::reductionMask(Operation *op) {
+  int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+  auto axes = op->getAttrOfType<DenseI64ArrayAttr>("axes");
+  bool noop = cast<IntegerAttr>(op->getAttr("noop_with_empty_axes")).getInt();
+  uint32_t mask = 0;
+  if (!axes || axes.empty())
+    mask = noop ? 0 : (rank ? (uint32_t)((1ULL << rank) - 1) : 0);
+  else
+    for (int64_t a : axes.asArrayRef())
+      mask |= 1u << *normalizeAxis(a, rank);
+  return mask;
+}
+
 std::optional<int64_t> mlir::tcc::normalizeAxis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return std::nullopt;

@@ -36,6 +36,16 @@ bool isComparison(EwKind kind);
 bool broadcastShapes(ArrayRef<int64_t> lhs, ArrayRef<int64_t> rhs,
                      SmallVectorImpl<int64_t> &result);
 
+/// The elementwise kind the runtime kernels compute for `op` by name
+/// (`BinaryOp::Add`, `UnaryOp::Sqrt`, and their scalar forms), or
+/// std::nullopt: Identity is a view, and the ONNX-level kinds never reach
+/// the kernels (tcc-legalize rewrites them).
+std::optional<EwKind> runtimeEwKind(Operation *op);
+
+/// The axes a reduce_sum / reduce_mean reduces, as a bit mask over its
+/// operand's dimensions.
+uint32_t reductionMask(Operation *op);
+
 /// Maps `axis` in [-rank, rank) to [0, rank); std::nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
