@@ -9,11 +9,13 @@
 #include "passes/LowerToKernels.h"
 
 #include "compiler/Dialect/TccOps.h"
+#include "compiler/Kernel/TcckOps.h"
 #include "passes/Passes.h"
 #include "runtime/tcc_random.h"
 #include "runtime/tcc_step.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringExtras.h"
@@ -42,8 +44,12 @@ namespace {
 
 class Emitter {
 public:
-  Emitter(func::FuncOp func, TargetAttr target, const StepEmitOptions &options)
-      : func(func), options(options), cuda(target.isCuda()),
+  /// `kernels`: on the CPU target, the step lowered to kernels
+  /// (tcc-lower-to-kernels), whose body the CPU step runs; `func` gives
+  /// the frame (tables, init, apply).
+  Emitter(func::FuncOp func, func::FuncOp kernels, TargetAttr target,
+          const StepEmitOptions &options)
+      : func(func), kernelFunc(kernels), options(options), cuda(target.isCuda()),
         useDouble(target.getStorage().isF64()) {}
 
   FailureOr<EmittedStep> run();
@@ -53,8 +59,10 @@ private:
   std::string ctype(Type elt) const;
   int dtypeCode(Type elt) const;
   uint64_t elementBytes(Type elt) const;
-  static RankedTensorType tensor(Value v) {
-    return cast<RankedTensorType>(v.getType());
+  /// A value's shape and element type: a tensor of the planned IR or a
+  /// buffer (memref) of the kernel IR.
+  static ShapedType tensor(Value v) {
+    return cast<ShapedType>(v.getType());
   }
   static std::string shape(Value v);
   static std::string numel(Value v) {
@@ -144,25 +152,33 @@ private:
   std::string ref(Value v) { return buffers.lookup(v).name; }
   LogicalResult emitConstant(Value v, DenseElementsAttr value);
 
-  // Ops.
+  // Ops. The CUDA step is emitted from the planned IR's ops (emitOp), the
+  // CPU step from its kernel IR (emitKernel).
   LogicalResult emitOp(Operation *op);
   LogicalResult emitReturn(func::ReturnOp ret);
-  LogicalResult emitFusion(FusionOp fusion);
+  /// A kernel of the CPU step (the tcck dialect).
+  LogicalResult emitKernel(Operation *op);
+  LogicalResult emitAttentionCall(tcck::CallOp call);
+  /// A fused loop kernel (CPU target): one loop nest over its space.
+  LogicalResult emitLoop(tcck::LoopOp loop);
   LogicalResult emitCudaFusion(FusionOp fusion);
   /// A fusion with row reductions (softmax, LayerNorm and their backward
   /// passes) on CUDA: one warp per row (one block for rows over 1024).
   LogicalResult emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf);
   /// A split or concat with the views and transposes of its parts: one
   /// copy loop (CPU target).
+  LogicalResult emitCopyLoop(tcck::CopyLoopOp loop);
   LogicalResult emitMoveFusion(FusionOp fusion);
-  /// The general copy loop (index arithmetic per element) of a move fusion.
-  LogicalResult emitMoveLoop(FusionOp fusion);
+  /// The general copy loop (index arithmetic per element) of a move
+  /// fusion's body (`fusion`: the CUDA kernel's, for its pointers' aliasing).
+  LogicalResult emitMoveLoop(Operation *op, Block &body, ValueRange inputs, ValueRange results,
+                             FusionOp fusion);
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
   /// A GEMM whose elementwise epilogue runs on each product element as it
   /// is stored (CPU target).
-  LogicalResult emitGemmEpilogue(FusionOp fusion, const GemmFusion &g);
+  LogicalResult emitGemmEpilogue(tcck::MatMulOp mm);
   /// The same on CUDA, as one cuBLASLt matmul with an epilogue (bias, then
   /// a tanh GELU or a residual; tcc-fuse's cublaslt-epilogues).
   LogicalResult emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g);
@@ -194,7 +210,7 @@ private:
   /// ONNX nodes it came from.
   std::string opLabel(Operation *op) const;
 
-  func::FuncOp func;
+  func::FuncOp func, kernelFunc;
   const StepEmitOptions &options;
   /// The module's #tcc.target: CUDA, or the CPU in float or double.
   bool cuda;
@@ -301,6 +317,8 @@ std::string Emitter::shape(Value v) {
 }
 
 int64_t Emitter::plannedOffset(Value v) {
+  if (auto view = v.getDefiningOp<tcck::ViewOp>())
+    return view.getOffset();
   if (auto arg = dyn_cast<BlockArgument>(v))
     return argOffsets.lookup(arg);
   auto offsets = v.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>("tcc.offsets");
@@ -448,7 +466,7 @@ static std::string broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape
 /// `shape` (numpy broadcasting), as a C++ expression.
 static std::string broadcastIndex(Value v, ArrayRef<int64_t> shape,
                                   ArrayRef<int64_t> outStrides, int64_t n) {
-  auto t = cast<RankedTensorType>(v.getType());
+  auto t = cast<ShapedType>(v.getType());
   if (t.getNumElements() == n && t.getShape() == shape)
     return "i";
   if (t.getNumElements() == 1)
@@ -491,12 +509,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
        << "LL);\n";
     return success();
   };
-  auto check = [&](const std::string &call) {
-    if (cuda) // index errors set the device error flag, read after the step
-      os << "  " << call << ";\n";
-    else
-      os << "  if (int rc = " << call << ") return rc;\n";
-  };
+  // Index errors set the device error flag, read after the step.
+  auto check = [&](const std::string &call) { os << "  " << call << ";\n"; };
 
   if (std::optional<EwKind> kind = runtimeEwKind(op))
     return op->getNumOperands() == 2 ? bin(stringifyEwKind(*kind))
@@ -570,15 +584,13 @@ LogicalResult Emitter::emitOp(Operation *op) {
             return f.emitOpError("is a 'gemm' fusion that is not one GEMM of "
                                  "its inputs with an epilogue");
           if (!g->epilogue.empty())
-            return emitGemmEpilogue(f, *g);
+            return emitCublasLtEpilogue(f, *g);
           return emitMatMul(f, f.getResult(0), g->lhs, g->transLhs, g->rhs,
                             g->transRhs);
         }
         case FusionKind::Loop:
-          return cuda ? emitCudaFusion(f) : emitFusion(f);
+          return emitCudaFusion(f);
         case FusionKind::Reduction: {
-          if (!cuda)
-            return emitFusion(f);
           FailureOr<LoopFusion> lf = classifyLoopFusion(f);
           if (failed(lf))
             return failure();
@@ -607,24 +619,8 @@ LogicalResult Emitter::emitOp(Operation *op) {
         return emitMatMul(m, m.getResult(), m.getLhs(), false, m.getRhs(), false);
       })
       .Case<GemmOp>([&](GemmOp m) -> LogicalResult {
-        if (cuda)
-          return m.emitOpError("reaches the CUDA emitter; tcc-legalize lowers "
-                               "Gemm to matmul first");
-        auto rt = tensor(m.getResult());
-        auto at = tensor(m.getA());
-        int64_t k = at.getDimSize(m.getTransA() ? 0 : 1);
-        const Buffer &out = define(m.getResult());
-        os << "  gemm(" << out.name << ", " << ref(m.getA()) << ", "
-           << ref(m.getB()) << ", " << rt.getDimSize(0) << "LL, "
-           << rt.getDimSize(1) << "LL, " << k << "LL, "
-           << (m.getTransA() ? "true" : "false") << ", "
-           << (m.getTransB() ? "true" : "false") << ", "
-           << llvm::formatv("{0:e17}", m.getAlpha().convertToDouble()) << ", "
-           << llvm::formatv("{0:e17}", m.getBeta().convertToDouble()) << ", "
-           << (m.getC() ? ref(m.getC()) : std::string("(const F *)nullptr"))
-           << ", " << (m.getC() ? shape(m.getC()) : std::string("Shape{0, {}}"))
-           << ");\n";
-        return success();
+        return m.emitOpError("reaches the CUDA emitter; tcc-legalize lowers "
+                             "Gemm to matmul first");
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *o) -> LogicalResult {
         Value in = o->getOperand(0), r = o->getResult(0);
@@ -845,6 +841,294 @@ LogicalResult Emitter::emitOp(Operation *op) {
 
 /// The scalar expression of one op of a fused loop, over its operands'
 /// scalar names; `ty` is the type it computes in.
+/// One kernel of the CPU step: the text the CPU target's step runs for it,
+/// over the arena views the lowering made (the same calls of
+/// runtime/cpu/kernels.h the planned ops used to get).
+LogicalResult Emitter::emitKernel(Operation *op) {
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  auto check = [&](const std::string &call) { os << "  if (int rc = " << call << ") return rc;\n"; };
+  auto f64 = [](Attribute a) {
+    return llvm::formatv("{0:e17}", cast<FloatAttr>(a).getValueAsDouble()).str();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<tcck::ViewOp>([&](tcck::ViewOp v) -> LogicalResult {
+        define(v.getResult());
+        return success();
+      })
+      .Case<tcck::GlobalOp>([&](tcck::GlobalOp c) -> LogicalResult {
+        auto value = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!value)
+          return c.emitOpError("the CPU step needs a dense value");
+        Type elt = value.getElementType();
+        std::string name = "c" + std::to_string(nextId++);
+        g << "static const " << ctype(elt) << " " << name << "[] = {";
+        int64_t n = value.getNumElements();
+        if (n == 0)
+          g << "0";
+        auto values = value.getValues<Attribute>();
+        for (int64_t i = 0; i < n; ++i) {
+          if (i)
+            g << (i % 16 ? ", " : ",\n    ");
+          g << literal(values[value.isSplat() ? 0 : i], elt);
+        }
+        g << "};\n";
+        Buffer b;
+        b.name = name;
+        b.type = ctype(elt);
+        b.inArena = false;
+        buffers[c.getResult()] = b;
+        return success();
+      })
+      .Case<tcck::AliasOp>([&](tcck::AliasOp a) -> LogicalResult {
+        buffers[a.getResult()] = buffers.lookup(a.getSource());
+        return success();
+      })
+      .Case<tcck::FillOp>([&](tcck::FillOp f) -> LogicalResult {
+        Type elt = tensor(f.getOut()).getElementType();
+        auto value = cast<TypedAttr>(f.getValue());
+        os << "  fill(" << ref(f.getOut()) << ", " << numel(f.getOut()) << "LL, (" << ctype(elt)
+           << ")" << literal(value, value.getType()) << ");\n";
+        return success();
+      })
+      .Case<tcck::SeedOp>([&](tcck::SeedOp s) -> LogicalResult {
+        os << "  " << ref(s.getOut()) << "[0] = (F)grad_scale;\n";
+        return success();
+      })
+      .Case<tcck::CopyOp>([&](tcck::CopyOp c) -> LogicalResult {
+        os << "  copy(" << ref(c.getOut()) << ", " << ref(c.getIn()) << ", " << numel(c.getOut())
+           << "LL);\n";
+        return success();
+      })
+      .Case<tcck::StoreOp>([&](tcck::StoreOp s) -> LogicalResult {
+        auto t = tensor(s.getValue());
+        os << "  std::memcpy((arena + " << s.getSlot() << "ULL), " << ref(s.getValue()) << ", "
+           << t.getNumElements() * elementBytes(t.getElementType()) << "ULL);\n";
+        return success();
+      })
+      .Case<tcck::AccumulateOp>([&](tcck::AccumulateOp a) -> LogicalResult {
+        os << "  { F *acc = (F *)(arena + " << a.getSlot() << "ULL); const F *g = "
+           << ref(a.getValue()) << "; for (int64_t i = 0; i < " << numel(a.getValue())
+           << "LL; ++i) acc[i] += g[i]; }\n";
+        return success();
+      })
+      .Case<tcck::AdvanceRngOp>([&](tcck::AdvanceRngOp r) -> LogicalResult {
+        os << "  ((int64_t *)(arena + " << buffers.lookup(r.getState()).offset
+           << "ULL))[1] += 1;\n";
+        return success();
+      })
+      .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
+        opLabels.push_back(m.getLabel().str());
+        opLive.push_back(m.getLive());
+        os << "  TCC_MARK(" << opLabels.size() << ");\n";
+        return success();
+      })
+      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) -> LogicalResult {
+        Value r = e.getOut();
+        if (e.getIns().size() == 2) {
+          Value a = e.getIns()[0], b = e.getIns()[1];
+          os << "  binary(BinaryOp::" << e.getKind() << ", " << ref(r) << ", " << shape(r) << ", "
+             << ref(a) << ", " << shape(a) << ", " << ref(b) << ", " << shape(b) << ");\n";
+        } else {
+          os << "  unary(UnaryOp::" << e.getKind() << ", " << ref(r) << ", "
+             << ref(e.getIns()[0]) << ", " << numel(r) << "LL);\n";
+        }
+        return success();
+      })
+      .Case<tcck::MatMulOp>([&](tcck::MatMulOp m) -> LogicalResult {
+        if (!m.getEpilogue().empty())
+          return emitGemmEpilogue(m);
+        Value a = m.getLhs(), b = m.getRhs();
+        os << "  matmul(" << ref(m.getOuts()[0]) << ", " << ref(a) << ", " << shape(a) << ", "
+           << ref(b) << ", " << shape(b);
+        if (m.getTransLhs() || m.getTransRhs())
+          os << ", " << flag(m.getTransLhs()) << ", " << flag(m.getTransRhs());
+        os << ");\n";
+        return success();
+      })
+      .Case<tcck::LoopOp>([&](tcck::LoopOp l) { return emitLoop(l); })
+      .Case<tcck::CopyLoopOp>([&](tcck::CopyLoopOp l) { return emitCopyLoop(l); })
+      .Case<tcck::CallOp>([&](tcck::CallOp c) -> LogicalResult {
+        ValueRange ins = c.getIns(), outs = c.getOuts();
+        DictionaryAttr o = c.getOptions();
+        auto i64 = [&](StringRef k) { return cast<IntegerAttr>(o.get(k)).getInt(); };
+        auto b = [&](StringRef k) { return flag(cast<BoolAttr>(o.get(k)).getValue()); };
+        auto list = [&](StringRef k) { return i64List(cast<DenseI64ArrayAttr>(o.get(k)).asArrayRef()); };
+        std::string out = ref(outs[0]);
+        auto optional = [&](size_t k) {
+          return k < ins.size() ? ref(ins[k]) : std::string("(const F *)nullptr");
+        };
+        auto ignore = [&]() {
+          auto i = o.getAs<IntegerAttr>("ignore_index");
+          return std::string(i ? "true" : "false") + ", " + std::to_string(i ? i.getInt() : 0) +
+                 "LL";
+        };
+        switch (c.getCallee()) {
+        case tcck::LibraryCall::Gelu:
+          os << "  gelu(" << out << ", " << ref(ins[0]) << ", " << numel(outs[0]) << "LL, "
+             << b("tanh") << ");\n";
+          break;
+        case tcck::LibraryCall::GeluGrad:
+          os << "  gelu_grad(" << out << ", " << ref(ins[0]) << ", " << ref(ins[1]) << ", "
+             << numel(outs[0]) << "LL, " << b("tanh") << ");\n";
+          break;
+        case tcck::LibraryCall::Cast:
+          os << "  " << (tensor(outs[0]).getElementType().isInteger(1) ? "cast_to_bool" : "cast")
+             << "(" << out << ", " << ref(ins[0]) << ", " << numel(outs[0]) << "LL);\n";
+          break;
+        case tcck::LibraryCall::Where:
+          os << "  where(" << out << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", "
+             << shape(ins[0]) << ", " << ref(ins[1]) << ", " << shape(ins[1]) << ", "
+             << ref(ins[2]) << ", " << shape(ins[2]) << ");\n";
+          break;
+        case tcck::LibraryCall::Softmax:
+          os << "  softmax(" << out << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
+             << i64("axis") << ", " << b("log") << ");\n";
+          break;
+        case tcck::LibraryCall::LayerNorm:
+          os << "  layer_norm(" << out << ", " << ref(outs[1]) << ", " << ref(outs[2]) << ", "
+             << ref(ins[0]) << ", " << shape(ins[0]) << ", " << i64("axis") << ", "
+             << ref(ins[1]) << ", " << shape(ins[1]) << ", " << optional(2) << ", "
+             << (ins.size() > 2 ? shape(ins[2]) : std::string("Shape{0, {}}")) << ", "
+             << f64(o.get("epsilon")) << ");\n";
+          break;
+        case tcck::LibraryCall::Reduce:
+          os << "  reduce(" << out << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
+             << i64("mask") << "u, " << b("mean") << ");\n";
+          break;
+        case tcck::LibraryCall::Gather:
+          check("gather(" + out + ", " + ref(ins[0]) + ", " + shape(ins[0]) + ", " + ref(ins[1]) +
+                ", " + numel(ins[1]) + "LL, " + std::to_string(i64("axis")) + ")");
+          break;
+        case tcck::LibraryCall::GatherGrad:
+          check("gather_grad(" + out + ", " + shape(outs[0]) + ", " + ref(ins[0]) + ", " +
+                ref(ins[1]) + ", " + numel(ins[1]) + "LL, " + std::to_string(i64("axis")) + ")");
+          break;
+        case tcck::LibraryCall::Transpose:
+          os << "  { static const int64_t perm[] = " << list("perm") << "; transpose(" << out
+             << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", perm); }\n";
+          break;
+        case tcck::LibraryCall::Slice:
+        case tcck::LibraryCall::SliceGrad:
+          os << "  { static const int64_t st[] = " << list("starts") << ", sp[] = "
+             << list("steps") << "; "
+             << (c.getCallee() == tcck::LibraryCall::SliceGrad ? "slice_grad(" : "slice(") << out
+             << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", " << shape(ins[0])
+             << ", st, sp); }\n";
+          break;
+        case tcck::LibraryCall::Concat: {
+          int64_t axis = i64("axis");
+          SmallVector<int64_t> sizes;
+          std::string names;
+          for (Value in : ins) {
+            sizes.push_back(tensor(in).getDimSize(axis));
+            names += (names.empty() ? "" : ", ") + ref(in);
+          }
+          os << "  { const " << buffers.lookup(outs[0]).type << " *ins[] = {" << names
+             << "}; static const int64_t sz[] = " << i64List(sizes) << "; concat(" << out << ", "
+             << shape(outs[0]) << ", " << axis << ", " << sizes.size() << ", ins, sz); }\n";
+          break;
+        }
+        case tcck::LibraryCall::BroadcastTo:
+          os << "  broadcast_to(" << out << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", "
+             << shape(ins[0]) << ");\n";
+          break;
+        case tcck::LibraryCall::RandomKeep:
+          os << "  random_keep(" << out << ", (const int64_t *)" << ref(ins[0]) << ", "
+             << i64("stream") << "ULL, " << static_cast<uint32_t>(i64("threshold")) << "u, "
+             << numel(outs[0]) << "LL);\n";
+          break;
+        case tcck::LibraryCall::Gemm: {
+          auto rt = tensor(outs[0]);
+          int64_t k = tensor(ins[0]).getDimSize(cast<BoolAttr>(o.get("trans_a")).getValue() ? 0 : 1);
+          os << "  gemm(" << out << ", " << ref(ins[0]) << ", " << ref(ins[1]) << ", "
+             << rt.getDimSize(0) << "LL, " << rt.getDimSize(1) << "LL, " << k << "LL, "
+             << b("trans_a") << ", " << b("trans_b") << ", " << f64(o.get("alpha")) << ", "
+             << f64(o.get("beta")) << ", " << optional(2) << ", "
+             << (ins.size() > 2 ? shape(ins[2]) : std::string("Shape{0, {}}")) << ");\n";
+          break;
+        }
+        case tcck::LibraryCall::SceLoss:
+          check("sce_loss(" + out + ", " + ref(outs[1]) + ", " + ref(ins[0]) + ", " +
+                shape(ins[0]) + ", " + ref(ins[1]) + ", " + optional(2) + ", " +
+                std::to_string(i64("reduction")) + ", " + ignore() + ")");
+          break;
+        case tcck::LibraryCall::SceLossWithGrad: {
+          auto st = tensor(ins[0]);
+          check("sce_loss_with_grad(" + out + ", " + ref(outs[1]) + ", " + ref(ins[0]) + ", " +
+                std::to_string(st.getDimSize(0)) + "LL, " + std::to_string(st.getDimSize(1)) +
+                "LL, " + ref(ins[1]) + ", " + optional(3) + ", " + ref(ins[2]) + ", " +
+                (i64("reduction") == 1 ? "1" : "2") + ", " + ignore() + ")");
+          break;
+        }
+        case tcck::LibraryCall::SceLossGrad:
+          check("sce_loss_grad(" + out + ", " + ref(ins[0]) + ", " + ref(ins[1]) + ", " +
+                shape(ins[1]) + ", " + ref(ins[2]) + ", " + optional(3) + ", " +
+                std::to_string(i64("reduction")) + ", " + ignore() + ")");
+          break;
+        case tcck::LibraryCall::AttentionForward:
+        case tcck::LibraryCall::AttentionBackward:
+          return emitAttentionCall(c);
+        }
+        return success();
+      })
+      .Default([&](Operation *o) -> LogicalResult {
+        return o->emitOpError("the CPU target has no code for this kernel");
+      });
+}
+
+/// An attention kernel call: its buffers in the op's layout (attentionArg),
+/// its shape and options as the lowering recorded them.
+LogicalResult Emitter::emitAttentionCall(tcck::CallOp c) {
+  ValueRange ins = c.getIns(), outs = c.getOuts();
+  DictionaryAttr o = c.getOptions();
+  bool backward = c.getCallee() == tcck::LibraryCall::AttentionBackward;
+  ArrayRef<int64_t> dims = cast<DenseI64ArrayAttr>(o.get("shape")).asArrayRef();
+  ArrayRef<int64_t> columns = cast<DenseI64ArrayAttr>(o.get("columns")).asArrayRef();
+  if (dims.size() != 6 || columns.size() != 3)
+    return c.emitOpError("has an attention shape of ") << dims.size() << " dimensions and "
+                                                       << columns.size() << " columns";
+  AttentionShape s{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                   cast<BoolAttr>(o.get("token_major")).getValue(),
+                   cast<BoolAttr>(o.get("packed")).getValue(),
+                   {columns[0], columns[1], columns[2]}};
+  size_t next = backward ? 6 : 3;
+  Value bias = o.get("bias") ? ins[next++] : Value();
+  std::string dropout;
+  if (auto ratio = o.getAs<FloatAttr>("dropout")) {
+    double p = ratio.getValueAsDouble();
+    dropout = llvm::formatv(", AttentionDropout{{(const int64_t *){0}, {1}ULL, {2}u, {3:e17}}",
+                            ref(ins[next]), o.getAs<IntegerAttr>("dropout_stream").getInt(),
+                            ::tcc::random::threshold(p), 1.0 / (1.0 - p))
+                  .str();
+  }
+  std::string operands =
+      llvm::formatv("{0}, {1}, {2}", attentionArg(ins[0], s, s.columns[0], s.d),
+                    attentionArg(ins[1], s, s.columns[1], s.d),
+                    attentionArg(ins[2], s, s.columns[2], s.dv))
+          .str();
+  std::string tail =
+      llvm::formatv(", {0}, AttentionDims{{{1}LL, {2}LL, {3}LL, {4}LL, {5}LL, {6}LL}, "
+                    "{7:e17}, {8}{9});\n",
+                    attentionBias(bias), s.b, s.h, s.sq, s.sk, s.d, s.dv,
+                    cast<FloatAttr>(o.get("scale")).getValueAsDouble(),
+                    cast<BoolAttr>(o.get("causal")).getValue() ? "true" : "false", dropout)
+          .str();
+  if (!backward) {
+    os << "  attention_forward(" << attentionArg(outs[0], s, 0, s.dv, ref(outs[0])) << ", "
+       << ref(outs[1]) << ", " << operands << tail;
+    return success();
+  }
+  SmallVector<std::string> grads;
+  for (int i = 0; i < 3; ++i) {
+    Value g = outs[s.packed ? 0 : i];
+    grads.push_back(attentionArg(g, s, s.columns[i], i == 2 ? s.dv : s.d, ref(g)));
+  }
+  os << "  attention_backward(" << llvm::join(grads, ", ") << ", " << operands << ", "
+     << attentionArg(ins[3], s, 0, s.dv) << ", " << attentionArg(ins[4], s, 0, s.dv) << ", "
+     << ref(ins[5]) << tail;
+  return success();
+}
+
 FailureOr<std::string>
 Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg,
                     const std::string &ty) {
@@ -890,16 +1174,39 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
 /// reduce kernel computes them, so the fused step is bit-identical to the
 /// unfused one.
 
-LogicalResult Emitter::emitFusion(FusionOp fusion) {
+LogicalResult Emitter::emitLoop(tcck::LoopOp loop) {
   using Kind = LoopFusion::Kind;
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  if (fusion.getNumResults() == 0)
-    return success();
-  FailureOr<LoopFusion> classified = classifyLoopFusion(fusion);
-  if (failed(classified))
-    return failure();
-  const LoopFusion &lf = *classified;
+  Block &body = loop.getBody().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  // The loop structure tcc-lower-to-kernels recorded: each body op's role
+  // and the pass that computes it (a reduction's, the pass reading its
+  // operand; a row reduction's result is complete after that pass).
+  LoopFusion lf;
+  lf.shape.assign(loop.getSpace().begin(), loop.getSpace().end());
+  lf.rows = loop.getRows();
+  lf.lastPass = loop.getPasses();
+  for (Operation &op : body.without_terminator()) {
+    auto role = tcck::symbolizeLoopRole(
+        op.getAttrOfType<StringAttr>(tcck::kRoleAttr).getValue());
+    int64_t stage = op.getAttrOfType<IntegerAttr>(tcck::kStageAttr).getInt();
+    switch (*role) {
+    case tcck::LoopRole::Element:
+      lf.kind[&op] = Kind::Element;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::Row:
+      lf.kind[&op] = Kind::Row;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::RowReduction:
+      lf.kind[&op] = Kind::RowReduction;
+      lf.stage[op.getResult(0)] = stage + 1;
+      break;
+    case tcck::LoopRole::Reduction:
+      lf.kind[&op] = Kind::Reduction;
+      break;
+    }
+  }
   ArrayRef<int64_t> shape = lf.shape;
   const llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
   const llvm::DenseMap<Value, int64_t> &stage = lf.stage;
@@ -913,8 +1220,8 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
   for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * shape[d + 1];
   llvm::DenseMap<Value, std::string> outName;
-  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues()))
-    outName[v] = define(r).name;
+  for (auto [r, v] : llvm::zip(loop.getOuts(), yield.getValues()))
+    outName[v] = ref(r);
 
   // The reduction results the nest accumulates across rows.
   os << "  {\n";
@@ -987,7 +1294,7 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
         llvm::DenseMap<Value, std::string> scalar = rowScalar;
         for (Value v : op.getOperands())
           if (isArg(v) && !scalar.count(v)) {
-            Value input = fusion.getInputs()[cast<BlockArgument>(v).getArgNumber()];
+            Value input = loop.getIns()[cast<BlockArgument>(v).getArgNumber()];
             std::string name = "e" + std::to_string(nextId++);
             std::string at = elementIndex(v, tensor(v).getShape());
             os << "    const " << ctype(tensor(v).getElementType()) << " " << name
@@ -1024,7 +1331,7 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
       }
     // Row starts of the inputs read in this pass, before the loop.
     if (rows)
-      for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments()))
+      for (auto [input, arg] : llvm::zip(loop.getIns(), body.getArguments()))
         if (needed.contains(arg))
           (void)elementIndex(arg, tensor(arg).getShape());
     std::string indent = rows ? "      " : "    ";
@@ -1034,7 +1341,7 @@ LogicalResult Emitter::emitFusion(FusionOp fusion) {
     else
       os << "    for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
     llvm::DenseMap<Value, std::string> scalar = rowScalar;
-    for (auto [input, arg] : llvm::zip(fusion.getInputs(), body.getArguments())) {
+    for (auto [input, arg] : llvm::zip(loop.getIns(), body.getArguments())) {
       if (!needed.contains(arg))
         continue;
       std::string name = "e" + std::to_string(nextId++);
@@ -1220,98 +1527,111 @@ static std::string stridedCopy(const std::string &dst, const StridedView &to,
   return s + indent + dst + "[" + index(to) + "] = " + src + "[" + index(from) + "];\n";
 }
 
-LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
-  if (!cuda) {
-    // Every result (a split's part, or a concat's operand region) as a
-    // strided loop nest reading its input, when the chain's views are
-    // strided views (they are for the head split and merge); else the
-    // general copy loop below.
-    Block &body = fusion.getBody().front();
-    auto yield = cast<YieldOp>(body.getTerminator());
-    std::string code;
-    bool strided = true;
-    auto argInput = [&](Value v) { return fusionInputOf(fusion, v); };
-    SmallVector<std::string> outs;
-    for (Value r : fusion.getResults())
-      outs.push_back(define(r).name);
-    auto split = llvm::find_if(body, [](Operation &o) { return isa<SplitOp>(o); });
-    if (split != body.end()) {
-      auto sp = cast<SplitOp>(*split);
-      Value input = argInput(sp.getInput());
-      auto t = tensor(sp.getInput());
-      int64_t axis = *normalizeAxis(sp.getAxis(), t.getRank());
-      int64_t offset = 0;
-      for (auto [k, part] : llvm::enumerate(sp.getResults())) {
-        StridedView v = StridedView::contiguous(t.getShape());
-        v.offset = offset * v.strides[axis];
-        v.shape[axis] = sp.getSplit()[k];
-        offset += sp.getSplit()[k];
-        Value cur = part;
-        while (strided && input && !llvm::is_contained(yield.getValues(), cur) && cur.hasOneUse()) {
-          Operation *u = *cur.getUsers().begin();
-          strided = v.through(u);
-          cur = u->getResult(0);
-        }
-        strided &= input && llvm::is_contained(yield.getValues(), cur);
-        if (!strided)
-          break;
-        unsigned r = llvm::find(yield.getValues(), cur) - yield.getValues().begin();
-        code += stridedCopy(outs[r], StridedView::contiguous(tensor(cur).getShape()),
-                            ref(input), v);
+LogicalResult Emitter::emitCopyLoop(tcck::CopyLoopOp loop) {
+  // Every result (a split's part, or a concat's operand region) as a
+  // strided loop nest reading its input, when the chain's views are
+  // strided views (they are for the head split and merge); else the
+  // general copy loop.
+  // Every result (a split's part, or a concat's operand region) as a
+  // strided loop nest reading its input, when the chain's views are
+  // strided views (they are for the head split and merge); else the
+  // general copy loop below.
+  Block &body = loop.getBody().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  std::string code;
+  bool strided = true;
+  auto argInput = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? loop.getIns()[arg.getArgNumber()] : Value();
+  };
+  SmallVector<std::string> outs;
+  for (Value r : loop.getOuts())
+    outs.push_back(ref(r));
+  auto split = llvm::find_if(body, [](Operation &o) { return isa<SplitOp>(o); });
+  if (split != body.end()) {
+    auto sp = cast<SplitOp>(*split);
+    Value input = argInput(sp.getInput());
+    auto t = tensor(sp.getInput());
+    int64_t axis = *normalizeAxis(sp.getAxis(), t.getRank());
+    int64_t offset = 0;
+    for (auto [k, part] : llvm::enumerate(sp.getResults())) {
+      StridedView v = StridedView::contiguous(t.getShape());
+      v.offset = offset * v.strides[axis];
+      v.shape[axis] = sp.getSplit()[k];
+      offset += sp.getSplit()[k];
+      Value cur = part;
+      while (strided && input && !llvm::is_contained(yield.getValues(), cur) && cur.hasOneUse()) {
+        Operation *u = *cur.getUsers().begin();
+        strided = v.through(u);
+        cur = u->getResult(0);
       }
-    } else if (auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp())) {
-      auto t = tensor(concat.getResult());
-      int64_t axis = *normalizeAxis(concat.getAxis(), t.getRank());
-      int64_t offset = 0;
-      for (Value operand : concat.getInputs()) {
-        SmallVector<Operation *> chain;
-        Value root = operand;
-        while (Operation *def = root.getDefiningOp()) {
-          chain.push_back(def);
-          root = def->getOperand(0);
-        }
-        Value input = argInput(root);
-        std::reverse(chain.begin(), chain.end()); // root first
-        // The source through the chain's prefix that stays a strided view;
-        // the rest must be views, which the destination (a strided region
-        // of the concat) takes back instead: the loop runs over the shape
-        // between them (the heads' merge: transpose, then reshape).
-        StridedView v = StridedView::contiguous(tensor(root).getShape());
-        size_t k = 0;
-        for (; k < chain.size(); ++k) {
-          StridedView next = v;
-          if (!next.through(chain[k]))
-            break;
-          v = next;
-        }
-        StridedView to = StridedView::contiguous(t.getShape());
-        to.offset = offset * to.strides[axis];
-        to.shape[axis] = tensor(operand).getShape()[axis];
-        offset += to.shape[axis];
-        strided &= bool(input) && llvm::all_of(ArrayRef(chain).drop_front(k), [](Operation *o) {
-          return isAliasView(o);
-        });
-        if (strided && k < chain.size())
-          strided = to.reshape(v.shape);
-        if (!strided)
-          break;
-        code += stridedCopy(outs[0], to, ref(input), v);
+      strided &= input && llvm::is_contained(yield.getValues(), cur);
+      if (!strided)
+        break;
+      unsigned r = llvm::find(yield.getValues(), cur) - yield.getValues().begin();
+      code += stridedCopy(outs[r], StridedView::contiguous(tensor(cur).getShape()),
+                          ref(input), v);
+    }
+  } else if (auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp())) {
+    auto t = tensor(concat.getResult());
+    int64_t axis = *normalizeAxis(concat.getAxis(), t.getRank());
+    int64_t offset = 0;
+    for (Value operand : concat.getInputs()) {
+      SmallVector<Operation *> chain;
+      Value root = operand;
+      while (Operation *def = root.getDefiningOp()) {
+        chain.push_back(def);
+        root = def->getOperand(0);
       }
-    } else {
-      strided = false;
+      Value input = argInput(root);
+      std::reverse(chain.begin(), chain.end()); // root first
+      // The source through the chain's prefix that stays a strided view;
+      // the rest must be views, which the destination (a strided region
+      // of the concat) takes back instead: the loop runs over the shape
+      // between them (the heads' merge: transpose, then reshape).
+      StridedView v = StridedView::contiguous(tensor(root).getShape());
+      size_t k = 0;
+      for (; k < chain.size(); ++k) {
+        StridedView next = v;
+        if (!next.through(chain[k]))
+          break;
+        v = next;
+      }
+      StridedView to = StridedView::contiguous(t.getShape());
+      to.offset = offset * to.strides[axis];
+      to.shape[axis] = tensor(operand).getShape()[axis];
+      offset += to.shape[axis];
+      strided &= bool(input) && llvm::all_of(ArrayRef(chain).drop_front(k), [](Operation *o) {
+        return isAliasView(o);
+      });
+      if (strided && k < chain.size())
+        strided = to.reshape(v.shape);
+      if (!strided)
+        break;
+      code += stridedCopy(outs[0], to, ref(input), v);
     }
-    if (strided) {
-      os << "  {\n" << code << "  }\n";
-      return success();
-    }
+  } else {
+    strided = false;
   }
-  return emitMoveLoop(fusion);
+  if (strided) {
+    os << "  {\n" << code << "  }\n";
+    return success();
+  }
+  return emitMoveLoop(loop, body, loop.getIns(), loop.getOuts(), nullptr);
 }
 
-LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  auto argInput = [&](Value v) { return fusionInputOf(fusion, v); };
+LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
+  return emitMoveLoop(fusion, fusion.getBody().front(), fusion.getInputs(), fusion.getResults(),
+                      fusion);
+}
+
+LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange inputs,
+                                    ValueRange results, FusionOp fusion) {
+  ValueRange yielded = body.getTerminator()->getOperands();
+  auto argInput = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? inputs[arg.getArgNumber()] : Value();
+  };
   // On CUDA the loop is a kernel (one thread per element, grid-stride) over
   // parameters o<k> (results) and a<k> (inputs); on the CPU it is inline.
   std::string kernelText;
@@ -1319,22 +1639,23 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
   llvm::raw_ostream &out = cuda ? static_cast<llvm::raw_ostream &>(ks) : os;
   const std::string constArray = cuda ? "const int64_t" : "static const int64_t";
   SmallVector<std::string> outs, outTypes, params, args;
-  for (auto [k, r] : llvm::enumerate(fusion.getResults())) {
+  for (auto [k, r] : llvm::enumerate(results)) {
     const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
     outs.push_back(cuda ? "o" + std::to_string(k) : b.name);
     outTypes.push_back(b.type);
-    params.push_back(b.type + " *" + restrictFor(fusion, r) + "o" + std::to_string(k));
+    params.push_back(b.type + " *" + (cuda ? restrictFor(fusion, r) : "") + "o" +
+                     std::to_string(k));
     args.push_back(b.name);
   }
   auto inputName = [&](Value input) -> std::string {
     if (!cuda)
       return ref(input);
-    unsigned k = llvm::find(fusion.getInputs(), input) - fusion.getInputs().begin();
+    unsigned k = llvm::find(inputs, input) - inputs.begin();
     return "a" + std::to_string(k);
   };
-  for (auto [k, input] : llvm::enumerate(fusion.getInputs())) {
-    params.push_back("const " + buffers.lookup(input).type + " *" + restrictFor(fusion, input) +
-                     "a" + std::to_string(k));
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    params.push_back("const " + buffers.lookup(input).type + " *" +
+                     (cuda ? restrictFor(fusion, input) : "") + "a" + std::to_string(k));
     args.push_back(buffers.lookup(input).name);
   }
   auto copy = [&](unsigned result, const std::string &src) {
@@ -1347,7 +1668,7 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
   };
   std::string name = "move" + std::to_string(nextKernel++);
   if (cuda) {
-    ks << "// " << fusion->getName() << " (a copy loop) at " << fusion.getLoc() << "\n"
+    ks << "// " << owner->getName() << " (a copy loop) at " << owner->getLoc() << "\n"
        << "__global__ void __launch_bounds__(256) " << name << "(";
     for (auto [k, p] : llvm::enumerate(params))
       ks << (k ? ", " : "") << p;
@@ -1374,7 +1695,7 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
       // part, through the part's views and transposes, to the result.
       Value input = argInput(split.getInput());
       if (!input)
-        return fusion.emitOpError("a split in a copy loop must read a fusion input");
+        return owner->emitOpError("a split in a copy loop must read a fusion input");
       auto t = tensor(split.getInput());
       int64_t rank = t.getRank();
       int64_t axis = *normalizeAxis(split.getAxis(), rank);
@@ -1388,14 +1709,14 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
             << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
         offset += size;
         Value v = part;
-        while (!llvm::is_contained(yield.getValues(), v)) {
+        while (!llvm::is_contained(yielded, v)) {
           if (!v.hasOneUse())
-            return fusion.emitOpError("a split part in a copy loop must end at a result");
+            return owner->emitOpError("a split part in a copy loop must end at a result");
           Operation *u = *v.getUsers().begin();
           out << moveCoords(u, /*forward=*/true, cuda);
           v = u->getResult(0);
         }
-        unsigned k2 = llvm::find(yield.getValues(), v) - yield.getValues().begin();
+        unsigned k2 = llvm::find(yielded, v) - yielded.begin();
         auto rt = tensor(v);
         out << "      " << constArray << " so[] = " << dimsArray(rt.getShape()) << ";\n"
             << "      " << outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
@@ -1407,9 +1728,9 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
   }
   // Gather: one loop over the concat's result; each element comes from its
   // operand, back through that operand's transposes and views, from an input.
-  auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp());
-  if (!concat || fusion.getNumResults() != 1)
-    return fusion.emitOpError("a copy loop is a split or ends in a concat");
+  auto concat = dyn_cast_or_null<ConcatOp>(yielded[0].getDefiningOp());
+  if (!concat || results.size() != 1)
+    return owner->emitOpError("a copy loop is a split or ends in a concat");
   auto t = tensor(concat.getResult());
   int64_t rank = t.getRank();
   int64_t axis = *normalizeAxis(concat.getAxis(), rank);
@@ -1429,7 +1750,7 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
     }
     Value input = argInput(v);
     if (!input)
-      return fusion.emitOpError("a concat operand's chain in a copy loop must start at an input");
+      return owner->emitOpError("a concat operand's chain in a copy loop must start at an input");
     auto st = tensor(v);
     out << "      " << constArray << " ss[] = " << dimsArray(st.getShape()) << ";\n"
         << "      " << outs[0] << "[i] = "
@@ -1443,15 +1764,6 @@ LogicalResult Emitter::emitMoveLoop(FusionOp fusion) {
 LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
                                   Value b, bool tb) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
-  if (!cuda) {
-    const Buffer &out = define(result);
-    os << "  matmul(" << out.name << ", " << ref(a) << ", " << shape(a) << ", "
-       << ref(b) << ", " << shape(b);
-    if (ta || tb)
-      os << ", " << flag(ta) << ", " << flag(tb);
-    os << ");\n";
-    return success();
-  }
   for (Value v : {a, b})
     if (buffers.lookup(v).type != "__half")
       return op->emitOpError("the CUDA target multiplies fp16 tensors; an "
@@ -1493,19 +1805,16 @@ LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
   return success();
 }
 
-LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
-  MatMulOp matmul = g.matmul;
-  if (cuda)
-    return emitCublasLtEpilogue(fusion, g);
-  Block &body = fusion.getBody().front();
-  ArrayRef<int64_t> outShape = tensor(fusion.getResult(0)).getShape();
-  int64_t n = tensor(fusion.getResult(0)).getNumElements();
+LogicalResult Emitter::emitGemmEpilogue(tcck::MatMulOp mm) {
+  Block &body = mm.getEpilogue().front();
+  ArrayRef<int64_t> outShape = tensor(mm.getOuts()[0]).getShape();
+  int64_t n = tensor(mm.getOuts()[0]).getNumElements();
   SmallVector<int64_t> outStrides(outShape.size(), 1);
   for (int64_t d = (int64_t)outShape.size() - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * outShape[d + 1];
   SmallVector<std::string> outs;
-  for (Value r : fusion.getResults())
-    outs.push_back(define(r).name);
+  for (Value r : mm.getOuts())
+    outs.push_back(ref(r));
   auto flag = [](bool t) { return t ? "true" : "false"; };
   // The epilogue gets one row of the product at a time (its elements are
   // consecutive in the output, the row's length the output's last
@@ -1519,16 +1828,18 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
   int64_t rowLength = outShape.empty() ? 1 : outShape.back();
   llvm::DenseMap<Value, std::string> rowStart;
   SmallVector<std::pair<Value, std::string>> loads;
-  for (Operation *op : g.epilogue)
-    for (Value v : op->getOperands()) {
+  // The region's first argument is the product; the others are the
+  // epilogue's inputs.
+  for (Operation &op : body.without_terminator())
+    for (Value v : op.getOperands()) {
       auto arg = dyn_cast<BlockArgument>(v);
-      if (!arg || rowStart.count(v))
+      if (!arg || arg.getArgNumber() == 0 || rowStart.count(v))
         continue;
-      Value input = fusion.getInputs()[arg.getArgNumber()];
+      Value input = mm.getEpilogueIns()[arg.getArgNumber() - 1];
       auto t = tensor(input);
       int64_t last = t.getRank() ? t.getShape().back() : 1;
       if (last != rowLength && last != 1)
-        return fusion.emitOpError("an epilogue operand's last dimension is "
+        return mm.emitOpError("an epilogue operand's last dimension is "
                                   "neither the row's nor 1");
       std::string j = "j" + std::to_string(nextId++);
       os << "    const int64_t " << j << " = "
@@ -1541,14 +1852,15 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
      << "    for (int64_t k = 0; k < count; ++k) {\n"
      << "    const F c = static_cast<F>(row[k]);\n";
   llvm::DenseMap<Value, std::string> scalar;
-  scalar[matmul.getResult()] = "c";
+  scalar[body.getArgument(0)] = "c";
   for (auto &[v, load] : loads) {
     std::string name = "e" + std::to_string(nextId++);
     os << "    const " << ctype(tensor(v).getElementType()) << " " << name
        << " = " << load << ";\n";
     scalar[v] = name;
   }
-  for (Operation *op : g.epilogue) {
+  for (Operation &epilogueOp : body.without_terminator()) {
+    Operation *op = &epilogueOp;
     Value r = op->getResult(0);
     std::string ty = ctype(tensor(r).getElementType());
     std::string name = "e" + std::to_string(nextId++);
@@ -1559,12 +1871,12 @@ LogicalResult Emitter::emitGemmEpilogue(FusionOp fusion, const GemmFusion &g) {
     os << "    const " << ty << " " << name << " = " << *expr << ";\n";
     scalar[r] = name;
   }
-  for (auto [k, v] : llvm::enumerate(cast<YieldOp>(body.getTerminator()).getValues()))
+  for (auto [k, v] : llvm::enumerate(cast<tcck::YieldOp>(body.getTerminator()).getValues()))
     os << "    " << outs[k] << "[base + k] = " << scalar.lookup(v) << ";\n";
   os << "    }\n  };\n";
-  os << "  matmul_rows(" << ref(g.lhs) << ", " << shape(g.lhs) << ", "
-     << ref(g.rhs) << ", " << shape(g.rhs) << ", " << flag(g.transLhs) << ", "
-     << flag(g.transRhs) << ", RowStore::of(" << epi << ")); }\n";
+  os << "  matmul_rows(" << ref(mm.getLhs()) << ", " << shape(mm.getLhs()) << ", "
+     << ref(mm.getRhs()) << ", " << shape(mm.getRhs()) << ", " << flag(mm.getTransLhs()) << ", "
+     << flag(mm.getTransRhs()) << ", RowStore::of(" << epi << ")); }\n";
   return success();
 }
 
@@ -2255,11 +2567,10 @@ FailureOr<EmittedStep> Emitter::run() {
       rngOffset = b.offset;
     } else if (func.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale.
+      // (The CPU step's seed is its kernel IR's tcck.seed.)
       if (cuda)
         seedFill = "  fill((" + b.type + " *)(arena + " + std::to_string(b.offset) +
                    "ULL), 1LL, grad_scale);\n";
-      else
-        os << "  " << b.name << "[0] = (F)grad_scale;\n";
     } else {
       return func.emitError("argument ") << i << " is neither a parameter nor an input";
     }
@@ -2281,6 +2592,13 @@ FailureOr<EmittedStep> Emitter::run() {
       buffers[arg] = sb;
       shadowOffsets[arg] = sb.offset;
     }
+  }
+  // The CPU step's body is its kernel IR, whose arguments are these.
+  if (!cuda) {
+    if (!kernelFunc || kernelFunc.getNumArguments() != func.getNumArguments())
+      return func.emitError("the CPU step needs its kernel IR (tcc-lower-to-kernels)");
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      buffers[kernelFunc.getArgument(i)] = buffers.lookup(func.getArgument(i));
   }
   // A mark after each op that runs code times it for tcc-run --trace (and
   // TCC_CUDA_PROFILE=1): mark k ends op k-1 of the op table, mark 0 starts
@@ -2376,7 +2694,15 @@ FailureOr<EmittedStep> Emitter::run() {
       os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
          << "; for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) acc[i] += g[i]; }\n";
   };
+  // CPU: the kernels, with the accumulations, stores and marks the
+  // lowering placed.
+  if (!cuda)
+    for (Operation &op : kernelFunc.getBody().front().without_terminator())
+      if (failed(emitKernel(&op)))
+        return failure();
   for (Operation &op : block.without_terminator()) {
+    if (!cuda)
+      break;
     launched.clear();
     if (failed(emitOp(&op)))
       return failure();
@@ -2415,7 +2741,7 @@ FailureOr<EmittedStep> Emitter::run() {
     uint64_t offset = resultSlots[i];
     std::string slot = "(arena + " + std::to_string(offset) + "ULL)";
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
-      if (!gradientAccumulatedAfter(v))
+      if (cuda && !gradientAccumulatedAfter(v))
         accumulate(i, v);
       if (hostGradOffset.count(n.getValue())) {
         // In the host buffer: the fixed half zeroes it.
@@ -2441,9 +2767,7 @@ FailureOr<EmittedStep> Emitter::run() {
            << t.getNumElements() << "LL);\n";
       continue;
     }
-    if (bytes)
-      os << "  std::memcpy(" << slot << ", " << ref(v) << ", " << bytes
-         << "ULL);\n";
+    // (The CPU step stores its outputs in its kernel IR: tcck.store.)
   }
   for (unsigned i : readyAtEnd)
     gradReady(i);
@@ -2465,7 +2789,6 @@ FailureOr<EmittedStep> Emitter::run() {
       rngInit = "  cudaMemsetAsync(arena + " + std::to_string(rngOffset) +
                 "ULL, 0, 16, stream());\n";
     } else {
-      os << "  (" << at << ")[1] += 1;\n";
       rngInit = "  std::memset(arena + " + std::to_string(rngOffset) + "ULL, 0, 16);\n";
     }
   }
@@ -2663,6 +2986,17 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   if (!target)
     return module.emitError("the step emitter needs the module's target "
                             "(a tcc.target = #tcc.target<...> attribute)");
-  Emitter emitter(funcs.front(), target, options);
+  if (target.isCuda()) {
+    Emitter emitter(funcs.front(), nullptr, target, options);
+    return emitter.run();
+  }
+  // The CPU step runs its kernel IR: a copy of the planned module lowered
+  // to tcck; the planned function gives the frame (tables, init, apply).
+  OwningOpRef<ModuleOp> kernels = module.clone();
+  PassManager pm(module.getContext());
+  pm.addPass(createLowerToKernels());
+  if (failed(pm.run(*kernels)))
+    return failure();
+  Emitter emitter(funcs.front(), *kernels->getOps<func::FuncOp>().begin(), target, options);
   return emitter.run();
 }

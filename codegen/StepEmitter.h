@@ -6,8 +6,11 @@
 //
 // The module's #tcc.target chooses:
 //  * target "cpu": C++ that calls the reference kernels of
-//    runtime/cpu/kernels.h, one call per op and one loop nest per fusion, over
-//    a host arena. The test target that CI runs end to end and the numerical
+//    runtime/cpu/kernels.h, one call per kernel and one loop nest per fused
+//    loop, over a host arena. Its body is emitted from the step lowered to
+//    kernels (tcc-lower-to-kernels, the tcck dialect), which the emitter runs
+//    on a copy of the module; the planned function gives the tables, init and
+//    apply. The test target that CI runs end to end and the numerical
 //    reference for the CUDA target.
 //  * target "cuda": CUDA C++ over a device arena with mixed precision (the
 //    plan made with float-bytes = 2): one generated kernel per elementwise
