@@ -403,15 +403,15 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   Type elt = t.getElementType();
   std::string name = "c" + std::to_string(nextId++);
   // Large uniform constants are filled into an arena slot; the rest are
-  // static arrays (the planner made the same decision).
+  // static arrays, copied to the device after the arena when the arena is
+  // opened (the planner made the same decision).
   if (!isStaticConstant(v.getDefiningOp())) {
     const Buffer &b = define(v);
-    os << "  fill(" << b.name << ", " << t.getNumElements() << "LL, ("
-       << (cuda ? std::string("double") : ctype(elt)) << ")"
+    os << "  fill(" << b.name << ", " << t.getNumElements() << "LL, (double)"
        << literal(value.getSplatValue<Attribute>(), elt) << ");\n";
     return success();
   }
-  g << (cuda ? "alignas(16) " : "") << "static const " << ctype(elt) << " "
+  g << "alignas(16) static const " << ctype(elt) << " "
     << name << "[] = {";
   int64_t n = t.getNumElements();
   if (n == 0)
@@ -425,18 +425,15 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   g << "};\n";
   Buffer b;
   b.name = name;
-  b.type = cuda && isa<FloatType>(elt) ? "float" : ctype(elt);
+  b.type = isa<FloatType>(elt) ? "float" : ctype(elt);
   b.inArena = false;
-  if (cuda) {
-    // Copied to the device after the arena when the arena is opened.
-    uint64_t bytes = std::max<int64_t>(n, 1) * elementBytes(elt);
-    constTable += "    {" + name + ", " + std::to_string(bytes) + "ULL, " +
-                  std::to_string(constBytes) + "ULL},\n";
-    b.name = name + "_d";
-    os << "  const " << b.type << " *" << b.name << " = (const " << b.type
-       << " *)(arena + " << arena + constBytes << "ULL);\n";
-    constBytes += (bytes + 63) / 64 * 64;
-  }
+  uint64_t bytes = std::max<int64_t>(n, 1) * elementBytes(elt);
+  constTable += "    {" + name + ", " + std::to_string(bytes) + "ULL, " +
+                std::to_string(constBytes) + "ULL},\n";
+  b.name = name + "_d";
+  os << "  const " << b.type << " *" << b.name << " = (const " << b.type
+     << " *)(arena + " << arena + constBytes << "ULL);\n";
+  constBytes += (bytes + 63) / 64 * 64;
   buffers[v] = b;
   return success();
 }
@@ -2687,12 +2684,8 @@ FailureOr<EmittedStep> Emitter::run() {
       return;
     }
     std::string slot = "(arena + " + std::to_string(resultSlots[i]) + "ULL)";
-    if (cuda)
-      os << "  accumulate((float *)" << slot << ", " << ref(v) << ", " << t.getNumElements()
-         << "LL);\n";
-    else
-      os << "  { F *acc = (F *)" << slot << "; const F *g = " << ref(v)
-         << "; for (int64_t i = 0; i < " << t.getNumElements() << "LL; ++i) acc[i] += g[i]; }\n";
+    os << "  accumulate((float *)" << slot << ", " << ref(v) << ", " << t.getNumElements()
+       << "LL);\n";
   };
   // CPU: the kernels, with the accumulations, stores and marks the
   // lowering placed.
