@@ -1,0 +1,711 @@
+//===- CpuKernels.cpp - the CPU step's kernels, from the tcck dialect -----===//
+//
+// The CPU target's half of the step emitter: the C++ of each kernel of the
+// step lowered to kernels (tcc-lower-to-kernels), as calls of
+// runtime/cpu/kernels.h and loop nests. The frame (tables, init, apply)
+// is StepEmitter.cpp's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/EmitterImpl.h"
+#include "runtime/tcc_random.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::tcc;
+using namespace mlir::tcc::codegen;
+
+/// One kernel of the CPU step: the text the CPU target's step runs for it,
+/// over the arena views the lowering made (the same calls of
+/// runtime/cpu/kernels.h the planned ops used to get).
+LogicalResult Emitter::emitKernel(Operation *op) {
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  auto check = [&](const std::string &call) { os << "  if (int rc = " << call << ") return rc;\n"; };
+  auto f64 = [](Attribute a) {
+    return llvm::formatv("{0:e17}", cast<FloatAttr>(a).getValueAsDouble()).str();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<tcck::ViewOp>([&](tcck::ViewOp v) -> LogicalResult {
+        define(v.getResult());
+        return success();
+      })
+      .Case<tcck::GlobalOp>([&](tcck::GlobalOp c) -> LogicalResult {
+        auto value = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!value)
+          return c.emitOpError("the CPU step needs a dense value");
+        Type elt = value.getElementType();
+        std::string name = "c" + std::to_string(nextId++);
+        g << "static const " << ctype(elt) << " " << name << "[] = {";
+        int64_t n = value.getNumElements();
+        if (n == 0)
+          g << "0";
+        auto values = value.getValues<Attribute>();
+        for (int64_t i = 0; i < n; ++i) {
+          if (i)
+            g << (i % 16 ? ", " : ",\n    ");
+          g << literal(values[value.isSplat() ? 0 : i], elt);
+        }
+        g << "};\n";
+        Buffer b;
+        b.name = name;
+        b.type = ctype(elt);
+        b.inArena = false;
+        buffers[c.getResult()] = b;
+        return success();
+      })
+      .Case<tcck::AliasOp>([&](tcck::AliasOp a) -> LogicalResult {
+        buffers[a.getResult()] = buffers.lookup(a.getSource());
+        return success();
+      })
+      .Case<tcck::FillOp>([&](tcck::FillOp f) -> LogicalResult {
+        Type elt = tensor(f.getOut()).getElementType();
+        auto value = cast<TypedAttr>(f.getValue());
+        os << "  fill(" << ref(f.getOut()) << ", " << numel(f.getOut()) << "LL, (" << ctype(elt)
+           << ")" << literal(value, value.getType()) << ");\n";
+        return success();
+      })
+      .Case<tcck::SeedOp>([&](tcck::SeedOp s) -> LogicalResult {
+        os << "  " << ref(s.getOut()) << "[0] = (F)grad_scale;\n";
+        return success();
+      })
+      .Case<tcck::CopyOp>([&](tcck::CopyOp c) -> LogicalResult {
+        os << "  copy(" << ref(c.getOut()) << ", " << ref(c.getIn()) << ", " << numel(c.getOut())
+           << "LL);\n";
+        return success();
+      })
+      .Case<tcck::StoreOp>([&](tcck::StoreOp s) -> LogicalResult {
+        auto t = tensor(s.getValue());
+        os << "  std::memcpy((arena + " << s.getSlot() << "ULL), " << ref(s.getValue()) << ", "
+           << t.getNumElements() * elementBytes(t.getElementType()) << "ULL);\n";
+        return success();
+      })
+      .Case<tcck::AccumulateOp>([&](tcck::AccumulateOp a) -> LogicalResult {
+        os << "  { F *acc = (F *)(arena + " << a.getSlot() << "ULL); const F *g = "
+           << ref(a.getValue()) << "; for (int64_t i = 0; i < " << numel(a.getValue())
+           << "LL; ++i) acc[i] += g[i]; }\n";
+        return success();
+      })
+      .Case<tcck::AdvanceRngOp>([&](tcck::AdvanceRngOp r) -> LogicalResult {
+        os << "  ((int64_t *)(arena + " << buffers.lookup(r.getState()).offset
+           << "ULL))[1] += 1;\n";
+        return success();
+      })
+      .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
+        opLabels.push_back(m.getLabel().str());
+        opLive.push_back(m.getLive());
+        os << "  TCC_MARK(" << opLabels.size() << ");\n";
+        return success();
+      })
+      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) -> LogicalResult {
+        Value r = e.getOut();
+        if (e.getIns().size() == 2) {
+          Value a = e.getIns()[0], b = e.getIns()[1];
+          os << "  binary(BinaryOp::" << e.getKind() << ", " << ref(r) << ", " << shape(r) << ", "
+             << ref(a) << ", " << shape(a) << ", " << ref(b) << ", " << shape(b) << ");\n";
+        } else {
+          os << "  unary(UnaryOp::" << e.getKind() << ", " << ref(r) << ", "
+             << ref(e.getIns()[0]) << ", " << numel(r) << "LL);\n";
+        }
+        return success();
+      })
+      .Case<tcck::MatMulOp>([&](tcck::MatMulOp m) -> LogicalResult {
+        if (!m.getEpilogue().empty())
+          return emitGemmEpilogue(m);
+        Value a = m.getLhs(), b = m.getRhs();
+        os << "  matmul(" << ref(m.getOuts()[0]) << ", " << ref(a) << ", " << shape(a) << ", "
+           << ref(b) << ", " << shape(b);
+        if (m.getTransLhs() || m.getTransRhs())
+          os << ", " << flag(m.getTransLhs()) << ", " << flag(m.getTransRhs());
+        os << ");\n";
+        return success();
+      })
+      .Case<tcck::LoopOp>([&](tcck::LoopOp l) { return emitLoop(l); })
+      .Case<tcck::CopyLoopOp>([&](tcck::CopyLoopOp l) { return emitCopyLoop(l); })
+      .Case<tcck::CallOp>([&](tcck::CallOp c) -> LogicalResult {
+        ValueRange ins = c.getIns(), outs = c.getOuts();
+        DictionaryAttr o = c.getOptions();
+        auto i64 = [&](StringRef k) { return cast<IntegerAttr>(o.get(k)).getInt(); };
+        auto b = [&](StringRef k) { return flag(cast<BoolAttr>(o.get(k)).getValue()); };
+        auto list = [&](StringRef k) { return i64List(cast<DenseI64ArrayAttr>(o.get(k)).asArrayRef()); };
+        std::string out = ref(outs[0]);
+        auto optional = [&](size_t k) {
+          return k < ins.size() ? ref(ins[k]) : std::string("(const F *)nullptr");
+        };
+        auto ignore = [&]() {
+          auto i = o.getAs<IntegerAttr>("ignore_index");
+          return std::string(i ? "true" : "false") + ", " + std::to_string(i ? i.getInt() : 0) +
+                 "LL";
+        };
+        switch (c.getCallee()) {
+        case tcck::LibraryCall::Gelu:
+          os << "  gelu(" << out << ", " << ref(ins[0]) << ", " << numel(outs[0]) << "LL, "
+             << b("tanh") << ");\n";
+          break;
+        case tcck::LibraryCall::GeluGrad:
+          os << "  gelu_grad(" << out << ", " << ref(ins[0]) << ", " << ref(ins[1]) << ", "
+             << numel(outs[0]) << "LL, " << b("tanh") << ");\n";
+          break;
+        case tcck::LibraryCall::Cast:
+          os << "  " << (tensor(outs[0]).getElementType().isInteger(1) ? "cast_to_bool" : "cast")
+             << "(" << out << ", " << ref(ins[0]) << ", " << numel(outs[0]) << "LL);\n";
+          break;
+        case tcck::LibraryCall::Where:
+          os << "  where(" << out << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", "
+             << shape(ins[0]) << ", " << ref(ins[1]) << ", " << shape(ins[1]) << ", "
+             << ref(ins[2]) << ", " << shape(ins[2]) << ");\n";
+          break;
+        case tcck::LibraryCall::Softmax:
+          os << "  softmax(" << out << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
+             << i64("axis") << ", " << b("log") << ");\n";
+          break;
+        case tcck::LibraryCall::LayerNorm:
+          os << "  layer_norm(" << out << ", " << ref(outs[1]) << ", " << ref(outs[2]) << ", "
+             << ref(ins[0]) << ", " << shape(ins[0]) << ", " << i64("axis") << ", "
+             << ref(ins[1]) << ", " << shape(ins[1]) << ", " << optional(2) << ", "
+             << (ins.size() > 2 ? shape(ins[2]) : std::string("Shape{0, {}}")) << ", "
+             << f64(o.get("epsilon")) << ");\n";
+          break;
+        case tcck::LibraryCall::Reduce:
+          os << "  reduce(" << out << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
+             << i64("mask") << "u, " << b("mean") << ");\n";
+          break;
+        case tcck::LibraryCall::Gather:
+          check("gather(" + out + ", " + ref(ins[0]) + ", " + shape(ins[0]) + ", " + ref(ins[1]) +
+                ", " + numel(ins[1]) + "LL, " + std::to_string(i64("axis")) + ")");
+          break;
+        case tcck::LibraryCall::GatherGrad:
+          check("gather_grad(" + out + ", " + shape(outs[0]) + ", " + ref(ins[0]) + ", " +
+                ref(ins[1]) + ", " + numel(ins[1]) + "LL, " + std::to_string(i64("axis")) + ")");
+          break;
+        case tcck::LibraryCall::Transpose:
+          os << "  { static const int64_t perm[] = " << list("perm") << "; transpose(" << out
+             << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", perm); }\n";
+          break;
+        case tcck::LibraryCall::Slice:
+        case tcck::LibraryCall::SliceGrad:
+          os << "  { static const int64_t st[] = " << list("starts") << ", sp[] = "
+             << list("steps") << "; "
+             << (c.getCallee() == tcck::LibraryCall::SliceGrad ? "slice_grad(" : "slice(") << out
+             << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", " << shape(ins[0])
+             << ", st, sp); }\n";
+          break;
+        case tcck::LibraryCall::Concat: {
+          int64_t axis = i64("axis");
+          SmallVector<int64_t> sizes;
+          std::string names;
+          for (Value in : ins) {
+            sizes.push_back(tensor(in).getDimSize(axis));
+            names += (names.empty() ? "" : ", ") + ref(in);
+          }
+          os << "  { const " << buffers.lookup(outs[0]).type << " *ins[] = {" << names
+             << "}; static const int64_t sz[] = " << i64List(sizes) << "; concat(" << out << ", "
+             << shape(outs[0]) << ", " << axis << ", " << sizes.size() << ", ins, sz); }\n";
+          break;
+        }
+        case tcck::LibraryCall::BroadcastTo:
+          os << "  broadcast_to(" << out << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", "
+             << shape(ins[0]) << ");\n";
+          break;
+        case tcck::LibraryCall::RandomKeep:
+          os << "  random_keep(" << out << ", (const int64_t *)" << ref(ins[0]) << ", "
+             << i64("stream") << "ULL, " << static_cast<uint32_t>(i64("threshold")) << "u, "
+             << numel(outs[0]) << "LL);\n";
+          break;
+        case tcck::LibraryCall::Gemm: {
+          auto rt = tensor(outs[0]);
+          int64_t k = tensor(ins[0]).getDimSize(cast<BoolAttr>(o.get("trans_a")).getValue() ? 0 : 1);
+          os << "  gemm(" << out << ", " << ref(ins[0]) << ", " << ref(ins[1]) << ", "
+             << rt.getDimSize(0) << "LL, " << rt.getDimSize(1) << "LL, " << k << "LL, "
+             << b("trans_a") << ", " << b("trans_b") << ", " << f64(o.get("alpha")) << ", "
+             << f64(o.get("beta")) << ", " << optional(2) << ", "
+             << (ins.size() > 2 ? shape(ins[2]) : std::string("Shape{0, {}}")) << ");\n";
+          break;
+        }
+        case tcck::LibraryCall::SceLoss:
+          check("sce_loss(" + out + ", " + ref(outs[1]) + ", " + ref(ins[0]) + ", " +
+                shape(ins[0]) + ", " + ref(ins[1]) + ", " + optional(2) + ", " +
+                std::to_string(i64("reduction")) + ", " + ignore() + ")");
+          break;
+        case tcck::LibraryCall::SceLossWithGrad: {
+          auto st = tensor(ins[0]);
+          check("sce_loss_with_grad(" + out + ", " + ref(outs[1]) + ", " + ref(ins[0]) + ", " +
+                std::to_string(st.getDimSize(0)) + "LL, " + std::to_string(st.getDimSize(1)) +
+                "LL, " + ref(ins[1]) + ", " + optional(3) + ", " + ref(ins[2]) + ", " +
+                (i64("reduction") == 1 ? "1" : "2") + ", " + ignore() + ")");
+          break;
+        }
+        case tcck::LibraryCall::SceLossGrad:
+          check("sce_loss_grad(" + out + ", " + ref(ins[0]) + ", " + ref(ins[1]) + ", " +
+                shape(ins[1]) + ", " + ref(ins[2]) + ", " + optional(3) + ", " +
+                std::to_string(i64("reduction")) + ", " + ignore() + ")");
+          break;
+        case tcck::LibraryCall::AttentionForward:
+        case tcck::LibraryCall::AttentionBackward:
+          return emitAttentionCall(c);
+        }
+        return success();
+      })
+      .Default([&](Operation *o) -> LogicalResult {
+        return o->emitOpError("the CPU target has no code for this kernel");
+      });
+}
+
+/// An attention kernel call: its buffers in the op's layout (attentionArg),
+/// its shape and options as the lowering recorded them.
+LogicalResult Emitter::emitAttentionCall(tcck::CallOp c) {
+  ValueRange ins = c.getIns(), outs = c.getOuts();
+  DictionaryAttr o = c.getOptions();
+  bool backward = c.getCallee() == tcck::LibraryCall::AttentionBackward;
+  ArrayRef<int64_t> dims = cast<DenseI64ArrayAttr>(o.get("shape")).asArrayRef();
+  ArrayRef<int64_t> columns = cast<DenseI64ArrayAttr>(o.get("columns")).asArrayRef();
+  if (dims.size() != 6 || columns.size() != 3)
+    return c.emitOpError("has an attention shape of ") << dims.size() << " dimensions and "
+                                                       << columns.size() << " columns";
+  AttentionShape s{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                   cast<BoolAttr>(o.get("token_major")).getValue(),
+                   cast<BoolAttr>(o.get("packed")).getValue(),
+                   {columns[0], columns[1], columns[2]}};
+  size_t next = backward ? 6 : 3;
+  Value bias = o.get("bias") ? ins[next++] : Value();
+  std::string dropout;
+  if (auto ratio = o.getAs<FloatAttr>("dropout")) {
+    double p = ratio.getValueAsDouble();
+    dropout = llvm::formatv(", AttentionDropout{{(const int64_t *){0}, {1}ULL, {2}u, {3:e17}}",
+                            ref(ins[next]), o.getAs<IntegerAttr>("dropout_stream").getInt(),
+                            ::tcc::random::threshold(p), 1.0 / (1.0 - p))
+                  .str();
+  }
+  std::string operands =
+      llvm::formatv("{0}, {1}, {2}", attentionArg(ins[0], s, s.columns[0], s.d),
+                    attentionArg(ins[1], s, s.columns[1], s.d),
+                    attentionArg(ins[2], s, s.columns[2], s.dv))
+          .str();
+  std::string tail =
+      llvm::formatv(", {0}, AttentionDims{{{1}LL, {2}LL, {3}LL, {4}LL, {5}LL, {6}LL}, "
+                    "{7:e17}, {8}{9});\n",
+                    attentionBias(bias), s.b, s.h, s.sq, s.sk, s.d, s.dv,
+                    cast<FloatAttr>(o.get("scale")).getValueAsDouble(),
+                    cast<BoolAttr>(o.get("causal")).getValue() ? "true" : "false", dropout)
+          .str();
+  if (!backward) {
+    os << "  attention_forward(" << attentionArg(outs[0], s, 0, s.dv, ref(outs[0])) << ", "
+       << ref(outs[1]) << ", " << operands << tail;
+    return success();
+  }
+  SmallVector<std::string> grads;
+  for (int i = 0; i < 3; ++i) {
+    Value g = outs[s.packed ? 0 : i];
+    grads.push_back(attentionArg(g, s, s.columns[i], i == 2 ? s.dv : s.d, ref(g)));
+  }
+  os << "  attention_backward(" << llvm::join(grads, ", ") << ", " << operands << ", "
+     << attentionArg(ins[3], s, 0, s.dv) << ", " << attentionArg(ins[4], s, 0, s.dv) << ", "
+     << ref(ins[5]) << tail;
+  return success();
+}
+
+/// One loop nest over the fusion's loop shape; every op of the body becomes
+/// a scalar expression (the same scalar functions the unfused kernels
+/// apply), inputs are read with their broadcast index, outputs written once.
+///
+/// With row reductions (a reduce over the last axis whose result later ops
+/// read: softmax, LayerNorm and their backward passes) the nest is a loop
+/// over rows with one pass over the row per stage: pass k computes what the
+/// row reductions of stage k need, each row statistic is complete after its
+/// pass, and the ops that read it run in a later pass. Values of earlier
+/// passes are recomputed rather than stored, so the fusion writes only its
+/// results. Other reductions accumulate (in double, in the order the reduce
+/// kernel sums) across the whole nest; sums and means are computed as the
+/// reduce kernel computes them, so the fused step is bit-identical to the
+/// unfused one.
+
+LogicalResult Emitter::emitLoop(tcck::LoopOp loop) {
+  using Kind = LoopFusion::Kind;
+  Block &body = loop.getBody().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  // The loop structure tcc-lower-to-kernels recorded: each body op's role
+  // and the pass that computes it (a reduction's, the pass reading its
+  // operand; a row reduction's result is complete after that pass).
+  LoopFusion lf;
+  lf.shape.assign(loop.getSpace().begin(), loop.getSpace().end());
+  lf.rows = loop.getRows();
+  lf.lastPass = loop.getPasses();
+  for (Operation &op : body.without_terminator()) {
+    auto role = tcck::symbolizeLoopRole(
+        op.getAttrOfType<StringAttr>(tcck::kRoleAttr).getValue());
+    int64_t stage = op.getAttrOfType<IntegerAttr>(tcck::kStageAttr).getInt();
+    switch (*role) {
+    case tcck::LoopRole::Element:
+      lf.kind[&op] = Kind::Element;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::Row:
+      lf.kind[&op] = Kind::Row;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::RowReduction:
+      lf.kind[&op] = Kind::RowReduction;
+      lf.stage[op.getResult(0)] = stage + 1;
+      break;
+    case tcck::LoopRole::Reduction:
+      lf.kind[&op] = Kind::Reduction;
+      break;
+    }
+  }
+  ArrayRef<int64_t> shape = lf.shape;
+  const llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
+  const llvm::DenseMap<Value, int64_t> &stage = lf.stage;
+  const bool rows = lf.rows;
+  const int64_t lastPass = lf.lastPass;
+
+  int64_t n = ShapedType::getNumElements(shape);
+  int64_t rowLength = rows ? shape.back() : n;
+  int64_t rowCount = rows ? n / std::max<int64_t>(rowLength, 1) : 1;
+  SmallVector<int64_t> outStrides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * shape[d + 1];
+  llvm::DenseMap<Value, std::string> outName;
+  for (auto [r, v] : llvm::zip(loop.getOuts(), yield.getValues()))
+    outName[v] = ref(r);
+
+  // The reduction results the nest accumulates across rows.
+  os << "  {\n";
+  llvm::DenseMap<Operation *, std::string> acc;
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> keep;
+  for (Operation &op : body.without_terminator())
+    if (kind.lookup(&op) == Kind::Reduction) {
+      uint32_t mask = reductionMask(&op);
+      for (auto [d, dim] : llvm::enumerate(shape))
+        keep[&op].push_back(mask >> d & 1 ? 1 : dim);
+      acc[&op] = "acc" + std::to_string(nextId++);
+      int64_t outN = tensor(op.getResult(0)).getNumElements();
+      os << "  std::vector<double> " << acc[&op] << "(" << std::max<int64_t>(outN, 1)
+         << ", 0.0);\n";
+    }
+
+  // Where an element of `t` shape is read in the row loop: its row start
+  // (named per input) plus the column when its last dimension is the row's.
+  llvm::DenseMap<Value, std::string> rowBase;
+  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
+    if (!rows)
+      return t == ArrayRef(shape) ? "i"
+             : ShapedType::getNumElements(t) == 1 ? "0"
+                                                  : broadcastIndexOf(t, shape, outStrides);
+    std::string &base = rowBase[v];
+    if (base.empty()) {
+      base = "b" + std::to_string(nextId++);
+      os << "    const int64_t " << base << " = "
+         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
+    }
+    return readAlongRow(t, rowLength) ? base + " + c" : base;
+  };
+
+  llvm::DenseMap<Value, std::string> rowScalar;  // this row's row values
+  // The C++ of `op` over the scalars in `scalar`, as a new local.
+  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                     StringRef indent) -> LogicalResult {
+    Value r = op.getResult(0);
+    std::string ty = ctype(tensor(r).getElementType());
+    std::string name = "e" + std::to_string(nextId++);
+    FailureOr<std::string> expr = scalarExpr(
+        op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
+    if (failed(expr))
+      return failure();
+    os << indent << "const " << ty << " " << name << " = " << *expr << ";\n";
+    scalar[r] = name;
+    return success();
+  };
+  auto isArg = [](Value v) { return isa<BlockArgument>(v); };
+
+  // Row values of stage `k`: the row reductions that complete at `k` and
+  // the row ops over them.
+  llvm::DenseMap<Operation *, std::string> rowAcc;
+  auto emitRowValues = [&](int64_t k) -> LogicalResult {
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = kind.lookup(&op);
+      Value r = op.getResult(0);
+      if ((kd != Kind::Row && kd != Kind::RowReduction) || stage.lookup(r) != k)
+        continue;
+      std::string ty = ctype(tensor(r).getElementType());
+      if (kd == Kind::RowReduction) {
+        std::string name = "s" + std::to_string(nextId++);
+        os << "    const " << ty << " " << name << " = detail::conv<" << ty << ">("
+           << rowAcc[&op]
+           << (isa<ReduceMeanOp>(op) ? " * (1.0 / (double)" + std::to_string(rowLength) + ")"
+                                     : std::string())
+           << ");\n";
+        rowScalar[r] = name;
+      } else {
+        llvm::DenseMap<Value, std::string> scalar = rowScalar;
+        for (Value v : op.getOperands())
+          if (isArg(v) && !scalar.count(v)) {
+            Value input = loop.getIns()[cast<BlockArgument>(v).getArgNumber()];
+            std::string name = "e" + std::to_string(nextId++);
+            std::string at = elementIndex(v, tensor(v).getShape());
+            os << "    const " << ctype(tensor(v).getElementType()) << " " << name
+               << " = " << ref(input) << "[" << at << "];\n";
+            rowScalar[v] = name;
+            scalar[v] = name;
+          }
+        if (failed(compute(op, scalar, "    ")))
+          return failure();
+        rowScalar[r] = scalar[r];
+      }
+      if (outName.count(r))
+        os << "    " << outName[r] << "[row] = " << rowScalar[r] << ";\n";
+    }
+    return success();
+  };
+
+  if (rows)
+    os << "  for (int64_t row = 0; row < " << rowCount << "LL; ++row) {\n"
+       << "    const int64_t row0 = row * " << rowLength << "LL;\n";
+  if (failed(emitRowValues(0)))
+    return failure();
+  for (int64_t pass = 0; pass <= lastPass; ++pass) {
+    if (pass > 0 && failed(emitRowValues(pass)))
+      return failure();
+    llvm::DenseSet<Value> needed =
+        passValues(body, lf, pass, [&](Value v) { return outName.count(v) != 0; });
+    if (needed.empty())
+      continue;
+    for (Operation &op : body.without_terminator())
+      if (kind.lookup(&op) == Kind::RowReduction && stage.lookup(op.getOperand(0)) == pass) {
+        rowAcc[&op] = "r" + std::to_string(nextId++);
+        os << "    double " << rowAcc[&op] << " = 0.0;\n";
+      }
+    // Row starts of the inputs read in this pass, before the loop.
+    if (rows)
+      for (auto [input, arg] : llvm::zip(loop.getIns(), body.getArguments()))
+        if (needed.contains(arg))
+          (void)elementIndex(arg, tensor(arg).getShape());
+    std::string indent = rows ? "      " : "    ";
+    if (rows)
+      os << "    for (int64_t c = 0; c < " << rowLength << "LL; ++c) {\n"
+         << "      const int64_t i = row0 + c;\n      (void)i;\n";
+    else
+      os << "    for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
+    llvm::DenseMap<Value, std::string> scalar = rowScalar;
+    for (auto [input, arg] : llvm::zip(loop.getIns(), body.getArguments())) {
+      if (!needed.contains(arg))
+        continue;
+      std::string name = "e" + std::to_string(nextId++);
+      std::string at = elementIndex(arg, tensor(arg).getShape());
+      os << indent << "const " << ctype(tensor(arg).getElementType()) << " " << name
+         << " = " << ref(input) << "[" << at << "];\n";
+      scalar[arg] = name;
+    }
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = kind.lookup(&op);
+      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
+        if (failed(compute(op, scalar, indent)))
+          return failure();
+        Value r = op.getResult(0);
+        if (stage.lookup(r) == pass && outName.count(r))
+          os << indent << outName[r] << "[i] = " << scalar[r] << ";\n";
+      } else if (kd == Kind::RowReduction && stage.lookup(op.getOperand(0)) == pass) {
+        os << indent << rowAcc[&op] << " += (double)" << scalar.lookup(op.getOperand(0))
+           << ";\n";
+      } else if (kd == Kind::Reduction && stage.lookup(op.getOperand(0)) == pass) {
+        os << indent << acc[&op] << "[" << broadcastIndexOf(keep[&op], shape, outStrides)
+           << "] += (double)"
+           << scalar.lookup(op.getOperand(0)) << ";\n";
+      }
+    }
+    os << "    }\n";
+  }
+  if (failed(emitRowValues(lastPass + 1)))
+    return failure();
+  if (rows)
+    os << "  }\n";
+  for (Operation &op : body.without_terminator()) {
+    if (kind.lookup(&op) != Kind::Reduction)
+      continue;
+    Value r = op.getResult(0);
+    if (!outName.count(r))
+      continue;
+    int64_t outN = tensor(r).getNumElements();
+    int64_t count = outN ? n / outN : 0;
+    std::string ty = ctype(tensor(r).getElementType());
+    os << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << outName[r]
+       << "[j] = detail::conv<" << ty << ">("
+       << (isa<ReduceMeanOp>(op)
+               ? (count == 0 ? std::string("std::numeric_limits<double>::quiet_NaN()")
+                             : acc[&op] + "[j] * (1.0 / (double)" + std::to_string(count) + ")")
+               : acc[&op] + "[j]")
+       << ");\n";
+  }
+  os << "  }\n";
+  return success();
+}
+
+LogicalResult Emitter::emitCopyLoop(tcck::CopyLoopOp loop) {
+  // Every result (a split's part, or a concat's operand region) as a
+  // strided loop nest reading its input, when the chain's views are
+  // strided views (they are for the head split and merge); else the
+  // general copy loop.
+  // Every result (a split's part, or a concat's operand region) as a
+  // strided loop nest reading its input, when the chain's views are
+  // strided views (they are for the head split and merge); else the
+  // general copy loop below.
+  Block &body = loop.getBody().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  std::string code;
+  bool strided = true;
+  auto argInput = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg ? loop.getIns()[arg.getArgNumber()] : Value();
+  };
+  SmallVector<std::string> outs;
+  for (Value r : loop.getOuts())
+    outs.push_back(ref(r));
+  auto split = llvm::find_if(body, [](Operation &o) { return isa<SplitOp>(o); });
+  if (split != body.end()) {
+    auto sp = cast<SplitOp>(*split);
+    Value input = argInput(sp.getInput());
+    auto t = tensor(sp.getInput());
+    int64_t axis = *normalizeAxis(sp.getAxis(), t.getRank());
+    int64_t offset = 0;
+    for (auto [k, part] : llvm::enumerate(sp.getResults())) {
+      StridedView v = StridedView::contiguous(t.getShape());
+      v.offset = offset * v.strides[axis];
+      v.shape[axis] = sp.getSplit()[k];
+      offset += sp.getSplit()[k];
+      Value cur = part;
+      while (strided && input && !llvm::is_contained(yield.getValues(), cur) && cur.hasOneUse()) {
+        Operation *u = *cur.getUsers().begin();
+        strided = v.through(u);
+        cur = u->getResult(0);
+      }
+      strided &= input && llvm::is_contained(yield.getValues(), cur);
+      if (!strided)
+        break;
+      unsigned r = llvm::find(yield.getValues(), cur) - yield.getValues().begin();
+      code += stridedCopy(outs[r], StridedView::contiguous(tensor(cur).getShape()),
+                          ref(input), v);
+    }
+  } else if (auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp())) {
+    auto t = tensor(concat.getResult());
+    int64_t axis = *normalizeAxis(concat.getAxis(), t.getRank());
+    int64_t offset = 0;
+    for (Value operand : concat.getInputs()) {
+      SmallVector<Operation *> chain;
+      Value root = operand;
+      while (Operation *def = root.getDefiningOp()) {
+        chain.push_back(def);
+        root = def->getOperand(0);
+      }
+      Value input = argInput(root);
+      std::reverse(chain.begin(), chain.end()); // root first
+      // The source through the chain's prefix that stays a strided view;
+      // the rest must be views, which the destination (a strided region
+      // of the concat) takes back instead: the loop runs over the shape
+      // between them (the heads' merge: transpose, then reshape).
+      StridedView v = StridedView::contiguous(tensor(root).getShape());
+      size_t k = 0;
+      for (; k < chain.size(); ++k) {
+        StridedView next = v;
+        if (!next.through(chain[k]))
+          break;
+        v = next;
+      }
+      StridedView to = StridedView::contiguous(t.getShape());
+      to.offset = offset * to.strides[axis];
+      to.shape[axis] = tensor(operand).getShape()[axis];
+      offset += to.shape[axis];
+      strided &= bool(input) && llvm::all_of(ArrayRef(chain).drop_front(k), [](Operation *o) {
+        return isAliasView(o);
+      });
+      if (strided && k < chain.size())
+        strided = to.reshape(v.shape);
+      if (!strided)
+        break;
+      code += stridedCopy(outs[0], to, ref(input), v);
+    }
+  } else {
+    strided = false;
+  }
+  if (strided) {
+    os << "  {\n" << code << "  }\n";
+    return success();
+  }
+  return emitMoveLoop(loop, body, loop.getIns(), loop.getOuts(), nullptr);
+}
+
+LogicalResult Emitter::emitGemmEpilogue(tcck::MatMulOp mm) {
+  Block &body = mm.getEpilogue().front();
+  ArrayRef<int64_t> outShape = tensor(mm.getOuts()[0]).getShape();
+  int64_t n = tensor(mm.getOuts()[0]).getNumElements();
+  SmallVector<int64_t> outStrides(outShape.size(), 1);
+  for (int64_t d = (int64_t)outShape.size() - 2; d >= 0; --d)
+    outStrides[d] = outStrides[d + 1] * outShape[d + 1];
+  SmallVector<std::string> outs;
+  for (Value r : mm.getOuts())
+    outs.push_back(ref(r));
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  // The epilogue gets one row of the product at a time (its elements are
+  // consecutive in the output, the row's length the output's last
+  // dimension): each other input is read at its row start, plus k when its
+  // last dimension is the row's, or at the row start only when it is
+  // broadcast along the row.
+  std::string epi = "epi" + std::to_string(nextId++);
+  os << "  { auto " << epi
+     << " = [&](int64_t base, const double *row, int64_t count) {\n"
+     << "    const int64_t i = base;\n";
+  int64_t rowLength = outShape.empty() ? 1 : outShape.back();
+  llvm::DenseMap<Value, std::string> rowStart;
+  SmallVector<std::pair<Value, std::string>> loads;
+  // The region's first argument is the product; the others are the
+  // epilogue's inputs.
+  for (Operation &op : body.without_terminator())
+    for (Value v : op.getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      if (!arg || arg.getArgNumber() == 0 || rowStart.count(v))
+        continue;
+      Value input = mm.getEpilogueIns()[arg.getArgNumber() - 1];
+      auto t = tensor(input);
+      int64_t last = t.getRank() ? t.getShape().back() : 1;
+      if (last != rowLength && last != 1)
+        return mm.emitOpError("an epilogue operand's last dimension is "
+                                  "neither the row's nor 1");
+      std::string j = "j" + std::to_string(nextId++);
+      os << "    const int64_t " << j << " = "
+         << broadcastIndex(input, outShape, outStrides, n) << ";\n";
+      rowStart[v] = j;
+      loads.push_back({v, ref(input) + "[" + j +
+                              (last == rowLength && rowLength != 1 ? " + k]" : "]")});
+    }
+  os << "    (void)i;\n"
+     << "    for (int64_t k = 0; k < count; ++k) {\n"
+     << "    const F c = static_cast<F>(row[k]);\n";
+  llvm::DenseMap<Value, std::string> scalar;
+  scalar[body.getArgument(0)] = "c";
+  for (auto &[v, load] : loads) {
+    std::string name = "e" + std::to_string(nextId++);
+    os << "    const " << ctype(tensor(v).getElementType()) << " " << name
+       << " = " << load << ";\n";
+    scalar[v] = name;
+  }
+  for (Operation &epilogueOp : body.without_terminator()) {
+    Operation *op = &epilogueOp;
+    Value r = op->getResult(0);
+    std::string ty = ctype(tensor(r).getElementType());
+    std::string name = "e" + std::to_string(nextId++);
+    FailureOr<std::string> expr = scalarExpr(
+        *op, [&](unsigned k) { return scalar.lookup(op->getOperand(k)); }, ty);
+    if (failed(expr))
+      return failure();
+    os << "    const " << ty << " " << name << " = " << *expr << ";\n";
+    scalar[r] = name;
+  }
+  for (auto [k, v] : llvm::enumerate(cast<tcck::YieldOp>(body.getTerminator()).getValues()))
+    os << "    " << outs[k] << "[base + k] = " << scalar.lookup(v) << ";\n";
+  os << "    }\n  };\n";
+  os << "  matmul_rows(" << ref(mm.getLhs()) << ", " << shape(mm.getLhs()) << ", "
+     << ref(mm.getRhs()) << ", " << shape(mm.getRhs()) << ", " << flag(mm.getTransLhs()) << ", "
+     << flag(mm.getTransRhs()) << ", RowStore::of(" << epi << ")); }\n";
+  return success();
+}
+
