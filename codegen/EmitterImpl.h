@@ -334,6 +334,10 @@ struct StridedView {
 
 /// A C++ literal for one element.
 std::string literal(Attribute a, Type elt);
+/// The definition of a constant array `name` of `value`'s elements, typed
+/// `ctype` after `qualifiers` ("static const ", ...), 16 to a line.
+std::string constantArray(StringRef qualifiers, StringRef ctype, StringRef name,
+                          DenseElementsAttr value);
 /// The element of a tensor of `t` shape (rank <= the loop's, numpy
 /// broadcasting) read at output index `var` of a loop over `shape`.
 std::string broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,

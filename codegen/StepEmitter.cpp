@@ -170,6 +170,25 @@ std::string mlir::tcc::codegen::literal(Attribute a, Type elt) {
   return s;
 }
 
+std::string mlir::tcc::codegen::constantArray(StringRef qualifiers, StringRef ctype,
+                                              StringRef name, DenseElementsAttr value) {
+  std::string text;
+  llvm::raw_string_ostream g(text);
+  Type elt = value.getElementType();
+  g << qualifiers << ctype << " " << name << "[] = {";
+  int64_t n = value.getNumElements();
+  if (n == 0)
+    g << "0";
+  auto values = value.getValues<Attribute>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (i)
+      g << (i % 16 ? ", " : ",\n    ");
+    g << literal(values[value.isSplat() ? 0 : i], elt);
+  }
+  g << "};\n";
+  return text;
+}
+
 LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
   auto t = tensor(v);
   Type elt = t.getElementType();
@@ -183,18 +202,8 @@ LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
        << literal(value.getSplatValue<Attribute>(), elt) << ");\n";
     return success();
   }
-  g << "alignas(16) static const " << ctype(elt) << " "
-    << name << "[] = {";
   int64_t n = t.getNumElements();
-  if (n == 0)
-    g << "0";
-  auto values = value.getValues<Attribute>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (i)
-      g << (i % 16 ? ", " : ",\n    ");
-    g << literal(values[value.isSplat() ? 0 : i], elt);
-  }
-  g << "};\n";
+  g << constantArray("alignas(16) static const ", ctype(elt), name, value);
   Buffer b;
   b.name = name;
   b.type = isa<FloatType>(elt) ? "float" : ctype(elt);

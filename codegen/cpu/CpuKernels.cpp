@@ -38,17 +38,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
           return c.emitOpError("the CPU step needs a dense value");
         Type elt = value.getElementType();
         std::string name = "c" + std::to_string(nextId++);
-        g << "static const " << ctype(elt) << " " << name << "[] = {";
-        int64_t n = value.getNumElements();
-        if (n == 0)
-          g << "0";
-        auto values = value.getValues<Attribute>();
-        for (int64_t i = 0; i < n; ++i) {
-          if (i)
-            g << (i % 16 ? ", " : ",\n    ");
-          g << literal(values[value.isSplat() ? 0 : i], elt);
-        }
-        g << "};\n";
+        g << constantArray("static const ", ctype(elt), name, value);
         Buffer b;
         b.name = name;
         b.type = ctype(elt);

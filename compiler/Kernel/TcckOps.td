@@ -6,7 +6,7 @@
 // is stored (the view's element type), which library kernel or GEMM runs,
 // the loop structure of a fused kernel, where a gradient is added into its
 // accumulator, and what the op table says about each op. An emitter
-// (codegen/cpu/CpuEmitter.cpp) reads only this dialect and writes code.
+// (codegen/cpu/CpuKernels.cpp, the CPU step's body) reads it and writes code.
 //
 // Kernel ops write into their `outs` (destination-passing style) and return
 // nothing; views and globals are the only ops with results.
