@@ -51,6 +51,8 @@ public:
         useDouble(target.getStorage().isF64()) {}
 
   FailureOr<EmittedStep> run();
+  /// The kernels of `kernels` alone, as a C++ function (tcc-translate).
+  FailureOr<std::string> translateKernels();
 
 private:
   // Types.

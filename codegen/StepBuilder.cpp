@@ -72,7 +72,10 @@ static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
   // 25% slower or faster depending on where the rest of the step's code puts
   // them (measured: 2.45 s against 3.57 s or 4.45 s). Without -ffast-math
   // the arithmetic, and so the results, are the same.
-  return {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-I", "."};
+  // TCC_CPU_PREBUILT_KERNELS: the kernels of the fixed half (kernels.cpp)
+  // are declared, not compiled, in the step's unit (runtime/cpu/prebuilt.h).
+  return {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-DTCC_CPU_PREBUILT_KERNELS",
+          "-I", "."};
 }
 
 /// The header a generated step includes first (runtime/*/step_prelude.*).
@@ -115,40 +118,39 @@ static tcc::BuildCommand preludeCommand(const tcc::EmittedStep &step,
 std::string mlir::tcc::prebuiltRuntimeVariant(const EmittedStep &step,
                                               const StepBuildOptions &options) {
   if (!isCuda(step))
-    return "";
+    return "cpu";
   return options.cudaEmulation ? "cuda-emu" : "cuda-sm_" + options.cudaArch;
 }
 
-/// The cache folder's variant: the fixed half's, or "cpu" (whose cache
-/// holds only the precompiled prelude).
-static std::string cacheVariant(const tcc::EmittedStep &step, const tcc::StepBuildOptions &options) {
-  return isCuda(step) ? mlir::tcc::prebuiltRuntimeVariant(step, options) : "cpu";
+/// The units of a step's fixed half, each one object compiled once into
+/// tcc's cache. CUDA (runtime/cuda): the host code, the GEMMs and the kernel
+/// library's most used launchers (prebuilt.cuh); CPU (runtime/cpu): the
+/// kernel library's kernels (prebuilt.h).
+static ArrayRef<const char *> fixedUnits(const tcc::EmittedStep &step) {
+  static const char *const kCuda[] = {"step_host", "gemm", "kernels"};
+  static const char *const kCpu[] = {"kernels"};
+  if (isCuda(step))
+    return kCuda;
+  return kCpu;
 }
 
-/// The units of a CUDA step's fixed half (runtime/cuda), each one object.
-/// kernels.cu: the kernel library's most used launchers (prebuilt.cuh).
-static const char *const kFixedUnits[] = {"step_host", "gemm", "kernels"};
+/// The source file of a unit.
+static std::string unitSource(const tcc::EmittedStep &step, StringRef unit) {
+  return unit.str() + (isCuda(step) ? ".cu" : ".cpp");
+}
 
 std::vector<tcc::BuildCommand>
 mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &options,
                              ArrayRef<std::string> prebuiltFixed) {
   std::vector<std::string> flags = compileFlags(step, options);
-  if (!isCuda(step)) {
-    // One unit: the generated code and the header-only kernel library.
-    BuildCommand c;
-    c.args = flags;
-    for (const char *a : {"-shared", "-o", "step.so", "step.cpp"})
-      c.args.push_back(a);
-    c.log = "compile.log";
-    return {c};
-  }
-  // The generated half (step.cu) and the fixed half's units, compiled in
-  // parallel unless tcc has them compiled already, then linked.
+  // The generated half (step.cu or step.cpp) and the fixed half's units,
+  // compiled in parallel unless tcc has them compiled already, then linked.
   std::vector<BuildCommand> commands;
   auto compile = [&](StringRef unit) {
     BuildCommand c;
     c.args = flags;
-    for (std::string a : {std::string("-c"), unit.str() + ".cu", std::string("-o"), unit.str() + ".o"})
+    for (std::string a : {std::string("-c"), unitSource(step, unit), std::string("-o"),
+                          unit.str() + ".o"})
       c.args.push_back(a);
     c.log = "compile-" + unit.str() + ".log";
     c.object = unit.str() + ".o";
@@ -161,10 +163,15 @@ mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &op
   if (!prebuiltFixed.empty()) {
     link.args.insert(link.args.end(), prebuiltFixed.begin(), prebuiltFixed.end());
   } else {
-    for (const char *unit : kFixedUnits) {
+    for (const char *unit : fixedUnits(step)) {
       compile(unit);
       link.args.push_back(std::string(unit) + ".o");
     }
+  }
+  link.log = "link.log";
+  if (!isCuda(step)) {
+    commands.push_back(std::move(link));
+    return commands;
   }
   // -ldl: the fixed half loads NCCL with dlopen (comm.cuh).
   if (options.cudaEmulation)
@@ -217,6 +224,8 @@ LogicalResult mlir::tcc::writeStepSources(const EmittedStep &step, StringRef dir
     }
     if ((name.ends_with(".cu") || name == "step_host.h") && !isCuda(step))
       continue;
+    if ((name.ends_with(".cpp") || name == "prebuilt.h") && isCuda(step))
+      continue; // the CPU step's fixed half
     SmallString<256> p(dir);
     llvm::sys::path::append(p, f.name);
     if (failed(writeFile(p, f.text, loc)))
@@ -299,7 +308,7 @@ static SmallString<256> runtimeCacheDir(const tcc::EmittedStep &step,
                                                : header.str().str() + '\0' + std::to_string(h.getSize()) + '\0';
     }
   }
-  llvm::sys::path::append(root, "runtime-" + cacheVariant(step, options) + "-" +
+  llvm::sys::path::append(root, "runtime-" + mlir::tcc::prebuiltRuntimeVariant(step, options) + "-" +
                                     llvm::utohexstr(llvm::xxh3_64bits(key)));
   return root;
 }
@@ -474,8 +483,8 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
   if (failed(writeFile(weightsPath, weights, loc)))
     return failure();
 
-  // The fixed half of a CUDA step is the same for every model: compiled once
-  // per runtime, compiler and flags into tcc's cache, and reused.
+  // The fixed half of a step is the same for every model: compiled once per
+  // runtime, compiler and flags into tcc's cache, and reused.
   std::vector<std::string> cachedFixed;
   SmallString<256> cacheDir = runtimeCacheDir(step, options, cxx);
   // The precompiled prelude: linked into the build folder beside the
@@ -490,9 +499,9 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
   auto lookUp = [&] {
     buildPch = pch && !llvm::sys::fs::exists(cachedPch) && !llvm::sys::fs::exists(pchFailed);
     cachedFixed.clear();
-    if (!isCuda(step) || cacheDir.empty())
+    if (cacheDir.empty())
       return;
-    for (const char *unit : kFixedUnits) {
+    for (const char *unit : fixedUnits(step)) {
       SmallString<256> obj(cacheDir);
       llvm::sys::path::append(obj, std::string(unit) + ".o");
       if (!llvm::sys::fs::exists(obj)) {
@@ -511,7 +520,7 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
     if (cacheLock >= 0)
       ::close(cacheLock); // releases the lock
   });
-  if (!cacheDir.empty() && (buildPch || (isCuda(step) && cachedFixed.empty())) &&
+  if (!cacheDir.empty() && (buildPch || cachedFixed.empty()) &&
       !llvm::sys::fs::create_directories(cacheDir)) {
     SmallString<256> lockPath(cacheDir);
     llvm::sys::path::append(lockPath, ".lock");
@@ -529,8 +538,9 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
       }
     }
     lookUp(); // what the other tcc compiled meanwhile
-    if (isCuda(step) && cachedFixed.empty() && llvm::errs().is_displayed())
-      llvm::errs() << "tcc: compiling the CUDA step's fixed half into " << cacheDir
+    if (cachedFixed.empty() && llvm::errs().is_displayed())
+      llvm::errs() << "tcc: compiling the " << (isCuda(step) ? "CUDA" : "CPU")
+                   << " step's fixed half into " << cacheDir
                    << " (once for this compiler and its flags)\n";
   }
   if (pch && !buildPch && llvm::sys::fs::exists(cachedPch)) {
@@ -614,12 +624,12 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
       (void)llvm::sys::fs::rename(tmp, cachedPch);
     llvm::sys::fs::remove(tmp);
   }
-  if (isCuda(step) && cachedFixed.empty() && !cacheDir.empty() &&
+  if (cachedFixed.empty() && !cacheDir.empty() &&
       !llvm::sys::fs::create_directories(cacheDir)) {
     // Into the cache through temporary names, so that a concurrent build
     // sees a whole object or none; a cache that cannot be written is only
     // slower.
-    for (const char *unit : kFixedUnits) {
+    for (const char *unit : fixedUnits(step)) {
       SmallString<256> built(dir), tmp(cacheDir), obj(cacheDir);
       llvm::sys::path::append(built, std::string(unit) + ".o");
       llvm::sys::path::append(obj, std::string(unit) + ".o");

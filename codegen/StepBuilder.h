@@ -34,16 +34,18 @@ struct BuildCommand {
   bool optional = false; // its failure costs only time (the precompiled prelude)
 };
 
-/// What build.sh in an --emit=source folder runs, and tcc too: a CPU step is
-/// one unit; a CUDA step is its generated half (step.cu) and its fixed half
-/// (runtime/cuda/step_host.cu and gemm.cu, or `prebuiltFixed`, their objects
-/// compiled before with the same compiler and flags), linked.
+/// What build.sh in an --emit=source folder runs, and tcc too: a step's
+/// generated half (step.cu or step.cpp) and its fixed half, linked. The
+/// fixed half is runtime/cuda's step_host.cu, gemm.cu and kernels.cu for the
+/// CUDA target and runtime/cpu/kernels.cpp for the CPU target, or
+/// `prebuiltFixed`: their objects, compiled before with the same compiler
+/// and flags.
 std::vector<BuildCommand> stepBuildCommands(const EmittedStep &step,
                                             const StepBuildOptions &options,
                                             llvm::ArrayRef<std::string> prebuiltFixed);
 
-/// The name of the compiled fixed half's variant ("cuda-emu", "cuda-sm_90"),
-/// or "" for the CPU target, which has none.
+/// The name of the compiled fixed half's variant: "cpu", "cuda-emu",
+/// "cuda-sm_90".
 std::string prebuiltRuntimeVariant(const EmittedStep &step, const StepBuildOptions &options);
 
 /// Writes the step's source, the runtime headers and `weights` (the initial

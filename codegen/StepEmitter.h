@@ -61,6 +61,14 @@ struct EmittedStep {
 /// Emits the step; failures are diagnostics on the offending op.
 FailureOr<EmittedStep> emitStep(ModuleOp module, const StepEmitOptions &options);
 
+/// tcc-translate --tcck-to-cpp: the CPU kernels of a module's one function in
+/// kernel IR (tcc-lower-to-kernels' output, the tcck dialect), as the C++
+/// function `int <name>(char *arena, double grad_scale, T *arg0, ...)` that
+/// the CPU step's micro-step body is: the same text emitStep writes for each
+/// kernel, the arguments as parameters instead of arena slots. Failures are
+/// diagnostics on the op.
+FailureOr<std::string> translateKernelsToCpp(ModuleOp module);
+
 } // namespace mlir::tcc
 
 #endif // TCC_CODEGEN_STEPEMITTER_H

@@ -26,7 +26,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.tcc_tools_dir, append_path=True)
 
 tool_dirs = [config.tcc_tools_dir, config.llvm_tools_dir]
-tools = ["tcc", "tcc-opt"]
+tools = ["tcc", "tcc-opt", "tcc-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 
 # The CUDA target's tests need nvcc to build steps; whether a GPU is present

@@ -13,6 +13,17 @@
 #include "tcc_step.h"
 #include "kernels.h"
 
+// Built by tcc: the kernels the step's fixed half (kernels.cpp) holds are
+// declared, not compiled, here (prebuilt.h).
+#ifdef TCC_CPU_PREBUILT_KERNELS
+#include "prebuilt.h"
+namespace tcc::cpu {
+#define TCC_CPU_DECLARE(...) extern template __VA_ARGS__;
+TCC_CPU_PREBUILT_LIST(TCC_CPU_DECLARE)
+#undef TCC_CPU_DECLARE
+} // namespace tcc::cpu
+#endif
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
