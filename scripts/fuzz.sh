@@ -8,7 +8,7 @@
 #
 #   --time S   run each fuzzer for S seconds (default 10)
 #   --runs N   or for N executions (libFuzzer's -runs)
-#   --smoke    what CI runs: the regression corpus once, then 10 s each
+#   --smoke    what CI runs: the regression corpus once, then 5 s each
 #   --only X   one fuzzer: npy, tokens, checkpoint, onnx_save, step_table, import (the
 #              ONNX importer through the pipeline up to the memory plan: its
 #              build compiles tcc with clang-19 into DIR/import-build, minutes)
@@ -124,7 +124,7 @@ for name in "${names[@]}"; do
   fi
   limit=(-max_total_time="$time_s")
   [ -n "$runs" ] && limit=(-runs="$runs")
-  [ "$smoke" = 1 ] && limit=(-max_total_time=10)
+  [ "$smoke" = 1 ] && limit=(-max_total_time=5)
   (cd "$crashes" && "$bin" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
      -print_final_stats=1 "$out/corpus/$name" > "$log" 2>&1) || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
