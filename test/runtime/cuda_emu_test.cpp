@@ -28,6 +28,15 @@ __global__ void warp_sum(const float *in, float *out) {
     out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = v;
 }
 
+// Lanes 16..31 exit at once; lanes 0..15 then read from them: undefined on
+// a GPU, so the emulation fails the launch. (A lane that exits after a
+// shuffle, as in warp_sum, may be read.)
+__global__ void shuffle_from_exited(float *out) {
+  if (threadIdx.x >= 16)
+    return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 16);
+}
+
 // Thread t writes shared[t]; after the barrier it reads its neighbour's.
 __global__ void rotate(int *out) {
   __shared__ int sh[256];
@@ -221,6 +230,11 @@ int main() {
     ok = ok && sums[w] == want;
   }
   check(ok && cudaGetLastError() == cudaSuccess, "warp shuffles sum each warp");
+  std::vector<float> dead(16);
+  TCC_LAUNCH(1, 32, 0, nullptr, shuffle_from_exited)(dead.data());
+  check(cudaGetLastError() == cudaErrorLaunchFailure,
+        "a shuffle from a lane that exited before it fails the launch");
+
 
   std::vector<int> rot(512);
   TCC_LAUNCH(2, 256, 0, nullptr, rotate)(rot.data());

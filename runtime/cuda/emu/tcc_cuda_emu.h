@@ -336,7 +336,10 @@ struct BlockRun {
   unsigned long warp_gen[kMaxThreads / 32] = {};
   unsigned warp_arrived[kMaxThreads / 32] = {};
   unsigned warp_alive[kMaxThreads / 32] = {};
-  alignas(16) unsigned char exchange[kMaxThreads][16]; // warp shuffles
+  // Warp shuffles: each lane's value, in the slot of the warp barrier's
+  // generation parity (see __shfl_xor_sync).
+  alignas(16) unsigned char exchange[2][kMaxThreads][16];
+  unsigned long exchange_gen[2][kMaxThreads] = {}; // 1 + the generation of each slot's value
   int current = -1;                                    // the thread running now
   const std::function<void()> *body = nullptr;
 };
@@ -457,6 +460,7 @@ inline bool run_block(const dim3 &bd, const std::function<void()> &body) {
   b.body = &body;
   for (unsigned i = 0; i < n; ++i) {
     Thread &t = b.threads[i];
+    b.exchange_gen[0][i] = b.exchange_gen[1][i] = 0;
     t.idx = uint3{i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y)};
     t.worker = -1;
     t.done = false;
@@ -597,7 +601,17 @@ template <class T> T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask, int 
   static_assert(sizeof(T) <= 16, "shuffle of a large type");
   tcc_emu::BlockRun &b = tcc_emu::block();
   const unsigned tid = static_cast<unsigned>(b.current);
-  std::memcpy(b.exchange[tid], &v, sizeof(T));
+  // One warp barrier: the lanes write their values, wait for each other and
+  // read. Alternating slots (by the generation of the barrier they meet at)
+  // make a second barrier, before a later shuffle overwrites what a slower
+  // lane has yet to read, unnecessary: a lane writes the same slot again only
+  // two warp barriers on, after every live lane has arrived at the one in
+  // between, which each does only after its read here.
+  const unsigned long gen = b.warp_gen[tid / 32];
+  auto &slot = b.exchange[gen & 1];
+  unsigned long *tags = b.exchange_gen[gen & 1];
+  std::memcpy(slot[tid], &v, sizeof(T));
+  tags[tid] = gen + 1;
   tcc_emu::barrier(true);
   const unsigned lane = tid % 32, base = tid - lane;
   const unsigned src_lane = (lane ^ static_cast<unsigned>(lane_mask)) % 32;
@@ -606,15 +620,16 @@ template <class T> T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask, int 
   // returned. Lanes beyond their `width` group read their own value.
   T r = v;
   if ((src_lane / static_cast<unsigned>(width)) == (lane / static_cast<unsigned>(width))) {
-    if (base + src_lane >= b.nthreads || b.threads[base + src_lane].done) {
+    // The source lane wrote its value at this barrier unless it had exited
+    // before it (it may have exited since).
+    if (base + src_lane >= b.nthreads || tags[base + src_lane] != gen + 1) {
       std::fprintf(stderr, "tcc CUDA emulation: a warp shuffle reads lane %u, which %s\n", src_lane,
                    base + src_lane >= b.nthreads ? "is not in the block" : "has exited");
       tcc_emu::record(cudaErrorLaunchFailure);
     } else {
-      std::memcpy(&r, b.exchange[base + src_lane], sizeof(T));
+      std::memcpy(&r, slot[base + src_lane], sizeof(T));
     }
   }
-  tcc_emu::barrier(true);
   return r;
 }
 
