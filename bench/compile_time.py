@@ -9,10 +9,11 @@ Usage: /usr/bin/python3 bench/compile_time.py --tcc build/bin/tcc [--work DIR]
 For each model and target it measures, in the same run:
   tcc only       `tcc --emit=planned` (everything before the compilers);
   cold           `-o step.so` with an empty cache (TCC_CACHE_DIR): the step's
-                 generated half and the CUDA step's fixed half
-                 (runtime/cuda/step_host.cu, gemm.cu, and kernels.cu, the
-                 prebuilt launchers) are compiled, in parallel, and with GCC
-                 the precompiled prelude;
+                 generated half and its fixed half (CUDA: runtime/cuda/
+                 step_host.cu, gemm.cu, and kernels.cu, the prebuilt
+                 launchers; CPU: runtime/cpu/kernels.cpp, the prebuilt
+                 kernels) are compiled, in parallel, and with GCC the
+                 precompiled prelude;
   warm           `-o step.so` again: the fixed half and the prelude come from
                  tcc's cache, only the generated half is compiled (what every
                  build after the first one costs);
@@ -20,7 +21,10 @@ For each model and target it measures, in the same run:
                  compiles the generated half and the fixed half's units one
                  after another, uncached (the compiler work of a step build
                  without the cache; the build before the split was one unit
-                 of the same code).
+                 of the same code);
+  one unit       CPU target: the generated half compiled as one unit with the
+                 header-only kernel library, uncached, what every CPU step
+                 build compiled before the kernels were prebuilt.
 Each time is the best of --repeat runs (wall clock). Models: the bundled
 demo GPT (tiny), a 4-layer width-256 GPT (gpt-mini), GPT-2 small (gpt2,
 bench/gpu/export_gpt2.py, micro-batch 1 x 1024; exported once into --work;
@@ -102,6 +106,21 @@ def serial_time(tcc, model, flags, env):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def one_unit_time(tcc, model, flags, env):
+    """The CPU reference: step.cpp as one unit with the whole header-only
+    kernel library (without TCC_CPU_PREBUILT_KERNELS)."""
+    d = tempfile.mkdtemp(prefix="tcc-unit-")
+    try:
+        subprocess.run([tcc, model] + flags + ["--no-weights", "--emit=source", "-o", d],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=env)
+        cxx = env.get("CXX") or shutil.which("c++") or "g++"
+        return timed([cxx, "-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-I", ".",
+                      "-shared", "-o", "step.so", "step.cpp"], env=env, cwd=d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,8 +133,9 @@ def main():
     tcc = os.path.abspath(a.tcc)
     os.makedirs(a.work, exist_ok=True)
     models = export_models(a.work, a.models.split(","))
-    print("%-9s %-15s %9s %9s %9s %9s   (seconds, best of %d; %d cores)" % (
-        "model", "target", "tcc only", "cold", "warm", "serial", a.repeat, os.cpu_count()))
+    print("%-9s %-15s %9s %9s %9s %9s %9s   (seconds, best of %d; %d cores)" % (
+        "model", "target", "tcc only", "cold", "warm", "serial", "one unit", a.repeat,
+        os.cpu_count()))
     for name, path in models.items():
         for target in a.targets.split(","):
             if target == "cuda" and not os.path.exists("/usr/local/cuda/bin/nvcc"):
@@ -132,11 +152,13 @@ def main():
                                                                        os.devnull], env=env))
             c = best(a.repeat, cold)
             w = best(a.repeat, lambda: timed([tcc, path] + flags + ["-o", out], env=env))
-            one = None
-            if target != "cpu":
-                one = best(a.repeat, lambda: serial_time(tcc, path, TARGET_FLAGS[target], env))
-            print("%-9s %-15s %9.2f %9.2f %9.2f %9s" % (
-                name, target, only, c, w, "%.2f" % one if one is not None else "-"), flush=True)
+            one = best(a.repeat, lambda: serial_time(tcc, path, TARGET_FLAGS[target], env))
+            unit = None
+            if target == "cpu":
+                unit = best(a.repeat, lambda: one_unit_time(tcc, path, TARGET_FLAGS[target], env))
+            print("%-9s %-15s %9.2f %9.2f %9.2f %9.2f %9s" % (
+                name, target, only, c, w, one, "%.2f" % unit if unit is not None else "-"),
+                flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include "passes/fusion/FusionCostModel.h"
 #include "passes/fusion/LoopStructure.h"
 #include "passes/LowerToKernels.h"
+#include "passes/Pipeline.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Kernel/TcckOps.h"
@@ -2001,7 +2002,7 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   // to tcck; the planned function gives the frame (tables, init, apply).
   OwningOpRef<ModuleOp> kernels = module.clone();
   PassManager pm(module.getContext());
-  pm.addPass(createLowerToKernels());
+  buildKernelPipeline(pm);
   if (failed(pm.run(*kernels)))
     return failure();
   Emitter emitter(funcs.front(), *kernels->getOps<func::FuncOp>().begin(), target, options);

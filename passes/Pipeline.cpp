@@ -143,6 +143,8 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
 
 } // namespace
 
+void mlir::tcc::buildKernelPipeline(OpPassManager &pm) { pm.addPass(createLowerToKernels()); }
+
 void mlir::tcc::registerTccPipelines() {
   PassPipelineRegistration<PipelineOptions>(
       "tcc-training-pipeline", "tcc's passes from the imported model to the training step",
@@ -156,4 +158,7 @@ void mlir::tcc::registerTccPipelines() {
         buildTrainingPipeline(pm, o.config());
         buildPlanPipeline(pm, o.config());
       });
+  PassPipelineRegistration<>("tcc-kernel-pipeline",
+                             "tcc's passes from the planned step to kernel IR (the tcck dialect)",
+                             [](OpPassManager &pm) { buildKernelPipeline(pm); });
 }

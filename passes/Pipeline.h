@@ -3,7 +3,8 @@
 // The passes between the imported model and the planned step, in the order
 // and with the options that `tcc` runs them. `tcc` builds its pass managers
 // from these functions, and `tcc-opt` registers them as named pipelines
-// (`--tcc-training-pipeline`, `--tcc-plan-pipeline`, `--tcc-pipeline`), so a
+// (`--tcc-training-pipeline`, `--tcc-plan-pipeline`, `--tcc-pipeline`,
+// `--tcc-kernel-pipeline`), so a
 // developer can rerun on .mlir exactly what the driver ran.
 //
 //===----------------------------------------------------------------------===//
@@ -55,7 +56,13 @@ void buildTrainingPipeline(OpPassManager &pm, const PipelineConfig &config);
 /// plan.
 void buildPlanPipeline(OpPassManager &pm, const PipelineConfig &config);
 
-/// Registers the pipelines above, and both in a row, with tcc-opt.
+/// The planned step to kernel IR (stage 6, the tcck dialect): what the CPU
+/// step is emitted from (`tcc --emit=kernels`, and emitStep on a copy of the
+/// planned module). The cuda target is refused, with a message, until its
+/// emitter reads kernel IR.
+void buildKernelPipeline(OpPassManager &pm);
+
+/// Registers the pipelines above, and the first two in a row, with tcc-opt.
 void registerTccPipelines();
 
 } // namespace mlir::tcc

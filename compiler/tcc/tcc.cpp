@@ -988,7 +988,7 @@ int main(int argc, char **argv) {
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
   if (emit == EmitKind::Kernels) {
     PassManager kernels(&context);
-    kernels.addPass(tcc::createLowerToKernels());
+    tcc::buildKernelPipeline(kernels);
     if (failed(kernels.run(*module)))
       return 1;
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
