@@ -228,7 +228,10 @@ private:
   }
   uint64_t constBytes = 0;        // CUDA: static constants, after the arena
   std::string constTable;         // CUDA: {host array, bytes, device offset}
-  std::string kernels;            // CUDA: __global__ functions
+  std::string kernels;            // CUDA: __global__ functions (step_kernels.cu)
+  std::string kernelDecls;        // CUDA: their declarations, in step.cu
+  /// Appends a generated kernel's text (CUDA) and declares it.
+  void addKernel(const std::string &text);
   std::string shadowRefresh;      // CUDA: fp16 copies of the parameters
   std::string inputShadows;       // CUDA: fp16 copies of float inputs
   std::string seedFill;           // CUDA: sets the backward seed (outside the graph)

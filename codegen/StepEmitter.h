@@ -50,6 +50,9 @@ struct StepEmitOptions {
 
 struct EmittedStep {
   std::string source;
+  /// CUDA: the generated kernels, a unit of their own (step_kernels.cu),
+  /// which `source` declares and launches; compiled in parallel with it.
+  std::string kernelSource;
   /// "cpu" (source is C++, step.cpp) or "cuda" (CUDA C++, step.cu).
   std::string target = "cpu";
   /// Parameter names in the step's order: the initial-weights blob

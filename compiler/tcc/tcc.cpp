@@ -1006,7 +1006,13 @@ int main(int argc, char **argv) {
   if (failed(step))
     return 1;
   if (emit == EmitKind::Source && outputFile == "-")
-    return writeOutput([&](llvm::raw_ostream &os) { os << step->source; });
+    return writeOutput([&](llvm::raw_ostream &os) {
+      // A CUDA step's kernels are a unit of their own (step_kernels.cu):
+      // first, as they came before the tables and the body in one unit.
+      if (!step->kernelSource.empty())
+        os << step->kernelSource << "// ----- step.cu -----\n";
+      os << step->source;
+    });
 
   std::string weights;
   if (!noWeights &&
