@@ -1511,11 +1511,9 @@ void Emitter::addKernel(const std::string &text) {
   // The signature, the line "__global__ void ... name(params) {", declared
   // in step.cu, which launches it.
   size_t at = text.find("__global__ ");
-  size_t end = text.find(" {\n", at);
-  if (at == std::string::npos || end == std::string::npos)
-    planError = true; // every generated kernel starts so
-  else
-    kernelDecls += text.substr(at, end - at) + ";\n";
+  size_t end = at == std::string::npos ? at : text.find(" {\n", at);
+  assert(end != std::string::npos && "the emitter writes every kernel's signature on one line");
+  kernelDecls += text.substr(at, end - at) + ";\n";
 }
 
 std::string Emitter::opLabel(Operation *op) const { return opTableLabel(op, launched); }
