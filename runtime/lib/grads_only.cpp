@@ -92,94 +92,103 @@ void reportDeviceMemory(const Step &step, const tcc::dp::World &world, uint64_t 
 // --grads-only
 //===----------------------------------------------------------------------===//
 
-int runGradsOnly(const Options &opts, const Step &step, tcc::dp::World &world) {
-  const bool nccl = false; // one process, one micro-step
-  const tcc_step_info &info = *step.info;
-  std::string err;
-  int rc;
+namespace {
 
-  struct stat st;
-  if (::stat(opts.feed.c_str(), &st) != 0)
-    return error("the feed directory " + opts.feed + " does not exist");
-  if (!S_ISDIR(st.st_mode))
-    return error("the feed directory " + opts.feed + " is not a directory");
-  if (!(err = checkOutputPaths(opts, "")).empty())
-    return error(err);
-
-  // Prepare the dump directories before running, so that an unwritable OUT
-  // is reported before the work rather than after it.
-  std::string outputsDir = joinPath(opts.dump, "outputs");
-  std::string gradsDir = joinPath(opts.dump, "grads");
-  bool anyGrads = false;
+/// Whether the step has any gradient to write.
+bool hasGrads(const tcc_step_info &info) {
+  bool any = false;
   if (info.has_backward)
     for (int32_t i = 0; i < info.num_params; ++i)
-      anyGrads |= info.grads[i].bytes > 0;
-  if (opts.haveDump) {
-    if (!(err = checkUniqueFiles(info.outputs, info.num_outputs, "output",
-                                 nullptr))
-             .empty() ||
-        (anyGrads && !(err = checkUniqueFiles(info.params, info.num_params,
-                                              "parameter", info.grads))
-                          .empty()))
-      return error(err);
-    std::vector<std::string> dirs = {opts.dump};
-    if (info.num_outputs > 0)
-      dirs.push_back(outputsDir);
-    if (anyGrads)
-      dirs.push_back(gradsDir);
-    for (const std::string &dir : dirs) {
-      if (!(err = tcc::io::makeDirs(dir)).empty())
-        return error(err);
-      if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        return error("the dump directory " + dir + " is not writable");
-    }
-  }
+      any |= info.grads[i].bytes > 0;
+  return any;
+}
 
-  Arena mem;
+/// The feed folder and the outputs checked, and --dump's folders made,
+/// before running, so that an unwritable OUT is reported before the work
+/// rather than after it.
+std::string validate(const Options &opts, const tcc_step_info &info) {
+  std::string err;
+  struct stat st;
+  if (::stat(opts.feed.c_str(), &st) != 0)
+    return "the feed directory " + opts.feed + " does not exist";
+  if (!S_ISDIR(st.st_mode))
+    return "the feed directory " + opts.feed + " is not a directory";
+  if (!(err = checkOutputPaths(opts, "")).empty() || !opts.haveDump)
+    return err;
+  const bool anyGrads = hasGrads(info);
+  if (!(err = checkUniqueFiles(info.outputs, info.num_outputs, "output", nullptr)).empty() ||
+      (anyGrads &&
+       !(err = checkUniqueFiles(info.params, info.num_params, "parameter", info.grads)).empty()))
+    return err;
+  std::vector<std::string> dirs = {opts.dump};
+  if (info.num_outputs > 0)
+    dirs.push_back(joinPath(opts.dump, "outputs"));
+  if (anyGrads)
+    dirs.push_back(joinPath(opts.dump, "grads"));
+  for (const std::string &dir : dirs) {
+    if (!(err = tcc::io::makeDirs(dir)).empty())
+      return err;
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return "the dump directory " + dir + " is not writable";
+  }
+  return "";
+}
+
+/// The arena opened, the initial weights and the feed's inputs in it.
+std::string prepare(const Options &opts, const Step &step, tcc::dp::World &world, Arena &mem) {
+  const tcc_step_info &info = *step.info;
+  const bool nccl = false; // one process, one micro-step
+  std::string err;
   if (!(err = prepareArena(step, mem, world, nccl)).empty() ||
       !(err = loadInitWeights(opts.initWeights, false, step, mem)).empty())
-    return error(err);
+    return err;
   char *arena = mem.host; // for a device step, the host mirror
-
   for (int32_t i = 0; i < info.num_inputs; ++i)
     if (!(err = feedInput(opts.feed, info.inputs[i], arena)).empty() ||
         (step.device &&
          !(err = checkFp16Range(info.inputs[i], arena + info.inputs[i].offset,
                                 "the feed " + opts.feed))
               .empty()))
-      return error(err);
+      return err;
+  return "";
+}
 
-  // The backward pass runs with a loss scale, as in training: fp16
-  // gradients of a mean over many tokens underflow unscaled. Device steps
-  // default to GradScaler's (2^16, halved while the gradients overflow, as
-  // a skipped step would); the gradients written are divided by it.
+/// One micro-step, forward and backward, with a loss scale, as in training:
+/// fp16 gradients of a mean over many tokens underflow unscaled. Device
+/// steps default to GradScaler's (2^16, halved while the gradients overflow,
+/// as a skipped step would); the gradients are then divided by it. `scale`
+/// is the one used.
+std::string runScaled(const Options &opts, const Step &step, Arena &mem, double &scale) {
+  const tcc_step_info &info = *step.info;
+  char *arena = mem.host;
+  std::string err;
+  int rc;
   tcc::LossScaler scaler = opts.haveLossScale ? opts.lossScaler
                            : step.device    ? tcc::LossScaler::dynamic()
                                             : tcc::LossScaler::off();
-  double scale = 1.0;
+  scale = 1.0;
   for (int attempt = 0;; ++attempt) {
     scale = scaler.enabled() ? scaler.scale() : 1.0;
     // Every attempt is micro-step 0 of the run: the same dropout masks.
     if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty() ||
         !(err = seedDropout(step, mem, opts.seed)).empty())
-      return error(err);
+      return err;
     if (info.has_backward && attempt > 0 && (rc = step.zeroGrads(mem.stepArena())) != 0)
-      return error("zeroing the gradients failed (code " + std::to_string(rc) + ")");
+      return "zeroing the gradients failed (code " + std::to_string(rc) + ")";
     if ((rc = step.microStep(mem.stepArena(), scale)) != 0) {
       std::string msg = "the step failed (code " + std::to_string(rc) + ")";
       if (const char *meaning = stepErrorMeaning(rc))
         msg += ": " + std::string(meaning);
-      return error(msg);
+      return msg;
     }
     // From a device: the loss (printed), and what --dump writes.
     if (info.has_backward && !(err = mem.copyOut(info.outputs[0])).empty())
-      return error(err);
+      return err;
     if (mem.device && (opts.haveDump || scaler.isDynamic())) {
       if (!(err = mem.copyOut(info.outputs, info.num_outputs)).empty())
-        return error(err);
-      if (info.has_backward &&
-          !(err = mem.copyOut(info.grads, info.num_params)).empty())
-        return error(err);
+        return err;
+      if (info.has_backward && !(err = mem.copyOut(info.grads, info.num_params)).empty())
+        return err;
     }
     bool finite = true;
     if (info.has_backward && scaler.isDynamic())
@@ -196,7 +205,11 @@ int runGradsOnly(const Options &opts, const Step &step, tcc::dp::World &world) {
   if (info.has_backward && scale != 1.0)
     for (int32_t i = 0; i < info.num_params; ++i)
       divideTensor(info.grads[i], arena, scale);
+  return "";
+}
 
+/// The loss, the loss scale and each output's summary, on stdout.
+void report(const tcc_step_info &info, const char *arena, double scale) {
   if (info.has_backward) {
     const tcc_tensor_desc &loss = info.outputs[0];
     std::printf("loss %.9g\n", elementAsDouble(arena + loss.offset, loss.dtype));
@@ -208,32 +221,49 @@ int runGradsOnly(const Options &opts, const Step &step, tcc::dp::World &world) {
     std::printf("output %s %s\n", d.name, describe(d).c_str());
   }
   std::fflush(stdout);
+}
 
-  if (opts.haveDump) {
-    if (info.has_backward &&
-        !(err = dumpTensor(joinPath(opts.dump, "loss.npy"), info.outputs[0],
+/// --dump OUT: loss.npy, outputs/<name>.npy and grads/<param>.npy.
+std::string dump(const Options &opts, const tcc_step_info &info, const char *arena) {
+  std::string err;
+  if (info.has_backward &&
+      !(err = dumpTensor(joinPath(opts.dump, "loss.npy"), info.outputs[0], arena)).empty())
+    return err;
+  for (int32_t i = 0; i < info.num_outputs; ++i) {
+    const tcc_tensor_desc &d = info.outputs[i];
+    if (!(err = dumpTensor(joinPath(joinPath(opts.dump, "outputs"), fileNameFor(d.name)), d,
                            arena))
              .empty())
-      return error(err);
-    for (int32_t i = 0; i < info.num_outputs; ++i) {
-      const tcc_tensor_desc &d = info.outputs[i];
-      if (!(err = dumpTensor(joinPath(outputsDir, fileNameFor(d.name)), d,
-                             arena))
-               .empty())
-        return error(err);
-    }
-    if (info.has_backward)
-      for (int32_t i = 0; i < info.num_params; ++i) {
-        const tcc_tensor_desc &g = info.grads[i];
-        if (g.bytes == 0)
-          continue;
-        if (!(err = dumpTensor(
-                  joinPath(gradsDir, fileNameFor(info.params[i].name)), g,
-                  arena))
-                 .empty())
-          return error(err);
-      }
+      return err;
   }
+  if (info.has_backward)
+    for (int32_t i = 0; i < info.num_params; ++i) {
+      const tcc_tensor_desc &g = info.grads[i];
+      if (g.bytes == 0)
+        continue;
+      if (!(err = dumpTensor(joinPath(joinPath(opts.dump, "grads"), fileNameFor(info.params[i].name)),
+                             g, arena))
+               .empty())
+        return err;
+    }
+  return "";
+}
+
+} // namespace
+
+int runGradsOnly(const Options &opts, const Step &step, tcc::dp::World &world) {
+  const tcc_step_info &info = *step.info;
+  std::string err;
+  if (!(err = validate(opts, info)).empty())
+    return error(err);
+  Arena mem;
+  double scale = 1.0;
+  if (!(err = prepare(opts, step, world, mem)).empty() ||
+      !(err = runScaled(opts, step, mem, scale)).empty())
+    return error(err);
+  report(info, mem.host, scale);
+  if (opts.haveDump && !(err = dump(opts, info, mem.host)).empty())
+    return error(err);
   if (step.device)
     reportDeviceMemory(step, world);
   return 0;
