@@ -13,7 +13,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Chrono.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -56,17 +55,31 @@ static LogicalResult writeFile(StringRef path, StringRef data, Location loc) {
 
 static bool isCuda(const tcc::EmittedStep &step) { return step.target == "cuda"; }
 
-/// The flags that compile one unit of `step` (before -c SOURCE -o OBJECT).
+/// Whether `unit` is the step's own code (step.cu, step_kernels.cu,
+/// step.cpp) rather than a unit of its fixed half.
+static bool isGenerated(StringRef unit) { return unit == "step" || unit == "step_kernels"; }
+
+/// The flags that compile unit `unit` of `step` (before -c SOURCE -o
+/// OBJECT); the fixed half's, which also key tcc's cache, by default.
 static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
-                                             const tcc::StepBuildOptions &options) {
+                                             const tcc::StepBuildOptions &options,
+                                             StringRef unit = "") {
   if (isCuda(step) && options.cudaEmulation)
     return {"-std=c++17", "-O2", "-fno-strict-aliasing", "-DTCC_CUDA_EMU", "-x", "c++",
             "-I", "emu", "-I", ".", "-fPIC", "-fvisibility=hidden"};
   // -fno-math-errno: std::sqrt's errno path keeps the host compiler from
   // vectorising the host update's loops (runtime/host_optimizer.h; the
   // results are the same, nothing reads errno): bench/host_optimizer.py.
+  // nvcc's -O is the host compiler's level only (cicc and ptxas optimise the
+  // device code the same at any: the cubins are byte for byte equal). The
+  // generated units' host code is the micro-step's sequence of launches
+  // (which a CUDA graph captures once) and the kernels' launch stubs: at -O0
+  // GPT-2 small's step.cu compiles in 3.2 s instead of 4.5 at -O1 and about
+  // 6 at -O3 (bench/compile_time.py). The fixed half keeps -O3 for the host
+  // optimizer's loops (runtime/host_optimizer.h).
   if (isCuda(step))
-    return {"-std=c++17", "-O3", "-arch=sm_" + options.cudaArch, "-diag-suppress=177,550",
+    return {"-std=c++17", isGenerated(unit) ? "-O0" : "-O3", "-arch=sm_" + options.cudaArch,
+            "-diag-suppress=177,550",
             "-Xcompiler", "-fPIC,-fvisibility=hidden,-fno-math-errno", "-I", "."};
   // -O3, not -O2: the reference GEMM's inner loops are vectorized and
   // unrolled, 30% faster on the fusion benchmark's larger GPT, and no longer
@@ -143,23 +156,12 @@ static std::string unitSource(const tcc::EmittedStep &step, StringRef unit) {
 std::vector<tcc::BuildCommand>
 mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &options,
                              ArrayRef<std::string> prebuiltFixed) {
-  std::vector<std::string> flags = compileFlags(step, options);
   // The generated half (step.cu or step.cpp) and the fixed half's units,
   // compiled in parallel unless tcc has them compiled already, then linked.
   std::vector<BuildCommand> commands;
-  // nvcc's -O is the host compiler's level only (cicc and ptxas optimise the
-  // device code the same at any: the cubins are byte for byte equal). The
-  // generated units' host code is the micro-step's sequence of launches
-  // (which a CUDA graph captures once) and the kernels' launch stubs: at -O0
-  // GPT-2 small's step.cu compiles in 3.2 s instead of 4.5 at -O1 and about
-  // 6 at -O3 (bench/compile_time.py). The fixed half keeps -O3 for the host
-  // optimizer's loops (runtime/host_optimizer.h).
-  const bool nvcc = isCuda(step) && !options.cudaEmulation;
   auto compile = [&](StringRef unit) {
     BuildCommand c;
-    c.args = flags;
-    if (nvcc && (unit == "step" || unit == "step_kernels"))
-      std::replace(c.args.begin(), c.args.end(), std::string("-O3"), std::string("-O0"));
+    c.args = compileFlags(step, options, unit);
     for (std::string a : {std::string("-c"), unitSource(step, unit), std::string("-o"),
                           unit.str() + ".o"})
       c.args.push_back(a);
@@ -196,7 +198,6 @@ mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &op
     for (std::string a : {"-arch=sm_" + options.cudaArch, std::string("-lcublasLt"),
                           std::string("-lcudart"), std::string("-ldl")})
       link.args.push_back(a);
-  link.log = "link.log";
   commands.push_back(std::move(link));
   return commands;
 }
