@@ -42,9 +42,9 @@ struct Buffer {
 
 class Emitter {
 public:
-  /// `kernels`: on the CPU target, the step lowered to kernels
-  /// (tcc-lower-to-kernels), whose body the CPU step runs; `func` gives
-  /// the frame (tables, init, apply).
+  /// `kernels`: the step lowered to kernels (tcc-lower-to-kernels), whose
+  /// body the step runs; `func`, the planned step, gives the frame (tables,
+  /// init, apply).
   Emitter(func::FuncOp func, func::FuncOp kernels, TargetAttr target,
           const StepEmitOptions &options)
       : func(func), kernelFunc(kernels), options(options), cuda(target.isCuda()),
@@ -145,34 +145,34 @@ private:
   /// The arena offset tcc-plan-memory gave `v` (-1 if none).
   int64_t plannedOffset(Value v);
   const Buffer &define(Value v);
-  /// "__restrict__ " for a kernel pointer to `v`, a result or input of
-  /// `fusion`, unless a result and an input share their bytes there (a
+  /// "__restrict__ " for a kernel pointer to `v`, one of a kernel's `ins`
+  /// or `outs`, unless an input and an output share their bytes there (a
   /// result the plan writes over a dying operand, tcc::inPlaceOperand).
-  std::string restrictFor(FusionOp fusion, Value v);
+  std::string restrictFor(ValueRange ins, ValueRange outs, Value v);
   std::string ref(Value v) { return buffers.lookup(v).name; }
-  LogicalResult emitConstant(Value v, DenseElementsAttr value);
 
-  // Ops. The CUDA step is emitted from the planned IR's ops (emitOp), the
-  // CPU step from its kernel IR (emitKernel).
-  LogicalResult emitOp(Operation *op);
-  LogicalResult emitReturn(func::ReturnOp ret);
-  /// A kernel of the CPU step (the tcck dialect).
+  // Kernels: the step's kernel IR (the tcck dialect), by target.
+  /// A kernel of the CPU step (codegen/cpu/CpuKernels.cpp).
   LogicalResult emitKernel(Operation *op);
+  /// A kernel of the CUDA step (codegen/cuda/CudaKernels.cpp).
+  LogicalResult emitCudaKernel(Operation *op);
+  /// A runtime library kernel, on either target (codegen/LibraryCalls.cpp).
+  LogicalResult emitLibraryCall(tcck::CallOp call);
   LogicalResult emitAttentionCall(tcck::CallOp call);
   /// A fused loop kernel (CPU target): one loop nest over its space.
   LogicalResult emitLoop(tcck::LoopOp loop);
-  LogicalResult emitCudaFusion(FusionOp fusion);
-  /// A fusion with row reductions (softmax, LayerNorm and their backward
-  /// passes) on CUDA: one warp per row (one block for rows over 1024).
-  LogicalResult emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf);
+  /// A fused elementwise loop on CUDA: one grid-stride kernel.
+  LogicalResult emitCudaLoop(tcck::LoopOp loop);
+  /// A fused loop with row reductions (softmax, LayerNorm and their
+  /// backward passes) on CUDA: one warp per row (one block for rows over
+  /// 1024); `lf`, its structure as the lowering recorded it.
+  LogicalResult emitCudaRowLoop(tcck::LoopOp loop, const LoopFusion &lf);
   /// A split or concat with the views and transposes of its parts: one
   /// copy loop (CPU target).
   LogicalResult emitCopyLoop(tcck::CopyLoopOp loop);
-  LogicalResult emitMoveFusion(FusionOp fusion);
-  /// The general copy loop (index arithmetic per element) of a move
-  /// fusion's body (`fusion`: the CUDA kernel's, for its pointers' aliasing).
-  LogicalResult emitMoveLoop(Operation *op, Block &body, ValueRange inputs, ValueRange results,
-                             FusionOp fusion);
+  /// The general copy loop (index arithmetic per element) of a copy loop's
+  /// body: inline on the CPU, a kernel on CUDA.
+  LogicalResult emitMoveLoop(Operation *op, Block &body, ValueRange inputs, ValueRange results);
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
@@ -181,12 +181,13 @@ private:
   LogicalResult emitGemmEpilogue(tcck::MatMulOp mm);
   /// The same on CUDA, as one cuBLASLt matmul with an epilogue (bias, then
   /// a tanh GELU or a residual; tcc-fuse's cublaslt-epilogues).
-  LogicalResult emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g);
-  /// result = op(a) x op(b), op swapping the last two dimensions when set.
-  LogicalResult emitMatMul(Operation *op, Value result, Value a, bool ta,
-                           Value b, bool tb);
-  /// The C++ storage type of `v` (float tensors are fp16 on CUDA unless
-  /// keepsF32 says otherwise; arguments are their fp32 masters).
+  LogicalResult emitCublasLtEpilogue(tcck::MatMulOp mm);
+  /// A GEMM on CUDA: cuBLASLt (into fp16, or added into an fp32
+  /// accumulator), or a dot product for two vectors.
+  LogicalResult emitCudaMatMul(tcck::MatMulOp mm);
+  /// The C++ storage type of `v`: a kernel-IR buffer's element type; for a
+  /// planned tensor on CUDA, fp16 unless keepsF32 says otherwise
+  /// (arguments are their fp32 masters).
   std::string storageType(Value v) const;
   /// The type fused code computes `elt` in (float for any float on CUDA).
   std::string computeType(Type elt) const {
@@ -205,10 +206,6 @@ private:
                          bool onHost);
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
-  /// What the op table says `op` is: the code it runs (the kernel or
-  /// library call it launched, on CUDA), the op (a fusion's ops), and the
-  /// ONNX nodes it came from.
-  std::string opLabel(Operation *op) const;
 
   func::FuncOp func, kernelFunc;
   const StepEmitOptions &options;
@@ -216,16 +213,6 @@ private:
   bool cuda;
   bool useDouble;
   unsigned nextKernel = 0, nextGemm = 0;
-  /// The gradients their op adds straight into their fp32 accumulators
-  /// (accumulatedInPlace), and those accumulators' arena offsets.
-  llvm::DenseMap<Value, uint64_t> directAccumulators;
-  /// `v`'s accumulator, "(float *)(arena + N)", if its op adds into it.
-  std::optional<std::string> directAccumulator(Value v) {
-    auto it = directAccumulators.find(v);
-    if (it == directAccumulators.end())
-      return std::nullopt;
-    return "(float *)(arena + " + std::to_string(it->second) + "ULL)";
-  }
   uint64_t constBytes = 0;        // CUDA: static constants, after the arena
   std::string constTable;         // CUDA: {host array, bytes, device offset}
   std::string kernels;            // CUDA: __global__ functions (step_kernels.cu)
@@ -240,7 +227,9 @@ private:
   /// is, and the plan's arena bytes live while it runs; mark k ends op k-1.
   std::vector<std::string> opLabels;
   std::vector<uint64_t> opLive;
-  std::string launched; // CUDA: the kernel or library call the op being emitted launches
+  /// CUDA: the kernel or library call launched since the last mark (the op
+  /// table names it).
+  std::string launched;
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
   /// Parameters whose master weights are in the host buffer: their offsets there.

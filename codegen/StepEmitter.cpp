@@ -102,37 +102,26 @@ int64_t Emitter::plannedOffset(Value v) {
 
 std::string Emitter::storageType(Value v) const {
   Type elt = tensor(v).getElementType();
-  if (!cuda || !isa<FloatType>(elt))
+  // A kernel-IR buffer's element type is its storage type.
+  if (isa<MemRefType>(v.getType()) && cuda && isa<FloatType>(elt))
+    return elt.isF16() ? "__half" : "float";
+  if (isa<MemRefType>(v.getType()) || !cuda || !isa<FloatType>(elt))
     return ctype(elt);
   if (isa<BlockArgument>(v) || keepsF32(v))
     return "float";
   return "__half";
 }
 
-std::string Emitter::restrictFor(FusionOp fusion, Value v) {
-  auto arenaOffset = [&](Value x) -> int64_t {
-    if (isa<OpResult>(x) && x.getDefiningOp() == fusion.getOperation())
-      return plannedOffset(x);
-    auto it = buffers.find(x);
-    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
-  };
-  int64_t at = arenaOffset(v);
-  if (at < 0)
-    return "__restrict__ ";
-  bool isResult = isa<OpResult>(v) && v.getDefiningOp() == fusion.getOperation();
-  for (Value other : isResult ? ValueRange(fusion.getInputs()) : ValueRange(fusion.getResults()))
-    if (arenaOffset(other) == at)
-      return "";
-  return "__restrict__ ";
-}
-
 const Buffer &Emitter::define(Value v) {
   auto t = tensor(v);
   Buffer b;
   b.type = storageType(v);
-  b.bytes = !cuda ? t.getNumElements() * elementBytes(t.getElementType())
-          : isa<BlockArgument>(v) ? bufferBytes(t, 4) // fp32 masters
-                                  : valueBytes(v, kMixedPrecision);
+  if (isa<MemRefType>(v.getType()))
+    b.bytes = t.getNumElements() * (t.getElementType().isF16() ? 2 : elementBytes(t.getElementType()));
+  else
+    b.bytes = !cuda ? t.getNumElements() * elementBytes(t.getElementType())
+              : isa<BlockArgument>(v) ? bufferBytes(t, 4) // fp32 masters
+                                      : valueBytes(v, kMixedPrecision);
   int64_t offset = plannedOffset(v);
   if (offset < 0) {
     planError = true;
@@ -190,36 +179,6 @@ std::string mlir::tcc::codegen::constantArray(StringRef qualifiers, StringRef ct
   return text;
 }
 
-LogicalResult Emitter::emitConstant(Value v, DenseElementsAttr value) {
-  auto t = tensor(v);
-  Type elt = t.getElementType();
-  std::string name = "c" + std::to_string(nextId++);
-  // Large uniform constants are filled into an arena slot; the rest are
-  // static arrays, copied to the device after the arena when the arena is
-  // opened (the planner made the same decision).
-  if (!isStaticConstant(v.getDefiningOp())) {
-    const Buffer &b = define(v);
-    os << "  fill(" << b.name << ", " << t.getNumElements() << "LL, (double)"
-       << literal(value.getSplatValue<Attribute>(), elt) << ");\n";
-    return success();
-  }
-  int64_t n = t.getNumElements();
-  g << constantArray("alignas(16) static const ", ctype(elt), name, value);
-  Buffer b;
-  b.name = name;
-  b.type = isa<FloatType>(elt) ? "float" : ctype(elt);
-  b.inArena = false;
-  uint64_t bytes = std::max<int64_t>(n, 1) * elementBytes(elt);
-  constTable += "    {" + name + ", " + std::to_string(bytes) + "ULL, " +
-                std::to_string(constBytes) + "ULL},\n";
-  b.name = name + "_d";
-  os << "  const " << b.type << " *" << b.name << " = (const " << b.type
-     << " *)(arena + " << arena + constBytes << "ULL);\n";
-  constBytes += (bytes + 63) / 64 * 64;
-  buffers[v] = b;
-  return success();
-}
-
 /// The element of a tensor of `t` shape (rank <= the loop's, numpy
 /// broadcasting) read at output index `i` of a loop over `shape`.
 std::string mlir::tcc::codegen::broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,
@@ -253,369 +212,11 @@ std::string mlir::tcc::codegen::broadcastIndex(Value v, ArrayRef<int64_t> shape,
   return broadcastIndexOf(t.getShape(), shape, outStrides);
 }
 
-/// The fusion input a body value is, when it is a body argument; else null.
-static Value fusionInputOf(FusionOp fusion, Value v) {
-  auto arg = dyn_cast<BlockArgument>(v);
-  return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
-}
-
 /// Whether a value of shape `t`, read in a row loop whose rows are
 /// `rowLength` long, is read along the row (its last dimension is the
 /// row's), rather than once per row.
 bool mlir::tcc::codegen::readAlongRow(ArrayRef<int64_t> t, int64_t rowLength) {
   return !t.empty() && t.back() == rowLength && rowLength != 1;
-}
-
-LogicalResult Emitter::emitOp(Operation *op) {
-  auto bin = [&](StringRef kind) -> LogicalResult {
-    Value r = op->getResult(0), a = op->getOperand(0), b = op->getOperand(1);
-    const Buffer &out = define(r);
-    os << "  binary(BinaryOp::" << kind << ", " << out.name << ", " << shape(r)
-       << ", " << ref(a) << ", " << shape(a) << ", " << ref(b) << ", "
-       << shape(b) << ");\n";
-    return success();
-  };
-  auto un = [&](StringRef kind) -> LogicalResult {
-    Value r = op->getResult(0), a = op->getOperand(0);
-    const Buffer &out = define(r);
-    os << "  unary(UnaryOp::" << kind << ", " << out.name << ", " << ref(a)
-       << ", " << numel(r) << "LL);\n";
-    return success();
-  };
-  auto copy = [&](Value r, Value a) -> LogicalResult {
-    const Buffer &out = define(r);
-    os << "  copy(" << out.name << ", " << ref(a) << ", " << numel(r)
-       << "LL);\n";
-    return success();
-  };
-  // Index errors set the device error flag, read after the step.
-  auto check = [&](const std::string &call) { os << "  " << call << ";\n"; };
-
-  if (std::optional<EwKind> kind = runtimeEwKind(op))
-    return op->getNumOperands() == 2 ? bin(stringifyEwKind(*kind))
-                                     : un(stringifyEwKind(*kind));
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ConstantOp>([&](ConstantOp c) -> LogicalResult {
-        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-        if (!dense)
-          return c.emitOpError("the step emitter needs a dense constant");
-        return emitConstant(c.getResult(), dense);
-      })
-.Case<IdentityOp, ReshapeOp, SqueezeOp, UnsqueezeOp>(
-          [&](Operation *o) -> LogicalResult {
-            // A view: the same bytes as its operand (the plan gave it the
-            // operand's slot), so no code.
-            buffers[o->getResult(0)] = buffers.lookup(o->getOperand(0));
-            return success();
-          })
-      .Case<GeluOp>([&](GeluOp gl) -> LogicalResult {
-        const Buffer &out = define(gl.getResult());
-        os << "  gelu(" << out.name << ", " << ref(gl.getInput()) << ", "
-           << numel(gl.getResult()) << "LL, "
-           << (gl.getApproximate() == "tanh" ? "true" : "false") << ");\n";
-        return success();
-      })
-      .Case<GeluGradOp>([&](GeluGradOp gg) -> LogicalResult {
-        const Buffer &out = define(gg.getResult());
-        os << "  gelu_grad(" << out.name << ", " << ref(gg.getGrad()) << ", "
-           << ref(gg.getInput()) << ", " << numel(gg.getResult()) << "LL, "
-           << (gg.getApproximate() == "tanh" ? "true" : "false") << ");\n";
-        return success();
-      })
-      .Case<AttentionOp>([&](AttentionOp a) -> LogicalResult {
-        AttentionShape s = attentionShape(a);
-        std::string o = define(a.getResult()).name;
-        std::string lse = define(a.getLse()).name;
-        os << "  attention_forward" << attentionKernel(s, a.getBias()) << "("
-           << attentionArg(a.getResult(), s, 0, s.dv, o) << ", " << lse << ", "
-           << attentionOperands(a, s)
-           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal(), a);
-        return success();
-      })
-      .Case<AttentionGradOp>([&](AttentionGradOp a) -> LogicalResult {
-        AttentionShape s = attentionShape(a);
-        // The gradients, defined (declared) before the call; packed, the
-        // one gradient's column ranges.
-        SmallVector<std::string> grads;
-        SmallVector<std::string> names;
-        for (Value g : a.getGrads())
-          names.push_back(define(g).name);
-        for (int i = 0; i < 3; ++i) {
-          Value g = a.getGrads()[s.packed ? 0 : i];
-          grads.push_back(attentionArg(g, s, s.columns[i], i == 2 ? s.dv : s.d,
-                                       names[s.packed ? 0 : i]));
-        }
-        os << "  attention_backward" << attentionKernel(s, a.getBias()) << "("
-           << llvm::join(grads, ", ") << ", " << attentionOperands(a, s) << ", "
-           << attentionArg(a.getResult(), s, 0, s.dv) << ", "
-           << attentionArg(a.getGrad(), s, 0, s.dv) << ", " << ref(a.getLse())
-           << attentionTail(s, a.getBias(), a.getScale(), a.getCausal(), a);
-        return success();
-      })
-      .Case<FusionOp>([&](FusionOp f) -> LogicalResult {
-        // tcc-fuse decided what kernel the fusion is (FusionKind).
-        switch (f.getKind()) {
-        case FusionKind::Move:
-          return emitMoveFusion(f);
-        case FusionKind::Gemm: {
-          std::optional<GemmFusion> g = asGemmFusion(f);
-          if (!g)
-            return f.emitOpError("is a 'gemm' fusion that is not one GEMM of "
-                                 "its inputs with an epilogue");
-          if (!g->epilogue.empty())
-            return emitCublasLtEpilogue(f, *g);
-          return emitMatMul(f, f.getResult(0), g->lhs, g->transLhs, g->rhs,
-                            g->transRhs);
-        }
-        case FusionKind::Loop:
-          return emitCudaFusion(f);
-        case FusionKind::Reduction: {
-          FailureOr<LoopFusion> lf = classifyLoopFusion(f);
-          if (failed(lf))
-            return failure();
-          return emitCudaRowFusion(f, *lf);
-        }
-        }
-        llvm_unreachable("every FusionKind is handled");
-      })
-      .Case<CastOp>([&](CastOp c) -> LogicalResult {
-        const Buffer &out = define(c.getResult());
-        bool toBool = c.getTo().isInteger(1);
-        os << "  " << (toBool ? "cast_to_bool" : "cast") << "(" << out.name
-           << ", " << ref(c.getInput()) << ", " << numel(c.getResult())
-           << "LL);\n";
-        return success();
-      })
-      .Case<WhereOp>([&](WhereOp w) -> LogicalResult {
-        const Buffer &out = define(w.getResult());
-        os << "  where(" << out.name << ", " << shape(w.getResult()) << ", "
-           << ref(w.getCondition()) << ", " << shape(w.getCondition()) << ", "
-           << ref(w.getX()) << ", " << shape(w.getX()) << ", " << ref(w.getY())
-           << ", " << shape(w.getY()) << ");\n";
-        return success();
-      })
-      .Case<MatMulOp>([&](MatMulOp m) -> LogicalResult {
-        return emitMatMul(m, m.getResult(), m.getLhs(), false, m.getRhs(), false);
-      })
-      .Case<GemmOp>([&](GemmOp m) -> LogicalResult {
-        return m.emitOpError("reaches the CUDA emitter; tcc-legalize lowers "
-                             "Gemm to matmul first");
-      })
-      .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *o) -> LogicalResult {
-        Value in = o->getOperand(0), r = o->getResult(0);
-        int64_t axis = *normalizeAxis(
-            cast<IntegerAttr>(o->getAttr("axis")).getInt(), tensor(in).getRank());
-        const Buffer &out = define(r);
-        os << "  softmax(" << out.name << ", " << ref(in) << ", " << shape(in)
-           << ", " << axis << ", " << (isa<LogSoftmaxOp>(o) ? "true" : "false")
-           << ");\n";
-        return success();
-      })
-      .Case<LayerNormalizationOp>([&](LayerNormalizationOp ln) -> LogicalResult {
-        int64_t axis = *normalizeAxis(ln.getAxis(), tensor(ln.getInput()).getRank());
-        std::string y = define(ln.getResult()).name;
-        std::string mean = define(ln.getMean()).name;
-        std::string rstd = define(ln.getInvStdDev()).name;
-        os << "  layer_norm(" << y << ", " << mean << ", " << rstd << ", "
-           << ref(ln.getInput()) << ", " << shape(ln.getInput()) << ", " << axis
-           << ", " << ref(ln.getScale()) << ", " << shape(ln.getScale()) << ", "
-           << (ln.getBias() ? ref(ln.getBias()) : std::string("(const F *)nullptr"))
-           << ", " << (ln.getBias() ? shape(ln.getBias()) : std::string("Shape{0, {}}"))
-           << ", " << llvm::formatv("{0:e17}", ln.getEpsilon().convertToDouble())
-           << ");\n";
-        return success();
-      })
-      .Case<ReduceMeanOp, ReduceSumOp>([&](Operation *o) -> LogicalResult {
-        Value in = o->getOperand(0), r = o->getResult(0);
-        uint32_t mask = reductionMask(o);
-        if (std::optional<std::string> acc = directAccumulator(r)) { // sums added into it
-          os << "  reduce(" << *acc << ", " << ref(in) << ", " << shape(in) << ", " << mask
-             << "u, false, true);\n";
-          return success();
-        }
-        const Buffer &out = define(r);
-        os << "  reduce(" << out.name << ", " << ref(in) << ", " << shape(in)
-           << ", " << mask << "u, " << (isa<ReduceMeanOp>(o) ? "true" : "false")
-           << ");\n";
-        return success();
-      })
-      .Case<GatherOp>([&](GatherOp gth) -> LogicalResult {
-        int64_t axis = *normalizeAxis(gth.getAxis(), tensor(gth.getData()).getRank());
-        const Buffer &out = define(gth.getResult());
-        check("gather(" + out.name + ", " + ref(gth.getData()) + ", " +
-              shape(gth.getData()) + ", " + ref(gth.getIndices()) + ", " +
-              numel(gth.getIndices()) + "LL, " + std::to_string(axis) + ")");
-        return success();
-      })
-      .Case<GatherGradOp>([&](GatherGradOp gg) -> LogicalResult {
-        int64_t axis = *normalizeAxis(gg.getAxis(), tensor(gg.getResult()).getRank());
-        const Buffer &out = define(gg.getResult());
-        check("gather_grad(" + out.name + ", " + shape(gg.getResult()) + ", " +
-              ref(gg.getGrad()) + ", " + ref(gg.getIndices()) + ", " +
-              numel(gg.getIndices()) + "LL, " + std::to_string(axis) + ")");
-        return success();
-      })
-      .Case<TransposeOp>([&](TransposeOp t) -> LogicalResult {
-        SmallVector<int64_t> perm = t.getPermutation();
-        const Buffer &out = define(t.getResult());
-        os << "  { static const int64_t perm[] = " << i64List(perm)
-           << "; transpose(" << out.name << ", " << ref(t.getInput()) << ", "
-           << shape(t.getInput()) << ", perm); }\n";
-        return success();
-      })
-      .Case<SliceOp, SliceGradOp>([&](Operation *o) -> LogicalResult {
-        bool grad = isa<SliceGradOp>(o);
-        Value in = o->getOperand(0), r = o->getResult(0);
-        ArrayRef<int64_t> full = grad ? tensor(r).getShape() : tensor(in).getShape();
-        auto opt = [&](StringRef n) -> std::optional<ArrayRef<int64_t>> {
-          if (auto a = o->getAttrOfType<DenseI64ArrayAttr>(n))
-            return a.asArrayRef();
-          return std::nullopt;
-        };
-        SmallVector<SliceDim> dims;
-        if (failed(resolveSlice(o->getLoc(), full,
-                                o->getAttrOfType<DenseI64ArrayAttr>("starts"),
-                                o->getAttrOfType<DenseI64ArrayAttr>("ends"),
-                                opt("axes"), opt("steps"), dims)))
-          return failure();
-        SmallVector<int64_t> starts, steps;
-        for (const SliceDim &d : dims) {
-          starts.push_back(d.start);
-          steps.push_back(d.step);
-        }
-        const Buffer &out = define(r);
-        os << "  { static const int64_t st[] = " << i64List(starts)
-           << ", sp[] = " << i64List(steps) << "; "
-           << (grad ? "slice_grad(" : "slice(") << out.name << ", "
-           << shape(grad ? r : r) << ", " << ref(in) << ", " << shape(in)
-           << ", st, sp); }\n";
-        return success();
-      })
-      .Case<SplitOp>([&](SplitOp s) -> LogicalResult {
-        Value in = s.getInput();
-        int64_t rank = tensor(in).getRank();
-        int64_t axis = *normalizeAxis(s.getAxis(), rank);
-        int64_t offset = 0;
-        for (Value r : s.getResults()) {
-          SmallVector<int64_t> starts(rank, 0), steps(rank, 1);
-          starts[axis] = offset;
-          offset += tensor(r).getDimSize(axis);
-          const Buffer &out = define(r);
-          os << "  { static const int64_t st[] = " << i64List(starts)
-             << ", sp[] = " << i64List(steps) << "; slice(" << out.name << ", "
-             << shape(r) << ", " << ref(in) << ", " << shape(in)
-             << ", st, sp); }\n";
-        }
-        return success();
-      })
-      .Case<ConcatOp>([&](ConcatOp c) -> LogicalResult {
-        Value r = c.getResult();
-        int64_t axis = *normalizeAxis(c.getAxis(), tensor(r).getRank());
-        SmallVector<int64_t> sizes;
-        std::string ins;
-        for (Value in : c.getInputs()) {
-          sizes.push_back(tensor(in).getDimSize(axis));
-          ins += (ins.empty() ? "" : ", ") + ref(in);
-        }
-        const Buffer &out = define(r);
-        if (cuda)
-          for (Value in : c.getInputs())
-            if (buffers.lookup(in).type != out.type)
-              return c.emitOpError("the CUDA target concatenates tensors of "
-                                   "one storage type only");
-        os << "  { const " << out.type
-           << " *ins[] = {" << ins << "}; static const int64_t sz[] = "
-           << i64List(sizes) << "; concat(" << out.name << ", " << shape(r)
-           << ", " << axis << ", " << sizes.size() << ", ins, sz); }\n";
-        return success();
-      })
-      .Case<ExpandOp>([&](ExpandOp e) -> LogicalResult {
-        const Buffer &out = define(e.getResult());
-        os << "  broadcast_to(" << out.name << ", " << shape(e.getResult())
-           << ", " << ref(e.getInput()) << ", " << shape(e.getInput()) << ");\n";
-        return success();
-      })
-      .Case<ConstantOfShapeOp>([&](ConstantOfShapeOp c) -> LogicalResult {
-        auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-        if (!dense)
-          return c.emitOpError("the step emitter needs a dense value");
-        return emitConstant(c.getResult(),
-                            DenseElementsAttr::get(c.getType(),
-                                                   dense.getValues<Attribute>()[0]));
-      })
-      .Case<ShapeOp>([&](ShapeOp s) -> LogicalResult {
-        OpFoldResult folded = s.fold(ShapeOp::FoldAdaptor({}, s));
-        return emitConstant(s.getResult(),
-                            cast<DenseElementsAttr>(cast<Attribute>(folded)));
-      })
-      .Case<RandomKeepOp>([&](RandomKeepOp r) -> LogicalResult {
-        // keep = 24 random bits >= ceil(ratio * 2^24) (runtime/tcc_random.h).
-        uint32_t threshold = ::tcc::random::threshold(r.getRatio().convertToDouble());
-        const Buffer &out = define(r.getResult());
-        os << "  random_keep(" << out.name << ", (const int64_t *)" << ref(r.getState())
-           << ", " << r.getStream() << "ULL, " << threshold << "u, "
-           << numel(r.getResult()) << "LL);\n";
-        return success();
-      })
-      .Case<DropoutOp>([&](DropoutOp d) -> LogicalResult {
-        if (d.getTraining() && !d.getRatio().isZero())
-          return d.emitOpError("dropout with a non-zero ratio in training mode "
-                               "is not supported by the CPU target yet");
-        if (failed(copy(d.getOutput(), d.getInput())))
-          return failure();
-        const Buffer &mask = define(d.getMask());
-        os << "  fill(" << mask.name << ", " << numel(d.getMask())
-           << "LL, (uint8_t)1);\n";
-        return success();
-      })
-      .Case<SoftmaxCrossEntropyLossOp>([&](SoftmaxCrossEntropyLossOp l) -> LogicalResult {
-        std::string out = define(l.getOutput()).name;
-        std::string logp = define(l.getLogProb()).name;
-        StringRef red = l.getReduction();
-        auto ignore = l.getIgnoreIndex();
-        check("sce_loss(" + out + ", " + logp + ", " + ref(l.getScores()) +
-              ", " + shape(l.getScores()) + ", " + ref(l.getLabels()) + ", " +
-              (l.getWeights() ? ref(l.getWeights()) : "(const F *)nullptr") +
-              ", " + (red == "none" ? "0" : red == "sum" ? "1" : "2") + ", " +
-              (ignore ? "true" : "false") + ", " +
-              std::to_string((int64_t)ignore.value_or(0)) + "LL)");
-        return success();
-      })
-      .Case<SoftmaxCrossEntropyLossWithGradOp>([&](SoftmaxCrossEntropyLossWithGradOp l) -> LogicalResult {
-        auto st = tensor(l.getScores());
-        std::string out = define(l.getOutput()).name;
-        std::string d = define(l.getDscores()).name;
-        auto ignore = l.getIgnoreIndex();
-        std::string weights = l.getWeights() ? ref(l.getWeights())
-                                             : "(const " + std::string(cuda ? "float" : "F") + " *)nullptr";
-        std::string args = out + ", " + d + ", " + ref(l.getScores()) + ", " +
-                           std::to_string(st.getDimSize(0)) + "LL, " +
-                           std::to_string(st.getDimSize(1)) + "LL, " +
-                           ref(l.getLabels()) + ", " + weights + ", " +
-                           ref(l.getGrad()) + ", " +
-                           (l.getReduction() == "sum" ? "1" : "2") + ", " +
-                           (ignore ? "true" : "false") + ", " +
-                           std::to_string((int64_t)ignore.value_or(0)) + "LL";
-        check("sce_loss_with_grad(" + args + (cuda ? ", g_scratch)" : ")"));
-        return success();
-      })
-      .Case<SoftmaxCrossEntropyLossGradOp>([&](SoftmaxCrossEntropyLossGradOp l) -> LogicalResult {
-        std::string out = define(l.getResult()).name;
-        StringRef red = l.getReduction();
-        auto ignore = l.getIgnoreIndex();
-        check("sce_loss_grad(" + out + ", " + ref(l.getGrad()) + ", " +
-              ref(l.getLogProb()) + ", " + shape(l.getLogProb()) + ", " +
-              ref(l.getLabels()) + ", " +
-              (l.getWeights() ? ref(l.getWeights()) : "(const F *)nullptr") +
-              ", " + (red == "none" ? "0" : red == "sum" ? "1" : "2") + ", " +
-              (ignore ? "true" : "false") + ", " +
-              std::to_string((int64_t)ignore.value_or(0)) + "LL)");
-        return success();
-      })
-      .Default([&](Operation *o) -> LogicalResult {
-        return o->emitOpError("the ")
-               << (cuda ? "CUDA" : "CPU") << " target cannot lower this op yet";
-      });
 }
 
 /// The scalar expression of one op of a fused loop, over its operands'
@@ -707,13 +308,8 @@ std::string mlir::tcc::codegen::stridedCopy(const std::string &dst, const Stride
   return s + indent + dst + "[" + index(to) + "] = " + src + "[" + index(from) + "];\n";
 }
 
-LogicalResult Emitter::emitMoveFusion(FusionOp fusion) {
-  return emitMoveLoop(fusion, fusion.getBody().front(), fusion.getInputs(), fusion.getResults(),
-                      fusion);
-}
-
 LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange inputs,
-                                    ValueRange results, FusionOp fusion) {
+                                    ValueRange results) {
   ValueRange yielded = body.getTerminator()->getOperands();
   auto argInput = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
@@ -730,7 +326,7 @@ LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange in
     const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
     outs.push_back(cuda ? "o" + std::to_string(k) : b.name);
     outTypes.push_back(b.type);
-    params.push_back(b.type + " *" + (cuda ? restrictFor(fusion, r) : "") + "o" +
+    params.push_back(b.type + " *" + (cuda ? restrictFor(inputs, results, r) : "") + "o" +
                      std::to_string(k));
     args.push_back(b.name);
   }
@@ -742,7 +338,7 @@ LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange in
   };
   for (auto [k, input] : llvm::enumerate(inputs)) {
     params.push_back("const " + buffers.lookup(input).type + " *" +
-                     (cuda ? restrictFor(fusion, input) : "") + "a" + std::to_string(k));
+                     (cuda ? restrictFor(inputs, results, input) : "") + "a" + std::to_string(k));
     args.push_back(buffers.lookup(input).name);
   }
   auto copy = [&](unsigned result, const std::string &src) {
@@ -845,500 +441,6 @@ LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange in
         << ";\n    }\n";
   }
   finish(t.getNumElements());
-  return success();
-}
-
-LogicalResult Emitter::emitMatMul(Operation *op, Value result, Value a, bool ta,
-                                  Value b, bool tb) {
-  auto flag = [](bool t) { return t ? "true" : "false"; };
-  for (Value v : {a, b})
-    if (buffers.lookup(v).type != "__half")
-      return op->emitOpError("the CUDA target multiplies fp16 tensors; an "
-                             "operand is stored as ")
-             << buffers.lookup(v).type;
-  if (std::optional<std::string> acc = directAccumulator(result)) {
-    launched = "cuBLASLt matmul_acc";
-    os << "  if (matmul_acc(" << nextGemm++ << ", " << *acc << ", " << ref(a) << ", " << shape(a)
-       << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", " << flag(tb)
-       << ") != 0) return gemm_failed();\n";
-    return success();
-  }
-  const Buffer &out = define(result);
-  // A product of two vectors is a scalar, which the CUDA target keeps in
-  // fp32: a dot-product kernel computes it.
-  if (out.type == "float" && tensor(result).getRank() == 0 && tensor(a).getRank() == 1 &&
-      tensor(b).getRank() == 1) {
-    launched = "dot";
-    os << "  dot(" << out.name << ", " << ref(a) << ", " << ref(b) << ", "
-       << tensor(a).getNumElements() << "LL);\n";
-    return success();
-  }
-  // A gradient for an accumulator in host memory: the product in fp32, as
-  // matmul_acc adds it into a device accumulator (keepsF32).
-  if (out.type == "float" && keepsF32(result)) {
-    launched = "cuBLASLt matmul_acc";
-    os << "  cudaMemsetAsync(" << out.name << ", 0, " << out.bytes << "ULL, stream());\n"
-       << "  if (matmul_acc(" << nextGemm++ << ", " << out.name << ", " << ref(a) << ", "
-       << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", "
-       << flag(tb) << ") != 0) return gemm_failed();\n";
-    return success();
-  }
-  if (out.type != "__half")
-    return op->emitOpError("the CUDA target writes GEMM results in fp16");
-  launched = "cuBLASLt matmul";
-  os << "  if (matmul(" << nextGemm++ << ", " << out.name << ", " << ref(a)
-     << ", " << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", "
-     << shape(b) << ", " << flag(tb) << ") != 0) return gemm_failed();\n";
-  return success();
-}
-
-LogicalResult Emitter::emitCublasLtEpilogue(FusionOp fusion, const GemmFusion &g) {
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  auto yielded = [&](Value v) { return llvm::is_contained(yield.getValues(), v); };
-  std::string why;
-  FailureOr<CublasLtEpilogue> e = matchCublasLtEpilogue(
-      MatMulOp(g.matmul), MatMulOp(g.matmul).getResult(), g.transLhs, g.epilogue, yielded,
-      [&](Value v) {
-        Value in = fusionInputOf(fusion, v);
-        return in && buffers.lookup(in).type == "__half";
-      },
-      why);
-  if (failed(e))
-    return fusion.emitOpError("is not a GEMM epilogue cuBLASLt computes (")
-           << why << "; run tcc-fuse with cublaslt-epilogues)";
-  Value last = e->last, biased = e->biased;
-  bool gelu = e->gelu;
-  Value bias = fusionInputOf(fusion, e->bias);
-  Value residual = e->residual ? fusionInputOf(fusion, e->residual) : Value();
-  std::string out, aux = "nullptr";
-  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
-    if (v == last)
-      out = define(r).name;
-    else if (v == biased && gelu)
-      aux = define(r).name;
-    else
-      return fusion.emitOpError("yields a value cuBLASLt's epilogue does not write");
-    if (buffers.lookup(r).type != "__half")
-      return fusion.emitOpError("the CUDA target writes GEMM results in fp16");
-  }
-  if (out.empty())
-    return fusion.emitOpError("does not yield its epilogue's last value");
-  for (Value v : {g.lhs, g.rhs, bias, residual})
-    if (v && buffers.lookup(v).type != "__half")
-      return fusion.emitOpError("cuBLASLt's epilogue reads fp16 operands; one is stored as ")
-             << buffers.lookup(v).type;
-  auto flag = [](bool t) { return t ? "true" : "false"; };
-  launched = "cuBLASLt matmul_epilogue";
-  os << "  if (matmul_epilogue(" << nextGemm++ << ", " << out << ", " << ref(g.lhs) << ", "
-     << shape(g.lhs) << ", " << flag(g.transLhs) << ", " << ref(g.rhs) << ", " << shape(g.rhs)
-     << ", " << flag(g.transRhs) << ", " << ref(bias) << ", "
-     << (residual ? ref(residual) : std::string("nullptr")) << ", " << aux << ", "
-     << flag(gelu) << ") != 0) return gemm_failed();\n";
-  return success();
-}
-
-/// One CUDA kernel per fusion: a grid-stride loop over the output; fp16
-/// operands are loaded as float, computed in float and stored once. When the
-/// outputs are fp16 and 8 consecutive outputs read either 8 consecutive
-/// elements of an operand (same shape, or broadcast along outer dimensions
-/// with the same innermost one) or one element (broadcast along the innermost
-/// dimension), each thread handles 8 outputs: one 16-byte load per fp16
-/// operand row and one 16-byte store per output.
-LogicalResult Emitter::emitCudaFusion(FusionOp fusion) {
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  if (fusion.getNumResults() == 0)
-    return success();
-  for (Operation &op : body.without_terminator())
-    if (isa<ReduceSumOp, ReduceMeanOp>(op))
-      return op.emitOpError("reduction fusions are not lowered to CUDA yet "
-                            "(run tcc-fuse with reductions=false for this target)");
-  ArrayRef<int64_t> shape = tensor(fusion.getResult(0)).getShape();
-  for (Value r : fusion.getResults())
-    if (tensor(r).getShape() != shape)
-      return fusion.emitOpError("results of different shapes cannot share a kernel");
-  int64_t n = tensor(fusion.getResult(0)).getNumElements();
-  SmallVector<int64_t> outStrides(shape.size(), 1);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    outStrides[d] = outStrides[d + 1] * shape[d + 1];
-
-  SmallVector<std::string> outNames, outTypes, params, args;
-  for (auto [k, r] : llvm::enumerate(fusion.getResults())) {
-    const Buffer &b = define(r);
-    outNames.push_back(b.name);
-    outTypes.push_back(b.type);
-    params.push_back(b.type + " *" + restrictFor(fusion, r) + "o" + std::to_string(k));
-    args.push_back(b.name);
-  }
-  // How 8 consecutive outputs read each operand (vector mode).
-  enum class Lanes { Row, Splat };
-  SmallVector<Lanes> lanes;
-  int64_t inner = shape.empty() ? 1 : shape.back();
-  bool vec = n > 0 && n % 8 == 0;
-  for (const std::string &t : outTypes)
-    vec &= t == "__half";
-  for (auto [k, input] : llvm::enumerate(fusion.getInputs())) {
-    const Buffer &b = buffers[input];
-    params.push_back("const " + b.type + " *" + restrictFor(fusion, input) + "a" +
-                     std::to_string(k));
-    args.push_back(b.name);
-    auto t = tensor(input);
-    bool same = broadcastIndex(input, shape, outStrides, n) == "i";
-    int64_t last = t.getRank() == 0 ? 1 : t.getShape().back();
-    if (same || (last == inner && inner % 8 == 0 && last > 1))
-      lanes.push_back(Lanes::Row);
-    else if (last == 1 && inner % 8 == 0)
-      lanes.push_back(Lanes::Splat);
-    else
-      vec = false;
-  }
-
-  std::string name = "fusion" + std::to_string(nextKernel++);
-  std::string k;
-  llvm::raw_string_ostream ks(k);
-  ks << "// " << fusion->getName() << " at " << fusion.getLoc() << "\n";
-  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t n";
-  for (const std::string &p : params)
-    ks << ", " << p;
-  ks << ") {\n";
-  llvm::DenseMap<Value, std::string> scalar;
-  unsigned id = 0;
-  auto bodyText = [&](StringRef indent) -> LogicalResult {
-    for (Operation &op : body.without_terminator()) {
-      Value r = op.getResult(0);
-      std::string ty = computeType(tensor(r).getElementType());
-      std::string e = "e" + std::to_string(id++);
-      FailureOr<std::string> expr = scalarExpr(
-          op, [&](unsigned j) { return scalar.lookup(op.getOperand(j)); }, ty);
-      if (failed(expr))
-        return failure();
-      ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
-      scalar[r] = e;
-    }
-    return success();
-  };
-  if (vec) {
-    ks << "  const int64_t nv = n / 8;\n"
-       << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
-          "v < nv; v += (int64_t)gridDim.x * blockDim.x) {\n"
-       << "    const int64_t i = v * 8;\n";
-    for (auto [j, input] : llvm::enumerate(fusion.getInputs())) {
-      std::string at = broadcastIndex(input, shape, outStrides, n);
-      std::string ty = computeType(tensor(input).getElementType());
-      std::string x = "x" + std::to_string(j), a = "a" + std::to_string(j);
-      if (lanes[j] == Lanes::Splat)
-        ks << "    " << ty << " " << x << "[8];\n    { const " << ty
-           << " s = ld(" << a << "[" << at << "]); for (int j = 0; j < 8; ++j) "
-           << x << "[j] = s; }\n";
-      else if (buffers.lookup(input).type == "__half")
-        ks << "    float " << x << "[8];\n    load8(" << a << " + (" << at
-           << "), " << x << ");\n";
-      else
-        ks << "    " << ty << " " << x << "[8];\n    for (int j = 0; j < 8; ++j) "
-           << x << "[j] = ld(" << a << "[(" << at << ") + j]);\n";
-    }
-    for (unsigned j = 0; j < outNames.size(); ++j)
-      ks << "    float y" << j << "[8];\n";
-    ks << "#pragma unroll\n    for (int j = 0; j < 8; ++j) {\n";
-    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
-      std::string e = "e" + std::to_string(id++);
-      ks << "      const " << computeType(tensor(arg).getElementType()) << " "
-         << e << " = x" << j << "[j];\n";
-      scalar[arg] = e;
-    }
-    if (failed(bodyText("      ")))
-      return failure();
-    for (auto [j, v] : llvm::enumerate(yield.getValues()))
-      ks << "      y" << j << "[j] = (float)" << scalar.lookup(v) << ";\n";
-    ks << "    }\n";
-    for (unsigned j = 0; j < outNames.size(); ++j)
-      ks << "    store8(o" << j << " + v * 8, y" << j << ");\n";
-    ks << "  }\n}\n\n";
-  } else {
-    ks << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
-          "i < n; i += (int64_t)gridDim.x * blockDim.x) {\n";
-    for (auto [j, pair] :
-         llvm::enumerate(llvm::zip(fusion.getInputs(), body.getArguments()))) {
-      auto [input, arg] = pair;
-      std::string e = "e" + std::to_string(id++);
-      ks << "    const " << computeType(tensor(arg).getElementType()) << " " << e
-         << " = ld(a" << j << "[" << broadcastIndex(input, shape, outStrides, n)
-         << "]);\n";
-      scalar[arg] = e;
-    }
-    if (failed(bodyText("    ")))
-      return failure();
-    for (auto [j, v] : llvm::enumerate(yield.getValues()))
-      ks << "    o" << j << "[i] = conv<" << outTypes[j] << ">("
-         << scalar.lookup(v) << ");\n";
-    ks << "  }\n}\n\n";
-  }
-  addKernel(k);
-  launched = name;
-  os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << (vec ? n / 8 : n)
-     << "LL), 256, 0, stream(), " << name << ")(" << n << "LL";
-  for (const std::string &a : args)
-    os << ", " << a;
-  os << ");\n";
-  return success();
-}
-
-LogicalResult Emitter::emitCudaRowFusion(FusionOp fusion, const LoopFusion &lf) {
-  using Kind = LoopFusion::Kind;
-  Block &body = fusion.getBody().front();
-  auto yield = cast<YieldOp>(body.getTerminator());
-  if (fusion.getNumResults() == 0)
-    return success();
-  if (!lf.rows)
-    return fusion.emitOpError("a CUDA reduction fusion needs a reduction over "
-                              "the last axis (run tcc-fuse with row-reductions-only)");
-  for (Operation &op : body.without_terminator())
-    if (lf.kind.lookup(&op) == Kind::Reduction)
-      return op.emitOpError("only reductions over the last axis are fused on "
-                            "CUDA (run tcc-fuse with row-reductions-only)");
-  ArrayRef<int64_t> shape = lf.shape;
-  int64_t n = ShapedType::getNumElements(shape);
-  int64_t rowLength = shape.back();
-  int64_t rowCount = n / std::max<int64_t>(rowLength, 1);
-  SmallVector<int64_t> outStrides(shape.size(), 1);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    outStrides[d] = outStrides[d + 1] * shape[d + 1];
-
-  // Kernel parameters: o<k> per result, a<k> per input.
-  SmallVector<std::string> params, args;
-  llvm::DenseMap<Value, std::pair<std::string, std::string>> out; // name, type
-  for (auto [k, pair] : llvm::enumerate(llvm::zip(fusion.getResults(), yield.getValues()))) {
-    auto [r, v] = pair;
-    const Buffer &b = define(r);
-    std::string o = "o" + std::to_string(k);
-    params.push_back(b.type + " *" + restrictFor(fusion, r) + o);
-    args.push_back(b.name);
-    out[v] = {o, b.type};
-  }
-  llvm::DenseMap<Value, std::string> argName;
-  for (auto [k, pair] : llvm::enumerate(llvm::zip(fusion.getInputs(), body.getArguments()))) {
-    auto [input, arg] = pair;
-    const Buffer &b = buffers[input];
-    std::string a = "a" + std::to_string(k);
-    params.push_back("const " + b.type + " *" + restrictFor(fusion, input) + a);
-    args.push_back(b.name);
-    argName[arg] = a;
-  }
-
-  // Rows of up to 1024 elements: one warp each (8 per block); longer rows:
-  // one block of 256 threads each.
-  const bool warpRows = rowLength <= 1024;
-  const std::string first = warpRows ? "lane" : "threadIdx.x";
-  const std::string step = warpRows ? "32" : "blockDim.x";
-  const std::string leader = warpRows ? "lane == 0" : "threadIdx.x == 0";
-  std::string name = "fusion" + std::to_string(nextKernel++);
-  std::string text;
-  llvm::raw_string_ostream ks(text);
-  ks << "// " << fusion->getName() << " at " << fusion.getLoc() << "\n"
-     << "// rows of " << rowLength << ": one " << (warpRows ? "warp" : "block")
-     << " per row, " << lf.lastPass + 1 << " pass(es) over each\n";
-  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t rows";
-  for (const std::string &p : params)
-    ks << ", " << p;
-  ks << ") {\n";
-  if (warpRows)
-    ks << "  const int lane = threadIdx.x & 31;\n"
-       << "  const int64_t nrows = ((int64_t)gridDim.x * blockDim.x) >> 5;\n"
-       << "  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; "
-          "row < rows; row += nrows) {\n";
-  else
-    ks << "  __shared__ float sh[32];\n"
-       << "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n";
-  ks << "    const int64_t row0 = row * " << rowLength << "LL;\n";
-
-  unsigned id = 0;
-  llvm::DenseMap<Value, std::string> rowBase;
-  // Where an input of shape `t` is read: its row start plus the column when
-  // its last dimension is the row's.
-  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
-    std::string &base = rowBase[v];
-    if (base.empty()) {
-      base = "b" + std::to_string(id++);
-      ks << "    const int64_t " << base << " = "
-         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
-    }
-    return readAlongRow(t, rowLength) ? base + " + c" : base;
-  };
-  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
-                     StringRef indent) -> LogicalResult {
-    Value r = op.getResult(0);
-    std::string ty = computeType(tensor(r).getElementType());
-    std::string e = "e" + std::to_string(id++);
-    FailureOr<std::string> expr = scalarExpr(
-        op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
-    if (failed(expr))
-      return failure();
-    ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
-    scalar[r] = e;
-    return success();
-  };
-
-  llvm::DenseMap<Value, std::string> rowScalar; // this row's row values
-  llvm::DenseMap<Operation *, std::string> rowAcc;
-  auto emitRowValues = [&](int64_t k) -> LogicalResult {
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = lf.kind.lookup(&op);
-      Value r = op.getResult(0);
-      if ((kd != Kind::Row && kd != Kind::RowReduction) || lf.stage.lookup(r) != k)
-        continue;
-      std::string ty = computeType(tensor(r).getElementType());
-      if (kd == Kind::RowReduction) {
-        std::string s = "s" + std::to_string(id++);
-        ks << "    const " << ty << " " << s << " = " << rowAcc[&op]
-           << (isa<ReduceMeanOp>(op)
-                   ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
-                   : std::string())
-           << ";\n";
-        rowScalar[r] = s;
-      } else {
-        llvm::DenseMap<Value, std::string> scalar = rowScalar;
-        for (Value v : op.getOperands())
-          if (isa<BlockArgument>(v) && !scalar.count(v)) {
-            std::string e = "e" + std::to_string(id++);
-            std::string at = elementIndex(v, tensor(v).getShape());
-            ks << "    const " << computeType(tensor(v).getElementType()) << " " << e
-               << " = ld(" << argName[v] << "[" << at << "]);\n";
-            rowScalar[v] = e;
-            scalar[v] = e;
-          }
-        if (failed(compute(op, scalar, "    ")))
-          return failure();
-        rowScalar[r] = scalar[r];
-      }
-      if (out.count(r))
-        ks << "    if (" << leader << ") " << out[r].first << "[row] = conv<"
-           << out[r].second << ">(" << rowScalar[r] << ");\n";
-    }
-    return success();
-  };
-
-  if (failed(emitRowValues(0)))
-    return failure();
-  for (int64_t pass = 0; pass <= lf.lastPass; ++pass) {
-    if (pass > 0 && failed(emitRowValues(pass)))
-      return failure();
-    // Values of earlier passes are recomputed: nothing is kept between passes.
-    llvm::DenseSet<Value> needed =
-        passValues(body, lf, pass, [&](Value v) { return out.count(v) != 0; });
-    if (needed.empty())
-      continue;
-    SmallVector<Operation *> reductions;
-    for (Operation &op : body.without_terminator())
-      if (lf.kind.lookup(&op) == Kind::RowReduction &&
-          lf.stage.lookup(op.getOperand(0)) == pass) {
-        rowAcc[&op] = "r" + std::to_string(id++);
-        ks << "    float " << rowAcc[&op] << " = 0.0f;\n";
-        reductions.push_back(&op);
-      }
-    for (Value arg : body.getArguments())
-      if (needed.contains(arg))
-        (void)elementIndex(arg, tensor(arg).getShape());
-    // Each thread takes 8 consecutive elements of the row at a time when
-    // rows are a multiple of 8 long: fp16 operands and results along the row
-    // move 16 bytes per load and store (their row starts are multiples of
-    // the row length, so 16-byte aligned); others element by element.
-    const bool vec = rowLength % 8 == 0;
-    const std::string indent = vec ? "        " : "      ";
-    if (vec)
-      ks << "    for (int64_t c = " << first << " * 8; c < " << rowLength << "LL; c += " << step
-         << " * 8) {\n";
-    else
-      ks << "    for (int64_t c = " << first << "; c < " << rowLength << "LL; c += " << step
-         << ") {\n";
-    llvm::DenseMap<Value, std::string> scalar = rowScalar;
-    SmallVector<std::pair<Value, std::string>> lanes; // (argument, its 8 values)
-    for (Value arg : body.getArguments()) {
-      if (!needed.contains(arg))
-        continue;
-      std::string at = elementIndex(arg, tensor(arg).getShape());
-      std::string ty = computeType(tensor(arg).getElementType());
-      std::string e = "e" + std::to_string(id++);
-      if (!vec || !readAlongRow(tensor(arg).getShape(), rowLength)) {
-        // One value (a row statistic's input is not along the row).
-        ks << "      const " << ty << " " << e << " = ld(" << argName[arg] << "[" << at
-           << "]);\n";
-        scalar[arg] = e;
-        continue;
-      }
-      std::string x = "x" + std::to_string(id++);
-      if (buffers.lookup(fusion.getInputs()[cast<BlockArgument>(arg).getArgNumber()]).type ==
-          "__half")
-        ks << "      float " << x << "[8];\n      load8(" << argName[arg] << " + " << at << ", "
-           << x << ");\n";
-      else
-        ks << "      " << ty << " " << x << "[8];\n      for (int j = 0; j < 8; ++j) " << x
-           << "[j] = ld(" << argName[arg] << "[" << at << " + j]);\n";
-      lanes.push_back({arg, x});
-    }
-    // fp16 results along the row are gathered for one 16-byte store (in
-    // body order, so the source is the same from run to run).
-    llvm::MapVector<Value, std::string> gathered;
-    if (vec)
-      for (Operation &op : body.without_terminator()) {
-        Value r = op.getResult(0);
-        if (lf.kind.lookup(&op) == Kind::Element && needed.contains(r) &&
-            lf.stage.lookup(r) == pass && out.count(r) && out[r].second == "__half") {
-          gathered[r] = "y" + std::to_string(id++);
-          ks << "      float " << gathered[r] << "[8];\n";
-        }
-      }
-    if (vec) {
-      ks << "#pragma unroll\n      for (int j = 0; j < 8; ++j) {\n";
-      for (auto &[arg, x] : lanes) {
-        std::string e = "e" + std::to_string(id++);
-        ks << indent << "const " << computeType(tensor(arg).getElementType()) << " " << e << " = "
-           << x << "[j];\n";
-        scalar[arg] = e;
-      }
-    }
-    std::string col = vec ? "c + j" : "c";
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = lf.kind.lookup(&op);
-      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
-        if (failed(compute(op, scalar, indent)))
-          return failure();
-        Value r = op.getResult(0);
-        if (lf.stage.lookup(r) == pass && out.count(r)) {
-          if (gathered.count(r))
-            ks << indent << gathered[r] << "[j] = (float)" << scalar[r] << ";\n";
-          else
-            ks << indent << out[r].first << "[row0 + " << col << "] = conv<" << out[r].second
-               << ">(" << scalar[r] << ");\n";
-        }
-      } else if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass) {
-        ks << indent << rowAcc[&op] << " += (float)" << scalar.lookup(op.getOperand(0)) << ";\n";
-      }
-    }
-    if (vec) {
-      ks << "      }\n";
-      for (auto &[r, y] : gathered)
-        ks << "      store8(" << out[r].first << " + row0 + c, " << y << ");\n";
-    }
-    ks << "    }\n";
-    for (Operation *op : reductions)
-      ks << "    " << rowAcc[op] << " = "
-         << (warpRows ? "detail::warp_allreduce(" + rowAcc[op] + ", detail::SumOp())"
-                      : "detail::block_allreduce(" + rowAcc[op] + ", detail::SumOp(), sh)")
-         << ";\n";
-  }
-  if (failed(emitRowValues(lf.lastPass + 1)))
-    return failure();
-  ks << "  }\n}\n\n";
-  addKernel(text);
-  launched = name;
-  int64_t blocks = warpRows ? (rowCount + 7) / 8 : rowCount;
-  blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 32));
-  os << "  if (" << rowCount << "LL > 0) TCC_LAUNCH(" << blocks << "u, 256, 0, stream(), "
-     << name << ")(" << rowCount << "LL";
-  for (const std::string &a : args)
-    os << ", " << a;
-  os << ");\n";
   return success();
 }
 
@@ -1516,7 +618,6 @@ void Emitter::addKernel(const std::string &text) {
   kernelDecls += text.substr(at, end - at) + ";\n";
 }
 
-std::string Emitter::opLabel(Operation *op) const { return opTableLabel(op, launched); }
 
 FailureOr<EmittedStep> Emitter::run() {
   Block &block = func.getBody().front();
@@ -1606,11 +707,8 @@ FailureOr<EmittedStep> Emitter::run() {
       rngState = descriptor(TCC_STEP_DROPOUT_STATE, arg, b.offset, b.bytes);
       rngOffset = b.offset;
     } else if (func.getArgAttr(i, kSeedAttr)) {
-      // The backward pass starts from d(loss) = grad_scale.
-      // (The CPU step's seed is its kernel IR's tcck.seed.)
-      if (cuda)
-        seedFill = "  fill((" + b.type + " *)(arena + " + std::to_string(b.offset) +
-                   "ULL), 1LL, grad_scale);\n";
+      // The backward pass starts from d(loss) = grad_scale: the kernel IR's
+      // tcck.seed.
     } else {
       return func.emitError("argument ") << i << " is neither a parameter nor an input";
     }
@@ -1633,47 +731,25 @@ FailureOr<EmittedStep> Emitter::run() {
       shadowOffsets[arg] = sb.offset;
     }
   }
-  // The CPU step's body is its kernel IR, whose arguments are these.
-  if (!cuda) {
-    if (!kernelFunc || kernelFunc.getNumArguments() != func.getNumArguments())
-      return func.emitError("the CPU step needs its kernel IR (tcc-lower-to-kernels)");
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      buffers[kernelFunc.getArgument(i)] = buffers.lookup(func.getArgument(i));
-  }
+  // The body is the step's kernel IR, whose arguments are these.
+  if (!kernelFunc || kernelFunc.getNumArguments() != func.getNumArguments())
+    return func.emitError("the step needs its kernel IR (tcc-lower-to-kernels)");
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    buffers[kernelFunc.getArgument(i)] = buffers.lookup(func.getArgument(i));
   // A mark after each op that runs code times it for tcc-run --trace (and
   // TCC_CUDA_PROFILE=1): mark k ends op k-1 of the op table, mark 0 starts
   // the body. CUDA records an event on the step's stream; the CPU step calls
-  // the runtime's hook, if one is set. The table gives each op the plan's
-  // live bytes: the persistent slots and the temporaries live at it.
+  // the runtime's hook, if one is set. The lowering placed the marks, the
+  // accumulations, the stores, and on CUDA the copies to host accumulators
+  // and the all-reduce's hand-offs.
   os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
-  MemoryTimeline timeline = memoryTimeline(
-      func, cuda ? kMixedPrecision : useDouble ? 8 : 4, /*placeOffsets=*/false);
-  std::vector<int64_t> live = timeline.liveBytes();
-  llvm::DenseMap<Operation *, size_t> opIndex;
-  for (auto [k, op] : llvm::enumerate(timeline.ops))
-    opIndex[op] = k;
-  int64_t persistentBytes = 0;
-  if (LayoutAttr l = LayoutAttr::of(func))
-    persistentBytes = l.getArenaBytes() - l.getTemporaryBytes();
-  // Gradients are added, scaled, into their accumulators right after the op
-  // that makes them (gradientAccumulatedAfter), the others at the end.
+  for (Operation &op : kernelFunc.getBody().front().without_terminator())
+    if (failed(cuda ? emitCudaKernel(&op) : emitKernel(&op)))
+      return failure();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
-  llvm::DenseMap<Operation *, SmallVector<unsigned>> accumulateAfter;
-  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-    if (!func.getResultAttr(i, kGradAttr))
-      continue;
-    if (Value root = viewRoot(ret.getOperand(i)); cuda && accumulatedInPlace(root, kMixedPrecision))
-      directAccumulators[root] = resultSlots[i]; // its op adds it
-    else if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
-      accumulateAfter[def].push_back(i);
-  }
   // Accumulators in host memory (#tcc.tiers host_grads): by parameter name,
-  // their offsets in the host buffer. Each micro-step's gradient is copied
-  // down on a copy stream as soon as its op is queued (host_grad_copy), and
-  // the step's stream waits for the copy (host_grad_wait) one op later,
-  // before the buffer can be reused (the plan keeps it live
-  // kHostCopyLagOps ops); the fixed half adds the copies into the
-  // accumulators, in this order, when the micro-step ends.
+  // their offsets in the host buffer (the micro-step copies each gradient
+  // down, tcck.host_accumulate; the fixed half adds the copies in).
   llvm::StringMap<int64_t> hostGradOffset;
   if (DenseI64ArrayAttr hg = layout.getHostGrads()) {
     size_t p = 0;
@@ -1684,89 +760,11 @@ FailureOr<EmittedStep> Emitter::run() {
         ++p;
       }
   }
-  // Data parallelism (CUDA): right after the last write of each device
-  // accumulator in the body, grad_ready hands it to the gradient
-  // all-reduce, which sums it while the backward pass goes on (comm.cuh).
-  // By parameter: the last op that adds into it, or null (the end).
-  llvm::MapVector<StringRef, std::pair<Operation *, unsigned>> lastWrite;
-  if (cuda)
-    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
-      if (!n || hostGradOffset.count(n.getValue()))
-        continue;
-      Operation *def = gradientAccumulatedAfter(ret.getOperand(i));
-      auto [it, fresh] = lastWrite.insert({n.getValue(), {def, i}});
-      if (!fresh && it->second.first && (!def || it->second.first->isBeforeInBlock(def)))
-        it->second = {def, i};
-    }
-  llvm::DenseMap<Operation *, SmallVector<unsigned>> readyAfter;
-  SmallVector<unsigned> readyAtEnd;
-  for (auto &[name, at] : lastWrite)
-    (at.first ? readyAfter[at.first] : readyAtEnd).push_back(at.second);
-  auto gradReady = [&](unsigned i) {
-    os << "  grad_ready((float *)(arena + " << resultSlots[i] << "ULL), "
-       << tensor(ret.getOperand(i)).getNumElements() << "LL);\n";
-  };
-  std::string hostGradRows;
-  int numHostGrads = 0;
-  SmallVector<std::pair<int, int>> pendingWaits; // (copy, ops to go)
-  auto accumulate = [&](unsigned i, Value v) {
-    auto t = tensor(v);
-    if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
-        n && hostGradOffset.count(n.getValue())) {
-      auto b = buffers.find(v);
-      if (b == buffers.end()) {
-        planError = true;
-        return;
-      }
-      bool half = b->second.type == "__half";
-      hostGradRows += "    {" + std::to_string(hostGradOffset.lookup(n.getValue())) + "ULL, " +
-                      std::to_string(t.getNumElements()) + "LL, " + (half ? "1" : "0") + "},\n";
-      os << "  host_grad_copy(" << numHostGrads << ", " << ref(v) << ");\n";
-      pendingWaits.push_back({numHostGrads++, 1});
-      return;
-    }
-    std::string slot = "(arena + " + std::to_string(resultSlots[i]) + "ULL)";
-    os << "  accumulate((float *)" << slot << ", " << ref(v) << ", " << t.getNumElements()
-       << "LL);\n";
-  };
-  // CPU: the kernels, with the accumulations, stores and marks the
-  // lowering placed.
-  if (!cuda)
-    for (Operation &op : kernelFunc.getBody().front().without_terminator())
-      if (failed(emitKernel(&op)))
-        return failure();
-  for (Operation &op : block.without_terminator()) {
-    if (!cuda)
-      break;
-    launched.clear();
-    if (failed(emitOp(&op)))
-      return failure();
-    // Copies to the host queued before this op: the stream waits for those
-    // whose buffer the plan may reuse from the next op on.
-    for (auto &[k, togo] : pendingWaits)
-      if (togo-- == 0)
-        os << "  host_grad_wait(" << k << ");\n";
-    llvm::erase_if(pendingWaits, [](auto &w) { return w.second < 0; });
-    // The op's own result, whose bytes the returned value (maybe a view) is.
-    for (unsigned i : accumulateAfter.lookup(&op))
-      accumulate(i, viewRoot(ret.getOperand(i)));
-    for (unsigned i : readyAfter.lookup(&op))
-      gradReady(i);
-    // Views share their operand's buffer and constants are data: nothing
-    // runs for them.
-    if (isAliasView(&op) || isa<ConstantOp>(op))
-      continue;
-    opLabels.push_back(opLabel(&op));
-    opLive.push_back(persistentBytes + live[opIndex.lookup(&op)]);
-    os << (cuda ? "  if (g_prof == 1) prof_mark(" : "  TCC_MARK(") << opLabels.size()
-       << ");\n";
-  }
   if (planError)
     return func.emitError("a value has no slot in the memory plan");
 
-  // Results: outputs are copied into their own slots; gradients are added,
-  // scaled, into the accumulators.
+  // Results: the outputs' slots and the accumulators the step zeroes (the
+  // body's kernel IR stores and accumulates into them).
   llvm::StringMap<uint64_t> gradOffsets;
   std::string zero;
   llvm::raw_string_ostream zo(zero);
@@ -1775,10 +773,7 @@ FailureOr<EmittedStep> Emitter::run() {
     auto t = tensor(v);
     uint64_t bytes = t.getNumElements() * elementBytes(t.getElementType());
     uint64_t offset = resultSlots[i];
-    std::string slot = "(arena + " + std::to_string(offset) + "ULL)";
     if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
-      if (cuda && !gradientAccumulatedAfter(v))
-        accumulate(i, v);
       if (hostGradOffset.count(n.getValue())) {
         // In the host buffer: the fixed half zeroes it.
         gradOffsets.insert({n.getValue(), hostGradOffset.lookup(n.getValue())});
@@ -1796,17 +791,7 @@ FailureOr<EmittedStep> Emitter::run() {
     }
     auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);
     outputs.push_back(descriptor(n ? n.getValue() : "output", v, offset, bytes));
-    if (cuda) {
-      std::string ty = isa<FloatType>(t.getElementType()) ? "float" : ctype(t.getElementType());
-      if (bytes)
-        os << "  copy((" << ty << " *)" << slot << ", " << ref(v) << ", "
-           << t.getNumElements() << "LL);\n";
-      continue;
-    }
-    // (The CPU step stores its outputs in its kernel IR: tcck.store.)
   }
-  for (unsigned i : readyAtEnd)
-    gradReady(i);
   for (auto &[arg, bytes] : paramBytes) {
     unsigned idx = cast<BlockArgument>(arg).getArgNumber();
     StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
@@ -1817,11 +802,10 @@ FailureOr<EmittedStep> Emitter::run() {
       grads.push_back(descriptor(name, arg, it->second, bytes, hostGradOffset.count(name) > 0));
   }
 
-  // The next micro-step draws new dropout masks.
+  // init zeroes dropout's random state (the kernel IR advances it after
+  // each micro-step).
   if (rngOffset >= 0) {
-    std::string at = "(int64_t *)(arena + " + std::to_string(rngOffset) + "ULL)";
     if (cuda) {
-      os << "  advance_rng(" << at << ");\n";
       rngInit = "  cudaMemsetAsync(arena + " + std::to_string(rngOffset) +
                 "ULL, 0, 16, stream());\n";
     } else {
@@ -1916,8 +900,6 @@ FailureOr<EmittedStep> Emitter::run() {
     state.push_back(rngState);
 
   if (cuda) {
-    hostGradTable = hostGradRows;
-    hostGradCount = numHostGrads;
     step.source = assembleCuda(training, params, grads, inputs, outputs, state,
                                applyRows, numTrainable, zero);
     step.target = "cuda";
@@ -2022,12 +1004,8 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   if (!target)
     return module.emitError("the step emitter needs the module's target "
                             "(a tcc.target = #tcc.target<...> attribute)");
-  if (target.isCuda()) {
-    Emitter emitter(funcs.front(), nullptr, target, options);
-    return emitter.run();
-  }
-  // The CPU step runs its kernel IR: a copy of the planned module lowered
-  // to tcck; the planned function gives the frame (tables, init, apply).
+  // The step runs its kernel IR: a copy of the planned module lowered to
+  // tcck; the planned function gives the frame (tables, init, apply).
   OwningOpRef<ModuleOp> kernels = module.clone();
   PassManager pm(module.getContext());
   buildKernelPipeline(pm);

@@ -281,8 +281,9 @@ private:
     SmallVector<Operation *> ops(chain.begin(), chain.end());
     ops.push_back(next);
     std::string why;
+    auto type = [&](Value v) { return mm ? cast<ShapedType>(v.getType()) : ShapedType(); };
     bool ok = succeeded(matchCublasLtEpilogue(
-        mm, gemm->getResult(0), lhsTransposed, ops, [&](Value v) { return v == cur && forked; },
+        type(mm ? mm.getLhs() : Value()), type(mm ? mm.getRhs() : Value()), gemm->getResult(0), lhsTransposed, ops, [&](Value v) { return v == cur && forked; },
         [](Value v) {
           return isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()) &&
                  !storedAsF32(v);

@@ -13,6 +13,7 @@
 #include "passes/PlanMemory.h"
 #include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/LoopStructure.h"
+#include "passes/tiers/TierCostModel.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Kernel/TcckOps.h"
@@ -68,7 +69,13 @@ namespace {
 /// What the patterns need to know about the planned function beyond the op
 /// they rewrite.
 struct KernelPlan {
+  /// CPU: the storage type of every float (f32 or f64). CUDA (`cuda`):
+  /// fp16, except the values keepsF32 names and the fp32 masters of
+  /// arguments without a working copy.
   Type floatStorage;
+  bool cuda = false;
+  /// The planned function's arguments (the conversion appends their buffers).
+  unsigned numArgs = 0;
   struct Mark {
     std::string label;
     int64_t live;
@@ -78,25 +85,78 @@ struct KernelPlan {
   llvm::DenseMap<Operation *, SmallVector<unsigned>> accumulateAfter;
   func::FuncOp func;
   SmallVector<int64_t> resultSlots;
+  // CUDA only:
+  /// The gradients their op adds straight into their fp32 accumulators
+  /// (accumulatedInPlace): the accumulators' arena offsets.
+  llvm::DenseMap<Value, int64_t> directAccumulators;
+  /// Results whose accumulators are in host memory (#tcc.tiers host_grads):
+  /// their offsets in the host buffer, and the number of each one's copy.
+  llvm::DenseMap<unsigned, int64_t> hostGradSlots, hostCopies;
+  /// The copies to the host the step's stream waits for right after an op.
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> waitsAfter;
+  /// Result indices of the accumulators finished after an op, or at the end
+  /// (tcck.grad_ready).
+  llvm::DenseMap<Operation *, SmallVector<unsigned>> readyAfter;
+  SmallVector<unsigned> readyAtEnd;
+  /// The op results keepsF32 names, found before the conversion (it looks
+  /// through the ops that made a value's operands).
+  llvm::DenseSet<Value> keptF32;
   bool failed = false;
 };
 
-/// The storage type of a tensor's elements: floats in the target's storage
-/// type, the rest as they are.
-Type storageOf(const KernelPlan &plan, Type elt) {
-  return isa<FloatType>(elt) ? plan.floatStorage : elt;
+/// The storage type of value `v`'s elements: on the CPU, floats in the
+/// target's storage type; on CUDA, as the mixed-precision plan stores them
+/// (keepsF32); the rest as they are.
+Type storageOf(const KernelPlan &plan, Value v) {
+  Type elt = cast<RankedTensorType>(v.getType()).getElementType();
+  if (!isa<FloatType>(elt))
+    return elt;
+  if (!plan.cuda)
+    return plan.floatStorage;
+  Builder b(v.getContext());
+  return plan.keptF32.contains(v) ? Type(b.getF32Type()) : Type(b.getF16Type());
 }
 
-MemRefType bufferType(const KernelPlan &plan, Type t) {
-  auto rt = cast<RankedTensorType>(t);
-  return MemRefType::get(rt.getShape(), storageOf(plan, rt.getElementType()));
+MemRefType bufferType(const KernelPlan &plan, Value v) {
+  return MemRefType::get(cast<RankedTensorType>(v.getType()).getShape(), storageOf(plan, v));
 }
 
-/// A pattern of this lowering: it knows the plan.
+/// The waits for copies to the host that the plan places right after `op`.
+void waitForHostCopies(ConversionPatternRewriter &rewriter, const KernelPlan &plan,
+                       Operation *op) {
+  for (int64_t k : plan.waitsAfter.lookup(op))
+    rewriter.create<tcck::WaitHostCopyOp>(op->getLoc(), rewriter.getI64IntegerAttr(k));
+}
+
+/// Adds the gradient `value`, result `i` of the step, into its accumulator:
+/// in the arena, or (CUDA, host tiers) in host memory.
+void accumulateResult(ConversionPatternRewriter &rewriter, const KernelPlan &plan, Location loc,
+                      Value value, unsigned i) {
+  if (auto host = plan.hostGradSlots.find(i); host != plan.hostGradSlots.end()) {
+    rewriter.create<tcck::HostAccumulateOp>(loc, value, rewriter.getI64IntegerAttr(host->second),
+                                            rewriter.getI64IntegerAttr(plan.hostCopies.lookup(i)));
+    return;
+  }
+  rewriter.create<tcck::AccumulateOp>(loc, value, rewriter.getI64IntegerAttr(plan.resultSlots[i]));
+}
+
+/// Hands the accumulator of step result `i` to the gradient all-reduce.
+void gradReady(ConversionPatternRewriter &rewriter, const KernelPlan &plan, Location loc,
+               unsigned i) {
+  func::FuncOp func = plan.func;
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  int64_t n = cast<RankedTensorType>(ret.getOperand(i).getType()).getNumElements();
+  rewriter.create<tcck::GradReadyOp>(loc, rewriter.getI64IntegerAttr(plan.resultSlots[i]),
+                                     rewriter.getI64IntegerAttr(n));
+}
+
+/// A pattern of this lowering: it knows the plan. The patterns have no type
+/// converter: each value's buffer type is its storage type (storageOf),
+/// which on CUDA depends on the value, not only on its type; an operand is
+/// the buffer its op was replaced by.
 template <typename Op>
 struct KernelPattern : OpConversionPattern<Op> {
-  KernelPattern(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
-      : OpConversionPattern<Op>(tc, ctx), plan(plan) {}
+  KernelPattern(MLIRContext *ctx, KernelPlan &plan) : OpConversionPattern<Op>(ctx), plan(plan) {}
   KernelPlan &plan;
 
   /// A view of result `k` of `op` at its planned offset.
@@ -108,8 +168,20 @@ struct KernelPattern : OpConversionPattern<Op> {
       plan.failed = true;
       at = 0;
     }
-    return rewriter.create<tcck::ViewOp>(op->getLoc(), bufferType(plan, op->getResult(k).getType()),
+    return rewriter.create<tcck::ViewOp>(op->getLoc(), bufferType(plan, op->getResult(k)),
                                          rewriter.getI64IntegerAttr(at));
+  }
+
+  /// CUDA: the fp32 accumulator that result `k` of `op` is added into by
+  /// the op itself (accumulatedInPlace), as a view; else null.
+  Value directAccumulator(ConversionPatternRewriter &rewriter, Operation *op, unsigned k) const {
+    auto it = plan.directAccumulators.find(op->getResult(k));
+    if (it == plan.directAccumulators.end())
+      return Value();
+    auto t = cast<RankedTensorType>(op->getResult(k).getType());
+    return rewriter.create<tcck::ViewOp>(op->getLoc(),
+                                         MemRefType::get(t.getShape(), rewriter.getF32Type()),
+                                         rewriter.getI64IntegerAttr(it->second));
   }
 
   /// After the kernels of `op`, whose results are now `views`: the
@@ -117,6 +189,7 @@ struct KernelPattern : OpConversionPattern<Op> {
   /// in the op table.
   void finish(ConversionPatternRewriter &rewriter, Operation *op, ValueRange views) const {
     auto ret = cast<func::ReturnOp>(plan.func.getBody().front().getTerminator());
+    waitForHostCopies(rewriter, plan, op);
     for (unsigned i : plan.accumulateAfter.lookup(op)) {
       Value root = viewRoot(ret.getOperand(i));
       auto r = dyn_cast<OpResult>(root);
@@ -125,9 +198,10 @@ struct KernelPattern : OpConversionPattern<Op> {
         plan.failed = true;
         continue;
       }
-      rewriter.create<tcck::AccumulateOp>(op->getLoc(), views[r.getResultNumber()],
-                                          rewriter.getI64IntegerAttr(plan.resultSlots[i]));
+      accumulateResult(rewriter, plan, op->getLoc(), views[r.getResultNumber()], i);
     }
+    for (unsigned i : plan.readyAfter.lookup(op))
+      gradReady(rewriter, plan, op->getLoc(), i);
     auto mark = plan.marks.find(op);
     if (mark != plan.marks.end())
       rewriter.create<tcck::MarkOp>(op->getLoc(), mark->second.label, mark->second.live);
@@ -173,7 +247,11 @@ struct ConstantLowering : KernelPattern<Op> {
       return op.emitOpError("the step needs a dense value");
     Value v;
     if (isStaticConstant(op)) {
-      v = rewriter.create<tcck::GlobalOp>(op.getLoc(), bufferType(this->plan, op.getType()), value);
+      // CUDA keeps float constants in fp32, as their static arrays are.
+      MemRefType type = bufferType(this->plan, op.getResult());
+      if (this->plan.cuda && isa<FloatType>(type.getElementType()))
+        type = MemRefType::get(type.getShape(), rewriter.getF32Type());
+      v = rewriter.create<tcck::GlobalOp>(op.getLoc(), type, value);
     } else {
       v = this->resultView(rewriter, op, 0);
       auto splat = value.template getSplatValue<Attribute>();
@@ -184,17 +262,22 @@ struct ConstantLowering : KernelPattern<Op> {
   }
 };
 
-/// Reshape, squeeze, unsqueeze, identity: the operand's bytes.
+/// Reshape, squeeze, unsqueeze, identity: the operand's bytes, in its
+/// storage type.
 struct AliasLowering : ConversionPattern {
-  AliasLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
-      : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), plan(plan) {}
+  AliasLowering(MLIRContext *ctx, KernelPlan &plan)
+      : ConversionPattern(MatchAnyOpTypeTag(), 1, ctx), plan(plan) {}
   KernelPlan &plan;
   LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
                                 ConversionPatternRewriter &rewriter) const override {
     if (!isa<TccDialect>(op->getDialect()) || !isAliasView(op))
       return failure();
     Value alias = rewriter.create<tcck::AliasOp>(
-        op->getLoc(), bufferType(plan, op->getResult(0).getType()), operands[0]);
+        op->getLoc(),
+        MemRefType::get(cast<RankedTensorType>(op->getResult(0).getType()).getShape(),
+                        cast<MemRefType>(operands[0].getType()).getElementType()),
+        operands[0]);
+    waitForHostCopies(rewriter, plan, op);
     rewriter.replaceOp(op, alias);
     return success();
   }
@@ -205,9 +288,8 @@ struct AliasLowering : ConversionPattern {
 //===----------------------------------------------------------------------===//
 
 struct ElementwiseLowering : ConversionPattern {
-  ElementwiseLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
-      : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), plan(plan),
-        helper(tc, ctx, plan) {}
+  ElementwiseLowering(MLIRContext *ctx, KernelPlan &plan)
+      : ConversionPattern(MatchAnyOpTypeTag(), 1, ctx), plan(plan), helper(ctx, plan) {}
   KernelPlan &plan;
   KernelPattern<FusionOp> helper; // its view and finishing helpers
   LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
@@ -230,8 +312,8 @@ int64_t lossReduction(StringRef r) { return r == "none" ? 0 : r == "sum" ? 1 : 2
 /// Every op that is one library call: its callee, inputs (adapted operands
 /// in the kernel's order) and options.
 struct LibraryLowering : ConversionPattern {
-  LibraryLowering(const TypeConverter &tc, MLIRContext *ctx, KernelPlan &plan)
-      : ConversionPattern(tc, MatchAnyOpTypeTag(), 1, ctx), helper(tc, ctx, plan) {}
+  LibraryLowering(MLIRContext *ctx, KernelPlan &plan)
+      : ConversionPattern(MatchAnyOpTypeTag(), 1, ctx), helper(ctx, plan) {}
   KernelPattern<FusionOp> helper;
 
   LogicalResult matchAndRewrite(Operation *op, ArrayRef<Value> operands,
@@ -243,6 +325,10 @@ struct LibraryLowering : ConversionPattern {
     auto opt = [&](StringRef name, Attribute a) { options.push_back(b.getNamedAttr(name, a)); };
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
     SmallVector<Value> ins(operands.begin(), operands.end());
+    // The buffer of `v`, one of the op's operands.
+    auto adapted = [&](Value v) {
+      return operands[llvm::find(op->getOperands(), v) - op->getOperands().begin()];
+    };
     using tcck::LibraryCall;
     std::optional<LibraryCall> callee =
         llvm::TypeSwitch<Operation *, std::optional<LibraryCall>>(op)
@@ -272,6 +358,9 @@ struct LibraryLowering : ConversionPattern {
               ins.resize(1);
               opt("mask", i64(reductionMask(o)));
               opt("mean", b.getBoolAttr(isa<ReduceMeanOp>(o)));
+              // CUDA: a bias's gradient, summed into its accumulator.
+              if (helper.plan.directAccumulators.count(o->getResult(0)))
+                opt("accumulate", b.getUnitAttr());
               return LibraryCall::Reduce;
             })
             .Case<GatherOp>([&](GatherOp g) {
@@ -315,7 +404,7 @@ struct LibraryLowering : ConversionPattern {
                                    o->getAttrOfType<StringAttr>("reduction").getValue())));
               // Inputs in the kernel's order, the optional weights last.
               ins.clear();
-              auto add = [&](Value v) { ins.push_back(rewriter.getRemappedValue(v)); };
+              auto add = [&](Value v) { ins.push_back(adapted(v)); };
               if (auto l = dyn_cast<SoftmaxCrossEntropyLossOp>(o)) {
                 add(l.getScores()), add(l.getLabels());
                 if (l.getWeights())
@@ -343,7 +432,7 @@ struct LibraryLowering : ConversionPattern {
               opt("scale", o->getAttr("scale"));
               opt("causal", o->getAttr("causal"));
               ins.clear();
-              auto add = [&](Value v) { ins.push_back(rewriter.getRemappedValue(v)); };
+              auto add = [&](Value v) { ins.push_back(adapted(v)); };
               for (int i = 0; i < 3; ++i)
                 add(o->getOperand(i));
               Value bias, rng;
@@ -371,7 +460,11 @@ struct LibraryLowering : ConversionPattern {
             .Default([](Operation *) { return std::nullopt; });
     if (!callee)
       return failure();
-    SmallVector<Value> outs = helper.resultViews(rewriter, op);
+    SmallVector<Value> outs;
+    if (Value acc = helper.directAccumulator(rewriter, op, 0))
+      outs.push_back(acc);
+    else
+      outs = helper.resultViews(rewriter, op);
     rewriter.create<tcck::CallOp>(op->getLoc(), *callee, outs, ins,
                                   b.getDictionaryAttr(options));
     helper.done(rewriter, op, outs);
@@ -461,9 +554,10 @@ struct MatMulLowering : KernelPattern<MatMulOp> {
   using KernelPattern::KernelPattern;
   LogicalResult matchAndRewrite(MatMulOp m, OpAdaptor adaptor,
                                 ConversionPatternRewriter &rewriter) const override {
-    Value out = resultView(rewriter, m, 0);
+    Value acc = directAccumulator(rewriter, m, 0);
+    Value out = acc ? acc : resultView(rewriter, m, 0);
     rewriter.create<tcck::MatMulOp>(m.getLoc(), ValueRange{out}, adaptor.getLhs(),
-                                    adaptor.getRhs(), ValueRange{}, false, false);
+                                    adaptor.getRhs(), ValueRange{}, false, false, bool(acc));
     done(rewriter, m, out);
     return success();
   }
@@ -487,7 +581,8 @@ struct FusionLowering : KernelPattern<FusionOp> {
       done(rewriter, fusion, {});
       return success();
     }
-    SmallVector<Value> outs = resultViews(rewriter, fusion);
+    Value acc = directAccumulator(rewriter, fusion, 0);
+    SmallVector<Value> outs = acc ? SmallVector<Value>{acc} : resultViews(rewriter, fusion);
     ValueRange ins = adaptor.getInputs();
     auto inputOf = [&](Value outer) {
       unsigned k = llvm::find(fusion.getInputs(), outer) - fusion.getInputs().begin();
@@ -507,13 +602,15 @@ struct FusionLowering : KernelPattern<FusionOp> {
                                   "an epilogue");
       if (g->epilogue.empty()) {
         rewriter.create<tcck::MatMulOp>(loc, outs, inputOf(g->lhs), inputOf(g->rhs),
-                                        ValueRange{}, g->transLhs, g->transRhs);
+                                        ValueRange{}, g->transLhs, g->transRhs, bool(acc));
         break;
       }
+      if (acc)
+        return fusion.emitOpError("adds a GEMM with an epilogue into an accumulator");
       // The epilogue's region: the product, then one argument per fusion
       // input; its ops are the fusion's after the product.
       auto mm = rewriter.create<tcck::MatMulOp>(loc, outs, inputOf(g->lhs), inputOf(g->rhs), ins,
-                                                g->transLhs, g->transRhs);
+                                                g->transLhs, g->transRhs, false);
       OpBuilder::InsertionGuard guard(rewriter);
       Block &body = fusion.getBody().front();
       SmallVector<Type> argTypes{g->matmul.getType()};
@@ -587,15 +684,45 @@ struct ReturnLowering : KernelPattern<func::ReturnOp> {
       auto slot = rewriter.getI64IntegerAttr(plan.resultSlots[i]);
       if (func.getResultAttr(i, kGradAttr)) {
         if (!gradientAccumulatedAfter(ret.getOperand(i)))
-          rewriter.create<tcck::AccumulateOp>(loc, v, slot);
+          accumulateResult(rewriter, plan, loc, v, i);
       } else if (cast<MemRefType>(v.getType()).getNumElements() > 0) {
         rewriter.create<tcck::StoreOp>(loc, v, slot);
       }
     }
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    for (unsigned i : plan.readyAtEnd)
+      gradReady(rewriter, plan, loc, i);
+    for (unsigned i = 0; i < plan.numArgs; ++i)
       if (func.getArgAttr(i, kRngAttr))
-        rewriter.create<tcck::AdvanceRngOp>(loc, func.getBody().getArgument(i));
+        rewriter.create<tcck::AdvanceRngOp>(
+            loc, rewriter.getRemappedValue(func.getBody().getArgument(i)));
     rewriter.replaceOpWithNewOp<func::ReturnOp>(ret, adaptor.getOperands());
+    return success();
+  }
+};
+
+/// The step function's arguments get their buffers: each tensor argument
+/// k of n is replaced by a new argument n + k of type `types[k]` (the
+/// kernels' view of it), with its attributes. The pass erases the old
+/// arguments and sets the result types once the body is converted. (The
+/// buffer types depend on the argument, not only on its type, so this is
+/// not a type converter's signature conversion.)
+struct SignatureLowering : OpConversionPattern<func::FuncOp> {
+  SignatureLowering(MLIRContext *ctx, ArrayRef<Type> types, bool &done)
+      : OpConversionPattern(ctx), types(types.begin(), types.end()), done(done) {}
+  SmallVector<Type> types;
+  bool &done;
+  LogicalResult matchAndRewrite(func::FuncOp func, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    unsigned n = func.getNumArguments();
+    if (done || types.size() != n)
+      return failure();
+    rewriter.modifyOpInPlace(func, [&] {
+      for (unsigned k = 0; k < n; ++k)
+        func.insertArgument(n + k, types[k], func.getArgAttrDict(k), func.getArgument(k).getLoc());
+    });
+    for (unsigned k = 0; k < n; ++k)
+      rewriter.replaceUsesOfBlockArgument(func.getArgument(k), func.getArgument(n + k));
+    done = true;
     return success();
   }
 };
@@ -604,16 +731,80 @@ struct ReturnLowering : KernelPattern<func::ReturnOp> {
 // The contract and the pass
 //===----------------------------------------------------------------------===//
 
-/// Whether the CPU target has a kernel for `op`; reports the op otherwise.
-LogicalResult checkCpuContract(Operation &op) {
+/// CUDA: where the step's gradients go besides the arena's accumulators.
+/// Accumulators in host memory (#tcc.tiers host_grads) get each gradient by
+/// a copy, numbered in the order the micro-step queues them; the step's
+/// stream waits for copy k kHostCopyLagOps ops after it is queued, before
+/// the plan can reuse its buffer. Each device accumulator is handed to the
+/// gradient all-reduce right after its last write (tcck.grad_ready).
+void planCudaAccumulators(KernelPlan &plan, LayoutAttr layout) {
+  func::FuncOp func = plan.func;
+  Block &block = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  llvm::StringMap<int64_t> hostGradOffset;
+  if (DenseI64ArrayAttr hg = layout.getHostGrads()) {
+    size_t p = 0;
+    for (unsigned a = 0; a < func.getNumArguments(); ++a)
+      if (auto n = func.getArgAttrOfType<StringAttr>(a, kParamAttr)) {
+        if (p < hg.size() && hg[p] >= 0)
+          hostGradOffset[n.getValue()] = hg[p];
+        ++p;
+      }
+  }
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr))
+      if (auto it = hostGradOffset.find(n.getValue()); it != hostGradOffset.end())
+        plan.hostGradSlots[i] = it->second;
+
+  // The copies, in the order the micro-step queues them, and their waits.
+  int64_t copies = 0;
+  SmallVector<std::pair<int64_t, int64_t>> pending; // (copy, ops to go)
+  for (Operation &op : block.without_terminator()) {
+    for (auto &[k, togo] : pending)
+      if (--togo == 0)
+        plan.waitsAfter[&op].push_back(k);
+    llvm::erase_if(pending, [](auto &w) { return w.second == 0; });
+    for (unsigned i : plan.accumulateAfter.lookup(&op))
+      if (plan.hostGradSlots.count(i)) {
+        plan.hostCopies[i] = copies;
+        pending.push_back({copies++, kHostCopyLagOps});
+      }
+  }
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    if (plan.hostGradSlots.count(i) && !gradientAccumulatedAfter(ret.getOperand(i)))
+      plan.hostCopies[i] = copies++;
+
+  // By parameter: the last op that adds into its device accumulator, or
+  // null (the end of the step).
+  llvm::MapVector<StringRef, std::pair<Operation *, unsigned>> lastWrite;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr);
+    if (!n || hostGradOffset.count(n.getValue()))
+      continue;
+    Operation *def = gradientAccumulatedAfter(ret.getOperand(i));
+    auto [it, fresh] = lastWrite.insert({n.getValue(), {def, i}});
+    if (!fresh && it->second.first && (!def || it->second.first->isBeforeInBlock(def)))
+      it->second = {def, i};
+  }
+  for (auto &[name, at] : lastWrite)
+    (at.first ? plan.readyAfter[at.first] : plan.readyAtEnd).push_back(at.second);
+}
+
+/// Whether the target has a kernel for `op`; reports the op otherwise.
+LogicalResult checkContract(Operation &op, bool cuda) {
+  StringRef target = cuda ? "CUDA" : "CPU";
   if (runtimeEwKind(&op) || isAliasView(&op))
     return success();
   if (auto d = dyn_cast<DropoutOp>(op)) {
     if (d.getTraining() && !d.getRatio().isZero())
       return d.emitOpError("dropout with a non-zero ratio in training mode is not supported by "
-                           "the CPU target yet");
+                           "the ")
+             << target << " target yet";
     return success();
   }
+  if (cuda && isa<GemmOp>(op))
+    return op.emitOpError("reaches the CUDA target's lowering; tcc-legalize lowers Gemm to "
+                          "matmul first");
   if (isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op)) {
     Attribute value = op.getAttr("value");
     if (!isa<ShapeOp>(op) && !isa_and_nonnull<DenseElementsAttr>(value))
@@ -626,7 +817,7 @@ LogicalResult checkCpuContract(Operation &op) {
           RandomKeepOp, SoftmaxCrossEntropyLossOp, SoftmaxCrossEntropyLossWithGradOp,
           SoftmaxCrossEntropyLossGradOp>(op))
     return success();
-  return op.emitOpError("the CPU target cannot lower this op yet");
+  return op.emitOpError("the ") << target << " target cannot lower this op yet";
 }
 
 class LowerToKernelsPass : public mlir::tcc::impl::LowerToKernelsBase<LowerToKernelsPass> {
@@ -636,11 +827,6 @@ public:
     TargetAttr target = TargetAttr::of(module);
     if (!target) {
       module.emitError("tcc-lower-to-kernels needs the module's target (tcc-set-target)");
-      return signalPassFailure();
-    }
-    if (target.isCuda()) {
-      module.emitError("tcc-lower-to-kernels: the cuda target is not lowered to kernels yet; "
-                       "its step is emitted from the planned IR");
       return signalPassFailure();
     }
     for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
@@ -657,41 +843,72 @@ private:
     Block &block = func.getBody().front();
     bool contract = true;
     for (Operation &op : block.without_terminator())
-      contract &= succeeded(checkCpuContract(op));
+      contract &= succeeded(checkContract(op, target.isCuda()));
     if (!contract)
       return failure();
 
     KernelPlan plan;
     plan.func = func;
     plan.floatStorage = target.getStorage();
+    plan.cuda = target.isCuda();
+    plan.numArgs = func.getNumArguments();
     plan.resultSlots.assign(layout.getResults().asArrayRef().begin(),
                             layout.getResults().asArrayRef().end());
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     if (plan.resultSlots.size() != ret.getNumOperands())
       return func.emitError("the memory plan does not match the function");
     // The op table: every op that runs code, with the plan's live bytes.
-    int64_t floatBytes = target.getStorage().isF64() ? 8 : 4;
+    int64_t floatBytes = plan.cuda ? kMixedPrecision : target.getStorage().isF64() ? 8 : 4;
     MemoryTimeline timeline = memoryTimeline(func, floatBytes, /*placeOffsets=*/false);
     std::vector<int64_t> live = timeline.liveBytes();
     int64_t persistent = layout.getArenaBytes() - layout.getTemporaryBytes();
     for (auto [k, op] : llvm::enumerate(timeline.ops))
       if (!isa<func::ReturnOp>(op) && !isAliasView(op) && !isa<ConstantOp>(op))
         plan.marks[op] = {opTableLabel(op), persistent + live[k]};
-    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
-      if (func.getResultAttr(i, kGradAttr))
-        if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
-          plan.accumulateAfter[def].push_back(i);
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      if (!func.getResultAttr(i, kGradAttr))
+        continue;
+      if (Value root = viewRoot(ret.getOperand(i));
+          plan.cuda && accumulatedInPlace(root, kMixedPrecision))
+        plan.directAccumulators[root] = plan.resultSlots[i]; // its op adds it
+      else if (Operation *def = gradientAccumulatedAfter(ret.getOperand(i)))
+        plan.accumulateAfter[def].push_back(i);
+    }
+    if (plan.cuda) {
+      planCudaAccumulators(plan, layout);
+      for (Operation &op : block.without_terminator())
+        for (Value r : op.getResults())
+          if (keepsF32(r))
+            plan.keptF32.insert(r);
+    }
 
-    TypeConverter types;
-    types.addConversion([](Type t) { return t; });
-    types.addConversion([&](RankedTensorType t) -> Type { return bufferType(plan, t); });
+    // The arguments' buffers: on CUDA, the fp16 working copy of a float
+    // parameter or input that has one (tcc.layout's shadows), else the fp32
+    // master; on the CPU, the target's storage type.
+    Builder builder(ctx);
+    ArrayRef<int64_t> shadows;
+    if (DenseI64ArrayAttr sh = layout.getShadows())
+      shadows = sh.asArrayRef();
+    SmallVector<Type> argTypes;
+    for (BlockArgument arg : func.getArguments()) {
+      auto t = cast<RankedTensorType>(arg.getType());
+      Type elt = t.getElementType();
+      if (plan.cuda && isa<FloatType>(elt))
+        elt = arg.getArgNumber() < shadows.size() && shadows[arg.getArgNumber()] >= 0
+                  ? Type(builder.getF16Type())
+                  : Type(builder.getF32Type());
+      else if (isa<FloatType>(elt))
+        elt = plan.floatStorage;
+      argTypes.push_back(MemRefType::get(t.getShape(), elt));
+    }
 
+    auto isTensor = [](Type t) { return isa<RankedTensorType>(t); };
+    bool signatureDone = false;
     ConversionTarget legal(*ctx);
     legal.addLegalDialect<tcck::TcckDialect>();
-    legal.addDynamicallyLegalOp<func::FuncOp>(
-        [&](func::FuncOp f) { return types.isSignatureLegal(f.getFunctionType()); });
+    legal.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp) { return signatureDone; });
     legal.addDynamicallyLegalOp<func::ReturnOp>(
-        [&](func::ReturnOp r) { return types.isLegal(r.getOperandTypes()); });
+        [&](func::ReturnOp r) { return llvm::none_of(r.getOperandTypes(), isTensor); });
     // The scalar bodies of fused kernels stay tcc ops.
     legal.markUnknownOpDynamicallyLegal([](Operation *op) {
       Operation *parent = op->getParentOp();
@@ -699,14 +916,21 @@ private:
     });
 
     RewritePatternSet patterns(ctx);
-    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns, types);
+    patterns.add<SignatureLowering>(ctx, argTypes, signatureDone);
     patterns.add<ConstantLowering<ConstantOp>, ConstantLowering<ConstantOfShapeOp>,
                  ConstantLowering<ShapeOp>, SliceLowering<SliceOp>, SliceLowering<SliceGradOp>,
                  SliceLowering<SplitOp>, DropoutLowering, MatMulLowering, FusionLowering,
-                 ReturnLowering>(types, ctx, plan);
-    patterns.add<AliasLowering, ElementwiseLowering, LibraryLowering>(types, ctx, plan);
+                 ReturnLowering, AliasLowering, ElementwiseLowering, LibraryLowering>(ctx, plan);
     if (failed(applyFullConversion(func, legal, std::move(patterns))) || plan.failed)
       return failure();
+    // The old arguments are unused now; the results' types are the buffers
+    // the step returns.
+    unsigned n = argTypes.size();
+    llvm::BitVector old(2 * n);
+    old.set(0, n);
+    func.eraseArguments(old);
+    func.setType(FunctionType::get(
+        ctx, argTypes, func.getBody().front().getTerminator()->getOperandTypes()));
 
     // The backward pass starts from d(loss) = the step's gradient scale.
     OpBuilder b(ctx);

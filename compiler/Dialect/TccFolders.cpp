@@ -298,9 +298,17 @@ OpFoldResult mlir::tcc::foldElementwise(EwKind kind, Type resultType,
 // Folders of the non-elementwise ops
 //===----------------------------------------------------------------------===//
 
+/// Whether `op` has been planned (tcc-plan-memory's `tcc.offsets`): then it
+/// is not folded. Its result has its own slot and, on CUDA, its own storage
+/// type (an identity cast of an fp32 constant makes an fp16 value), and the
+/// lowering to kernels, whose conversion folds what it can, must keep it.
+bool mlir::tcc::keepsItsSlot(Operation *op) { return op->hasAttr("tcc.offsets"); }
+
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   auto dense = dyn_cast<DenseElementsAttr>(getValue());
   if (!dense)
     return {};
@@ -324,6 +332,8 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
 }
 
 OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   if (getInput().getType() == getType())
     return getInput();
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
@@ -341,6 +351,8 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   // A uniform condition selects one side, when that side already has the
   // result's type.
   if (auto cond = dyn_cast_or_null<DenseElementsAttr>(adaptor.getCondition())) {
@@ -377,16 +389,24 @@ static OpFoldResult foldReshapeLike(Value input, Attribute inputAttr,
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   return foldReshapeLike(getInput(), adaptor.getInput(), getType());
 }
 OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   return foldReshapeLike(getInput(), adaptor.getInput(), getType());
 }
 OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   return foldReshapeLike(getInput(), adaptor.getInput(), getType());
 }
 
 OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   auto inType = cast<RankedTensorType>(getInput().getType());
   int64_t rank = inType.getRank();
   SmallVector<int64_t> perm = getPermutation();
@@ -431,6 +451,8 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
     return getInputs()[0];
   SmallVector<ConstTensor> in;
@@ -460,6 +482,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   std::optional<ConstTensor> data = ConstTensor::get(adaptor.getData());
   std::optional<ConstTensor> idx = ConstTensor::get(adaptor.getIndices());
   if (!data || !idx || tooLargeToFold(getType()))
@@ -487,6 +511,8 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   auto inType = cast<RankedTensorType>(getInput().getType());
   SmallVector<SliceDim> dims;
   if (failed(resolveSlice(std::nullopt, inType.getShape(), getStarts(),
@@ -517,6 +543,8 @@ OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   if (getInput().getType() == getType())
     return getInput();
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
@@ -534,6 +562,8 @@ OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
 }
 
 LogicalResult DropoutOp::fold(FoldAdaptor, SmallVectorImpl<OpFoldResult> &results) {
+  if (keepsItsSlot(*this))
+    return failure();
   if (getTraining() && !getRatio().isZero())
     return failure();
   results.push_back(getInput());
@@ -547,10 +577,14 @@ LogicalResult DropoutOp::fold(FoldAdaptor, SmallVectorImpl<OpFoldResult> &result
 //===----------------------------------------------------------------------===//
 
 OpFoldResult IsNaNOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   return foldElementwise(EwKind::IsNaN, getType(), adaptor.getOperands());
 }
 
 OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   auto inType = cast<RankedTensorType>(getInput().getType());
   if (inType == getType() && llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))
     return getInput();
@@ -592,6 +626,8 @@ OpFoldResult PadOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult GatherElementsOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   std::optional<ConstTensor> data = ConstTensor::get(adaptor.getData());
   std::optional<ConstTensor> idx = ConstTensor::get(adaptor.getIndices());
   if (!data || !idx || tooLargeToFold(getType()))
@@ -624,6 +660,8 @@ OpFoldResult GatherElementsOp::fold(FoldAdaptor adaptor) {
 }
 
 OpFoldResult TriluOp::fold(FoldAdaptor adaptor) {
+  if (keepsItsSlot(*this))
+    return {};
   std::optional<ConstTensor> c = ConstTensor::get(adaptor.getInput());
   if (!c || tooLargeToFold(getType()))
     return {};

@@ -135,6 +135,10 @@ int64_t elementsOf(Value v);
 /// without results. The one FLOP model of tcc-remat and --memory-report.
 int64_t estimateFlops(Operation *op);
 
+/// Whether a planned op (one with tcc-plan-memory's offsets) is left
+/// unfolded: the folders of tcc ops return nothing for it.
+bool keepsItsSlot(Operation *op);
+
 /// Folds an elementwise op whose operands are all constants; null when it
 /// cannot (a non-constant operand, or a result too large to keep in the IR).
 OpFoldResult foldElementwise(EwKind kind, Type resultType,

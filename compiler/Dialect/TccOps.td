@@ -65,6 +65,8 @@ class Tcc_BroadcastOp<string mnemonic, string onnx, string kind,
                                            adaptor.getRhs().getType(), types);
     }
     ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor adaptor) {
+      if (::mlir::tcc::keepsItsSlot(*this))
+        return {};
       return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
                                           getType(), adaptor.getOperands());
     }
@@ -119,6 +121,8 @@ class Tcc_UnaryOp<string mnemonic, string onnx, string kind,
       // Identity folds to its operand whether or not it is a constant.
       if (::mlir::tcc::EwKind::}] # kind # [{ == ::mlir::tcc::EwKind::Identity)
         return getInput();
+      if (::mlir::tcc::keepsItsSlot(*this))
+        return {};
       return ::mlir::tcc::foldElementwise(::mlir::tcc::EwKind::}] # kind # [{,
                                           getType(), adaptor.getOperands());
     }

@@ -162,6 +162,10 @@ LogicalResult MatMulOp::verify() {
   if (getOuts().empty())
     return emitOpError("writes no output");
   Region &r = getEpilogue();
+  if (getAccumulate() &&
+      (!r.empty() || !cast<MemRefType>(getOuts()[0].getType()).getElementType().isF32()))
+    return emitOpError("with 'accumulate' adds its product into one fp32 accumulator, "
+                       "without an epilogue");
   if (r.empty()) {
     if (getOuts().size() != 1 || !getEpilogueIns().empty())
       return emitOpError("without an epilogue writes one output and reads no epilogue inputs");

@@ -6,7 +6,8 @@
 // is stored (the view's element type), which library kernel or GEMM runs,
 // the loop structure of a fused kernel, where a gradient is added into its
 // accumulator, and what the op table says about each op. An emitter
-// (codegen/cpu/CpuKernels.cpp, the CPU step's body) reads it and writes code.
+// per target (codegen/cpu/CpuKernels.cpp, codegen/cuda/CudaKernels.cpp: the
+// step's body) reads it and writes code.
 //
 // Kernel ops write into their `outs` (destination-passing style) and return
 // nothing; views and globals are the only ops with results.
@@ -128,6 +129,49 @@ def Tcck_AccumulateOp : Tcck_Op<"accumulate"> {
   let assemblyFormat = "$value `into` `slot` $slot attr-dict `:` type($value)";
 }
 
+def Tcck_HostAccumulateOp : Tcck_Op<"host_accumulate"> {
+  let summary = "Sends a gradient to its accumulator in host memory (CUDA, offload)";
+  let description = [{
+    A gradient whose accumulator the plan keeps in pinned host memory
+    (`#tcc.tiers` host_grads) at byte offset `host_slot` of the host buffer.
+    The CUDA step queues the copy to the host on its copy stream as soon as
+    the gradient is made; the fixed half adds each micro-step's copies into
+    the host accumulators when the micro-step ends. `copy` numbers the
+    copies in the order the step queues them; a later `tcck.wait_host_copy`
+    of the same number makes the step's stream wait for the copy before the
+    plan reuses the value's buffer.
+
+        tcck.host_accumulate %3 to host_slot 4096 copy 0 : memref<64x64xf16>
+  }];
+  let arguments = (ins Tcck_Buffer:$value, ConfinedAttr<I64Attr, [IntNonNegative]>:$host_slot,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$copy);
+  let assemblyFormat = "$value `to` `host_slot` $host_slot `copy` $copy attr-dict `:` type($value)";
+}
+
+def Tcck_WaitHostCopyOp : Tcck_Op<"wait_host_copy"> {
+  let summary = "The step's stream waits for a copy to the host";
+  let description = [{
+    Placed by tcc-lower-to-kernels kHostCopyLagOps ops after the
+    `tcck.host_accumulate` numbered `copy`, where the memory plan stops
+    keeping its buffer live.
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$copy);
+  let assemblyFormat = "$copy attr-dict";
+}
+
+def Tcck_GradReadyOp : Tcck_Op<"grad_ready"> {
+  let summary = "Hands a finished gradient accumulator to the data-parallel all-reduce (CUDA)";
+  let description = [{
+    After the last write of the fp32 accumulator at arena offset `slot`
+    (`elements` long) in the micro-step: the all-reduce may sum it across
+    ranks while the backward pass goes on (runtime/cuda/comm.cuh). With one
+    rank it does nothing.
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$slot,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$elements);
+  let assemblyFormat = "`slot` $slot `elements` $elements attr-dict";
+}
+
 def Tcck_AdvanceRngOp : Tcck_Op<"advance_rng"> {
   let summary = "Advances the step's random state (dropout) for the next micro-step";
   let arguments = (ins MemRefOf<[I64]>:$state);
@@ -202,10 +246,12 @@ def Tcck_MatMulOp : Tcck_Op<"matmul", [AttrSizedOperandSegments]> {
     epilogue, the region computes each output element from the product's
     (its first argument) and the elements of `epilogue_ins` (the next
     arguments, broadcast by their shapes), and yields one value per output.
+    With `accumulate` (CUDA: a weight's gradient, accumulatedInPlace), the
+    product is added into `outs[0]`, the gradient's fp32 accumulator.
   }];
   let arguments = (ins Variadic<Tcck_Buffer>:$outs, Tcck_Buffer:$lhs, Tcck_Buffer:$rhs,
                        Variadic<Tcck_Buffer>:$epilogue_ins,
-                       BoolAttr:$trans_lhs, BoolAttr:$trans_rhs);
+                       BoolAttr:$trans_lhs, BoolAttr:$trans_rhs, UnitAttr:$accumulate);
   let regions = (region AnyRegion:$epilogue);
   let assemblyFormat = [{
     `outs` `(` $outs `:` type($outs) `)` `ins` `(` $lhs `,` $rhs `:` type($lhs) `,` type($rhs) `)`

@@ -7,7 +7,7 @@ using namespace mlir;
 using namespace mlir::tcc;
 
 FailureOr<CublasLtEpilogue> mlir::tcc::matchCublasLtEpilogue(
-    MatMulOp mm, Value product, bool lhsTransposed, ArrayRef<Operation *> ops,
+    ShapedType lhs, ShapedType rhs, Value product, bool lhsTransposed, ArrayRef<Operation *> ops,
     llvm::function_ref<bool(Value)> readElsewhere,
     llvm::function_ref<bool(Value)> fp16, std::string &why) {
   auto type = [](Value v) { return cast<RankedTensorType>(v.getType()); };
@@ -15,7 +15,7 @@ FailureOr<CublasLtEpilogue> mlir::tcc::matchCublasLtEpilogue(
     why = std::string("cuBLASLt epilogue: ") + reason;
     return failure();
   };
-  if (!mm || ops.empty())
+  if (!lhs || !rhs || ops.empty())
     return fail("there is no GEMM product to start from");
   CublasLtEpilogue e;
   Value cur = product;
@@ -29,7 +29,7 @@ FailureOr<CublasLtEpilogue> mlir::tcc::matchCublasLtEpilogue(
       ArrayRef<int64_t> shape = type(cur).getShape();
       if (readElsewhere(cur))
         return fail("the product itself is read elsewhere");
-      if (type(mm.getRhs()).getRank() != 2 || lhsTransposed || type(mm.getLhs()).getRank() < 2)
+      if (rhs.getRank() != 2 || lhsTransposed || lhs.getRank() < 2)
         return fail("only over a GEMM with an unbatched second operand and an untransposed "
                     "first one");
       if (shape.back() % 8 != 0)

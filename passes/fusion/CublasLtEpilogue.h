@@ -31,9 +31,11 @@ struct CublasLtEpilogue {
   Value last;        // the epilogue's last value: what the GEMM writes as D
 };
 
-/// Matches `ops` as a cuBLASLt epilogue of `mm` (whose first operand is
-/// transposed when `lhsTransposed`; `product` is its result, or that of the
-/// GEMM fusion around it): the first op reads `product`, each
+/// Matches `ops` as a cuBLASLt epilogue of a GEMM whose operands are of
+/// types `lhs` and `rhs` (null when there is no GEMM; the first operand is
+/// transposed when `lhsTransposed`; `product` is its result, that of the
+/// GEMM fusion around it, or the product argument of a tcck.matmul's
+/// epilogue): the first op reads `product`, each
 /// next one the previous op's result. `readElsewhere(v)`: whether a value of
 /// the chain has readers outside it (the product must not; the biased value
 /// only when a GELU follows, which makes it the auxiliary output).
@@ -57,7 +59,7 @@ struct GemmFusion {
 std::optional<GemmFusion> asGemmFusion(FusionOp f);
 
 FailureOr<CublasLtEpilogue>
-matchCublasLtEpilogue(MatMulOp mm, Value product, bool lhsTransposed,
+matchCublasLtEpilogue(ShapedType lhs, ShapedType rhs, Value product, bool lhsTransposed,
                       ArrayRef<Operation *> ops,
                       llvm::function_ref<bool(Value)> readElsewhere,
                       llvm::function_ref<bool(Value)> fp16, std::string &why);

@@ -1,13 +1,41 @@
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-fuse --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=FUSED
-// RUN: not tcc-opt %s --split-input-file --tcc-set-target="target=cuda" --tcc-plan-memory --tcc-lower-to-kernels 2>&1 | FileCheck %s --check-prefix=CUDA
+// RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cuda" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=CUDA
 // tcc-lower-to-kernels, per pattern family: each value's kernel writes a
 // view at its planned offset; library ops get their options resolved
 // (softmax's axis -1 is 1, a reduce's axes a mask, a slice's negative start
 // counted from the end); a reshape is an alias; each gradient is added
 // into its slot right after the kernel that makes it; the loss is stored
 // into its slot at the end; every op that runs code has a mark.
-// CUDA: error: tcc-lower-to-kernels: the cuda target is not lowered to kernels yet
+//
+// On CUDA each buffer's element type is its storage type: fp16 working
+// copies of the arguments that have one, fp16 activations, fp32 for what
+// keepsF32 names (reductions, the loss, scalars and what derives from the
+// fp32 seed); a weight's gradient is a GEMM that adds into its fp32
+// accumulator, a bias's a reduce that does, each followed by the
+// all-reduce's hand-off (tcck.grad_ready), with no tcck.accumulate.
+// CUDA-LABEL: func.func @micro_step
+// CUDA-SAME: (%[[W:.*]]: memref<4x8xf16> {tcc.param = "w"}, %[[B:.*]]: memref<8xf16> {tcc.param = "b"}, %[[X:.*]]: memref<2x4xf16> {tcc.input = "x"}, %[[SEED:.*]]: memref<f32> {tcc.loss_seed})
+// CUDA-SAME: -> (memref<f32> {tcc.output = "loss"}, memref<4x8xf32> {tcc.grad = "w"}, memref<8xf32> {tcc.grad = "b"})
+// CUDA: tcck.seed %[[SEED]] : memref<f32>
+// CUDA: tcck.matmul outs(%{{.*}} : memref<2x8xf16>) ins(%[[X]], %[[W]] : memref<2x4xf16>, memref<4x8xf16>)
+// CUDA: tcck.call reduce outs(%{{.*}} : memref<f32>) ins(%{{.*}} : memref<16xf16>) {mask = 1 : i64, mean = false}
+// CUDA: %[[SEEDS:.*]] = tcck.view {{.*}} : memref<2x8xf32>
+// CUDA-NEXT: tcck.call broadcast_to outs(%[[SEEDS]] : memref<2x8xf32>) ins(%[[SEED]] : memref<f32>)
+// CUDA: %[[GW:.*]] = tcck.view 192 : memref<4x8xf32>
+// CUDA-NEXT: tcck.matmul outs(%[[GW]] : memref<4x8xf32>) ins(%{{.*}}, %[[SEEDS]] : memref<4x2xf16>, memref<2x8xf32>) {accumulate, trans_lhs = false, trans_rhs = false}
+// CUDA-NEXT: tcck.grad_ready slot 192 elements 32
+// CUDA-NEXT: tcck.mark "tcc.matmul"
+// CUDA: %[[GB:.*]] = tcck.view 576 : memref<8xf32>
+// CUDA-NEXT: tcck.call reduce outs(%[[GB]] : memref<8xf32>) ins(%[[SEEDS]] : memref<2x8xf32>) {accumulate, mask = 1 : i64, mean = false}
+// CUDA-NEXT: tcck.grad_ready slot 576 elements 8
+// CUDA-NOT: tcck.accumulate
+// CUDA: tcck.store %{{.*}} to slot {{[0-9]+}} : memref<f32>
+// CUDA-NEXT: return %{{.*}}, %[[GW]], %[[GB]] : memref<f32>, memref<4x8xf32>, memref<8xf32>
+// A row statistic is fp32, and the fp16 loop reads it.
+// CUDA-LABEL: func.func @loop
+// CUDA: tcck.call reduce outs(%[[MEAN:.*]] : memref<4x1xf32>) ins(%{{.*}} : memref<4x8xf16>) {mask = 2 : i64, mean = true}
+// CUDA: tcck.ew "Sub" %{{.*}}, %{{.*}}, %[[MEAN]] : memref<4x8xf16>, memref<4x8xf16>, memref<4x1xf32>
 
 // CHECK-LABEL: func.func @micro_step
 // CHECK-SAME: (%[[W:.*]]: memref<4x8xf32> {tcc.param = "w"}, %[[B:.*]]: memref<8xf32> {tcc.param = "b"}, %[[X:.*]]: memref<2x4xf32> {tcc.input = "x"}, %[[SEED:.*]]: memref<f32> {tcc.loss_seed})

@@ -1,0 +1,743 @@
+//===- CudaKernels.cpp - the CUDA step's kernels, from the tcck dialect ---===//
+//
+// The CUDA target's half of the step emitter: the CUDA C++ of each kernel
+// of the step lowered to kernels (tcc-lower-to-kernels), as calls of the
+// CUDA kernel library (runtime/cuda/kernels.cuh), cuBLASLt GEMMs
+// (runtime/cuda/gemm.cuh) and generated __global__ kernels, which go to
+// the step's kernels unit (step_kernels.cu). Each buffer's element type is
+// its storage type: fp16 (`__half`), or fp32 where the plan keeps it. The
+// frame (tables, init, apply, the fixed host code's hooks) is
+// StepEmitter.cpp's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/EmitterImpl.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <functional>
+
+using namespace mlir;
+using namespace mlir::tcc;
+using namespace mlir::tcc::codegen;
+
+namespace {
+using Kind = LoopFusion::Kind;
+
+/// The loop structure tcc-lower-to-kernels recorded on a tcck.loop: each
+/// body op's role and the pass that computes it (a reduction's, the pass
+/// reading its operand; a row reduction's result is complete after that
+/// pass).
+LoopFusion loopStructure(tcck::LoopOp loop) {
+  LoopFusion lf;
+  lf.shape.assign(loop.getSpace().begin(), loop.getSpace().end());
+  lf.rows = loop.getRows();
+  lf.lastPass = loop.getPasses();
+  for (Operation &op : loop.getBody().front().without_terminator()) {
+    auto role = tcck::symbolizeLoopRole(op.getAttrOfType<StringAttr>(tcck::kRoleAttr).getValue());
+    int64_t stage = op.getAttrOfType<IntegerAttr>(tcck::kStageAttr).getInt();
+    switch (*role) {
+    case tcck::LoopRole::Element:
+      lf.kind[&op] = Kind::Element;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::Row:
+      lf.kind[&op] = Kind::Row;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::RowReduction:
+      lf.kind[&op] = Kind::RowReduction;
+      lf.stage[op.getResult(0)] = stage + 1;
+      break;
+    case tcck::LoopRole::Reduction:
+      lf.kind[&op] = Kind::Reduction;
+      break;
+    }
+  }
+  return lf;
+}
+
+/// Row-major strides of `shape`.
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+/// Whether only kernels that add into it use the view `v`: an accumulator
+/// that a GEMM or a reduce adds a gradient into, which the step also
+/// returns (maybe through aliases).
+bool onlyAccumulatedInto(Value v) {
+  bool added = false;
+  std::function<bool(Value)> ok = [&](Value x) {
+    return llvm::all_of(x.getUsers(), [&](Operation *u) {
+      if (isa<func::ReturnOp>(u))
+        return true;
+      if (auto alias = dyn_cast<tcck::AliasOp>(u))
+        return ok(alias.getResult());
+      added = true;
+      if (auto mm = dyn_cast<tcck::MatMulOp>(u))
+        return bool(mm.getAccumulate());
+      auto call = dyn_cast<tcck::CallOp>(u);
+      return call && call.getOptions().get("accumulate");
+    });
+  };
+  return ok(v) && added;
+}
+} // namespace
+
+LogicalResult Emitter::emitCudaKernel(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<tcck::ViewOp>([&](tcck::ViewOp v) -> LogicalResult {
+        // An accumulator that a GEMM or a reduce adds into is named by its
+        // address; other views get a local.
+        if (onlyAccumulatedInto(v.getResult())) {
+          Buffer b;
+          b.type = "float";
+          b.offset = v.getOffset();
+          b.bytes = tensor(v.getResult()).getNumElements() * 4;
+          b.name = "(float *)(arena + " + std::to_string(v.getOffset()) + "ULL)";
+          buffers[v.getResult()] = b;
+          return success();
+        }
+        define(v.getResult());
+        return success();
+      })
+      .Case<tcck::GlobalOp>([&](tcck::GlobalOp c) -> LogicalResult {
+        // Static arrays, copied to the device after the arena when the arena
+        // is opened.
+        auto value = dyn_cast<DenseElementsAttr>(c.getValue());
+        if (!value)
+          return c.emitOpError("the CUDA step needs a dense value");
+        Type elt = value.getElementType();
+        std::string name = "c" + std::to_string(nextId++);
+        int64_t n = tensor(c.getResult()).getNumElements();
+        g << constantArray("alignas(16) static const ", ctype(elt), name, value);
+        Buffer b;
+        b.type = isa<FloatType>(elt) ? "float" : ctype(elt);
+        b.inArena = false;
+        uint64_t bytes = std::max<int64_t>(n, 1) * elementBytes(elt);
+        constTable += "    {" + name + ", " + std::to_string(bytes) + "ULL, " +
+                      std::to_string(constBytes) + "ULL},\n";
+        b.name = name + "_d";
+        os << "  const " << b.type << " *" << b.name << " = (const " << b.type << " *)(arena + "
+           << arena + constBytes << "ULL);\n";
+        constBytes += (bytes + 63) / 64 * 64;
+        buffers[c.getResult()] = b;
+        return success();
+      })
+      .Case<tcck::AliasOp>([&](tcck::AliasOp a) -> LogicalResult {
+        buffers[a.getResult()] = buffers.lookup(a.getSource());
+        return success();
+      })
+      .Case<tcck::FillOp>([&](tcck::FillOp f) -> LogicalResult {
+        // The CUDA fill takes its value as a double, converted per element;
+        // a mask's ones are a byte.
+        Type elt = tensor(f.getOut()).getElementType();
+        auto value = cast<TypedAttr>(f.getValue());
+        os << "  fill(" << ref(f.getOut()) << ", " << numel(f.getOut()) << "LL, ("
+           << (elt.isInteger(1) ? "uint8_t" : "double") << ")" << literal(value, value.getType())
+           << ");\n";
+        return success();
+      })
+      .Case<tcck::SeedOp>([&](tcck::SeedOp s) -> LogicalResult {
+        // Outside the micro-step's graph: the fixed half sets it before each
+        // launch, as the loss scale may change between them.
+        const Buffer &b = buffers.lookup(s.getOut());
+        seedFill = "  fill((" + b.type + " *)(arena + " + std::to_string(b.offset) +
+                   "ULL), 1LL, grad_scale);\n";
+        return success();
+      })
+      .Case<tcck::CopyOp>([&](tcck::CopyOp c) -> LogicalResult {
+        os << "  copy(" << ref(c.getOut()) << ", " << ref(c.getIn()) << ", " << numel(c.getOut())
+           << "LL);\n";
+        return success();
+      })
+      .Case<tcck::StoreOp>([&](tcck::StoreOp s) -> LogicalResult {
+        // Outputs are fp32 in their slots.
+        Type elt = tensor(s.getValue()).getElementType();
+        std::string ty = isa<FloatType>(elt) ? "float" : ctype(elt);
+        os << "  copy((" << ty << " *)(arena + " << s.getSlot() << "ULL), " << ref(s.getValue())
+           << ", " << numel(s.getValue()) << "LL);\n";
+        return success();
+      })
+      .Case<tcck::AccumulateOp>([&](tcck::AccumulateOp a) -> LogicalResult {
+        os << "  accumulate((float *)(arena + " << a.getSlot() << "ULL), " << ref(a.getValue())
+           << ", " << numel(a.getValue()) << "LL);\n";
+        return success();
+      })
+      .Case<tcck::HostAccumulateOp>([&](tcck::HostAccumulateOp h) -> LogicalResult {
+        // The fixed half's table of copies (HostGradRow: host offset,
+        // elements, whether the gradient is fp16), in the order they are
+        // queued.
+        if (h.getCopy() != static_cast<uint64_t>(hostGradCount))
+          return h.emitOpError("is copy ") << h.getCopy() << ", but " << hostGradCount
+                                           << " copies come before it";
+        bool half = buffers.lookup(h.getValue()).type == "__half";
+        hostGradTable += "    {" + std::to_string(h.getHostSlot()) + "ULL, " +
+                         numel(h.getValue()) + "LL, " + (half ? "1" : "0") + "},\n";
+        os << "  host_grad_copy(" << hostGradCount++ << ", " << ref(h.getValue()) << ");\n";
+        return success();
+      })
+      .Case<tcck::WaitHostCopyOp>([&](tcck::WaitHostCopyOp w) -> LogicalResult {
+        os << "  host_grad_wait(" << w.getCopy() << ");\n";
+        return success();
+      })
+      .Case<tcck::GradReadyOp>([&](tcck::GradReadyOp r) -> LogicalResult {
+        os << "  grad_ready((float *)(arena + " << r.getSlot() << "ULL), " << r.getElements()
+           << "LL);\n";
+        return success();
+      })
+      .Case<tcck::AdvanceRngOp>([&](tcck::AdvanceRngOp r) -> LogicalResult {
+        os << "  advance_rng((int64_t *)(arena + " << buffers.lookup(r.getState()).offset
+           << "ULL));\n";
+        return success();
+      })
+      .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
+        // The op table names what the op launched (a generated kernel, a
+        // cuBLASLt call) before the op.
+        opLabels.push_back(launched.empty() ? m.getLabel().str()
+                                            : launched + ": " + m.getLabel().str());
+        opLive.push_back(m.getLive());
+        launched.clear();
+        os << "  if (g_prof == 1) prof_mark(" << opLabels.size() << ");\n";
+        return success();
+      })
+      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) -> LogicalResult {
+        Value r = e.getOut();
+        if (e.getIns().size() == 2) {
+          Value a = e.getIns()[0], b = e.getIns()[1];
+          os << "  binary(BinaryOp::" << e.getKind() << ", " << ref(r) << ", " << shape(r) << ", "
+             << ref(a) << ", " << shape(a) << ", " << ref(b) << ", " << shape(b) << ");\n";
+        } else {
+          os << "  unary(UnaryOp::" << e.getKind() << ", " << ref(r) << ", "
+             << ref(e.getIns()[0]) << ", " << numel(r) << "LL);\n";
+        }
+        return success();
+      })
+      .Case<tcck::MatMulOp>([&](tcck::MatMulOp m) -> LogicalResult {
+        if (!m.getEpilogue().empty())
+          return emitCublasLtEpilogue(m);
+        return emitCudaMatMul(m);
+      })
+      .Case<tcck::LoopOp>([&](tcck::LoopOp l) -> LogicalResult {
+        LoopFusion lf = loopStructure(l);
+        bool reduces = llvm::any_of(lf.kind, [](auto &k) {
+          return k.second == Kind::RowReduction || k.second == Kind::Reduction;
+        });
+        return reduces ? emitCudaRowLoop(l, lf) : emitCudaLoop(l);
+      })
+      .Case<tcck::CopyLoopOp>([&](tcck::CopyLoopOp l) {
+        return emitMoveLoop(l, l.getBody().front(), l.getIns(), l.getOuts());
+      })
+      .Case<tcck::CallOp>([&](tcck::CallOp c) { return emitLibraryCall(c); })
+      .Default([&](Operation *o) -> LogicalResult {
+        return o->emitOpError("the CUDA target has no code for this kernel");
+      });
+}
+
+std::string Emitter::restrictFor(ValueRange ins, ValueRange outs, Value v) {
+  auto arenaOffset = [&](Value x) -> int64_t {
+    auto it = buffers.find(x);
+    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
+  };
+  int64_t at = arenaOffset(v);
+  if (at < 0)
+    return "__restrict__ ";
+  bool isOut = llvm::is_contained(outs, v);
+  for (Value other : isOut ? ins : outs)
+    if (arenaOffset(other) == at)
+      return "";
+  return "__restrict__ ";
+}
+
+LogicalResult Emitter::emitCudaMatMul(tcck::MatMulOp m) {
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  Value result = m.getOuts()[0], a = m.getLhs(), b = m.getRhs();
+  bool ta = m.getTransLhs(), tb = m.getTransRhs();
+  for (Value v : {a, b})
+    if (buffers.lookup(v).type != "__half")
+      return m.emitOpError("the CUDA target multiplies fp16 tensors; an operand is stored as ")
+             << buffers.lookup(v).type;
+  const Buffer &out = buffers.lookup(result);
+  if (m.getAccumulate()) { // a weight's gradient, added into its accumulator
+    launched = "cuBLASLt matmul_acc";
+    os << "  if (matmul_acc(" << nextGemm++ << ", " << out.name << ", " << ref(a) << ", "
+       << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", " << flag(tb)
+       << ") != 0) return gemm_failed();\n";
+    return success();
+  }
+  // A product of two vectors is a scalar, which the CUDA target keeps in
+  // fp32: a dot-product kernel computes it.
+  if (out.type == "float" && tensor(result).getRank() == 0 && tensor(a).getRank() == 1 &&
+      tensor(b).getRank() == 1) {
+    launched = "dot";
+    os << "  dot(" << out.name << ", " << ref(a) << ", " << ref(b) << ", "
+       << tensor(a).getNumElements() << "LL);\n";
+    return success();
+  }
+  // An fp32 product (keepsF32: a gradient for an accumulator in host
+  // memory): as matmul_acc adds it into a device accumulator, from zero.
+  if (out.type == "float") {
+    launched = "cuBLASLt matmul_acc";
+    os << "  cudaMemsetAsync(" << out.name << ", 0, " << out.bytes << "ULL, stream());\n"
+       << "  if (matmul_acc(" << nextGemm++ << ", " << out.name << ", " << ref(a) << ", "
+       << shape(a) << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", " << flag(tb)
+       << ") != 0) return gemm_failed();\n";
+    return success();
+  }
+  if (out.type != "__half")
+    return m.emitOpError("the CUDA target writes GEMM results in fp16");
+  launched = "cuBLASLt matmul";
+  os << "  if (matmul(" << nextGemm++ << ", " << out.name << ", " << ref(a) << ", " << shape(a)
+     << ", " << flag(ta) << ", " << ref(b) << ", " << shape(b) << ", " << flag(tb)
+     << ") != 0) return gemm_failed();\n";
+  return success();
+}
+
+LogicalResult Emitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
+  Block &body = mm.getEpilogue().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  auto yielded = [&](Value v) { return llvm::is_contained(yield.getValues(), v); };
+  // The epilogue region's argument k > 0 is epilogue input k - 1.
+  auto inputOf = [&](Value v) -> Value {
+    auto arg = dyn_cast_or_null<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &body || arg.getArgNumber() == 0)
+      return Value();
+    return mm.getEpilogueIns()[arg.getArgNumber() - 1];
+  };
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  std::string why;
+  FailureOr<CublasLtEpilogue> e = matchCublasLtEpilogue(
+      tensor(mm.getLhs()), tensor(mm.getRhs()), body.getArgument(0), mm.getTransLhs(), ops,
+      yielded,
+      [&](Value v) {
+        Value in = inputOf(v);
+        return in && buffers.lookup(in).type == "__half";
+      },
+      why);
+  if (failed(e))
+    return mm.emitOpError("is not a GEMM epilogue cuBLASLt computes (")
+           << why << "; run tcc-fuse with cublaslt-epilogues)";
+  Value bias = inputOf(e->bias);
+  Value residual = e->residual ? inputOf(e->residual) : Value();
+  std::string out, aux = "nullptr";
+  for (auto [r, v] : llvm::zip(mm.getOuts(), yield.getValues())) {
+    if (v == e->last)
+      out = ref(r);
+    else if (v == e->biased && e->gelu)
+      aux = ref(r);
+    else
+      return mm.emitOpError("yields a value cuBLASLt's epilogue does not write");
+    if (buffers.lookup(r).type != "__half")
+      return mm.emitOpError("the CUDA target writes GEMM results in fp16");
+  }
+  if (out.empty())
+    return mm.emitOpError("does not yield its epilogue's last value");
+  for (Value v : {Value(mm.getLhs()), Value(mm.getRhs()), bias, residual})
+    if (v && buffers.lookup(v).type != "__half")
+      return mm.emitOpError("cuBLASLt's epilogue reads fp16 operands; one is stored as ")
+             << buffers.lookup(v).type;
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  launched = "cuBLASLt matmul_epilogue";
+  os << "  if (matmul_epilogue(" << nextGemm++ << ", " << out << ", " << ref(mm.getLhs()) << ", "
+     << shape(mm.getLhs()) << ", " << flag(mm.getTransLhs()) << ", " << ref(mm.getRhs()) << ", "
+     << shape(mm.getRhs()) << ", " << flag(mm.getTransRhs()) << ", " << ref(bias) << ", "
+     << (residual ? ref(residual) : std::string("nullptr")) << ", " << aux << ", "
+     << flag(e->gelu) << ") != 0) return gemm_failed();\n";
+  return success();
+}
+
+/// One CUDA kernel per elementwise loop: a grid-stride loop over the output;
+/// fp16 operands are loaded as float, computed in float and stored once.
+/// When the outputs are fp16 and 8 consecutive outputs read either 8
+/// consecutive elements of an operand (same shape, or broadcast along outer
+/// dimensions with the same innermost one) or one element (broadcast along
+/// the innermost dimension), each thread handles 8 outputs: one 16-byte load
+/// per fp16 operand row and one 16-byte store per output.
+LogicalResult Emitter::emitCudaLoop(tcck::LoopOp loop) {
+  Block &body = loop.getBody().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  ValueRange ins = loop.getIns(), outs = loop.getOuts();
+  ArrayRef<int64_t> shape = tensor(outs[0]).getShape();
+  for (Value r : outs)
+    if (tensor(r).getShape() != shape)
+      return loop.emitOpError("results of different shapes cannot share a kernel");
+  int64_t n = tensor(outs[0]).getNumElements();
+  SmallVector<int64_t> outStrides = stridesOf(shape);
+
+  SmallVector<std::string> outTypes, params, args;
+  for (auto [k, r] : llvm::enumerate(outs)) {
+    const Buffer &b = buffers.lookup(r);
+    outTypes.push_back(b.type);
+    params.push_back(b.type + " *" + restrictFor(ins, outs, r) + "o" + std::to_string(k));
+    args.push_back(b.name);
+  }
+  // How 8 consecutive outputs read each operand (vector mode).
+  enum class Lanes { Row, Splat };
+  SmallVector<Lanes> lanes;
+  int64_t inner = shape.empty() ? 1 : shape.back();
+  bool vec = n > 0 && n % 8 == 0;
+  for (const std::string &t : outTypes)
+    vec &= t == "__half";
+  for (auto [k, input] : llvm::enumerate(ins)) {
+    const Buffer &b = buffers.lookup(input);
+    params.push_back("const " + b.type + " *" + restrictFor(ins, outs, input) + "a" +
+                     std::to_string(k));
+    args.push_back(b.name);
+    auto t = tensor(input);
+    bool same = broadcastIndex(input, shape, outStrides, n) == "i";
+    int64_t last = t.getRank() == 0 ? 1 : t.getShape().back();
+    if (same || (last == inner && inner % 8 == 0 && last > 1))
+      lanes.push_back(Lanes::Row);
+    else if (last == 1 && inner % 8 == 0)
+      lanes.push_back(Lanes::Splat);
+    else
+      vec = false;
+  }
+
+  std::string name = "fusion" + std::to_string(nextKernel++);
+  std::string k;
+  llvm::raw_string_ostream ks(k);
+  ks << "// " << loop->getName() << " at " << loop.getLoc() << "\n";
+  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t n";
+  for (const std::string &p : params)
+    ks << ", " << p;
+  ks << ") {\n";
+  llvm::DenseMap<Value, std::string> scalar;
+  unsigned id = 0;
+  auto bodyText = [&](StringRef indent) -> LogicalResult {
+    for (Operation &op : body.without_terminator()) {
+      Value r = op.getResult(0);
+      std::string ty = computeType(tensor(r).getElementType());
+      std::string e = "e" + std::to_string(id++);
+      FailureOr<std::string> expr =
+          scalarExpr(op, [&](unsigned j) { return scalar.lookup(op.getOperand(j)); }, ty);
+      if (failed(expr))
+        return failure();
+      ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
+      scalar[r] = e;
+    }
+    return success();
+  };
+  if (vec) {
+    ks << "  const int64_t nv = n / 8;\n"
+       << "  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
+          "v < nv; v += (int64_t)gridDim.x * blockDim.x) {\n"
+       << "    const int64_t i = v * 8;\n";
+    for (auto [j, input] : llvm::enumerate(ins)) {
+      std::string at = broadcastIndex(input, shape, outStrides, n);
+      std::string ty = computeType(tensor(body.getArgument(j)).getElementType());
+      std::string x = "x" + std::to_string(j), a = "a" + std::to_string(j);
+      if (lanes[j] == Lanes::Splat)
+        ks << "    " << ty << " " << x << "[8];\n    { const " << ty << " s = ld(" << a << "["
+           << at << "]); for (int j = 0; j < 8; ++j) " << x << "[j] = s; }\n";
+      else if (buffers.lookup(input).type == "__half")
+        ks << "    float " << x << "[8];\n    load8(" << a << " + (" << at << "), " << x
+           << ");\n";
+      else
+        ks << "    " << ty << " " << x << "[8];\n    for (int j = 0; j < 8; ++j) " << x
+           << "[j] = ld(" << a << "[(" << at << ") + j]);\n";
+    }
+    for (unsigned j = 0; j < outs.size(); ++j)
+      ks << "    float y" << j << "[8];\n";
+    ks << "#pragma unroll\n    for (int j = 0; j < 8; ++j) {\n";
+    for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
+      std::string e = "e" + std::to_string(id++);
+      ks << "      const " << computeType(tensor(arg).getElementType()) << " " << e << " = x"
+         << j << "[j];\n";
+      scalar[arg] = e;
+    }
+    if (failed(bodyText("      ")))
+      return failure();
+    for (auto [j, v] : llvm::enumerate(yield.getValues()))
+      ks << "      y" << j << "[j] = (float)" << scalar.lookup(v) << ";\n";
+    ks << "    }\n";
+    for (unsigned j = 0; j < outs.size(); ++j)
+      ks << "    store8(o" << j << " + v * 8, y" << j << ");\n";
+    ks << "  }\n}\n\n";
+  } else {
+    ks << "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; "
+          "i < n; i += (int64_t)gridDim.x * blockDim.x) {\n";
+    for (auto [j, pair] : llvm::enumerate(llvm::zip(ins, body.getArguments()))) {
+      auto [input, arg] = pair;
+      std::string e = "e" + std::to_string(id++);
+      ks << "    const " << computeType(tensor(arg).getElementType()) << " " << e << " = ld(a"
+         << j << "[" << broadcastIndex(input, shape, outStrides, n) << "]);\n";
+      scalar[arg] = e;
+    }
+    if (failed(bodyText("    ")))
+      return failure();
+    for (auto [j, v] : llvm::enumerate(yield.getValues()))
+      ks << "    o" << j << "[i] = conv<" << outTypes[j] << ">(" << scalar.lookup(v) << ");\n";
+    ks << "  }\n}\n\n";
+  }
+  addKernel(k);
+  launched = name;
+  os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << (vec ? n / 8 : n)
+     << "LL), 256, 0, stream(), " << name << ")(" << n << "LL";
+  for (const std::string &a : args)
+    os << ", " << a;
+  os << ");\n";
+  return success();
+}
+
+/// A loop with row reductions (softmax, LayerNorm and their backward
+/// passes): one warp per row (one block for rows over 1024), one pass over
+/// the row per stage of its structure (see emitLoop, the CPU's).
+LogicalResult Emitter::emitCudaRowLoop(tcck::LoopOp loop, const LoopFusion &lf) {
+  Block &body = loop.getBody().front();
+  auto yield = cast<tcck::YieldOp>(body.getTerminator());
+  ValueRange ins = loop.getIns(), outs = loop.getOuts();
+  if (!lf.rows)
+    return loop.emitOpError("a CUDA reduction fusion needs a reduction over "
+                            "the last axis (run tcc-fuse with row-reductions-only)");
+  for (Operation &op : body.without_terminator())
+    if (lf.kind.lookup(&op) == Kind::Reduction)
+      return op.emitOpError("only reductions over the last axis are fused on "
+                            "CUDA (run tcc-fuse with row-reductions-only)");
+  ArrayRef<int64_t> shape = lf.shape;
+  int64_t n = ShapedType::getNumElements(shape);
+  int64_t rowLength = shape.back();
+  int64_t rowCount = n / std::max<int64_t>(rowLength, 1);
+  SmallVector<int64_t> outStrides = stridesOf(shape);
+
+  // Kernel parameters: o<k> per result, a<k> per input.
+  SmallVector<std::string> params, args;
+  llvm::DenseMap<Value, std::pair<std::string, std::string>> out; // name, type
+  for (auto [k, pair] : llvm::enumerate(llvm::zip(outs, yield.getValues()))) {
+    auto [r, v] = pair;
+    const Buffer &b = buffers.lookup(r);
+    std::string o = "o" + std::to_string(k);
+    params.push_back(b.type + " *" + restrictFor(ins, outs, r) + o);
+    args.push_back(b.name);
+    out[v] = {o, b.type};
+  }
+  llvm::DenseMap<Value, std::string> argName;
+  for (auto [k, pair] : llvm::enumerate(llvm::zip(ins, body.getArguments()))) {
+    auto [input, arg] = pair;
+    const Buffer &b = buffers.lookup(input);
+    std::string a = "a" + std::to_string(k);
+    params.push_back("const " + b.type + " *" + restrictFor(ins, outs, input) + a);
+    args.push_back(b.name);
+    argName[arg] = a;
+  }
+
+  // Rows of up to 1024 elements: one warp each (8 per block); longer rows:
+  // one block of 256 threads each.
+  const bool warpRows = rowLength <= 1024;
+  const std::string first = warpRows ? "lane" : "threadIdx.x";
+  const std::string step = warpRows ? "32" : "blockDim.x";
+  const std::string leader = warpRows ? "lane == 0" : "threadIdx.x == 0";
+  std::string name = "fusion" + std::to_string(nextKernel++);
+  std::string text;
+  llvm::raw_string_ostream ks(text);
+  ks << "// " << loop->getName() << " at " << loop.getLoc() << "\n"
+     << "// rows of " << rowLength << ": one " << (warpRows ? "warp" : "block")
+     << " per row, " << lf.lastPass + 1 << " pass(es) over each\n";
+  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t rows";
+  for (const std::string &p : params)
+    ks << ", " << p;
+  ks << ") {\n";
+  if (warpRows)
+    ks << "  const int lane = threadIdx.x & 31;\n"
+       << "  const int64_t nrows = ((int64_t)gridDim.x * blockDim.x) >> 5;\n"
+       << "  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; "
+          "row < rows; row += nrows) {\n";
+  else
+    ks << "  __shared__ float sh[32];\n"
+       << "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+  ks << "    const int64_t row0 = row * " << rowLength << "LL;\n";
+
+  unsigned id = 0;
+  llvm::DenseMap<Value, std::string> rowBase;
+  // Where an input of shape `t` is read: its row start plus the column when
+  // its last dimension is the row's.
+  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
+    std::string &base = rowBase[v];
+    if (base.empty()) {
+      base = "b" + std::to_string(id++);
+      ks << "    const int64_t " << base << " = "
+         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
+    }
+    return readAlongRow(t, rowLength) ? base + " + c" : base;
+  };
+  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                     StringRef indent) -> LogicalResult {
+    Value r = op.getResult(0);
+    std::string ty = computeType(tensor(r).getElementType());
+    std::string e = "e" + std::to_string(id++);
+    FailureOr<std::string> expr =
+        scalarExpr(op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
+    if (failed(expr))
+      return failure();
+    ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
+    scalar[r] = e;
+    return success();
+  };
+
+  llvm::DenseMap<Value, std::string> rowScalar; // this row's row values
+  llvm::DenseMap<Operation *, std::string> rowAcc;
+  auto emitRowValues = [&](int64_t k) -> LogicalResult {
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = lf.kind.lookup(&op);
+      Value r = op.getResult(0);
+      if ((kd != Kind::Row && kd != Kind::RowReduction) || lf.stage.lookup(r) != k)
+        continue;
+      std::string ty = computeType(tensor(r).getElementType());
+      if (kd == Kind::RowReduction) {
+        std::string s = "s" + std::to_string(id++);
+        ks << "    const " << ty << " " << s << " = " << rowAcc[&op]
+           << (isa<ReduceMeanOp>(op) ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
+                                     : std::string())
+           << ";\n";
+        rowScalar[r] = s;
+      } else {
+        llvm::DenseMap<Value, std::string> scalar = rowScalar;
+        for (Value v : op.getOperands())
+          if (isa<BlockArgument>(v) && !scalar.count(v)) {
+            std::string e = "e" + std::to_string(id++);
+            std::string at = elementIndex(v, tensor(v).getShape());
+            ks << "    const " << computeType(tensor(v).getElementType()) << " " << e
+               << " = ld(" << argName[v] << "[" << at << "]);\n";
+            rowScalar[v] = e;
+            scalar[v] = e;
+          }
+        if (failed(compute(op, scalar, "    ")))
+          return failure();
+        rowScalar[r] = scalar[r];
+      }
+      if (out.count(r))
+        ks << "    if (" << leader << ") " << out[r].first << "[row] = conv<" << out[r].second
+           << ">(" << rowScalar[r] << ");\n";
+    }
+    return success();
+  };
+
+  if (failed(emitRowValues(0)))
+    return failure();
+  for (int64_t pass = 0; pass <= lf.lastPass; ++pass) {
+    if (pass > 0 && failed(emitRowValues(pass)))
+      return failure();
+    // Values of earlier passes are recomputed: nothing is kept between passes.
+    llvm::DenseSet<Value> needed =
+        passValues(body, lf, pass, [&](Value v) { return out.count(v) != 0; });
+    if (needed.empty())
+      continue;
+    SmallVector<Operation *> reductions;
+    for (Operation &op : body.without_terminator())
+      if (lf.kind.lookup(&op) == Kind::RowReduction &&
+          lf.stage.lookup(op.getOperand(0)) == pass) {
+        rowAcc[&op] = "r" + std::to_string(id++);
+        ks << "    float " << rowAcc[&op] << " = 0.0f;\n";
+        reductions.push_back(&op);
+      }
+    for (Value arg : body.getArguments())
+      if (needed.contains(arg))
+        (void)elementIndex(arg, tensor(arg).getShape());
+    // Each thread takes 8 consecutive elements of the row at a time when
+    // rows are a multiple of 8 long: fp16 operands and results along the row
+    // move 16 bytes per load and store (their row starts are multiples of
+    // the row length, so 16-byte aligned); others element by element.
+    const bool vec = rowLength % 8 == 0;
+    const std::string indent = vec ? "        " : "      ";
+    if (vec)
+      ks << "    for (int64_t c = " << first << " * 8; c < " << rowLength << "LL; c += " << step
+         << " * 8) {\n";
+    else
+      ks << "    for (int64_t c = " << first << "; c < " << rowLength << "LL; c += " << step
+         << ") {\n";
+    llvm::DenseMap<Value, std::string> scalar = rowScalar;
+    SmallVector<std::pair<Value, std::string>> lanes; // (argument, its 8 values)
+    for (Value arg : body.getArguments()) {
+      if (!needed.contains(arg))
+        continue;
+      std::string at = elementIndex(arg, tensor(arg).getShape());
+      std::string ty = computeType(tensor(arg).getElementType());
+      std::string e = "e" + std::to_string(id++);
+      if (!vec || !readAlongRow(tensor(arg).getShape(), rowLength)) {
+        // One value (a row statistic's input is not along the row).
+        ks << "      const " << ty << " " << e << " = ld(" << argName[arg] << "[" << at
+           << "]);\n";
+        scalar[arg] = e;
+        continue;
+      }
+      std::string x = "x" + std::to_string(id++);
+      if (buffers.lookup(ins[cast<BlockArgument>(arg).getArgNumber()]).type == "__half")
+        ks << "      float " << x << "[8];\n      load8(" << argName[arg] << " + " << at << ", "
+           << x << ");\n";
+      else
+        ks << "      " << ty << " " << x << "[8];\n      for (int j = 0; j < 8; ++j) " << x
+           << "[j] = ld(" << argName[arg] << "[" << at << " + j]);\n";
+      lanes.push_back({arg, x});
+    }
+    // fp16 results along the row are gathered for one 16-byte store (in
+    // body order, so the source is the same from run to run).
+    llvm::MapVector<Value, std::string> gathered;
+    if (vec)
+      for (Operation &op : body.without_terminator()) {
+        Value r = op.getResult(0);
+        if (lf.kind.lookup(&op) == Kind::Element && needed.contains(r) &&
+            lf.stage.lookup(r) == pass && out.count(r) && out[r].second == "__half") {
+          gathered[r] = "y" + std::to_string(id++);
+          ks << "      float " << gathered[r] << "[8];\n";
+        }
+      }
+    if (vec) {
+      ks << "#pragma unroll\n      for (int j = 0; j < 8; ++j) {\n";
+      for (auto &[arg, x] : lanes) {
+        std::string e = "e" + std::to_string(id++);
+        ks << indent << "const " << computeType(tensor(arg).getElementType()) << " " << e << " = "
+           << x << "[j];\n";
+        scalar[arg] = e;
+      }
+    }
+    std::string col = vec ? "c + j" : "c";
+    for (Operation &op : body.without_terminator()) {
+      Kind kd = lf.kind.lookup(&op);
+      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
+        if (failed(compute(op, scalar, indent)))
+          return failure();
+        Value r = op.getResult(0);
+        if (lf.stage.lookup(r) == pass && out.count(r)) {
+          if (gathered.count(r))
+            ks << indent << gathered[r] << "[j] = (float)" << scalar[r] << ";\n";
+          else
+            ks << indent << out[r].first << "[row0 + " << col << "] = conv<" << out[r].second
+               << ">(" << scalar[r] << ");\n";
+        }
+      } else if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass) {
+        ks << indent << rowAcc[&op] << " += (float)" << scalar.lookup(op.getOperand(0)) << ";\n";
+      }
+    }
+    if (vec) {
+      ks << "      }\n";
+      for (auto &[r, y] : gathered)
+        ks << "      store8(" << out[r].first << " + row0 + c, " << y << ");\n";
+    }
+    ks << "    }\n";
+    for (Operation *op : reductions)
+      ks << "    " << rowAcc[op] << " = "
+         << (warpRows ? "detail::warp_allreduce(" + rowAcc[op] + ", detail::SumOp())"
+                      : "detail::block_allreduce(" + rowAcc[op] + ", detail::SumOp(), sh)")
+         << ";\n";
+  }
+  if (failed(emitRowValues(lf.lastPass + 1)))
+    return failure();
+  ks << "  }\n}\n\n";
+  addKernel(text);
+  launched = name;
+  int64_t blocks = warpRows ? (rowCount + 7) / 8 : rowCount;
+  blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 32));
+  os << "  if (" << rowCount << "LL > 0) TCC_LAUNCH(" << blocks << "u, 256, 0, stream(), " << name
+     << ")(" << rowCount << "LL";
+  for (const std::string &a : args)
+    os << ", " << a;
+  os << ");\n";
+  return success();
+}
