@@ -1,9 +1,10 @@
 //===- EmitterImpl.h - the step emitter's class, for its per-target files -*- C++ -*-===//
 //
 // The emitter behind emitStep (StepEmitter.h), shared by its files:
-// StepEmitter.cpp (the frame: tables, init, apply; the CUDA target's ops)
-// and codegen/cpu/CpuKernels.cpp (the CPU target's kernels, from the tcck
-// dialect). Not an interface of the library.
+// StepEmitter.cpp (the frame: tables, init, apply), codegen/cpu/CpuKernels.cpp
+// and codegen/cuda/CudaKernels.cpp (each target's kernels, from the tcck
+// dialect) and codegen/LibraryCalls.cpp (the library calls both targets
+// make). Not an interface of the library.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,22 +1,21 @@
 //===- StepEmitter.h - the step's source for the CPU and CUDA targets -*- C++ -*-===//
 //
 // Emits the training step (or, for a model without parameters, the forward
-// pass) from the planned IR (tcc-plan-memory's `tcc.offsets` and
-// `tcc.layout`), behind the C ABI of runtime/tcc_step.h:
+// pass) behind the C ABI of runtime/tcc_step.h. Its body is the step lowered
+// to kernels (tcc-lower-to-kernels, the tcck dialect), which the emitter runs
+// on a copy of the module; the planned function (tcc-plan-memory's
+// `tcc.layout`) gives the frame: the tables, init and apply.
 //
 // The module's #tcc.target chooses:
 //  * target "cpu": C++ that calls the reference kernels of
 //    runtime/cpu/kernels.h, one call per kernel and one loop nest per fused
-//    loop, over a host arena. Its body is emitted from the step lowered to
-//    kernels (tcc-lower-to-kernels, the tcck dialect), which the emitter runs
-//    on a copy of the module; the planned function gives the tables, init and
-//    apply. The test target that CI runs end to end and the numerical
+//    loop, over a host arena (codegen/cpu/CpuKernels.cpp). The test target that CI runs end to end and the numerical
 //    reference for the CUDA target.
 //  * target "cuda": CUDA C++ over a device arena with mixed precision (the
 //    plan made with float-bytes = 2): one generated kernel per elementwise
 //    fusion, runtime/cuda/kernels.cuh for the other ops, cuBLASLt GEMMs
 //    (runtime/cuda/gemm.cuh), a multi-tensor optimizer, and the device
-//    functions of the ABI.
+//    functions of the ABI (codegen/cuda/CudaKernels.cpp for the kernels).
 //
 //===----------------------------------------------------------------------===//
 

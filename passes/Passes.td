@@ -606,8 +606,18 @@ def LowerToKernels : Pass<"tcc-lower-to-kernels", "ModuleOp"> {
     bytes.
 
     Before converting, a contract check reports every op the module's
-    target cannot lower, on the op. Only the cpu target is lowered so far;
-    the cuda target is still emitted from the planned IR.
+    target cannot lower, on the op.
+
+    On the cuda target each buffer's element type is its storage type:
+    fp16, or fp32 for what keepsF32 names and for the masters of
+    arguments without an fp16 working copy. A weight's or a bias's
+    gradient that its GEMM or reduce adds straight into the fp32
+    accumulator (accumulatedInPlace) is a `tcck.matmul {accumulate}` or a
+    reduce with `accumulate`, into a view of the accumulator. Gradients
+    whose accumulators are in host memory (#tcc.tiers) are
+    `tcck.host_accumulate` copies, numbered in queue order, each waited for
+    (`tcck.wait_host_copy`) two ops later; each device accumulator is handed
+    to the all-reduce (`tcck.grad_ready`) after its last write.
   }];
   let dependentDialects = ["::mlir::tcck::TcckDialect", "::mlir::tcc::TccDialect",
                            "::mlir::func::FuncDialect"];
