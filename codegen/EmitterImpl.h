@@ -159,6 +159,9 @@ private:
   LogicalResult emitCudaKernel(Operation *op);
   /// A runtime library kernel, on either target (codegen/LibraryCalls.cpp).
   LogicalResult emitLibraryCall(tcck::CallOp call);
+  /// An unfused elementwise kernel (the library's binary or unary), on
+  /// either target.
+  LogicalResult emitElementwise(tcck::ElementwiseOp e);
   LogicalResult emitAttentionCall(tcck::CallOp call);
   /// A fused loop kernel (CPU target): one loop nest over its space.
   LogicalResult emitLoop(tcck::LoopOp loop);
@@ -327,6 +330,11 @@ struct StridedView {
   }
 };
 
+/// The loop structure tcc-lower-to-kernels recorded on a tcck.loop: each
+/// body op's role and the pass that computes it (a reduction's, the pass
+/// reading its operand; a row reduction's result is complete after that
+/// pass). Both targets' loop emitters read it.
+LoopFusion loopStructure(tcck::LoopOp loop);
 /// A C++ literal for one element.
 std::string literal(Attribute a, Type elt);
 /// The definition of a constant array `name` of `value`'s elements, typed

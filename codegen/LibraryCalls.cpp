@@ -19,6 +19,49 @@ using namespace mlir;
 using namespace mlir::tcc;
 using namespace mlir::tcc::codegen;
 
+LoopFusion mlir::tcc::codegen::loopStructure(tcck::LoopOp loop) {
+  using Kind = LoopFusion::Kind;
+  LoopFusion lf;
+  lf.shape.assign(loop.getSpace().begin(), loop.getSpace().end());
+  lf.rows = loop.getRows();
+  lf.lastPass = loop.getPasses();
+  for (Operation &op : loop.getBody().front().without_terminator()) {
+    auto role = tcck::symbolizeLoopRole(op.getAttrOfType<StringAttr>(tcck::kRoleAttr).getValue());
+    int64_t stage = op.getAttrOfType<IntegerAttr>(tcck::kStageAttr).getInt();
+    switch (*role) {
+    case tcck::LoopRole::Element:
+      lf.kind[&op] = Kind::Element;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::Row:
+      lf.kind[&op] = Kind::Row;
+      lf.stage[op.getResult(0)] = stage;
+      break;
+    case tcck::LoopRole::RowReduction:
+      lf.kind[&op] = Kind::RowReduction;
+      lf.stage[op.getResult(0)] = stage + 1;
+      break;
+    case tcck::LoopRole::Reduction:
+      lf.kind[&op] = Kind::Reduction;
+      break;
+    }
+  }
+  return lf;
+}
+
+LogicalResult Emitter::emitElementwise(tcck::ElementwiseOp e) {
+  Value r = e.getOut();
+  if (e.getIns().size() == 2) {
+    Value a = e.getIns()[0], b = e.getIns()[1];
+    os << "  binary(BinaryOp::" << e.getKind() << ", " << ref(r) << ", " << shape(r) << ", "
+       << ref(a) << ", " << shape(a) << ", " << ref(b) << ", " << shape(b) << ");\n";
+  } else {
+    os << "  unary(UnaryOp::" << e.getKind() << ", " << ref(r) << ", " << ref(e.getIns()[0])
+       << ", " << numel(r) << "LL);\n";
+  }
+  return success();
+}
+
 LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
   // Index errors: the CPU step returns the kernel's code; CUDA kernels set

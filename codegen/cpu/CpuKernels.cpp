@@ -92,18 +92,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
         os << "  TCC_MARK(" << opLabels.size() << ");\n";
         return success();
       })
-      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) -> LogicalResult {
-        Value r = e.getOut();
-        if (e.getIns().size() == 2) {
-          Value a = e.getIns()[0], b = e.getIns()[1];
-          os << "  binary(BinaryOp::" << e.getKind() << ", " << ref(r) << ", " << shape(r) << ", "
-             << ref(a) << ", " << shape(a) << ", " << ref(b) << ", " << shape(b) << ");\n";
-        } else {
-          os << "  unary(UnaryOp::" << e.getKind() << ", " << ref(r) << ", "
-             << ref(e.getIns()[0]) << ", " << numel(r) << "LL);\n";
-        }
-        return success();
-      })
+      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) { return emitElementwise(e); })
       .Case<tcck::MatMulOp>([&](tcck::MatMulOp m) -> LogicalResult {
         if (!m.getEpilogue().empty())
           return emitGemmEpilogue(m);
@@ -145,32 +134,7 @@ LogicalResult Emitter::emitLoop(tcck::LoopOp loop) {
   // The loop structure tcc-lower-to-kernels recorded: each body op's role
   // and the pass that computes it (a reduction's, the pass reading its
   // operand; a row reduction's result is complete after that pass).
-  LoopFusion lf;
-  lf.shape.assign(loop.getSpace().begin(), loop.getSpace().end());
-  lf.rows = loop.getRows();
-  lf.lastPass = loop.getPasses();
-  for (Operation &op : body.without_terminator()) {
-    auto role = tcck::symbolizeLoopRole(
-        op.getAttrOfType<StringAttr>(tcck::kRoleAttr).getValue());
-    int64_t stage = op.getAttrOfType<IntegerAttr>(tcck::kStageAttr).getInt();
-    switch (*role) {
-    case tcck::LoopRole::Element:
-      lf.kind[&op] = Kind::Element;
-      lf.stage[op.getResult(0)] = stage;
-      break;
-    case tcck::LoopRole::Row:
-      lf.kind[&op] = Kind::Row;
-      lf.stage[op.getResult(0)] = stage;
-      break;
-    case tcck::LoopRole::RowReduction:
-      lf.kind[&op] = Kind::RowReduction;
-      lf.stage[op.getResult(0)] = stage + 1;
-      break;
-    case tcck::LoopRole::Reduction:
-      lf.kind[&op] = Kind::Reduction;
-      break;
-    }
-  }
+  LoopFusion lf = loopStructure(loop);
   ArrayRef<int64_t> shape = lf.shape;
   const llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
   const llvm::DenseMap<Value, int64_t> &stage = lf.stage;

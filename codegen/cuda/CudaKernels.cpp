@@ -26,39 +26,6 @@ using namespace mlir::tcc::codegen;
 namespace {
 using Kind = LoopFusion::Kind;
 
-/// The loop structure tcc-lower-to-kernels recorded on a tcck.loop: each
-/// body op's role and the pass that computes it (a reduction's, the pass
-/// reading its operand; a row reduction's result is complete after that
-/// pass).
-LoopFusion loopStructure(tcck::LoopOp loop) {
-  LoopFusion lf;
-  lf.shape.assign(loop.getSpace().begin(), loop.getSpace().end());
-  lf.rows = loop.getRows();
-  lf.lastPass = loop.getPasses();
-  for (Operation &op : loop.getBody().front().without_terminator()) {
-    auto role = tcck::symbolizeLoopRole(op.getAttrOfType<StringAttr>(tcck::kRoleAttr).getValue());
-    int64_t stage = op.getAttrOfType<IntegerAttr>(tcck::kStageAttr).getInt();
-    switch (*role) {
-    case tcck::LoopRole::Element:
-      lf.kind[&op] = Kind::Element;
-      lf.stage[op.getResult(0)] = stage;
-      break;
-    case tcck::LoopRole::Row:
-      lf.kind[&op] = Kind::Row;
-      lf.stage[op.getResult(0)] = stage;
-      break;
-    case tcck::LoopRole::RowReduction:
-      lf.kind[&op] = Kind::RowReduction;
-      lf.stage[op.getResult(0)] = stage + 1;
-      break;
-    case tcck::LoopRole::Reduction:
-      lf.kind[&op] = Kind::Reduction;
-      break;
-    }
-  }
-  return lf;
-}
-
 /// Row-major strides of `shape`.
 SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> strides(shape.size(), 1);
@@ -206,18 +173,7 @@ LogicalResult Emitter::emitCudaKernel(Operation *op) {
         os << "  if (g_prof == 1) prof_mark(" << opLabels.size() << ");\n";
         return success();
       })
-      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) -> LogicalResult {
-        Value r = e.getOut();
-        if (e.getIns().size() == 2) {
-          Value a = e.getIns()[0], b = e.getIns()[1];
-          os << "  binary(BinaryOp::" << e.getKind() << ", " << ref(r) << ", " << shape(r) << ", "
-             << ref(a) << ", " << shape(a) << ", " << ref(b) << ", " << shape(b) << ");\n";
-        } else {
-          os << "  unary(UnaryOp::" << e.getKind() << ", " << ref(r) << ", "
-             << ref(e.getIns()[0]) << ", " << numel(r) << "LL);\n";
-        }
-        return success();
-      })
+      .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) { return emitElementwise(e); })
       .Case<tcck::MatMulOp>([&](tcck::MatMulOp m) -> LogicalResult {
         if (!m.getEpilogue().empty())
           return emitCublasLtEpilogue(m);
