@@ -3,6 +3,8 @@
 
     compare.py parity REF_DIR GOT_DIR MODEL...     fp16 CUDA vs the CPU target
     compare.py curves CPU.jsonl CUDA.jsonl         training loss curves
+    compare.py seeds REF_DIR OUT_DIR               fp16 curves against the fp32
+                                                   spread across seeds (exit 1: outside)
     compare.py gpt2 OUT_DIR                        the speed and memory table
 """
 import glob
@@ -104,6 +106,55 @@ def curves(cpu_path, cuda_path):
             print("  step %4d  cpu %.4f  cuda %.4f" % (s + 1, a[s], b[s]))
 
 
+TAIL = 20           # the steps a run's final loss is averaged over
+SPREAD_MARGIN = 0.05  # relative widening of the fp32 runs' range
+
+
+def final_loss(rows):
+    tail = [r["loss"] for r in rows[-TAIL:]]
+    return sum(tail) / len(tail) if tail else float("nan")
+
+
+def seeds(ref, out):
+    """Each fp16 run's final loss (the mean of its last TAIL steps) must lie
+    within the range of the fp32 runs' final losses over the same seeds,
+    widened by SPREAD_MARGIN: one fp16 run and one fp32 run with the same
+    seed part ways once the learning rate peaks, so the check is against
+    what fp32 itself does across seeds. Returns the number outside."""
+    cpu, cuda = {}, {}
+    for s in range(0, 10):
+        rc = os.path.join(ref, "train_cpu.jsonl" if s == 0 else "train_cpu_seed%d.jsonl" % s)
+        gc = os.path.join(out, "train_cuda.jsonl" if s == 0 else "train_cuda_seed%d.jsonl" % s)
+        if os.path.exists(rc):
+            cpu[s] = final_loss(load(rc))
+            if os.path.exists(gc) and load(gc):
+                cuda[s] = final_loss(load(gc))
+    if len(cpu) < 2:
+        print("seeds: fewer than two CPU reference runs (prepare.sh makes them)")
+        return 1
+    lo, hi = min(cpu.values()), max(cpu.values())
+    lo_ok, hi_ok = lo * (1 - SPREAD_MARGIN), hi * (1 + SPREAD_MARGIN)
+    print("seed  final loss fp32 (cpu)  final loss fp16 (cuda)   (mean of the last %d steps)" % TAIL)
+    bad = 0
+    for s in sorted(cpu):
+        got = cuda.get(s)
+        ok = got is not None and np.isfinite(got) and lo_ok <= got <= hi_ok
+        bad += not ok
+        print("%4d  %21.4f  %22s  %s" % (s, cpu[s], "%.4f" % got if got is not None else "no run",
+                                          "ok" if ok else "OUTSIDE"))
+    mc = statistics.mean(cpu.values())
+    mg = statistics.mean(cuda.values()) if cuda else float("nan")
+    print("seeds: fp32 range %.4f..%.4f (mean %.4f), fp16 mean %.4f (%+.2f%%); %d of %d fp16 runs within "
+          "the fp32 range widened by %.0f%%" % (lo, hi, mc, mg, 100 * (mg - mc) / mc, len(cpu) - bad, len(cpu),
+                                                100 * SPREAD_MARGIN))
+    return bad
+
+
+def budget_label(b):
+    """8G, 1.5G (1536M): the budget as tcc's flag gives it, in GiB."""
+    return "%gG" % round(b / 2.0 ** 30, 2)
+
+
 def gpt2(out):
     rows = []
     gib = 2.0 ** 30
@@ -160,7 +211,7 @@ def gpt2(out):
             within = " (peak <= budget)" if peak <= budget else " (PEAK OVER BUDGET)"
         print("%-48s %9s %11s %10s %8s %9s  %s%s" % (
             name, f(ms, "%.1f"), f(toks, "%.0f"), f(peak / gib if peak else None, "%.2f"),
-            f(budget / gib if budget else None, "%.0fG"),
+            budget_label(budget) if budget else "-",
             f(ms / ref if (ms and ref) else None, "%.2fx"), note, within))
 
 
@@ -170,5 +221,7 @@ if __name__ == "__main__":
         sys.exit(1 if parity(sys.argv[2], sys.argv[3], sys.argv[4:]) else 0)
     elif cmd == "curves":
         curves(sys.argv[2], sys.argv[3])
+    elif cmd == "seeds":
+        sys.exit(1 if seeds(sys.argv[2], sys.argv[3]) else 0)
     else:
         gpt2(sys.argv[2])

@@ -30,136 +30,194 @@
 # the unconstrained step once more with TCC_CUDA_PROFILE=1 (op by op: the 30
 # ops that take the most time).
 # Each stage has a time limit, so one failure does not cost the others.
+#
+# RUN_STAGES="seeds profile" runs only those stages (keys: kernels parity
+# train seeds nographs nccl gpt2 offload profile eager compile table
+# sanitizer; tcc-run is always built), for a short rerun.
+# What the device call returns: $OUT/run.log (this output, as it is written)
+# and $OUT/results.tgz (every stage's files, packed again after each stage,
+# so a cut run still returns what finished: a device call brings back only a
+# few files).
 set -u
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
-out="${OUT:-/tmp/tcc-gpu-out}"
+final="${OUT:-/tmp/tcc-gpu-out}"
+out=/tmp/tcc-gpu-results
 p=bench/gpu/payload
-mkdir -p "$out"
+rm -rf "$out" && mkdir -p "$out" "$final"
+exec > >(tee -a "$final/run.log") 2>&1
+if [ -f bench/gpu/payload.tar.xz ]; then
+  rm -rf "$p" && tar -C bench/gpu -xJf bench/gpu/payload.tar.xz
+fi
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 py=${PYTHON:-python3}
-stage() { echo; echo "== $* ($(date +%T))"; }
+want() { [ -z "${RUN_STAGES:-}" ] || [[ " machine build $RUN_STAGES " == *" $1 "* ]]; }
+pack() { tar -C "$out" -czf "$final/results.tgz.part" . && mv "$final/results.tgz.part" "$final/results.tgz"; }
+# stage KEY TITLE: packs what the last stage wrote; prints the title and
+# succeeds if KEY is to run.
+stage() {
+  pack
+  want "$1" || return 1
+  echo; echo "== $2 ($(date +%T))"
+}
 start=$(date +%s)
+# GPT-2's initial weights (PyTorch's init, in the step's parameter order)
+# and a token stream, made once for the stages that train it.
+gpt2_inputs() {
+  [ -f /tmp/gpt2_tokens.bin ] && return 0
+  timeout 120 $py bench/gpu/torch_bench.py weights $p/gpt2.manifest /tmp/gpt2_weights.bin
+  $py -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/gpt2_tokens.bin')"
+}
 
-stage "machine"
+stage machine "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 $py -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 
 # The kernel test builds (nvcc, about 40 s) while tcc-run does.
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
-( $nvcc -std=c++17 -arch=sm_90 -O2 -Iruntime test/runtime/cuda_kernels_test.cu -o /tmp/cuda_kernels_test \
-    -lcublasLt -lcudart > "$out/cuda_kernels_build.log" 2>&1 ) &
-kernels_build=$!
+kernels_build=
+if want kernels || want sanitizer; then
+  ( $nvcc -std=c++17 -arch=sm_90 -O2 -Iruntime test/runtime/cuda_kernels_test.cu -o /tmp/cuda_kernels_test \
+      -lcublasLt -lcudart > "$out/cuda_kernels_build.log" 2>&1 ) &
+  kernels_build=$!
+fi
 
-stage "build tcc-run (runtime only)"
+stage build "build tcc-run (runtime only)"
 if ! { cmake -S . -B /tmp/tcc-rt -DTCC_RUNTIME_ONLY=ON -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 &&
        cmake --build /tmp/tcc-rt -j 16 --target tcc-run >> "$out/cmake.log" 2>&1; }; then
   tail -30 "$out/cmake.log"; exit 1
 fi
 tr=/tmp/tcc-rt/bin/tcc-run
 
-stage "the CUDA kernels and cuBLASLt epilogues vs the CPU kernels"
-if wait $kernels_build; then
-  timeout 120 /tmp/cuda_kernels_test > "$out/cuda_kernels.log" 2>&1
-  tail -40 "$out/cuda_kernels.log"
-else
-  echo "the kernel test did not build:"; tail -20 "$out/cuda_kernels_build.log"
+if stage kernels "the CUDA kernels and cuBLASLt epilogues vs the CPU kernels"; then
+  if [ -n "$kernels_build" ] && wait $kernels_build; then
+    timeout 120 /tmp/cuda_kernels_test > "$out/cuda_kernels.log" 2>&1
+    tail -40 "$out/cuda_kernels.log"
+  else
+    echo "the kernel test did not build:"; tail -20 "$out/cuda_kernels_build.log"
+  fi
 fi
 
-stage "parity: fp16 CUDA gradients vs the CPU target"
-models=$(cd $p/feeds && ls)
-for m in $models; do
-  timeout 60 $tr $p/steps/$m.so --feed $p/feeds/$m --grads-only --dump "$out/parity/$m" > "$out/parity_$m.log" 2>&1 ||
-    { echo "$m: tcc-run failed:"; tail -5 "$out/parity_$m.log"; }
-done
-# shellcheck disable=SC2086
-$py bench/gpu/compare.py parity $p/ref "$out/parity" $models
-
-stage "training: 200 steps of the demo GPT, CUDA vs CPU"
-# shellcheck disable=SC2046
-timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda.jsonl" 2>&1 | tail -6
-$py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
-
-stage "training: the same run without CUDA graphs (--no-cuda-graphs)"
-# shellcheck disable=SC2046
-timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --no-cuda-graphs --metrics "$out/train_cuda_nographs.jsonl" 2>&1 | tail -6
-$py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda_nographs.jsonl"
-
-stage "NCCL, a world of one (TCC_NCCL=1): the demo GPT's NCCL path against the plain run"
-# The step loads libnccl.so.2 with dlopen: the system's, else PyTorch's wheel's.
-nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
-[ -n "$nccl" ] || nccl=$($py -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
-echo "NCCL library: ${nccl:-libnccl.so.2 (not found; the library path decides)}"
-nflags="--data examples/data/train.bin --steps 20 --accum 2 --lr 3e-3 --seed 0 --quiet"
-# shellcheck disable=SC2086
-timeout 60 $tr $p/steps/demo.so $nflags --dump "$out/nccl_plain" > "$out/nccl_plain.log" 2>&1
-# shellcheck disable=SC2086
-TCC_NCCL=1 TCC_DP_BUCKET_MB=0.05 TCC_NCCL_LIB=${nccl:-libnccl.so.2} timeout 60 $tr $p/steps/demo.so $nflags \
-  --dump "$out/nccl_world1" > "$out/nccl_world1.log" 2>&1
-tail -3 "$out/nccl_world1.log"
-if (cd "$out/nccl_plain" && find . -type f | sort | while read -r f; do cmp -s "$f" "../nccl_world1/$f" || echo "$f"; done) | grep -q .; then
-  echo "NCCL world of one: the dumps DIFFER from the plain run's"
-elif [ -f "$out/nccl_world1/losses.npy" ]; then
-  echo "NCCL world of one: losses and parameters equal the plain run's byte for byte"
-else
-  echo "NCCL world of one: no dump"
+if stage parity "parity: fp16 CUDA gradients vs the CPU target"; then
+  models=$(cd $p/feeds && ls)
+  for m in $models; do
+    timeout 30 $tr $p/steps/$m.so --feed $p/feeds/$m --grads-only --dump "$out/parity/$m" > "$out/parity_$m.log" 2>&1 ||
+      { echo "$m: tcc-run failed:"; tail -5 "$out/parity_$m.log"; }
+  done
+  # shellcheck disable=SC2086
+  $py bench/gpu/compare.py parity $p/ref "$out/parity" $models
 fi
 
-stage "GPT-2 small: tcc"
-timeout 120 $py bench/gpu/torch_bench.py weights $p/gpt2.manifest /tmp/gpt2_weights.bin
-$py -c "import numpy as np; np.random.default_rng(0).integers(0, 50257, 4_000_000, dtype=np.uint16).tofile('/tmp/gpt2_tokens.bin')"
-for b in none 8G 5G 4G 3G; do
-  if [ -f $p/gpt2_$b.err ]; then
-    cp $p/gpt2_$b.err "$out/payload_err_$b.txt"; echo "$b: $(cat $p/gpt2_$b.err)"; continue
+if stage train "training: 200 steps of the demo GPT, CUDA vs CPU"; then
+  # shellcheck disable=SC2046
+  timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda.jsonl" 2>&1 | tail -6
+  $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
+fi
+
+if stage seeds "training: seeds 1-4, fp16 CUDA against the spread of the CPU runs across seeds"; then
+  flags=$(cat $p/train_flags.txt)
+  for s in 1 2 3 4; do
+    # shellcheck disable=SC2086
+    timeout 60 $tr $p/steps/demo.so ${flags/--seed 0/--seed $s} --quiet --metrics "$out/train_cuda_seed$s.jsonl" > /dev/null 2>&1 ||
+      echo "seed $s: tcc-run failed"
+  done
+  $py bench/gpu/compare.py seeds $p/ref "$out"
+fi
+
+if stage nographs "training: the same run without CUDA graphs (--no-cuda-graphs)"; then
+  # shellcheck disable=SC2046
+  timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --no-cuda-graphs --metrics "$out/train_cuda_nographs.jsonl" 2>&1 | tail -6
+  $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda_nographs.jsonl"
+fi
+
+if stage nccl "NCCL, a world of one (TCC_NCCL=1): the demo GPT's NCCL path against the plain run"; then
+  # The step loads libnccl.so.2 with dlopen: the system's, else PyTorch's wheel's.
+  nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+  [ -n "$nccl" ] || nccl=$($py -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))" 2>/dev/null)
+  echo "NCCL library: ${nccl:-libnccl.so.2 (not found; the library path decides)}"
+  nflags="--data examples/data/train.bin --steps 20 --accum 2 --lr 3e-3 --seed 0 --quiet"
+  # shellcheck disable=SC2086
+  timeout 60 $tr $p/steps/demo.so $nflags --dump "$out/nccl_plain" > "$out/nccl_plain.log" 2>&1
+  # shellcheck disable=SC2086
+  TCC_NCCL=1 TCC_DP_BUCKET_MB=0.05 TCC_NCCL_LIB=${nccl:-libnccl.so.2} timeout 60 $tr $p/steps/demo.so $nflags \
+    --dump "$out/nccl_world1" > "$out/nccl_world1.log" 2>&1
+  tail -3 "$out/nccl_world1.log"
+  if (cd "$out/nccl_plain" && find . -type f | sort | while read -r f; do cmp -s "$f" "../nccl_world1/$f" || echo "$f"; done) | grep -q .; then
+    echo "NCCL world of one: the dumps DIFFER from the plain run's"
+  elif [ -f "$out/nccl_world1/losses.npy" ]; then
+    echo "NCCL world of one: losses and parameters equal the plain run's byte for byte"
+  else
+    echo "NCCL world of one: no dump"
   fi
-  timeout 120 $tr $p/steps/gpt2_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
-    --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_$b.jsonl" 2>&1 | tail -4
-done
-echo "none, attention unfused (--no-attention-fusion):"
-timeout 120 $tr $p/steps/gpt2_none_unfusedattn.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
-  --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_unfusedattn.jsonl" 2>&1 | tail -4
-echo "none, without CUDA graphs:"
-timeout 120 $tr $p/steps/gpt2_none.so --no-cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
-  --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_nographs.jsonl" 2>&1 | tail -4
+fi
 
-stage "GPT-2 small with host memory (--offload=auto): budgets the device alone cannot meet"
-# Master weights and optimizer state (and at the smaller budget gradient
-# accumulators) in pinned host memory, updated on the host: the device peak
-# against the budget, tokens/s against the unconstrained step above.
-for b in 2G 1536M; do
-  if [ -f $p/gpt2_offload_$b.err ]; then
-    cp $p/gpt2_offload_$b.err "$out/payload_err_offload_$b.txt"; echo "$b: $(cat $p/gpt2_offload_$b.err)"; continue
-  fi
-  [ -f $p/steps/gpt2_offload_$b.so ] || { echo "$b: not in this payload"; continue; }
-  timeout 150 $tr $p/steps/gpt2_offload_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
-    --steps 15 --accum 1 --lr 1e-4 --print-every 5 --metrics "$out/gpt2_offload_$b.jsonl" 2>&1 | tail -4
-done
+if stage gpt2 "GPT-2 small: tcc"; then
+  gpt2_inputs
+  for b in none 8G 5G 4G 3G; do
+    if [ -f $p/gpt2_$b.err ]; then
+      cp $p/gpt2_$b.err "$out/payload_err_$b.txt"; echo "$b: $(cat $p/gpt2_$b.err)"; continue
+    fi
+    timeout 120 $tr $p/steps/gpt2_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+      --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_$b.jsonl" 2>&1 | tail -4
+  done
+  echo "none, attention unfused (--no-attention-fusion):"
+  timeout 120 $tr $p/steps/gpt2_none_unfusedattn.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+    --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_unfusedattn.jsonl" 2>&1 | tail -4
+  echo "none, without CUDA graphs:"
+  timeout 120 $tr $p/steps/gpt2_none.so --no-cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+    --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_nographs.jsonl" 2>&1 | tail -4
+fi
 
-stage "GPT-2 small: where tcc's step spends its time (TCC_CUDA_PROFILE=1, 5 micro-steps, event per op)"
-TCC_CUDA_PROFILE=1 timeout 90 $tr $p/steps/gpt2_none.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
-  --steps 5 --accum 1 --lr 1e-4 --print-every 5 > "$out/gpt2_profile.log" 2>&1
-grep -A31 "tcc step profile" "$out/gpt2_profile.log" || tail -5 "$out/gpt2_profile.log"
-
-stage "GPT-2 small: PyTorch eager"
-timeout 120 $py bench/gpu/torch_bench.py bench --mode eager > "$out/torch_eager.json" 2> "$out/torch_eager.log" || tail -5 "$out/torch_eager.log"
-stage "GPT-2 small: torch.compile"
-timeout 200 $py bench/gpu/torch_bench.py bench --mode compile > "$out/torch_compile.json" 2> "$out/torch_compile.log" || tail -5 "$out/torch_compile.log"
-
-stage "table"
-$py bench/gpu/compare.py gpt2 "$out" | tee "$out/table.txt"
-
-stage "compute-sanitizer racecheck and memcheck on the attention kernels (while time is left)"
-# The emulation cannot show races between warps or lanes that a GPU has; the
-# sanitizer can. Only with what is left of RUN_BUDGET_S (default 450 s: the device call is given 480).
-san=/usr/local/cuda/bin/compute-sanitizer
-left=$(( ${RUN_BUDGET_S:-450} - ($(date +%s) - start) ))
-if [ ! -x "$san" ]; then
-  echo "no compute-sanitizer"
-elif [ "$left" -lt 60 ]; then
-  echo "skipped: ${left} s left"
-else
-  for tool in racecheck memcheck; do
-    timeout $(( left / 2 - 10 )) "$san" --tool $tool /tmp/cuda_kernels_test attention > "$out/sanitizer_$tool.log" 2>&1
-    echo "$tool: exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/sanitizer_$tool.log" | tail -3
+if stage offload "GPT-2 small with host memory (--offload=auto): budgets the device alone cannot meet"; then
+  gpt2_inputs
+  # Master weights and optimizer state (and at the smaller budget gradient
+  # accumulators) in pinned host memory, updated on the host: the device peak
+  # against the budget, tokens/s against the unconstrained step above.
+  for b in 2G 1536M; do
+    if [ -f $p/gpt2_offload_$b.err ]; then
+      cp $p/gpt2_offload_$b.err "$out/payload_err_offload_$b.txt"; echo "$b: $(cat $p/gpt2_offload_$b.err)"; continue
+    fi
+    [ -f $p/steps/gpt2_offload_$b.so ] || { echo "$b: not in this payload"; continue; }
+    timeout 150 $tr $p/steps/gpt2_offload_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+      --steps 15 --accum 1 --lr 1e-4 --print-every 5 --metrics "$out/gpt2_offload_$b.jsonl" 2>&1 | tail -4
   done
 fi
+
+if stage profile "GPT-2 small: where tcc's step spends its time (TCC_CUDA_PROFILE=1, 6 micro-steps, the first a warm-up, event per op)"; then
+  gpt2_inputs
+  TCC_CUDA_PROFILE=1 timeout 90 $tr $p/steps/gpt2_none.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+    --steps 6 --accum 1 --lr 1e-4 --print-every 6 > "$out/gpt2_profile.log" 2>&1
+  grep -A31 "tcc step profile" "$out/gpt2_profile.log" || tail -5 "$out/gpt2_profile.log"
+fi
+
+if stage eager "GPT-2 small: PyTorch eager"; then
+  timeout 120 $py bench/gpu/torch_bench.py bench --mode eager > "$out/torch_eager.json" 2> "$out/torch_eager.log" || tail -5 "$out/torch_eager.log"
+fi
+
+if stage compile "GPT-2 small: torch.compile"; then
+  timeout 200 $py bench/gpu/torch_bench.py bench --mode compile > "$out/torch_compile.json" 2> "$out/torch_compile.log" || tail -5 "$out/torch_compile.log"
+fi
+
+if stage table "table"; then
+  $py bench/gpu/compare.py gpt2 "$out" | tee "$out/table.txt"
+fi
+
+if stage sanitizer "compute-sanitizer racecheck and memcheck on the attention kernels (while time is left)"; then
+  # The emulation cannot show races between warps or lanes that a GPU has; the
+  # sanitizer can. Only with what is left of RUN_BUDGET_S (default 450 s: the device call is given 480).
+  san=/usr/local/cuda/bin/compute-sanitizer
+  left=$(( ${RUN_BUDGET_S:-450} - ($(date +%s) - start) ))
+  if [ -z "$kernels_build" ] || ! wait $kernels_build; then
+    echo "the kernel test did not build"
+  elif [ ! -x "$san" ]; then
+    echo "no compute-sanitizer"
+  elif [ "$left" -lt 60 ]; then
+    echo "skipped: ${left} s left"
+  else
+    for tool in racecheck memcheck; do
+      timeout $(( left / 2 - 10 )) "$san" --tool $tool /tmp/cuda_kernels_test attention > "$out/sanitizer_$tool.log" 2>&1
+      echo "$tool: exit $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, .* failed" "$out/sanitizer_$tool.log" | tail -3
+    done
+  fi
+fi
+pack

@@ -286,7 +286,7 @@ def profile_stage(args):
     problems = []
     rows = [l for l in p.stdout.splitlines() if l.strip().startswith(("0", "1", "2", "3", "4", "5", "6", "7", "8", "9"))
             and " ms " in l]
-    if "tcc step profile: 4 micro-steps" not in p.stdout or len(rows) < 20:
+    if "tcc step profile: 3 micro-steps after a warm-up one" not in p.stdout or len(rows) < 20:
         problems.append("no profile report: %r" % p.stdout[-400:])
     elif not any("cuBLASLt matmul_epilogue" in r for r in rows) or not any("fusion" in r for r in rows):
         problems.append("the profile names no GEMM epilogue or fusion kernel: %r" % rows[:5])
