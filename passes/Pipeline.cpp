@@ -42,6 +42,12 @@ void mlir::tcc::buildPlanPipeline(OpPassManager &pm, const PipelineConfig &confi
   pm.addPass(createSetTarget(target));
   if (cuda)
     pm.addPass(createMixedPrecision());
+  if (cuda && config.gemmPadGflops >= 0) {
+    PadGemmsOptions pad;
+    pad.minGflops = config.gemmPadGflops;
+    pm.addPass(createPadGemms(pad));
+    pm.addPass(createCSEPass());
+  }
   // Fusion first, so that rematerialisation plans exactly what is emitted
   // (and recomputes whole fused kernels).
   if (config.fusion) {
@@ -98,6 +104,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
       *this, "loss-chunk-rows",
       llvm::cl::desc("rows of the logits per chunk: -1 chooses, 0 keeps them whole"),
       llvm::cl::init(-1)};
+  Option<double> gemmPadGflops{
+      *this, "gemm-pad-gflops",
+      llvm::cl::desc("CUDA: pad misaligned GEMMs of at least this many GFLOPs (negative: off)"),
+      llvm::cl::init(1.0)};
   Option<int64_t> budget{*this, "budget", llvm::cl::desc("the memory budget in bytes (0: none)"),
                          llvm::cl::init(0)};
   Option<std::string> rematPolicy{*this, "remat-policy",
@@ -129,6 +139,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
     c.backward = backward;
     c.fusion = fusion;
     c.lossChunkRows = lossChunkRows;
+    c.gemmPadGflops = gemmPadGflops;
     c.budget = budget;
     c.rematPolicy = rematPolicy;
     c.statePerParam = statePerParam;

@@ -33,6 +33,9 @@ struct PipelineConfig {
   /// tcc-chunk-loss: -1 chooses (chunks of at most 64M logits), 0 keeps the
   /// logits whole, N > 0 is rows per chunk.
   int64_t lossChunkRows = -1;
+  /// tcc-pad-gemms (CUDA): pad misaligned GEMMs of at least this many
+  /// GFLOPs; negative: off.
+  double gemmPadGflops = 1.0;
   // The memory plan.
   int64_t budget = 0; // bytes; 0: no limit
   std::string rematPolicy = "greedy";

@@ -158,11 +158,12 @@ def budget_label(b):
 def gpt2(out):
     rows = []
     gib = 2.0 ** 30
-    for key in ("none", "none_nographs", "none_unfusedattn", "8G", "5G", "4G", "3G",
+    for key in ("none", "none_nographs", "none_unfusedattn", "none_nopad", "8G", "5G", "4G", "3G",
                 "offload_2G", "offload_1536M"):
         offload = key.startswith("offload_")
         b = key.split("_")[1] if offload else key.split("_")[0]
         nographs, unfused = key.endswith("_nographs"), key.endswith("_unfusedattn")
+        nopad = key.endswith("_nopad")
         m = os.path.join(out, "gpt2_%s.jsonl" % key)
         err = os.path.join(out, "payload_err_%s.txt" % (key if offload else b))
         budget = None if b == "none" else float(b[:-1]) * (gib if b.endswith("G") else 2.0 ** 20)
@@ -175,9 +176,10 @@ def gpt2(out):
                          budget, note))
             continue
         name = "tcc" + ("" if b == "none" else " --mem-budget=" + b) + (" (no CUDA graphs)" if nographs else "") + (
-            " --no-attention-fusion" if unfused else "") + (" --offload=auto" if offload else "")
-        if offload and not os.path.exists(m):
-            continue  # a payload from before the offload stage
+            " --no-attention-fusion" if unfused else "") + (" --gemm-padding=off" if nopad else "") + (
+            " --offload=auto" if offload else "")
+        if (offload or nopad) and not os.path.exists(m):
+            continue  # a payload from before that stage
         if not os.path.exists(m) or not load(m):
             rows.append((name, None, None, None, budget, "no result (see the log)"))
             continue

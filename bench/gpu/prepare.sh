@@ -16,7 +16,9 @@
 #                         gpt2.manifest the parameter order for --init-weights;
 #                         steps/gpt2_none_unfusedattn.so: unconstrained, with
 #                         --no-attention-fusion (attention as cuBLASLt GEMMs
-#                         and a softmax kernel), to time the fused attention
+#                         and a softmax kernel), to time the fused attention;
+#                         steps/gpt2_none_nopad.so: unconstrained, with
+#                         --gemm-padding=off (the vocabulary's 50257 unpadded)
 #   steps/gpt2_offload_<b>.so  GPT-2 small at 2G and 1536M with --offload=auto
 #                         (state in host memory), or gpt2_offload_<b>.err
 #
@@ -89,6 +91,8 @@ for b in 2G 1536M; do
 done
 "$tcc" "$work/gpt2.onnx" --target=cuda --no-weights --no-attention-fusion \
   --memory-report "$p/gpt2_none_unfusedattn.mem.json" -o "$p/steps/gpt2_none_unfusedattn.so"
+"$tcc" "$work/gpt2.onnx" --target=cuda --no-weights --gemm-padding=off \
+  --memory-report "$p/gpt2_none_nopad.mem.json" -o "$p/steps/gpt2_none_nopad.so"
 du -sh "$p"
 # One device call carries at most 64 MiB; every step links the CUDA fixed
 # half, so the steps are alike and the folder packs about 30:1.

@@ -163,6 +163,11 @@ if stage gpt2 "GPT-2 small: tcc"; then
   echo "none, attention unfused (--no-attention-fusion):"
   timeout 120 $tr $p/steps/gpt2_none_unfusedattn.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
     --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_unfusedattn.jsonl" 2>&1 | tail -4
+  if [ -f $p/steps/gpt2_none_nopad.so ]; then
+    echo "none, GEMMs not padded (--gemm-padding=off):"
+    timeout 120 $tr $p/steps/gpt2_none_nopad.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
+      --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_nopad.jsonl" 2>&1 | tail -4
+  fi
   echo "none, without CUDA graphs:"
   timeout 120 $tr $p/steps/gpt2_none.so --no-cuda-graphs --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
     --steps 30 --accum 1 --lr 1e-4 --print-every 10 --metrics "$out/gpt2_none_nographs.jsonl" 2>&1 | tail -4

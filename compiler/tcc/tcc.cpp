@@ -180,6 +180,13 @@ static cl::opt<std::string> lossChunkRows(
              "never stored: auto (default: chunks of at most 64M logits), "
              "off, or a number"),
     cl::value_desc("auto|off|N"), cl::init("auto"), cl::cat(tccCategory));
+static cl::opt<std::string> gemmPadding(
+    "gemm-padding",
+    cl::desc("CUDA: pad a GEMM whose rows are not a multiple of 8 halves "
+             "(GPT-2's vocabulary of 50257) with zeros, so that cuBLASLt runs "
+             "its tensor-core kernels: auto (default: GEMMs of 1 GFLOP or "
+             "more), all, or off"),
+    cl::value_desc("auto|all|off"), cl::init("auto"), cl::cat(tccCategory));
 
 static cl::opt<std::string> memoryReport(
     "memory-report",
@@ -856,6 +863,14 @@ int main(int argc, char **argv) {
             pipeline.lossChunkRows <= 0)) {
     llvm::errs() << "tcc: error: --loss-chunk-rows=" << lossChunkRows
                  << ": expected auto, off or a number of rows\n";
+    return 1;
+  }
+  if (gemmPadding == "off")
+    pipeline.gemmPadGflops = -1.0;
+  else if (gemmPadding == "all")
+    pipeline.gemmPadGflops = 0.0;
+  else if (gemmPadding != "auto") {
+    llvm::errs() << "tcc: error: --gemm-padding=" << gemmPadding << ": expected auto, all or off\n";
     return 1;
   }
   PassManager train(&context);

@@ -150,6 +150,33 @@ def budget_stage(args, name):
     return bad, problems
 
 
+def padding_stage(args, names):
+    """tcc --gemm-padding=all pads every GEMM whose rows are not a multiple
+    of 8 halves (tcc-pad-gemms; on a GPU, GPT-2's output projection): the
+    padded step's gradients against the CPU target's, and the padding is
+    really there (a matmul of the kernel IR reads padded rows)."""
+    problems, ref, got = [], os.path.join(args.workdir, "ref"), os.path.join(args.workdir, "emu-padded")
+    for name in names:
+        work, onnx_path, feed_dir, extra = prepare(name, args)
+        cpu = os.path.join(work, "step-cpu.so")
+        run([args.tcc, "--target=cpu", onnx_path, "-o", cpu] + extra)
+        grads(args, cpu, feed_dir, os.path.join(ref, name))
+        counts = {}
+        for mode in ("off", "all"):
+            kern = run([args.tcc, onnx_path, "--target=cuda", "--emit=kernels", "--gemm-padding=" + mode,
+                        "-o", "-"] + extra).stdout
+            counts[mode] = kern.count('tcck.mark "tcc.slice_grad')
+        if counts["all"] <= counts["off"]:
+            problems.append("%s: --gemm-padding=all padded nothing (%d pads, %d without): test too weak"
+                            % (name, counts["all"], counts["off"]))
+        so = os.path.join(work, "step-emu-padded.so")
+        run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "--gemm-padding=all", "-o", so] + extra)
+        grads(args, so, feed_dir, os.path.join(got, name))
+        print("%s: %d zero-padding copies with --gemm-padding=all, %d without" % (name, counts["all"], counts["off"]))
+    bad = compare.parity(ref, got, names, label="emu padded")
+    return bad, problems
+
+
 def overflow_stage(args):
     """--grads-only backs the loss scale off while fp16 gradients overflow:
     mlp_gemm with targets 30x larger has output gradients of about 2, which
@@ -344,6 +371,8 @@ def main():
     stages = [
         ("parity (%d models)" % len(args.models), lambda: parity_and(parity_stage, args.models)),
         ("parity under --mem-budget", lambda: parity_and(budget_stage, "tiny_gpt_opset17")),
+        ("parity with GEMMs padded (--gemm-padding=all)",
+         lambda: parity_and(padding_stage, ["tiny_gpt_opset17", "bert_mlm"])),
         ("--grads-only backs the loss scale off", lambda: overflow_stage(args)),
         ("a float input beyond fp16's range is refused", lambda: fp16_range_stage(args)),
         ("training %d steps, CUDA graphs" % args.train_steps, lambda: training_stage(args)),
