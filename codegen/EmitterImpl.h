@@ -54,6 +54,9 @@ public:
   FailureOr<EmittedStep> run();
   /// The kernels of `kernels` alone, as a C++ function (tcc-translate).
   FailureOr<std::string> translateKernels();
+  /// The same for the cuda target: a CUDA unit with the generated kernels
+  /// and the micro-step body as a function (codegen/cuda/CudaKernels.cpp).
+  FailureOr<std::string> translateCudaKernels();
 
 private:
   // Types.

@@ -71,6 +71,14 @@ FailureOr<EmittedStep> emitStep(ModuleOp module, const StepEmitOptions &options)
 /// diagnostics on the op.
 FailureOr<std::string> translateKernelsToCpp(ModuleOp module);
 
+/// tcc-translate --tcck-to-cu: the same for a module whose target is cuda: a
+/// CUDA unit with the step's generated kernels and the micro-step body as the
+/// function `int <name>(char *arena, double grad_scale, T *arg0, ...)`, over
+/// the fixed half's declarations (step_prelude.cuh). The constants it reads
+/// lie after the arena (the kernel function's #tcc.layout gives its size),
+/// where the frame copies them.
+FailureOr<std::string> translateKernelsToCu(ModuleOp module);
+
 } // namespace mlir::tcc
 
 #endif // TCC_CODEGEN_STEPEMITTER_H

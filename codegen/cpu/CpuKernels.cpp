@@ -496,8 +496,8 @@ LogicalResult Emitter::emitGemmEpilogue(tcck::MatMulOp mm) {
 /// tables, init and apply come from the planned IR, in emitStep).
 FailureOr<std::string> Emitter::translateKernels() {
   if (cuda)
-    return kernelFunc.emitError("tcc-translate: the cuda target's kernels are not emitted from "
-                                "kernel IR yet (only --target=cpu's are)");
+    return kernelFunc.emitError("tcc-translate --tcck-to-cpp: the module's target is cuda; "
+                                "--tcck-to-cu translates its kernels");
   std::vector<std::string> params;
   for (BlockArgument a : kernelFunc.getArguments()) {
     auto t = dyn_cast<MemRefType>(a.getType());
@@ -534,7 +534,9 @@ FailureOr<std::string> Emitter::translateKernels() {
   return src;
 }
 
-FailureOr<std::string> mlir::tcc::translateKernelsToCpp(ModuleOp module) {
+/// The module's one kernel function, translated for the module's target,
+/// which must be `cuda` or not as asked.
+static FailureOr<std::string> translateModule(ModuleOp module, bool cuda) {
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
   if (funcs.size() != 1)
     return module.emitError("tcc-translate: expected one kernel function, found ")
@@ -543,7 +545,18 @@ FailureOr<std::string> mlir::tcc::translateKernelsToCpp(ModuleOp module) {
   if (!target)
     return module.emitError("tcc-translate needs the module's target "
                             "(a tcc.target = #tcc.target<...> attribute)");
+  if (cuda && !target.isCuda())
+    return module.emitError("tcc-translate --tcck-to-cu: the module's target is not cuda; "
+                            "--tcck-to-cpp translates its kernels");
   StepEmitOptions options;
   Emitter emitter(funcs.front(), funcs.front(), target, options);
-  return emitter.translateKernels();
+  return cuda ? emitter.translateCudaKernels() : emitter.translateKernels();
+}
+
+FailureOr<std::string> mlir::tcc::translateKernelsToCpp(ModuleOp module) {
+  return translateModule(module, /*cuda=*/false);
+}
+
+FailureOr<std::string> mlir::tcc::translateKernelsToCu(ModuleOp module) {
+  return translateModule(module, /*cuda=*/true);
 }

@@ -5,7 +5,10 @@
 // --tcc-lower-to-kernels) and not from ONNX:
 //   --tcck-to-cpp  the CPU target's kernels of the module's function, as the
 //                  C++ function its step's micro-step body is
-//                  (codegen/cpu/CpuKernels.cpp).
+//                  (codegen/cpu/CpuKernels.cpp);
+//   --tcck-to-cu   the CUDA target's: a unit with the generated kernels and
+//                  the micro-step body as a function over the fixed half's
+//                  declarations (codegen/cuda/CudaKernels.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,14 +24,16 @@
 
 using namespace mlir;
 
-static void registerTccTranslations() {
-  TranslateFromMLIRRegistration cpp(
-      "tcck-to-cpp", "the CPU target's kernels of a kernel-IR function, as C++",
-      [](Operation *op, raw_ostream &os) -> LogicalResult {
+/// Registers one translation of a kernel-IR module by `translate`.
+static void registerKernelTranslation(StringRef name, StringRef description,
+                                      FailureOr<std::string> (*translate)(ModuleOp)) {
+  TranslateFromMLIRRegistration(
+      name, description,
+      [translate](Operation *op, raw_ostream &os) -> LogicalResult {
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("tcc-translate expects a module");
-        FailureOr<std::string> text = tcc::translateKernelsToCpp(module);
+        FailureOr<std::string> text = translate(module);
         if (failed(text))
           return failure();
         os << *text;
@@ -37,6 +42,14 @@ static void registerTccTranslations() {
       [](DialectRegistry &registry) {
         registry.insert<tcc::TccDialect, tcck::TcckDialect, func::FuncDialect>();
       });
+}
+
+static void registerTccTranslations() {
+  registerKernelTranslation("tcck-to-cpp", "the CPU target's kernels of a kernel-IR function, as C++",
+                            tcc::translateKernelsToCpp);
+  registerKernelTranslation("tcck-to-cu",
+                            "the CUDA target's kernels of a kernel-IR function, as a CUDA unit",
+                            tcc::translateKernelsToCu);
 }
 
 int main(int argc, char **argv) {

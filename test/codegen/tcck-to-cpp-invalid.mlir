@@ -2,7 +2,7 @@
 // What the CPU kernels' emitter refuses, on the op or function at fault.
 
 module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {
-// expected-error @below {{tcc-translate: the cuda target's kernels are not emitted from kernel IR yet (only --target=cpu's are)}}
+// expected-error @below {{tcc-translate --tcck-to-cpp: the module's target is cuda; --tcck-to-cu translates its kernels}}
 func.func @micro_step(%x: memref<4xf16>) {
   return
 }
