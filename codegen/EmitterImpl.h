@@ -30,6 +30,12 @@
 
 namespace mlir::tcc::codegen {
 
+/// The CUDA units' launch-size helper, in step.cu and in tcc-translate's unit.
+inline constexpr const char *kCudaGridFor =
+    "inline unsigned grid_for(int64_t n) {\n"
+    "  return (unsigned)std::min<int64_t>(std::max<int64_t>((n + 255) / 256, 1), 65535LL * 32);\n"
+    "}\n\n";
+
 /// An arena slot or a constant array that holds a value.
 struct Buffer {
   std::string name;  // the C++ expression of its pointer
@@ -57,6 +63,13 @@ public:
   /// The same for the cuda target: a CUDA unit with the generated kernels
   /// and the micro-step body as a function (codegen/cuda/CudaKernels.cpp).
   FailureOr<std::string> translateCudaKernels();
+
+private:
+  /// For both translations: the kernel function's arguments as buffers
+  /// named arg0, arg1, ... and every op emitted by the target's emitter into
+  /// the body (after mark 0 on CUDA); returns the parameter list
+  /// (", T *arg0, ...") or fails with a diagnostic.
+  FailureOr<std::string> translateBody();
 
 private:
   // Types.

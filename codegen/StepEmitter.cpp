@@ -135,6 +135,32 @@ const Buffer &Emitter::define(Value v) {
   return buffers[v];
 }
 
+FailureOr<std::string> Emitter::translateBody() {
+  std::string params;
+  for (BlockArgument a : kernelFunc.getArguments()) {
+    if (!isa<MemRefType>(a.getType()))
+      return kernelFunc.emitError("tcc-translate: argument ")
+             << a.getArgNumber() << " is not a buffer (memref): run tcc-lower-to-kernels first";
+    Buffer b;
+    b.name = "arg" + std::to_string(a.getArgNumber());
+    b.type = storageType(a);
+    b.inArena = false;
+    buffers[a] = b;
+    params += ", " + b.type + " *" + b.name;
+  }
+  if (cuda)
+    os << "  if (g_prof == 1) prof_mark(0);\n";
+  for (Operation &op : kernelFunc.getBody().front().without_terminator()) {
+    if (!isa<tcck::TcckDialect>(op.getDialect()))
+      return op.emitOpError("tcc-translate: not a kernel (tcck) op: run tcc-lower-to-kernels first");
+    if (failed(cuda ? emitCudaKernel(&op) : emitKernel(&op)))
+      return failure();
+  }
+  if (planError)
+    return kernelFunc.emitError("tcc-translate: a value has no arena offset");
+  return params;
+}
+
 /// A C++ literal for one element.
 std::string mlir::tcc::codegen::literal(Attribute a, Type elt) {
   std::string s;
@@ -540,9 +566,7 @@ std::string Emitter::assembleCuda(bool training,
     << kernelDecls << "} // namespace tcc_step_kernels\n\n"
     << "namespace {\nusing namespace tcc::cuda;\nusing namespace tcc::cuda::host;\n"
     << "using namespace tcc_step_kernels;\nusing F = float;\n\n"
-    << "inline unsigned grid_for(int64_t n) {\n"
-    << "  return (unsigned)std::min<int64_t>(std::max<int64_t>((n + 255) / 256, 1), 65535LL * 32);\n"
-    << "}\n\n"
+    << kCudaGridFor
     << "// The index errors of this unit's kernels and of the prebuilt ones.\n"
     << "int read_error_flags() {\n"
     << "  int own = read_and_clear_error_flag(), prebuilt = read_and_clear_prebuilt_error_flag();\n"

@@ -162,8 +162,11 @@ LogicalResult Emitter::emitCudaKernel(Operation *op) {
         return success();
       })
       .Case<tcck::AdvanceRngOp>([&](tcck::AdvanceRngOp r) -> LogicalResult {
-        os << "  advance_rng((int64_t *)(arena + " << buffers.lookup(r.getState()).offset
-           << "ULL));\n";
+        const Buffer &state = buffers.lookup(r.getState());
+        if (state.inArena)
+          os << "  advance_rng((int64_t *)(arena + " << state.offset << "ULL));\n";
+        else // tcc-translate: an argument of the function
+          os << "  advance_rng((int64_t *)" << state.name << ");\n";
         return success();
       })
       .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
@@ -713,28 +716,9 @@ FailureOr<std::string> Emitter::translateCudaKernels() {
     arena = layout.getArenaBytes();
     hasLayout = true;
   }
-  std::vector<std::string> params;
-  for (BlockArgument a : kernelFunc.getArguments()) {
-    auto t = dyn_cast<MemRefType>(a.getType());
-    if (!t)
-      return kernelFunc.emitError("tcc-translate: argument ")
-             << a.getArgNumber() << " is not a buffer (memref): run tcc-lower-to-kernels first";
-    Buffer b;
-    b.name = "arg" + std::to_string(a.getArgNumber());
-    b.type = storageType(a);
-    b.inArena = false;
-    buffers[a] = b;
-    params.push_back(b.type + " *" + b.name);
-  }
-  os << "  if (g_prof == 1) prof_mark(0);\n";
-  for (Operation &op : kernelFunc.getBody().front().without_terminator()) {
-    if (!isa<tcck::TcckDialect>(op.getDialect()))
-      return op.emitOpError("tcc-translate: not a kernel (tcck) op: run tcc-lower-to-kernels first");
-    if (failed(emitCudaKernel(&op)))
-      return failure();
-  }
-  if (planError)
-    return kernelFunc.emitError("tcc-translate: a value has no arena offset");
+  FailureOr<std::string> params = translateBody();
+  if (failed(params))
+    return failure();
   if (constBytes && !hasLayout)
     return kernelFunc.emitError("tcc-translate: the function's constants lie after the arena, "
                                 "whose size its #tcc.layout gives, and it has none");
@@ -747,14 +731,14 @@ FailureOr<std::string> Emitter::translateCudaKernels() {
     << kernels << "} // namespace tcc_step_kernels\n\n"
     << "namespace {\nusing namespace tcc::cuda;\nusing namespace tcc::cuda::host;\n"
     << "using namespace tcc_step_kernels;\nusing F = float;\n\n"
-    << "inline unsigned grid_for(int64_t n) {\n"
-    << "  return (unsigned)std::min<int64_t>(std::max<int64_t>((n + 255) / 256, 1), 65535LL * 32);\n"
-    << "}\n\n"
-    << globals << "} // namespace\n\n"
-    << "int " << kernelFunc.getSymName() << "(char *arena, double grad_scale";
-  for (const std::string &p : params)
-    s << ", " << p;
-  s << ") {\n  (void)arena;\n  (void)grad_scale;\n"
-    << seedFill << body << "  return 0;\n}\n";
+    << kCudaGridFor
+    << globals << "} // namespace\n\n";
+  if (constBytes)
+    s << "// The constant arrays above are read on the device at arena + " << arena
+      << " + their offset, where a step's frame copies them (its kConsts table) when it opens\n"
+      << "// the arena; a caller of this function copies them there first.\n";
+  s << "// The arguments are distinct buffers (the kernels take them __restrict__).\n"
+    << "int " << kernelFunc.getSymName() << "(char *arena, double grad_scale" << *params
+    << ") {\n  (void)arena;\n  (void)grad_scale;\n" << seedFill << body << "  return 0;\n}\n";
   return src;
 }

@@ -67,3 +67,39 @@ func.func @aligned(%a: tensor<13x32xf32>, %b: tensor<32x64xf32>, %v: tensor<32xf
   %z = tcc.matmul %v, %b : (tensor<32xf32>, tensor<32x64xf32>) -> tensor<64xf32>
   return %y, %z : tensor<13x64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// A weight's gradient, which an unpadded GEMM would add into its fp32
+// accumulator in place: M (65, read transposed) and K (13) are padded in one
+// copy before the transpose, and the product is sliced back (rounded to fp16
+// before the accumulation, as under PyTorch's autocast).
+// CHECK-LABEL: func.func @in_place_weight_grad
+// CHECK: %[[XP:.+]] = tcc.slice_grad %arg0 {axes = array<i64: 0, 1>, ends = array<i64: 13, 65>, shape = array<i64: 16, 72>, starts = array<i64: 0, 0>} : (tensor<13x65xf32>) -> tensor<16x72xf32>
+// CHECK: %[[XT:.+]] = tcc.transpose %[[XP]] {perm = array<i64: 1, 0>} : (tensor<16x72xf32>) -> tensor<72x16xf32>
+// CHECK: %[[GP:.+]] = tcc.slice_grad %arg1 {{.*}} : (tensor<13x8xf32>) -> tensor<16x8xf32>
+// CHECK: %[[W:.+]] = tcc.matmul %[[XT]], %[[GP]] : (tensor<72x16xf32>, tensor<16x8xf32>) -> tensor<72x8xf32>
+// CHECK: %[[S:.+]] = tcc.slice %[[W]] {{.*}} : (tensor<72x8xf32>) -> tensor<65x8xf32>
+// CHECK-NEXT: return %[[S]]
+func.func @in_place_weight_grad(%x: tensor<13x65xf32> {tcc.input = "x"}, %g: tensor<13x8xf32> {tcc.input = "g"})
+    -> (tensor<65x8xf32> {tcc.grad = "w"}) {
+  %xt = tcc.transpose %x {perm = array<i64: 1, 0>} : (tensor<13x65xf32>) -> tensor<65x13xf32>
+  %w = tcc.matmul %xt, %g : (tensor<65x13xf32>, tensor<13x8xf32>) -> tensor<65x8xf32>
+  return %w : tensor<65x8xf32>
+}
+
+// -----
+
+// K and M of one transposed operand are padded by one copy (two axes), and
+// a transpose that is both operands is replaced once.
+// CHECK-LABEL: func.func @both_dims
+// CHECK: %[[P:.+]] = tcc.slice_grad %arg0 {axes = array<i64: 0, 1>, ends = array<i64: 13, 13>, shape = array<i64: 16, 16>, starts = array<i64: 0, 0>} : (tensor<13x13xf32>) -> tensor<16x16xf32>
+// CHECK-NOT: tcc.slice_grad
+// CHECK: %[[T:.+]] = tcc.transpose %[[P]]
+// CHECK: tcc.matmul
+// CHECK: tcc.slice
+func.func @both_dims(%x: tensor<13x13xf32>) -> tensor<13x13xf32> {
+  %t = tcc.transpose %x {perm = array<i64: 1, 0>} : (tensor<13x13xf32>) -> tensor<13x13xf32>
+  %y = tcc.matmul %t, %t : (tensor<13x13xf32>, tensor<13x13xf32>) -> tensor<13x13xf32>
+  return %y : tensor<13x13xf32>
+}
