@@ -95,6 +95,23 @@ template <class TO, class TI> __global__ void scatter1_kernel(TO *out, const TI 
   }
 }
 
+// Rows of `cols` elements: out[r, c] = in[r, c - lo] where lo <= c < hi,
+// else 0 (rows out_stride and in_stride elements apart): a slice or the zero
+// padding of one (slice_grad) along the last axis only. No index arithmetic
+// per element but the row's, and every output element written once (no
+// memset first): GPT-2's output projection pads and slices 50257-column rows
+// (tcc-pad-gemms).
+template <class TO, class TI>
+__global__ void copy_rows_kernel(TO *out, int64_t out_stride, const TI *in, int64_t in_stride, int64_t rows,
+                                 int64_t cols, int64_t lo, int64_t hi) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    TO *o = out + r * out_stride;
+    const TI *x = in + r * in_stride;
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x)
+      o[c] = c >= lo && c < hi ? conv<TO>(x[c - lo]) : conv<TO>(0.0f);
+  }
+}
+
 static __global__ void random_keep_kernel(uint8_t *out, const int64_t *rng, uint64_t stream, uint32_t threshold,
                                    int64_t n) {
   const uint64_t k = ::tcc::random::key((uint64_t)rng[0], (uint64_t)rng[1], stream);
@@ -902,12 +919,38 @@ template <class TO, class TI> void transpose(TO *out, const TI *in, Shape is, co
 
 /// out[i_0, ...] = in[starts[d] + i_d * steps[d], ...] (host arrays of
 /// os.rank entries; steps may be negative).
+namespace detail {
+/// Whether a slice of `big` to `small` (starts, steps) takes part of the last
+/// axis only, with step 1: then it is a copy of rows (copy_rows_kernel).
+inline bool last_axis_only(Shape big, Shape small, const int64_t *starts, const int64_t *steps) {
+  if (big.rank < 1 || big.rank != small.rank)
+    return false;
+  for (int32_t d = 0; d < big.rank; ++d)
+    if (steps[d] != 1 || starts[d] < 0 || (d + 1 < big.rank && (starts[d] != 0 || big.dims[d] != small.dims[d])))
+      return false;
+  return starts[big.rank - 1] + small.dims[big.rank - 1] <= big.dims[big.rank - 1];
+}
+
+template <class TO, class TI>
+void copy_rows(TO *out, int64_t out_stride, const TI *in, int64_t in_stride, int64_t rows, int64_t cols, int64_t lo,
+               int64_t hi) {
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((cols + kThreads - 1) / kThreads, 65535)),
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  TCC_LAUNCH(grid, kThreads, 0, stream(), copy_rows_kernel<TO, TI>)(out, out_stride, in, in_stride, rows, cols, lo, hi);
+}
+} // namespace detail
+
 template <class TO, class TI>
 void slice(TO *out, Shape os, const TI *in, Shape is, const int64_t *starts, const int64_t *steps) {
   using namespace detail;
   const int64_t n = os.numel();
   if (n <= 0)
     return;
+  if (last_axis_only(is, os, starts, steps)) {
+    const int64_t cols = os.dims[os.rank - 1];
+    copy_rows(out, cols, in + starts[os.rank - 1], is.dims[is.rank - 1], n / cols, cols, 0, cols);
+    return;
+  }
   int64_t ist[8], st[1][8];
   contig_strides(is, ist);
   int64_t b = 0;
@@ -927,6 +970,11 @@ void slice_grad(TO *out, Shape os, const TG *g, Shape gs, const int64_t *starts,
   const int64_t total = os.numel();
   if (total <= 0)
     return;
+  if (gs.numel() > 0 && last_axis_only(os, gs, starts, steps)) {
+    const int64_t cols = os.dims[os.rank - 1], lo = starts[os.rank - 1];
+    copy_rows(out, cols, g, gs.dims[gs.rank - 1], total / cols, cols, lo, lo + gs.dims[gs.rank - 1]);
+    return;
+  }
   cudaMemsetAsync(out, 0, static_cast<size_t>(total) * sizeof(TO), stream()); // all-zero bits == 0
   const int64_t n = gs.numel();
   if (n <= 0)

@@ -604,6 +604,26 @@ static void test_movement() {
     gpu::slice_grad(gout.p, GS(is), dg.p, GS(os), starts, steps);
     expect_close(gout.get(), gw, 0, 0, "slice_grad");
   }
+  // Slices of the last axis only, step 1 (rows copied: tcc-pad-gemms' pads
+  // and slices), from its start and from inside it, into fp16 and fp32.
+  for (int64_t lo : {0, 3}) {
+    const cpu::Shape is = CS({5, 3, 21}), os = CS({5, 3, 13});
+    const int64_t starts[] = {0, 0, lo}, steps[] = {1, 1, 1};
+    std::vector<float> x = round_half(randf(is.numel())), want(os.numel());
+    cpu::slice(want.data(), os, x.data(), is, starts, steps);
+    DevBuf<half> dx(to_half(x)), out(os.numel());
+    gpu::slice(out.p, GS(os), dx.p, GS(is), starts, steps);
+    expect_close(getf(out), want, 0, 0, "slice (last axis)");
+    std::vector<float> g = round_half(randf(os.numel())), gw(is.numel());
+    cpu::slice_grad(gw.data(), is, g.data(), os, starts, steps);
+    DevBuf<half> dg(to_half(g)), gout(is.numel());
+    gpu::fill(gout.p, is.numel(), 7.0); // every element is written, the padding with 0
+    gpu::slice_grad(gout.p, GS(is), dg.p, GS(os), starts, steps);
+    expect_close(getf(gout), gw, 0, 0, "slice_grad (last axis: zero padding)");
+    DevBuf<float> gout32(is.numel());
+    gpu::slice_grad(gout32.p, GS(is), dg.p, GS(os), starts, steps);
+    expect_close(gout32.get(), gw, 0, 0, "slice_grad (last axis, fp16 -> fp32)");
+  }
   {
     const int64_t sizes[] = {3, 1, 5};
     const cpu::Shape os = CS({4, 9, 6});
@@ -1461,6 +1481,18 @@ static void test_perf() {
   DevBuf<float> wte_g(50257 * H);
   timeit("gather_grad [50257,768] <- 8192 rows", 50257.0 * H * 4 + R * H * 6.0,
          [&] { gpu::gather_grad(wte_g.p, gpu::Shape{2, {50257, H}}, x.p, di.p, R, 0); });
+  {
+    // tcc-pad-gemms' copies around GPT-2's output projection, per 1024-row
+    // loss chunk: the logits' gradient padded from 50257 to 50264 columns,
+    // and the padded logits sliced back.
+    const int64_t C = 1024, V = 50257, Vp = 50264;
+    DevBuf<half> narrow(C * V), wide(C * Vp);
+    const int64_t z[] = {0, 0}, one[] = {1, 1};
+    timeit("slice_grad pad [1024,50257]->[1024,50264] f16", C * (V + Vp) * 2.0,
+           [&] { gpu::slice_grad(wide.p, gpu::Shape{2, {C, Vp}}, narrow.p, gpu::Shape{2, {C, V}}, z, one); });
+    timeit("slice [1024,50264]->[1024,50257] f16", C * (V + V) * 2.0,
+           [&] { gpu::slice(narrow.p, gpu::Shape{2, {C, V}}, wide.p, gpu::Shape{2, {C, Vp}}, z, one); });
+  }
   DevBuf<half> wte(50257 * H);
   timeit("gather [50257,768] -> 8192 rows f16", R * H * 4.0, [&] { gpu::gather(y.p, wte.p, gpu::Shape{2, {50257, H}}, di.p, R, 0); });
   timeit("accumulate f16->f32 [8192,768]", R * H * 10.0, [&] { gpu::accumulate(f.p, x.p, R * H); });
