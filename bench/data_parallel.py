@@ -14,13 +14,15 @@
    NVLink (900 GB/s per GPU, NVIDIA's H200 datasheet; NCCL's ring reaches
    about 80% of a direction's 450 GB/s, so 360 GB/s is used) and over 100 Gb/s
    Ethernet (12.5 GB/s line rate, 11 GB/s used). The step's compute time is
-   DESIGN.md's torch.compile figure on one H200 (26.0 ms for 8 x 1024 tokens)
-   per micro-batch; the efficiency is compute / (compute + exposed
+   tcc's own GPT-2 small step measured on one H200 (35.5 ms for 8 x 1024
+   tokens, bench/gpu/RESULTS.md; torch.compile's was 27.3 ms) per
+   micro-batch; the efficiency is compute / (compute + exposed
    communication), without overlap (all of it exposed) and with DDP-style
    overlap (only what exceeds the backward pass, two thirds of compute, is
    exposed). These are a model's figures, not measurements: tcc's CUDA data
-   parallelism (NCCL, buckets overlapped with the backward pass) has run only
-   in the CUDA emulation, never on GPUs.
+   parallelism (NCCL, buckets overlapped with the backward pass) has run in
+   the CUDA emulation and, in a world of one, through NCCL on one H200
+   (byte for byte the plain run), never across GPUs.
 3. Planned: ZeRO-1 (`tcc --data-parallel=N`, the optimizer state sharded
    across the ranks; CPU target so far), GPT-2 small's memory plan per rank
    for N = 1, 2, 4, 8 (`tcc --target=cpu --no-weights --emit=planned
@@ -43,7 +45,7 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "btl", "s
 GPT2_PARAMS = 124439808
 NVLINK_BUS = 360e9   # bytes/s used for the ring (see the docstring)
 ETHERNET_BUS = 11e9  # bytes/s (100 Gb/s)
-COMPUTE_S = 0.026    # one micro-batch of 8 x 1024 tokens, torch.compile on an H200
+COMPUTE_S = 0.0355   # one micro-batch of 8 x 1024 tokens, tcc's step on an H200 (bench/gpu/RESULTS.md)
 
 
 def tokens_per_s(cmd, metrics):
