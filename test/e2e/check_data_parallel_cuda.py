@@ -43,7 +43,10 @@ Exit 0 when everything holds, 1 otherwise.
 import argparse
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -173,10 +176,61 @@ def main():
     else:
         print("three ranks, two GPUs: refused (local rank 2 names the missing GPU)")
 
+    # Failures: a CUDA rank that leaves early, and one that stops (SIGSTOP)
+    # in the middle of a run, wherever it is (in a micro-step, in the
+    # gradients' NCCL sums over the emulation's MPI, or between steps): the
+    # other's collective times out and every rank ends, with an error that
+    # names the rank and what it waited for.
+    timeout = {"TCC_COMM_TIMEOUT": "5"}
+    one = [args.tcc_run, steps["sgd"], "--quiet"] + data + sgd
+    t0 = time.time()
+    p = run(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "1"] + one + ["--steps", "3", ":", "-np", "1"] +
+            one + ["--steps", "1"], expect=None, timeout=120, env=dict(os.environ, **timeout))
+    took = time.time() - t0
+    if p.returncode == 0 or "rank 0 of 2" not in p.stdout or "did not complete within 5 s" not in p.stdout:
+        fail("a CUDA rank that leaves early: exit %d, %r" % (p.returncode, p.stdout[-600:]))
+    else:
+        print("a CUDA rank that leaves after 1 of 3 steps: every rank ended in %.1f s (exit %d): %s"
+              % (took, p.returncode, error_line(p.stdout)))
+    proc = subprocess.Popen(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "2"] + one +
+                            ["--steps", "100000", "--accum", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, **timeout))
+    time.sleep(4)
+    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
+    if len(ranks) < 2:
+        proc.kill()
+        proc.communicate()
+        fail("a stopped CUDA rank: could not find the ranks of mpirun (%s)" % ranks)
+    else:
+        os.kill(int(ranks[-1]), signal.SIGSTOP)
+        t0 = time.time()
+        try:
+            out = proc.communicate(timeout=60)[0]
+            took = time.time() - t0
+            if proc.returncode == 0 or "did not complete within 5 s" not in out:
+                fail("a stopped CUDA rank: exit %d, %r" % (proc.returncode, out[-600:]))
+            else:
+                print("a CUDA rank stopped mid-run (SIGSTOP): every rank ended %.1f s later "
+                      "(exit %d): %s" % (took, proc.returncode, error_line(out)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            fail("a stopped CUDA rank: the world did not end within 60 s")
+        for r in ranks:  # none may outlive the test, stopped or not
+            try:
+                os.kill(int(r), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
     if problems:
         print("%d problem(s)" % len(problems))
         return 1
     return 0
+
+
+def error_line(out):
+    """The first tcc-run error line of a world's output."""
+    return next((l for l in out.splitlines() if "error:" in l), "(no error line)")
 
 
 if __name__ == "__main__":
