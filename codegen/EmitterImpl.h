@@ -71,7 +71,6 @@ private:
   /// (", T *arg0, ...") or fails with a diagnostic.
   FailureOr<std::string> translateBody();
 
-private:
   // Types.
   std::string ctype(Type elt) const;
   int dtypeCode(Type elt) const;

@@ -135,32 +135,6 @@ const Buffer &Emitter::define(Value v) {
   return buffers[v];
 }
 
-FailureOr<std::string> Emitter::translateBody() {
-  std::string params;
-  for (BlockArgument a : kernelFunc.getArguments()) {
-    if (!isa<MemRefType>(a.getType()))
-      return kernelFunc.emitError("tcc-translate: argument ")
-             << a.getArgNumber() << " is not a buffer (memref): run tcc-lower-to-kernels first";
-    Buffer b;
-    b.name = "arg" + std::to_string(a.getArgNumber());
-    b.type = storageType(a);
-    b.inArena = false;
-    buffers[a] = b;
-    params += ", " + b.type + " *" + b.name;
-  }
-  if (cuda)
-    os << "  if (g_prof == 1) prof_mark(0);\n";
-  for (Operation &op : kernelFunc.getBody().front().without_terminator()) {
-    if (!isa<tcck::TcckDialect>(op.getDialect()))
-      return op.emitOpError("tcc-translate: not a kernel (tcck) op: run tcc-lower-to-kernels first");
-    if (failed(cuda ? emitCudaKernel(&op) : emitKernel(&op)))
-      return failure();
-  }
-  if (planError)
-    return kernelFunc.emitError("tcc-translate: a value has no arena offset");
-  return params;
-}
-
 /// A C++ literal for one element.
 std::string mlir::tcc::codegen::literal(Attribute a, Type elt) {
   std::string s;

@@ -8,13 +8,14 @@
 // zeros in both operands (the product is unchanged), M or N with zero rows
 // or columns that a slice drops from the result. A padded operand that is a
 // transpose of the last two dimensions is padded before the transpose, so
-// that tcc-fuse still folds the transpose into the GEMM and a weight is
-// padded once (CSE merges the copies of one value).
+// that tcc-fuse still folds the transpose into the GEMM. A value is padded
+// once (the pass keeps the padded values it made); the CSE the pipeline runs
+// after it merges the transposes of one padded weight that each loss chunk
+// made again (GPT-2: 7 kernels fewer).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
-
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

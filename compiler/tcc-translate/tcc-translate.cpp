@@ -4,11 +4,11 @@
 // tests start from kernel IR (`tcc --emit=kernels`, or tcc-opt's
 // --tcc-lower-to-kernels) and not from ONNX:
 //   --tcck-to-cpp  the CPU target's kernels of the module's function, as the
-//                  C++ function its step's micro-step body is
-//                  (codegen/cpu/CpuKernels.cpp);
+//                  C++ function its step's micro-step body is;
 //   --tcck-to-cu   the CUDA target's: a unit with the generated kernels and
 //                  the micro-step body as a function over the fixed half's
-//                  declarations (codegen/cuda/CudaKernels.cpp).
+//                  declarations
+// (codegen/Translate.cpp, over each target's kernel emitter).
 //
 //===----------------------------------------------------------------------===//
 

@@ -917,8 +917,6 @@ template <class TO, class TI> void transpose(TO *out, const TI *in, Shape is, co
   TCC_LAUNCH(grid_for(n), kThreads, 0, stream(), gather1_kernel<TO, TI>)(out, in, ix, 0, n);
 }
 
-/// out[i_0, ...] = in[starts[d] + i_d * steps[d], ...] (host arrays of
-/// os.rank entries; steps may be negative).
 namespace detail {
 /// Whether a slice of `big` to `small` (starts, steps) takes part of the last
 /// axis only, with step 1: then it is a copy of rows (copy_rows_kernel).
@@ -940,6 +938,8 @@ void copy_rows(TO *out, int64_t out_stride, const TI *in, int64_t in_stride, int
 }
 } // namespace detail
 
+/// out[i_0, ...] = in[starts[d] + i_d * steps[d], ...] (host arrays of
+/// os.rank entries; steps may be negative).
 template <class TO, class TI>
 void slice(TO *out, Shape os, const TI *in, Shape is, const int64_t *starts, const int64_t *steps) {
   using namespace detail;

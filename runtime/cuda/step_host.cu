@@ -64,7 +64,7 @@ GradReduce g_comm;      // data parallelism: the gradient all-reduce (comm.cuh)
 std::vector<cudaEvent_t> g_prof_events;
 std::vector<double> g_prof_ms;
 int64_t g_prof_steps = 0;
-int64_t g_prof_warmup = 0; // micro-steps seen and not counted (the first one)
+bool g_prof_warmed = false; // the first micro-step ran (it is not counted)
 bool g_profile = false; // TCC_CUDA_PROFILE=1
 tcc_step_trace_hook g_hook = nullptr;
 void *g_hook_ctx = nullptr;
@@ -113,8 +113,11 @@ void decide_modes() {
   }
   if (g_profile && !make_events())
     g_profile = false;
-  if (g_profile)
+  if (g_profile) {
     g_prof_ms.assign(marks(), 0.0);
+    g_prof_steps = 0;
+    g_prof_warmed = false;
+  }
   // Copies of gradients to host accumulators run on a second stream; the
   // graph capture does not take them, so those steps run op by op.
   if (desc().num_host_grads > 0)
@@ -130,8 +133,8 @@ void decide_modes() {
 // kernels' modules and cuBLASLt's first calls (on an H200, 140 ms in GPT-2
 // small's first GEMM, more than two whole micro-steps).
 void prof_collect() {
-  if (g_prof_warmup == 0) {
-    ++g_prof_warmup;
+  if (!g_prof_warmed) {
+    g_prof_warmed = true;
     return;
   }
   for (int k = 1; k < marks(); ++k) {
@@ -144,7 +147,7 @@ void prof_collect() {
 
 void prof_report() {
   if (!g_prof_steps) {
-    if (g_prof_warmup)
+    if (g_prof_warmed)
       std::fprintf(stderr, "tcc step profile: nothing to report: the first micro-step is a warm-up and is not "
                            "counted; run two or more\n");
     return;

@@ -142,6 +142,23 @@ def kill_one_rank(cmd, ckk, tcc_run, so, resume_args, train_to, ahead=4):
     return proc.returncode, step, resumed, straight
 
 
+def leave_early(rank_cmd, who):
+    """Two ranks of `rank_cmd` (a tcc-run command without --steps), the
+    second leaving after 1 of 3 steps: the first's next collective must time
+    out (TCC_COMM_TIMEOUT=5) and end every rank with an error naming it.
+    Returns what went wrong, or None (and prints what happened)."""
+    t0 = time.time()
+    p = run(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "1"] + rank_cmd + ["--steps", "3", ":", "-np", "1"] +
+            rank_cmd + ["--steps", "1"], expect=None, timeout=120, env=dict(os.environ, TCC_COMM_TIMEOUT="5"))
+    took = time.time() - t0
+    error = next((l for l in p.stdout.splitlines() if "error:" in l), "(no error line)")
+    if p.returncode == 0 or "rank 0 of 2" not in error or "did not complete within 5 s" not in error:
+        return "%s that leaves early: exit %d, %r" % (who, p.returncode, p.stdout[-500:])
+    print("%s that leaves after 1 of 3 steps: every rank ended in %.1f s (exit %d): %s"
+          % (who, took, p.returncode, error))
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tcc", required=True)
@@ -282,16 +299,9 @@ def main():
     else:
         print("a rank whose data is missing: every rank ended, exit %d, the error names rank 1"
               % p.returncode)
-    env = dict(os.environ, TCC_COMM_TIMEOUT="5")
-    t0 = time.time()
-    p = run(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "1"] + base + src + [":", "-np", "1",
-             args.tcc_run, so, "--steps", "1", "--quiet"] + src, expect=None, timeout=120, env=env)
-    took = time.time() - t0
-    if p.returncode == 0 or "did not complete within 5 s" not in p.stdout:
-        fail("a rank that leaves early: exit %d, %r" % (p.returncode, p.stdout[-500:]))
-    else:
-        print("a rank that leaves after 1 of 3 steps: the other's collective timed out, every "
-              "rank ended in %.1f s (exit %d)" % (took, p.returncode))
+    failure = leave_early([args.tcc_run, so, "--quiet"] + src, "a rank")
+    if failure:
+        fail(failure)
 
     if problems:
         print("%d problem(s)" % len(problems))
