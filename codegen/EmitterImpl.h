@@ -258,6 +258,8 @@ private:
   std::string hostGradTable;
   int hostGradCount = 0;
   llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
+  // CUDA, ZeRO-1: the shard tables, and their part of the StepDesc.
+  std::string cudaShards, cudaShardDesc;
   bool planError = false;
   uint64_t arena = 0;
   unsigned nextId = 0;

@@ -554,6 +554,7 @@ std::string Emitter::assembleCuda(bool training,
     << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
     << "static const HostGradRow kHostGrads[] = {\n"
     << (hostGradTable.empty() ? std::string("    {0, 0, 0},\n") : hostGradTable) << "};\n"
+    << cudaShards
     << "static const ConstRow kConsts[] = {\n"
     << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
     << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
@@ -587,7 +588,9 @@ std::string Emitter::assembleCuda(bool training,
     << "      tcc_initial_weights, " << (workspace >= 0 ? std::to_string(workspace) : "-1")
     << "LL, " << std::max<int64_t>(workspaceBytes, 0) << "ULL,\n"
     << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
-    << "      read_error_flags, kHostGrads, " << hostGradCount << "};\n"
+    << "      read_error_flags, kHostGrads, " << hostGradCount << ",\n"
+    << "      " << (cudaShardDesc.empty() ? "nullptr, nullptr, 0, 0ULL, 0ULL" : cudaShardDesc)
+    << "};\n"
     << "  return d;\n}\n";
   // The kernels' unit: device code only (they take every buffer as a
   // parameter and set no error flag, which is per unit: read_error_flags
@@ -822,11 +825,10 @@ FailureOr<EmittedStep> Emitter::run() {
       gradSlots.size() != paramBytes.size())
     return func.emitError("the memory plan's optimizer state does not match --optimizer");
   int paramIndex = 0, numTrainable = 0;
-  // ZeRO-1 (#tcc.shards, CPU target): each rank updates its chunk of the
-  // flat parameter space; the rows say where each parameter lies in it.
+  // ZeRO-1 (#tcc.shards): each rank updates its chunk of the flat
+  // parameter space; the rows say where each parameter lies in it (and, on
+  // CUDA, where its fp16 working copy is).
   ShardsAttr shards = layout.getShards();
-  if (shards && cuda)
-    return func.emitError("the CUDA emitter has no sharded (ZeRO-1) optimizer step yet");
   std::string shardRows;
   llvm::raw_string_ostream sr(shardRows);
   for (auto &[arg, bytes] : paramBytes) {
@@ -841,8 +843,11 @@ FailureOr<EmittedStep> Emitter::run() {
               shards.getParams() + flat * shards.getElemBytes())
         return func.emitError("parameter ")
                << name << " lies outside the sharded plan's flat space";
-      sr << "    {" << paramIndex << ", " << argOffsets.lookup(arg) << "ULL, " << flat << "LL, "
-         << tensor(arg).getNumElements() << "LL},\n";
+      sr << "    {" << paramIndex << ", " << argOffsets.lookup(arg) << "ULL, ";
+      if (cuda)
+        sr << (shadowOffsets.count(arg) ? std::to_string(shadowOffsets.lookup(arg))
+                                        : std::string("~0")) << "ULL, ";
+      sr << flat << "LL, " << tensor(arg).getNumElements() << "LL},\n";
       ++numTrainable;
     } else if (it != gradOffsets.end()) {
       // Host tiers: the state's offsets are in the host buffer.
@@ -898,8 +903,21 @@ FailureOr<EmittedStep> Emitter::run() {
     state.push_back(rngState);
 
   if (cuda) {
+    if (shards) {
+      ArrayRef<int64_t> chunks = shards.getState().asArrayRef();
+      llvm::raw_string_ostream t(cudaShards);
+      t << "// ZeRO-1: the flat spaces, and where each trainable parameter lies in them.\n"
+        << "static const tcc_shard_info kShards = {" << shards.getRanks() << ", TCC_DTYPE_F32, "
+        << shards.getFlatElems() << "ULL, " << shards.getChunkElems() << "ULL, "
+        << shards.getParams() << "ULL, " << shards.getGrads() << "ULL, " << shards.getShardGrads()
+        << "ULL};\n"
+        << "static const ShardRow kShardRows[] = {\n" << shardRows
+        << (numTrainable ? "" : "    {0, 0, 0, 0, 0},\n") << "};\n";
+      cudaShardDesc = llvm::formatv("&kShards, kShardRows, {0}, {1}ULL, {2}ULL", numTrainable,
+                                    chunks[0], adam ? chunks[1] : 0);
+    }
     step.source = assembleCuda(training, params, grads, inputs, outputs, state,
-                               applyRows, numTrainable, zero);
+                               applyRows, shards ? 0 : numTrainable, zero);
     step.target = "cuda";
     step.arenaBytes = arena;
     return std::move(step);

@@ -208,7 +208,7 @@ def PlanMemory : Pass<"tcc-plan-memory", "ModuleOp"> {
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "the most bytes the arena may take (0: no limit)">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
-           "ranks the optimizer state is sharded across (ZeRO-1; 1: not sharded). Each rank keeps the state of 1/N of the parameters (#tcc.shards), and the budget applies per rank. CPU target only so far">,
+           "ranks the optimizer state is sharded across (ZeRO-1; 1: not sharded). Each rank keeps the state of 1/N of the parameters (#tcc.shards), and the budget applies per rank">,
   ];
   let dependentDialects = ["::mlir::tcc::TccDialect", "::mlir::func::FuncDialect"];
 }

@@ -759,12 +759,6 @@ private:
     if (dataParallel < 1)
       return func.emitError("tcc-plan-memory: data-parallel=")
              << static_cast<int64_t>(dataParallel) << " is not a number of ranks (1 or more)";
-    if (dataParallel > 1 && floatBytes == kMixedPrecision)
-      return func.emitError("--data-parallel=")
-             << static_cast<int64_t>(dataParallel)
-             << " (ZeRO-1, the optimizer state sharded across the ranks) is built for the "
-                "CPU target only so far; on the CUDA target every rank keeps the whole "
-                "optimizer state: train without --data-parallel under mpirun";
     if (dataParallel > 1 && TiersAttr::of(func))
       return func.emitError("--data-parallel (ZeRO-1) and host memory tiers (--offload) "
                             "do not combine yet");

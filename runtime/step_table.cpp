@@ -144,8 +144,8 @@ MirrorTables::MirrorTables(const tcc_step_info &step) : info(step) {
 }
 
 std::string checkShards(const tcc_step_info &info, const tcc_shard_info &sh) {
-  if (info.device_arena != 0)
-    return "the step has sharded optimizer state, which only CPU steps have so far";
+  if (info.device_arena != 0 && sh.dtype != TCC_DTYPE_F32)
+    return "the step's sharded flat space on the device is not f32";
   if (sh.ranks < 2)
     return "the step's optimizer state is sharded across " + std::to_string(sh.ranks) +
            " ranks (2 or more expected)";

@@ -241,9 +241,10 @@ int tcc_step_comm_reduce_next(void *arena);
  * summed so far), NUL-terminated in at most `len` bytes. */
 int tcc_step_comm_info(void *arena, char *text, uint64_t len);
 
-/* Sharded optimizer state (ZeRO stage 1, `tcc --data-parallel=N`; CPU
- * steps). tcc_step_get_shards is exported by sharded steps only (a runtime
- * looks it up with dlsym). Such a step trains under exactly `ranks` ranks:
+/* Sharded optimizer state (ZeRO stage 1, `tcc --data-parallel=N`). A CPU
+ * step exports tcc_step_get_shards only when sharded (a runtime looks it up
+ * with dlsym); a CUDA step always does, and returns NULL when its state is
+ * whole. Such a step trains under exactly `ranks` ranks:
  * every rank holds the whole model and its gradient accumulators, but the
  * optimizer state (TCC_LOCATION_SHARD tensors) of one chunk of the flat
  * parameter space. The trainable parameters lie back to back from
@@ -261,6 +262,12 @@ int tcc_step_comm_info(void *arena, char *text, uint64_t len);
  *      (returning 2, with nothing updated, when the norm is not finite);
  *   4. the runtime all-gathers the parameters' flat space in place (chunk
  *      r from rank r).
+ * A CUDA step (device arena) does steps 1 and 4 itself, over its NCCL
+ * communicator (tcc_step_comm_open, which names the rank): the
+ * reduce-scatter is queued after the micro-step that tcc_step_comm_reduce_next
+ * marked, tcc_step_shard_sumsq waits for it (and zeroes the accumulators),
+ * and tcc_step_shard_apply all-gathers the fp32 parameters and refreshes
+ * their fp16 copies before it returns (6: a collective failed).
  * tcc_step_apply returns 7 for a sharded step. */
 typedef struct tcc_shard_info {
   int32_t ranks;

@@ -152,11 +152,12 @@ static cl::opt<std::string> offload(
     cl::value_desc("none|auto|optimizer|all"), cl::init("none"), cl::cat(tccCategory));
 static cl::opt<int> dataParallel(
     "data-parallel",
-    cl::desc("Shard the optimizer state across N ranks (ZeRO stage 1; CPU target "
-             "so far): each rank keeps the AdamW (or momentum) state of 1/N of "
-             "the parameters, and --mem-budget and --memory-report are per rank. "
-             "Run the step with mpirun -np N tcc-run. 1 (default): every rank "
-             "keeps the whole state, as without data parallelism"),
+    cl::desc("Shard the optimizer state across N ranks (ZeRO stage 1): each rank "
+             "keeps the AdamW (or momentum) state of 1/N of the parameters, and "
+             "--mem-budget and --memory-report are per rank. Run the step with "
+             "mpirun -np N tcc-run (on CUDA, one GPU per rank, over NCCL). 1 "
+             "(default): every rank keeps the whole state, as without data "
+             "parallelism"),
     cl::value_desc("N"), cl::init(1), cl::cat(tccCategory));
 static cl::opt<double> pcieGbps(
     "pcie-gbps",
@@ -899,13 +900,6 @@ int main(int argc, char **argv) {
   if (dataParallel < 1 || dataParallel > 65536) {
     llvm::errs() << "tcc: error: --data-parallel=" << dataParallel
                  << ": expected a number of ranks, 1 to 65536\n";
-    return 1;
-  }
-  if (dataParallel > 1 && target == Target::Cuda) {
-    llvm::errs() << "tcc: error: --data-parallel=" << dataParallel
-                 << " (ZeRO-1, the optimizer state sharded across the ranks) is built for "
-                    "--target=cpu only so far; a CUDA step trains data-parallel without it "
-                    "(mpirun -np N tcc-run step.so), every rank keeping the whole state\n";
     return 1;
   }
   std::string arch = cudaArch;

@@ -16,6 +16,12 @@
 // global norm, the inf/NaN skip and the update then read the world's sums,
 // alike on every rank.
 //
+// A step built with tcc --data-parallel=N (ZeRO-1) keeps the optimizer
+// state of one chunk of the parameters' flat space per rank: its sum is one
+// reduce-scatter of the accumulators into the rank's chunk, queued once the
+// last micro-step is (no overlap with the backward pass yet), and the
+// updated parameters are all-gathered (step_host.cu's tcc_step_shard_apply).
+//
 // NCCL itself is loaded with dlopen (libnccl.so.2) when a communicator is
 // opened, so a step that trains on one GPU does not need it installed. In
 // the CUDA emulation, nccl.h is runtime/cuda/emu/nccl.h, whose collectives
@@ -43,6 +49,8 @@ extern "C" {
 ncclResult_t ncclGetUniqueId(ncclUniqueId *);
 ncclResult_t ncclCommInitRank(ncclComm_t *, int, ncclUniqueId, int);
 ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
 ncclResult_t ncclCommDestroy(ncclComm_t);
@@ -69,6 +77,8 @@ struct NcclApi {
   decltype(&ncclGetUniqueId) getUniqueId = nullptr;
   decltype(&ncclCommInitRank) commInitRank = nullptr;
   decltype(&ncclAllReduce) allReduce = nullptr;
+  decltype(&ncclReduceScatter) reduceScatter = nullptr;
+  decltype(&ncclAllGather) allGather = nullptr;
   decltype(&ncclGroupStart) groupStart = nullptr;
   decltype(&ncclGroupEnd) groupEnd = nullptr;
   decltype(&ncclCommDestroy) commDestroy = nullptr;
@@ -85,6 +95,8 @@ struct NcclApi {
     getUniqueId = &ncclGetUniqueId;
     commInitRank = &ncclCommInitRank;
     allReduce = &ncclAllReduce;
+    reduceScatter = &ncclReduceScatter;
+    allGather = &ncclAllGather;
     groupStart = &ncclGroupStart;
     groupEnd = &ncclGroupEnd;
     commDestroy = &ncclCommDestroy;
@@ -115,6 +127,8 @@ struct NcclApi {
     get(getUniqueId, "ncclGetUniqueId");
     get(commInitRank, "ncclCommInitRank");
     get(allReduce, "ncclAllReduce");
+    get(reduceScatter, "ncclReduceScatter");
+    get(allGather, "ncclAllGather");
     get(groupStart, "ncclGroupStart");
     get(groupEnd, "ncclGroupEnd");
     get(commDestroy, "ncclCommDestroy");
@@ -164,8 +178,21 @@ public:
       return std::string(cudaGetErrorName(e)) + ": the communicator's stream and events";
     }
     nranks_ = nranks;
+    rank_ = rank;
     return "";
   }
+
+  /// ZeRO-1 (a step built with tcc --data-parallel=N): the optimizer step's
+  /// sum is one reduce-scatter of the accumulators' flat space (`grads`,
+  /// ranks * `chunk` fp32) into this rank's chunk (`shard`), queued when the
+  /// last micro-step has been queued (finish), not in buckets; gather()
+  /// then all-gathers the updated parameters.
+  void shard(float *grads, float *shard, uint64_t chunk) {
+    flat_grads_ = grads;
+    shard_ = shard;
+    chunk_ = chunk;
+  }
+  bool sharded() const { return shard_ != nullptr; }
 
   /// After a failure the communicator is aborted first: its stream may be
   /// stuck in a collective that only the abort ends.
@@ -188,8 +215,10 @@ public:
     comm_ = nullptr;
     stream_ = nullptr;
     bucket_.clear();
-    pending_ = reduced_ = 0;
-    buckets_ = 0;
+    pending_ = reduced_ = gathered_ = 0;
+    buckets_ = gathers_ = 0;
+    flat_grads_ = shard_ = nullptr;
+    chunk_ = 0;
     armed_ = false;
     failed_ = ncclSuccess;
     what_.clear();
@@ -207,7 +236,7 @@ public:
   /// The accumulator at `g` (n fp32) has its last write of the micro-step
   /// queued on `compute`.
   void ready(float *g, int64_t n, cudaStream_t compute) {
-    if (!armed_ || n <= 0)
+    if (!armed_ || n <= 0 || sharded())
       return;
     bucket_.push_back({g, n});
     pending_ += 4 * static_cast<uint64_t>(n);
@@ -221,13 +250,39 @@ public:
   std::string finish(cudaStream_t compute) {
     if (!armed_)
       return "";
-    flush(compute);
+    if (sharded())
+      collective(compute, "the gradient reduce-scatter (ZeRO-1)", [&] {
+        ++buckets_;
+        reduced_ += 4 * chunk_ * static_cast<uint64_t>(nranks_);
+        return nccl().reduceScatter(flat_grads_, shard_, static_cast<size_t>(chunk_), ncclFloat32, ncclSum, comm_,
+                                    stream_);
+      });
+    else
+      flush(compute);
     armed_ = false;
     cudaError_t e = cudaEventRecord(done_, stream_);
     if (e == cudaSuccess)
       e = cudaStreamWaitEvent(compute, done_, 0);
     if (e != cudaSuccess)
       return std::string(cudaGetErrorName(e)) + ": ordering the gradient all-reduce";
+    return error();
+  }
+
+  /// ZeRO-1: all-gathers the parameters' flat space (`params`, ranks *
+  /// chunk fp32) in place, each rank's chunk from that rank, after the work
+  /// queued on `compute`, which then waits for it. Returns "" or the failure.
+  std::string gather(float *params, cudaStream_t compute) {
+    collective(compute, "the parameter all-gather (ZeRO-1)", [&] {
+      ++gathers_;
+      gathered_ += 4 * chunk_ * static_cast<uint64_t>(nranks_);
+      return nccl().allGather(params + static_cast<uint64_t>(rank_) * chunk_, params, static_cast<size_t>(chunk_),
+                              ncclFloat32, comm_, stream_);
+    });
+    cudaError_t e = cudaEventRecord(done_, stream_);
+    if (e == cudaSuccess)
+      e = cudaStreamWaitEvent(compute, done_, 0);
+    if (e != cudaSuccess)
+      return std::string(cudaGetErrorName(e)) + ": ordering the parameter all-gather";
     return error();
   }
 
@@ -239,7 +294,7 @@ public:
       if (nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
           static_cast<int>(async) != 7) {
         failed_ = async;
-        what_ = "the gradient all-reduce";
+        what_ = sharded() ? "the ZeRO-1 reduce-scatter or all-gather" : "the gradient all-reduce";
       }
     }
     if (!failed_)
@@ -263,9 +318,17 @@ public:
 #else
     std::snprintf(library, sizeof library, "NCCL %d.%d.%d", major, minor, v % 100);
 #endif
-    std::snprintf(text, sizeof text, "%s, %d rank%s, buckets of %.3g MiB; %lld bucket%s (%.3g MiB) summed in all",
-                  library, nranks_, nranks_ == 1 ? "" : "s", cap_ / 1048576.0, (long long)buckets_,
-                  buckets_ == 1 ? "" : "s", reduced_ / 1048576.0);
+    if (sharded())
+      std::snprintf(text, sizeof text,
+                    "%s, %d rank%s, ZeRO-1 (chunks of %.3g MiB); %lld reduce-scatter%s (%.3g MiB) and %lld "
+                    "all-gather%s (%.3g MiB) in all",
+                    library, nranks_, nranks_ == 1 ? "" : "s", 4.0 * chunk_ / 1048576.0, (long long)buckets_,
+                    buckets_ == 1 ? "" : "s", reduced_ / 1048576.0, (long long)gathers_, gathers_ == 1 ? "" : "s",
+                    gathered_ / 1048576.0);
+    else
+      std::snprintf(text, sizeof text, "%s, %d rank%s, buckets of %.3g MiB; %lld bucket%s (%.3g MiB) summed in all",
+                    library, nranks_, nranks_ == 1 ? "" : "s", cap_ / 1048576.0, (long long)buckets_,
+                    buckets_ == 1 ? "" : "s", reduced_ / 1048576.0);
     return text;
   }
 
@@ -275,28 +338,34 @@ private:
     int64_t n;
   };
 
-  void flush(cudaStream_t compute) {
-    if (bucket_.empty())
-      return;
+  /// Queues `issue` (NCCL calls on stream_) after the work queued on
+  /// `compute`; a failure to queue is kept, named `what`.
+  template <typename Issue> void collective(cudaStream_t compute, const char *what, Issue issue) {
     ncclResult_t r = ncclSuccess;
     cudaError_t e = cudaEventRecord(ready_, compute);
     if (e == cudaSuccess)
       e = cudaStreamWaitEvent(stream_, ready_, 0);
-    if (e != cudaSuccess) {
+    if (e != cudaSuccess)
       r = ncclUnhandledCudaError;
-    } else {
-      r = nccl().groupStart();
+    else
+      r = issue();
+    if (r != ncclSuccess && !failed_) {
+      failed_ = r;
+      what_ = std::string("queueing ") + what;
+    }
+  }
+
+  void flush(cudaStream_t compute) {
+    if (bucket_.empty())
+      return;
+    collective(compute, "the gradient all-reduce", [&] {
+      ncclResult_t r = nccl().groupStart();
       for (const Slice &s : bucket_)
         if (r == ncclSuccess)
           r = nccl().allReduce(s.g, s.g, static_cast<size_t>(s.n), ncclFloat32, ncclSum, comm_, stream_);
       ncclResult_t end = nccl().groupEnd();
-      if (r == ncclSuccess)
-        r = end;
-    }
-    if (r != ncclSuccess && !failed_) {
-      failed_ = r;
-      what_ = "queueing the gradient all-reduce";
-    }
+      return r == ncclSuccess ? end : r;
+    });
     reduced_ += pending_;
     ++buckets_;
     bucket_.clear();
@@ -307,9 +376,11 @@ private:
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
   std::vector<Slice> bucket_;
-  uint64_t cap_ = 25u << 20, pending_ = 0, reduced_ = 0;
-  int64_t buckets_ = 0;
-  int nranks_ = 1;
+  uint64_t cap_ = 25u << 20, pending_ = 0, reduced_ = 0, gathered_ = 0;
+  int64_t buckets_ = 0, gathers_ = 0;
+  int nranks_ = 1, rank_ = 0;
+  float *flat_grads_ = nullptr, *shard_ = nullptr; // ZeRO-1 (shard())
+  uint64_t chunk_ = 0;
   bool armed_ = false;
   ncclResult_t failed_ = ncclSuccess;
   std::string what_;

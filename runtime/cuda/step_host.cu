@@ -55,6 +55,13 @@ HostTier g_host;              // host_tier.cuh: the host buffer and its rows
 bool g_host_dirty = false;    // masters written on the host: refresh the fp16 copies
 InputStaging g_staging; // the next micro-step's inputs (staging.cuh)
 GradReduce g_comm;      // data parallelism: the gradient all-reduce (comm.cuh)
+// ZeRO-1 (StepDesc::shards): this rank's parts of the parameters, in its
+// chunk of the flat space, with their gradients' world sums and state; set
+// when the communicator opens, which names the rank.
+MultiTensor g_shard;
+std::vector<ApplyTensor> g_shard_rows;
+std::vector<int> g_shard_param; // g_shard_rows[i]'s parameter
+int g_shard_rank = -1;
 
 // TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at
 // close, the ops that took the most time (event pairs, so launch gaps count
@@ -419,6 +426,10 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
       cudaFree(t);
   g_norm_table = nullptr;
   g_norm_chunks = nullptr;
+  g_shard.reset();
+  g_shard_rows.clear();
+  g_shard_param.clear();
+  g_shard_rank = -1;
   if (g_scratch)
     cudaFree(g_scratch);
   if (g_graph)
@@ -574,6 +585,8 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
   const StepDesc &d = desc();
   if (!d.info->has_backward)
     return 3;
+  if (d.shards)
+    return 7; // ZeRO-1: tcc_step_shard_sumsq and tcc_step_shard_apply
   // The world's gradients, summed while the last micro-step ran (comm.cuh):
   // the step's stream waits for them.
   if (std::string err = g_comm.finish(stream()); !err.empty()) {
@@ -751,6 +764,43 @@ TCC_EXPORT int tcc_step_set_device(int32_t device, char *err, uint64_t err_len) 
   return 0;
 }
 
+namespace tcc::cuda::host {
+namespace {
+/// ZeRO-1: the update's table for `rank`'s chunk of the flat space (every
+/// parameter's part in it), and the communicator's reduce-scatter. False on
+/// a CUDA error.
+bool open_shard(int rank) {
+  const StepDesc &d = desc();
+  const tcc_shard_info &sh = *d.shards;
+  const int64_t lo = static_cast<int64_t>(rank) * static_cast<int64_t>(sh.chunk_elems);
+  const int64_t hi = lo + static_cast<int64_t>(sh.chunk_elems);
+  float *grads = reinterpret_cast<float *>(g_arena + sh.shard_grads_offset);
+  float *s0 = reinterpret_cast<float *>(g_arena + d.shard_s0);
+  float *s1 = d.adamw ? reinterpret_cast<float *>(g_arena + d.shard_s1) : nullptr;
+  g_shard_rows.clear();
+  g_shard_param.clear();
+  for (int i = 0; i < d.num_shard_rows; ++i) {
+    const ShardRow &r = d.shard_rows[i];
+    const int64_t a = std::max(r.flat, lo), b = std::min(r.flat + r.n, hi);
+    if (a >= b)
+      continue;
+    ApplyTensor t{};
+    t.p = reinterpret_cast<float *>(g_arena + r.p) + (a - r.flat);
+    t.p16 = r.p16 == ~0ULL ? nullptr : reinterpret_cast<__half *>(g_arena + r.p16) + (a - r.flat);
+    t.g = grads + (a - lo);
+    t.s0 = s0 + (a - lo);
+    t.s1 = s1 ? s1 + (a - lo) : nullptr;
+    t.n = b - a;
+    g_shard_rows.push_back(t);
+    g_shard_param.push_back(r.param);
+  }
+  g_shard_rank = rank;
+  g_comm.shard(reinterpret_cast<float *>(g_arena + sh.grads_offset), grads, sh.chunk_elems);
+  return g_shard.upload(g_shard_rows.data(), static_cast<int>(g_shard_rows.size()));
+}
+} // namespace
+} // namespace tcc::cuda::host
+
 TCC_EXPORT int tcc_step_comm_id(unsigned char *id, char *err, uint64_t err_len) {
   static_assert(sizeof(ncclUniqueId) == TCC_STEP_COMM_ID_BYTES, "NCCL's unique id is 128 bytes");
   if (std::string why = nccl().load(); !why.empty()) {
@@ -782,6 +832,12 @@ TCC_EXPORT int tcc_step_comm_open(void *arena, const unsigned char *id, int32_t 
     std::snprintf(err, err_len, "the communicator opens before the first micro-step");
     return 1;
   }
+  const StepDesc &d = desc();
+  if (d.shards && nranks != d.shards->ranks) {
+    std::snprintf(err, err_len, "its optimizer state is sharded across %d ranks (tcc --data-parallel=%d), not %d",
+                  (int)d.shards->ranks, (int)d.shards->ranks, (int)nranks);
+    return 1;
+  }
   ncclUniqueId u;
   std::memcpy(u.internal, id, sizeof u.internal);
   if (std::string why = g_comm.open(u, nranks, rank); !why.empty()) {
@@ -789,7 +845,88 @@ TCC_EXPORT int tcc_step_comm_open(void *arena, const unsigned char *id, int32_t 
     return 1;
   }
   g_graph_mode = -1; // decided again, without graphs
+  if (d.shards && !open_shard(rank)) {
+    cudaError_t e = cudaGetLastError();
+    std::snprintf(err, err_len, "%s: cannot upload the ZeRO-1 update's table", cudaGetErrorName(e));
+    return 1;
+  }
   return 0;
+}
+
+// ZeRO-1's entry points (runtime/tcc_step.h): every step exports them, and
+// tcc_step_get_shards says whether this one is sharded.
+
+TCC_EXPORT const tcc_shard_info *tcc_step_get_shards(void) { return desc().shards; }
+
+TCC_EXPORT int tcc_step_shard_sumsq(void *arena, int32_t rank, double *sumsq) {
+  const StepDesc &d = desc();
+  if (!d.shards || !arena || arena != g_arena || rank != g_shard_rank)
+    return 4;
+  // The world's sums of this rank's chunk (the reduce-scatter queued after
+  // the last micro-step); the accumulators then start the next optimizer
+  // step at zero.
+  if (std::string err = g_comm.finish(stream()); !err.empty()) {
+    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
+    return 6;
+  }
+  d.zero_grads(g_arena);
+  *sumsq = g_shard.ntensors() ? sum_squares_all(g_shard.table(), g_shard.chunk_start(), g_shard.ntensors(),
+                                                g_shard.nchunks(), g_scratch)
+                              : 0.0;
+  if (std::string err = g_comm.error(); !err.empty()) {
+    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
+    return 6;
+  }
+  return check_device("apply");
+}
+
+TCC_EXPORT int tcc_step_shard_apply(void *arena, int32_t rank, tcc_optim_args *a, double world_sumsq) {
+  const StepDesc &d = desc();
+  if (!d.shards || !arena || arena != g_arena || rank != g_shard_rank)
+    return 4;
+  const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;
+  const double norm = std::sqrt(world_sumsq) * unscale;
+  a->grad_norm = norm;
+  // Every rank has the world's norm: every rank skips, or none.
+  if (!std::isfinite(norm))
+    return 2;
+  double clip = 1.0;
+  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)
+    clip = a->clip_norm / (norm + 1e-6);
+  bool changed = false;
+  for (size_t i = 0; i < g_shard_rows.size(); ++i) {
+    const int param = g_shard_param[i];
+    const float wd = (a->decay && !a->decay[param]) ? 0.0f : (float)a->weight_decay;
+    if (g_shard_rows[i].weight_decay != wd) {
+      g_shard_rows[i].weight_decay = wd;
+      changed = true;
+    }
+  }
+  const int n = g_shard.ntensors();
+  if (changed && n)
+    cudaMemcpyAsync(const_cast<ApplyTensor *>(g_shard.table()), g_shard_rows.data(), sizeof(ApplyTensor) * n,
+                    cudaMemcpyHostToDevice, stream());
+  const double mult = clip * unscale;
+  if (n && d.adamw)
+    adamw_multi(g_shard.table(), g_shard.chunk_start(), n, g_shard.nchunks(), a->lr, a->beta1, a->beta2, a->eps,
+                a->step, mult);
+  else if (n)
+    sgd_multi(g_shard.table(), g_shard.chunk_start(), n, g_shard.nchunks(), a->lr, a->momentum, a->nesterov != 0,
+              a->step, mult);
+  // Every rank's chunk of the fp32 masters, then the fp16 working copies
+  // of all of them. Waited for here, so that a peer that never joins the
+  // all-gather stops this call (which tcc-run watches), not a later one.
+  std::string err = g_comm.gather(reinterpret_cast<float *>(g_arena + d.shards->params_offset), stream());
+  if (err.empty()) {
+    d.refresh_shadows(g_arena);
+    cudaStreamSynchronize(stream());
+    err = g_comm.error();
+  }
+  if (!err.empty()) {
+    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
+    return 6;
+  }
+  return check_device("apply");
 }
 
 TCC_EXPORT int tcc_step_comm_reduce_next(void *arena) {

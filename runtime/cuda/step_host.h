@@ -48,6 +48,16 @@ struct HostGradRow {
   int half;
 };
 
+/// ZeRO-1 (tcc --data-parallel=N): where a trainable parameter lies in the
+/// flat space (tcc_shard_info): its first element's index there, its
+/// element count, its master weights' and fp16 working copy's arena offsets
+/// (~0: none).
+struct ShardRow {
+  int param; // index into tcc_step_info.params
+  uint64_t p, p16;
+  int64_t flat, n;
+};
+
 /// A constant's host bytes and its offset after the arena.
 struct ConstRow {
   const void *host;
@@ -80,6 +90,13 @@ struct StepDesc {
   /// them (host_grad_copy k).
   const HostGradRow *host_grads;
   int num_host_grads;
+  /// ZeRO-1: the flat spaces (nullptr: the state is not sharded, and
+  /// `apply` holds every row), the parameters in them, and the arena
+  /// offsets of the rank's chunk of each state kind (s1: AdamW only).
+  const tcc_shard_info *shards;
+  const ShardRow *shard_rows;
+  int num_shard_rows;
+  uint64_t shard_s0, shard_s1;
 };
 
 /// Defined by the generated half.

@@ -180,15 +180,21 @@ std::string loadStep(const std::string &arg, Step &step) {
   if (std::string bad = checkInfo(step); !bad.empty())
     return bad;
   if (auto getShards = reinterpret_cast<GetShardsFn>(::dlsym(lib, "tcc_step_get_shards"))) {
-    // tcc --data-parallel=N: the optimizer state sharded across N ranks.
+    // tcc --data-parallel=N: the optimizer state sharded across N ranks. A
+    // CPU step exports the entry points only then; a CUDA step's fixed half
+    // always does, and its table is null when the state is whole.
     step.shards = getShards();
     step.shardSumsq = reinterpret_cast<ShardSumsqFn>(::dlsym(lib, "tcc_step_shard_sumsq"));
     step.shardApply = reinterpret_cast<ShardApplyFn>(::dlsym(lib, "tcc_step_shard_apply"));
-    if (!step.shards || !step.shardSumsq || !step.shardApply)
+    if (!step.shards && step.device) {
+      step.shardSumsq = nullptr;
+      step.shardApply = nullptr;
+    } else if (!step.shards || !step.shardSumsq || !step.shardApply) {
       return arg + " exports tcc_step_get_shards but not its table, tcc_step_shard_sumsq "
                    "and tcc_step_shard_apply; rebuild it with a matching tcc";
-    if (std::string bad = tcc::step::checkShards(*step.info, *step.shards); !bad.empty())
+    } else if (std::string bad = tcc::step::checkShards(*step.info, *step.shards); !bad.empty()) {
       return arg + ": " + bad;
+    }
   }
   if (step.info->host_bytes) {
     // tcc --offload: master weights and optimizer state in the step's

@@ -701,16 +701,16 @@ private:
     args.grad_norm = NAN;
     args.loss_scale = scale;
     const double applyStart = trace.active() ? trace.now() : 0.0;
-    if (nccl)
+    if (step.shards) {
+      if (int r = shardedApply(where); r >= 0)
+        return r;
+    } else if (nccl)
       world.watched("the optimizer step, which waits for the gradient all-reduce",
                      [&](char *, uint64_t) {
                        rc = step.apply(stepArena, &args);
                        return 0;
                      });
-    else if (step.shards) {
-      if (int r = shardedApply(where); r >= 0)
-        return r;
-    } else
+    else
       rc = step.apply(stepArena, &args);
     bool skip = rc == 2;
     if (trace.active())
@@ -885,17 +885,32 @@ private:
   /// ZeRO-1's update (the gradients already reduce-scattered): the world's
   /// sum of squares, this rank's chunk updated, the parameters all-gathered.
   /// Sets rc as apply would.
+  /// A CUDA step reduce-scatters and all-gathers itself, over NCCL, inside
+  /// these calls: they are watched like the other collectives.
   int shardedApply(const std::string &where) {
     const tcc_shard_info &sh = *step.shards;
     double sumsq = 0;
-    if ((rc = step.shardSumsq(stepArena, world.rank(), &sumsq)) != 0)
+    if (step.device)
+      world.watched("the gradient reduce-scatter (ZeRO-1, NCCL)", [&](char *, uint64_t) {
+        rc = step.shardSumsq(stepArena, world.rank(), &sumsq);
+        return 0;
+      });
+    else
+      rc = step.shardSumsq(stepArena, world.rank(), &sumsq);
+    if (rc != 0)
       return error(where + ": the shard's gradient norm failed (code " + std::to_string(rc) + ")");
     if (!(err = world.sum(&sumsq, 1, "the gradient norm's sum across the shards")).empty())
       return error(where + ": " + err);
-    rc = step.shardApply(stepArena, world.rank(), &args, sumsq);
+    if (step.device)
+      world.watched("the parameter all-gather (ZeRO-1, NCCL)", [&](char *, uint64_t) {
+        rc = step.shardApply(stepArena, world.rank(), &args, sumsq);
+        return 0;
+      });
+    else
+      rc = step.shardApply(stepArena, world.rank(), &args, sumsq);
     // A skipped step (the world's norm not finite, so on every rank) changed
     // nothing to gather.
-    if (rc == 0) {
+    if (rc == 0 && !step.device) {
       const double gatherStart = trace.active() ? trace.now() : 0.0;
       if (!(err = world.allgather(arena + sh.params_offset, sh.chunk_elems, shardElemBytes(),
                                   "the parameter all-gather (ZeRO-1)"))

@@ -32,6 +32,21 @@ sums over tcc-run's MPI plugin.
              single process's;
   resume     a world checkpointed at step 2 and resumed to step 4 ends with
              the uninterrupted world's parameters byte for byte;
+  zero1      ZeRO-1 (tcc --data-parallel=N): the gradients reduce-scattered
+             with ncclReduceScatter into each rank's chunk, the chunk
+             updated with its optimizer state, the fp32 parameters
+             all-gathered with ncclAllGather and their fp16 copies
+             refreshed. AdamW np 2 x K 2: losses and parameters bit-identical
+             to the unsharded CUDA world, the arena's state halved
+             (--memory-report), under TCC_CUDA_EMU_STREAMS=deferred-first,
+             and the losses within 1e-2 of the CPU target's world; SGD np 3 x K 1 with --clip-norm (chunks that
+             cut tensors, the world's norm from the shards' sums): losses
+             bit-identical, parameters within 1e-6; loss scale 1e30: every
+             rank skips every step; a sharded checkpoint at step 2 resumed
+             to 4 ends byte for byte where the uninterrupted world does; a
+             rank killed with SIGKILL mid-run: the last checkpoint resumes
+             to the uninterrupted world's bytes; a 2-rank step under 3
+             ranks is refused;
   world of 1 TCC_NCCL=1 in one process: the NCCL path (communicator,
              buckets, events) gives the plain run's bytes;
   refusals   a step whose gradient accumulators are in host memory
@@ -41,6 +56,7 @@ sums over tcc-run's MPI plugin.
 Exit 0 when everything holds, 1 otherwise.
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -52,14 +68,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The CPU world's check: its launcher line, runner, dump reader and measure.
-from check_data_parallel import MPIRUN, REPO, leave_early, load_dump, rel_diff, run  # noqa: E402
-
-problems = []
-
-
-def fail(msg):
-    problems.append(msg)
-    print("FAIL: " + msg)
+# Its fail() and problems too, which kill_one_rank reports to.
+from check_data_parallel import (MPIRUN, REPO, fail, kill_one_rank, leave_early,  # noqa: E402
+                                 load_dump, problems, rel_diff, run)
 
 
 def main():
@@ -77,9 +88,13 @@ def main():
     for name, extra in (("sgd", ["--target=cuda", "--cuda-emulation", "--optimizer=sgd"]),
                         ("adamw", ["--target=cuda", "--cuda-emulation"]),
                         ("cpu", ["--target=cpu"]),
-                        ("offload", ["--target=cuda", "--cuda-emulation", "--offload=all"])):
+                        ("offload", ["--target=cuda", "--cuda-emulation", "--offload=all"]),
+                        ("zero1", ["--target=cuda", "--cuda-emulation", "--data-parallel=2"]),
+                        ("zero1-sgd3", ["--target=cuda", "--cuda-emulation", "--optimizer=sgd",
+                                        "--data-parallel=3"])):
         steps[name] = os.path.join(work, name + ".so")
-        run([args.tcc, onnx, "-o", steps[name]] + extra)
+        run([args.tcc, onnx, "-o", steps[name], "--memory-report",
+             os.path.join(work, name + ".json")] + extra)
 
     def train(step, np_, accum, tag, extra=(), env=None, n_steps=2):
         out = os.path.join(work, tag)
@@ -140,6 +155,8 @@ def main():
         print("adamw: mpirun -np 2 --accum 2 vs --accum 4: the first step's 4 losses "
               "bit-identical, all within %.2g; the CPU target's world within %.2g"
               % (loss_rel, cpu_rel))
+
+    zero1(args, work, steps, train, sgd)
 
     # Every step overflows: every rank skips it.
     ls, ps, _ = train("sgd", None, 4, "skip-single", sgd + ["--loss-scale=1e30"])
@@ -220,6 +237,96 @@ def main():
         print("%d problem(s)" % len(problems))
         return 1
     return 0
+
+
+def zero1(args, work, steps, train, sgd):
+    """ZeRO-1 on the CUDA target, against the unsharded CUDA world."""
+    with open(os.path.join(work, "zero1.json")) as f:
+        dp = json.load(f)["data_parallel"]
+    per_rank, whole = dp["optimizer_state_per_rank_bytes"], dp["optimizer_state_unsharded_bytes"]
+    if dp["ranks"] != 2 or not whole / 2 <= per_rank < whole / 2 + 4096:
+        fail("zero1: --memory-report's state per rank %d of %d unsharded (2 ranks)" % (per_rank, whole))
+    else:
+        print("zero1: --memory-report: optimizer state %d bytes per rank, %d unsharded"
+              % (per_rank, whole))
+
+    def same(a, b):
+        return all(a[n].tobytes() == b[n].tobytes() for n in a) and set(a) == set(b)
+
+    adam = ["--lr", "1e-3"]
+    lu, pu, _ = train("adamw", 2, 2, "z-unsharded", adam, n_steps=3)
+    # The step's stream as late as it may run, the communicator's at once: a
+    # collective not ordered after the writes it reads (or the update not
+    # after the sums) reads stale values.
+    lz, pz, out = train("zero1", 2, 2, "z-sharded", adam, {"TCC_CUDA_EMU_STREAMS": "deferred-first"},
+                        n_steps=3)
+    lc, _, _ = train("cpu", 2, 2, "z-cpu", adam, n_steps=3)
+    cpu_rel = float(np.max(np.abs(lc.astype(np.float64) - lz) / np.abs(lc)))
+    said = [l for l in out.splitlines() if l.startswith("gradients summed with NCCL")]
+    if lz.tobytes() != lu.tobytes() or not same(pu, pz) or cpu_rel > 1e-2:
+        fail("zero1 AdamW np 2: not the unsharded world's bytes (losses %s vs %s, parameters "
+             "within %.2g), or the CPU world's losses not within 1e-2 (%.2g)"
+             % (lz, lu, rel_diff(pu, pz), cpu_rel))
+    elif not said or "ZeRO-1" not in said[0] or " 3 reduce-scatters" not in said[0]:
+        fail("zero1 AdamW np 2: no line saying NCCL reduce-scattered: %r" % out[-600:])
+    else:
+        print("zero1: AdamW, mpirun -np 2 --accum 2, 3 steps, streams deferred-first: losses "
+              "and parameters byte for byte the unsharded world's, losses within %.2g of the CPU "
+              "target's world (%s)" % (cpu_rel, said[0]))
+
+    clip = sgd + ["--clip-norm", "0.05"]
+    lu, pu, _ = train("sgd", 3, 1, "z3-unsharded", clip, n_steps=3)
+    lz, pz, _ = train("zero1-sgd3", 3, 1, "z3-sharded", clip, n_steps=3)
+    rel = rel_diff(pu, pz)
+    if lz.tobytes() != lu.tobytes() or rel > 1e-6:
+        fail("zero1 SGD np 3 --clip-norm 0.05: losses %s vs %s, parameters within %.2g (1e-6)"
+             % (lz, lu, rel))
+    else:
+        print("zero1: SGD, --clip-norm 0.05, mpirun -np 3: losses bit-identical, parameters "
+              "within %.2g relative (the world's norm from three shards' sums)" % rel)
+
+    lz, pz, out = train("zero1", 2, 2, "z-skip", adam + ["--loss-scale=1e30"])
+    _, p0, _ = train("zero1", 2, 2, "z-noop", ["--lr", "0"], n_steps=1)
+    if "(2 of 2 steps skipped)" not in out or not same(pz, p0):
+        fail("zero1 skip: %r" % out[-600:])
+    else:
+        print("zero1: loss scale 1e30, 2 of 2 steps skipped on every rank, the parameters "
+              "untouched")
+
+    ck = os.path.join(work, "z-ck")
+    train("zero1", 2, 2, "z-ck-first", adam + ["--checkpoint", ck], n_steps=2)
+    _, resumed, _ = train("zero1", 2, 2, "z-ck-resumed", adam + ["--resume", ck], n_steps=4)
+    _, straight, _ = train("zero1", 2, 2, "z-ck-straight", adam, n_steps=4)
+    shards = sorted(f for f in os.listdir(ck) if "shard" in f)
+    if not same(straight, resumed) or len(shards) < 2:
+        fail("zero1 resume: not the uninterrupted world's bytes, or no shard files (%s)" % shards)
+    else:
+        print("zero1: checkpointed at step 2 (%s) and resumed to 4, byte for byte the "
+              "uninterrupted world's" % ", ".join(shards))
+
+    data = ["--data", os.path.join(REPO, "examples", "data", "train.bin"), "--seed", "3"]
+    ckk = os.path.join(work, "z-ck-kill")
+    cmd = MPIRUN + ["-np", "2", args.tcc_run, steps["zero1"], "--steps", "100000", "--accum", "2",
+                    "--quiet", "--checkpoint", ckk, "--checkpoint-every", "1"] + data + adam
+    killed = kill_one_rank(
+        cmd, ckk, args.tcc_run, steps["zero1"], ["--accum", "2"] + data + adam,
+        lambda target: (train("zero1", 2, 2, "z-after-kill", adam + ["--resume", ckk],
+                              n_steps=target)[1],
+                        train("zero1", 2, 2, "z-kill-ref", adam, n_steps=target)[1]), ahead=2)
+    if killed:
+        code, at, after, ref = killed
+        if not same(after, ref):
+            fail("zero1 kill -9: resumed from step %d, not the uninterrupted world's bytes" % at)
+        else:
+            print("zero1: a rank killed with SIGKILL (mpirun exit %d); the checkpoint at step %d "
+                  "resumed to step %d, byte for byte the uninterrupted world's" % (code, at, at + 2))
+
+    p = run(MPIRUN + ["-np", "3", args.tcc_run, steps["zero1"], "--steps", "1", "--quiet"] + data,
+            expect=None)
+    if p.returncode == 0 or "sharded across 2 ranks" not in p.stdout:
+        fail("zero1: a 2-rank step under 3 ranks was not refused: %r" % p.stdout[-600:])
+    else:
+        print("zero1: a --data-parallel=2 step under mpirun -np 3: refused")
 
 
 def error_line(out):

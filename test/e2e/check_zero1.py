@@ -23,7 +23,8 @@ the whole state on every rank, on the bundled demo.
              uninterrupted run's parameters byte for byte;
   refusals   a sharded step in one process or under another world size; a
              missing or corrupt shard; an unsharded checkpoint resumed by a
-             sharded step; --data-parallel with --target=cuda or 0 ranks.
+             sharded step; --data-parallel with --offload or 0 ranks. (The
+             CUDA target's ZeRO-1 is checked by check_data_parallel_cuda.py.)
              Each exits non-zero with a message that says what to do.
 
 Exit 0 when everything holds, 1 otherwise.
@@ -179,9 +180,10 @@ def main():
     refused("a sharded checkpoint resumed by an unsharded step",
             MPIRUN + ["-np", "2", args.tcc_run, plain, "--steps", "5", "--accum", "2", "--quiet",
                       "--resume", ck_copy] + src, r"holds optimizer state sharded across 2 ranks")
-    refused("tcc --data-parallel=2 --target=cuda",
-            [args.tcc, model, "--target=cuda", "--data-parallel=2", "-o",
-             os.path.join(work, "cuda.so")], r"--target=cpu only so far")
+    refused("tcc --data-parallel=2 --offload=all",
+            [args.tcc, model, "--target=cuda", "--cuda-emulation", "--data-parallel=2",
+             "--offload=all", "-o", os.path.join(work, "cuda.so")],
+            r"host memory tiers \(--offload\) do not combine")
     refused("tcc --data-parallel=0", [args.tcc, model, "--target=cpu", "--data-parallel=0", "-o",
                                       os.path.join(work, "zero.so")], r"expected a number of ranks")
     for f in ("cuda.so", "zero.so"):

@@ -14,7 +14,8 @@
 // In a process without the plugin, a world of one rank (tcc-run with
 // TCC_NCCL=1) sums nothing. Only what runtime/cuda/comm.cuh uses is here:
 // unique ids, one communicator per process, in-place or out-of-place sums of fp32 and fp64,
-// groups, the communicator's asynchronous error, abort and destroy.
+// the reduce-scatter and all-gather of fp32 (ZeRO-1), groups, the
+// communicator's asynchronous error, abort and destroy.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_CUDA_EMU_NCCL_H
@@ -183,6 +184,59 @@ inline ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, nc
     }
   });
   return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+namespace tcc_emu {
+/// Queues `run` (a collective over the plugin, which returns 0 or fills its
+/// message) on `stream`; a failure marks the communicator, as NCCL's
+/// asynchronous errors do.
+template <typename Run>
+ncclResult_t enqueue_collective(ncclComm_t comm, cudaStream_t stream, const char *name, Run run) {
+  if (tcc_emu::state().capturing)
+    return ncclInvalidUsage; // the emulation does not capture collectives
+  cudaError_t e = tcc_emu::enqueue(stream, [=]() {
+    if (comm->async != ncclSuccess)
+      return; // a communicator that failed does nothing more
+    char err[512] = {0};
+    if (run(err, sizeof err) != 0) {
+      comm->async = ncclRemoteError;
+      comm->error = err;
+      std::fprintf(stderr, "tcc CUDA emulation: NCCL: %s: %s\n", name, err);
+    }
+  });
+  return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+} // namespace tcc_emu
+
+/// Sums `send` (nranks * recvcount elements) over the ranks; rank r's
+/// `recv` gets block r of the sum.
+inline ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t type,
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || op != ncclSum || type != ncclFloat32)
+    return ncclInvalidArgument;
+  return tcc_emu::enqueue_collective(comm, stream, "ncclReduceScatter", [=](char *err, uint64_t len) {
+    if (!comm->api) { // a world of one: block 0 is the whole
+      std::memmove(recv, send, recvcount * 4);
+      return 0;
+    }
+    return comm->api->reduce_scatter_sum(send, recv, recvcount, 4, err, len);
+  });
+}
+
+/// Gathers every rank's `send` (sendcount elements) into `recv` (nranks *
+/// sendcount), rank r's at block r; in place when send is recv's block r.
+inline ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount, ncclDataType_t type,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || type != ncclFloat32)
+    return ncclInvalidArgument;
+  return tcc_emu::enqueue_collective(comm, stream, "ncclAllGather", [=](char *err, uint64_t len) {
+    char *mine = static_cast<char *>(recv) + static_cast<size_t>(comm->rank) * sendcount * 4;
+    if (send != mine)
+      std::memmove(mine, send, sendcount * 4);
+    if (!comm->api)
+      return 0;
+    return comm->api->allgather_inplace(recv, sendcount, 4, err, len);
+  });
 }
 
 #endif // TCC_CUDA_EMU_NCCL_H
