@@ -635,8 +635,6 @@ FailureOr<EmittedStep> Emitter::run() {
                           "(run tcc-plan-memory first)");
   arena = layout.getArenaBytes();
   ArrayRef<int64_t> paramSlots = layout.getParams().asArrayRef(),
-                    gradSlots = layout.getGrads().asArrayRef(),
-                    stateSlots = layout.getState().asArrayRef(),
                     inputSlots = layout.getInputs().asArrayRef(),
                     resultSlots = layout.getResults().asArrayRef();
   {
@@ -814,72 +812,72 @@ FailureOr<EmittedStep> Emitter::run() {
     }
   }
 
-  // Optimizer state: two tensors per trainable parameter for AdamW, one for
-  // SGD's momentum; `apply` walks a table of slots.
+  // The optimizer: one row per tcck.update of the kernel IR's @apply, which
+  // `apply` walks (AdamW's two state tensors, SGD's momentum); for ZeRO-1
+  // (#tcc.shards), one per tcck.shard_update, where each parameter lies in
+  // the flat space (and, on CUDA, where its fp16 working copy is).
   std::vector<std::string> state;
-  std::string applyRows;
-  llvm::raw_string_ostream ar(applyRows);
+  std::string applyRows, shardRows;
+  llvm::raw_string_ostream ar(applyRows), sr(shardRows);
   bool adam = options.optimizer == "adamw";
   size_t perParam = adam ? 2 : 1;
-  if ((!layout.getShards() && stateSlots.size() != perParam * paramBytes.size()) ||
-      gradSlots.size() != paramBytes.size())
-    return func.emitError("the memory plan's optimizer state does not match --optimizer");
-  int paramIndex = 0, numTrainable = 0;
-  // ZeRO-1 (#tcc.shards): each rank updates its chunk of the flat
-  // parameter space; the rows say where each parameter lies in it (and, on
-  // CUDA, where its fp16 working copy is).
+  int numTrainable = 0;
   ShardsAttr shards = layout.getShards();
-  std::string shardRows;
-  llvm::raw_string_ostream sr(shardRows);
-  for (auto &[arg, bytes] : paramBytes) {
-    unsigned idx = cast<BlockArgument>(arg).getArgNumber();
-    StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
-    auto it = gradOffsets.find(name);
-    if (it != gradOffsets.end() && shards) {
-      int64_t flat = (static_cast<int64_t>(it->second) - shards.getGrads()) /
-                     shards.getElemBytes();
-      if (flat < 0 || flat + tensor(arg).getNumElements() > shards.getFlatElems() ||
-          static_cast<int64_t>(argOffsets.lookup(arg)) !=
-              shards.getParams() + flat * shards.getElemBytes())
+  func::FuncOp applyFunc = training ? applyFunction(kernelFunc) : nullptr;
+  if (training && !applyFunc)
+    return func.emitError("the step needs its optimizer in kernel IR (@apply, from "
+                          "tcc-lower-to-kernels)");
+  auto offsetOf = [](Value v) -> int64_t {
+    if (auto h = v.getDefiningOp<tcck::HostViewOp>())
+      return h.getOffset();
+    return v.getDefiningOp<tcck::ViewOp>().getOffset();
+  };
+  auto halfOf = [&](Value h) { return h ? std::to_string(offsetOf(h)) : std::string("~0"); };
+  auto elements = [](Value v) { return cast<MemRefType>(v.getType()).getNumElements(); };
+  for (Operation &op : applyFunc ? applyFunc.getBody().front().without_terminator()
+                                 : llvm::iterator_range<Block::iterator>(block.end(), block.end())) {
+    if (isa<tcck::ViewOp, tcck::HostViewOp>(op))
+      continue; // read through the updates' operands
+    auto up = dyn_cast<tcck::UpdateOp>(op);
+    auto su = dyn_cast<tcck::ShardUpdateOp>(op);
+    if (!up && !su)
+      return op.emitError("the step emitter does not know this op of the optimizer's @apply");
+    int64_t param = up ? up.getParam() : su.getParam();
+    if (param >= static_cast<int64_t>(paramBytes.size()))
+      return op.emitError("names parameter ") << param << "; the step has " << paramBytes.size();
+    if (!su != !shards)
+      return op.emitError(shards ? "updates a whole parameter of a sharded (ZeRO-1) step"
+                                 : "updates a shard of a step whose state is not sharded");
+    auto [arg, bytes] = paramBytes[param];
+    if (su) {
+      int64_t flat = su.getFlat(), n = elements(su.getMaster());
+      if (flat + n > shards.getFlatElems())
         return func.emitError("parameter ")
-               << name << " lies outside the sharded plan's flat space";
-      sr << "    {" << paramIndex << ", " << argOffsets.lookup(arg) << "ULL, ";
+               << su.getName() << " lies outside the sharded plan's flat space";
+      sr << "    {" << param << ", " << offsetOf(su.getMaster()) << "ULL, ";
       if (cuda)
-        sr << (shadowOffsets.count(arg) ? std::to_string(shadowOffsets.lookup(arg))
-                                        : std::string("~0")) << "ULL, ";
-      sr << flat << "LL, " << tensor(arg).getNumElements() << "LL},\n";
+        sr << halfOf(su.getHalf()) << "ULL, ";
+      sr << flat << "LL, " << n << "LL},\n";
       ++numTrainable;
-    } else if (it != gradOffsets.end()) {
-      // Host tiers: the state's offsets are in the host buffer.
-      auto host = hostOffsets.find(arg);
-      bool onHost = host != hostOffsets.end();
-      ArrayRef<int64_t> slots = stateSlots;
-      if (onHost) {
-        if (!layout.getHostState() || layout.getHostState().size() != stateSlots.size())
-          return func.emitError("the memory plan's host state does not match its parameters");
-        slots = layout.getHostState().asArrayRef();
-      }
-      int64_t s0 = slots[paramIndex * perParam];
-      int64_t s1 = adam ? slots[paramIndex * perParam + 1] : 0;
-      if (s0 < 0 || s1 < 0)
-        return func.emitError("parameter ") << name << "'s optimizer state has no slot";
-      uint64_t master = onHost ? host->second : argOffsets.lookup(arg);
-      state.push_back(descriptor((adam ? "exp_avg/" : "momentum_buffer/") + name.str(),
-                                 arg, s0, bytes, onHost));
-      if (adam)
-        state.push_back(descriptor("exp_avg_sq/" + name.str(), arg, s1, bytes, onHost));
-      ar << "    {" << paramIndex << ", " << master << "ULL, "
-         << it->second << "ULL, " << s0 << "ULL, " << s1 << "ULL, ";
-      if (cuda)
-        ar << (shadowOffsets.count(arg) ? std::to_string(shadowOffsets.lookup(arg))
-                                        : std::string("~0")) << "ULL, ";
-      ar << tensor(arg).getNumElements() << "LL";
-      if (cuda)
-        ar << ", " << (hostGradOffset.count(name) ? 2 : onHost ? 1 : 0);
-      ar << "},\n";
-      ++numTrainable;
+      continue;
     }
-    ++paramIndex;
+    if (up.getState().size() != perParam)
+      return func.emitError("the memory plan's optimizer state does not match --optimizer");
+    const bool onHost = up.onHost();
+    int64_t s0 = offsetOf(up.getState()[0]), s1 = adam ? offsetOf(up.getState()[1]) : 0;
+    state.push_back(descriptor((adam ? "exp_avg/" : "momentum_buffer/") + up.getName().str(), arg,
+                               s0, bytes, onHost));
+    if (adam)
+      state.push_back(descriptor("exp_avg_sq/" + up.getName().str(), arg, s1, bytes, onHost));
+    ar << "    {" << param << ", " << offsetOf(up.getMaster()) << "ULL, " << offsetOf(up.getGrad())
+       << "ULL, " << s0 << "ULL, " << s1 << "ULL, ";
+    if (cuda)
+      ar << halfOf(up.getHalf()) << "ULL, ";
+    ar << elements(up.getMaster()) << "LL";
+    if (cuda)
+      ar << ", " << (up.gradOnHost() ? 2 : onHost ? 1 : 0);
+    ar << "},\n";
+    ++numTrainable;
   }
   if (shards) {
     // One chunk per state kind: this rank's part, different on every rank.
@@ -1027,6 +1025,10 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   buildKernelPipeline(pm);
   if (failed(pm.run(*kernels)))
     return failure();
-  Emitter emitter(funcs.front(), *kernels->getOps<func::FuncOp>().begin(), target, options);
+  func::FuncOp kernelStep;
+  for (auto f : kernels->getOps<func::FuncOp>())
+    if (!f->hasAttr(tcck::kApplyAttr))
+      kernelStep = f;
+  Emitter emitter(funcs.front(), kernelStep, target, options);
   return emitter.run();
 }

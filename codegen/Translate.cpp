@@ -104,10 +104,14 @@ FailureOr<std::string> Emitter::translateCudaKernels() {
   return src;
 }
 
-/// The module's one kernel function, translated for the module's target,
+/// The module's one kernel function (besides the optimizer's @apply, whose
+/// tables belong to the step's frame), translated for the module's target,
 /// which must be `cuda` or not as asked.
 static FailureOr<std::string> translateModule(ModuleOp module, bool cuda) {
-  SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+  SmallVector<func::FuncOp> funcs;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (!f->hasAttr(tcck::kApplyAttr))
+      funcs.push_back(f);
   if (funcs.size() != 1)
     return module.emitError("tcc-translate: expected one kernel function, found ")
            << funcs.size();

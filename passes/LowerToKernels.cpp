@@ -829,7 +829,8 @@ public:
       module.emitError("tcc-lower-to-kernels needs the module's target (tcc-set-target)");
       return signalPassFailure();
     }
-    for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
+    for (func::FuncOp func : funcs)
       if (failed(lower(func, target)))
         return signalPassFailure();
   }
@@ -845,6 +846,11 @@ private:
     for (Operation &op : block.without_terminator())
       contract &= succeeded(checkContract(op, target.isCuda()));
     if (!contract)
+      return failure();
+
+    // The optimizer's update (a training step's), as @apply beside it.
+    if (func.getSymName() == kMicroStepName &&
+        failed(buildApply(func, layout, target.isCuda(), target.getStorage())))
       return failure();
 
     KernelPlan plan;

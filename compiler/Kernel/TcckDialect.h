@@ -12,6 +12,9 @@ namespace mlir::tcck {
 /// and the pass over the row that computes it.
 inline constexpr llvm::StringLiteral kRoleAttr = "tcck.role";
 inline constexpr llvm::StringLiteral kStageAttr = "tcck.stage";
+/// Marks a kernel module's optimizer function, @apply: the step's
+/// tcck.update (or tcck.shard_update) ops, one per trainable parameter.
+inline constexpr llvm::StringLiteral kApplyAttr = "tcck.apply";
 
 } // namespace mlir::tcck
 

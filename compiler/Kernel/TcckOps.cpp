@@ -2,6 +2,7 @@
 
 #include "compiler/Kernel/TcckOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -35,10 +36,72 @@ LogicalResult TcckDialect::verifyOperationAttribute(Operation *op, NamedAttribut
       return op->emitError("'") << kStageAttr << "' must be a non-negative integer";
     return success();
   }
+  if (attr.getName() == kApplyAttr) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<func::FuncOp>(op))
+      return op->emitError("'") << kApplyAttr << "' is a unit attribute of a function";
+    return success();
+  }
   return op->emitError("unknown tcck attribute '") << attr.getName() << "'";
 }
 
 static int64_t numElements(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
+
+/// A buffer made by tcck.host_view (host memory), not tcck.view (the arena).
+static bool isHostBuffer(Value v) { return v.getDefiningOp<HostViewOp>() != nullptr; }
+
+/// What update and shard_update check: the master fp32 or fp64, the fp16
+/// copy (if any) as long, and, on the host, a copy to refresh.
+template <typename Op> static LogicalResult verifyMaster(Op op) {
+  auto master = cast<MemRefType>(op.getMaster().getType());
+  if (!master.getElementType().isF32() && !master.getElementType().isF64())
+    return op.emitOpError("updates master weights of type ")
+           << master.getElementType() << "; f32 or f64 expected";
+  if (Value half = op.getHalf()) {
+    auto h = cast<MemRefType>(half.getType());
+    if (!h.getElementType().isF16() || h.getNumElements() != master.getNumElements())
+      return op.emitOpError("'s working copy must be f16 with the master's ")
+             << master.getNumElements() << " elements";
+    if (isHostBuffer(half))
+      return op.emitOpError("'s working copy must be in the arena (tcck.view)");
+  }
+  return success();
+}
+
+bool UpdateOp::onHost() { return isHostBuffer(getMaster()); }
+bool UpdateOp::gradOnHost() { return isHostBuffer(getGrad()); }
+
+LogicalResult UpdateOp::verify() {
+  if (failed(verifyMaster(*this)))
+    return failure();
+  Type elt = getMaster().getType().getElementType();
+  int64_t n = numElements(getMaster());
+  if (getState().size() != 1 && getState().size() != 2)
+    return emitOpError("has ") << getState().size()
+                               << " state buffers; 2 (AdamW) or 1 (SGD) expected";
+  SmallVector<Value> checked(getState().begin(), getState().end());
+  checked.push_back(getGrad());
+  for (Value v : checked)
+    if (cast<MemRefType>(v.getType()).getElementType() != elt || numElements(v) != n)
+      return emitOpError("'s gradient and state must be ") << n << " elements of " << elt
+                                                          << ", as the master";
+  for (Value s : getState())
+    if (isHostBuffer(s) != onHost())
+      return emitOpError("keeps its state in another memory than its master weights");
+  if (gradOnHost() && !onHost())
+    return emitOpError("has its gradient in host memory but its master on the device");
+  if (onHost() && !getHalf())
+    return emitOpError("keeps its master in host memory but has no fp16 working copy");
+  return success();
+}
+
+LogicalResult ShardUpdateOp::verify() {
+  if (failed(verifyMaster(*this)))
+    return failure();
+  if (isHostBuffer(getMaster()))
+    return emitOpError("'s master weights must be in the arena: ZeRO-1 does not combine "
+                       "with host memory tiers");
+  return success();
+}
 
 LogicalResult GlobalOp::verify() {
   auto t = getType();

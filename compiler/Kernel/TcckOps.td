@@ -84,6 +84,81 @@ def Tcck_AliasOp : Tcck_Op<"alias", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tcck_HostViewOp : Tcck_Op<"host_view", [Pure]> {
+  let summary = "A view of the step's pinned host buffer at a byte offset (CUDA, offload)";
+  let description = [{
+    The bytes of a tensor the plan keeps in host memory (`#tcc.tiers`):
+    master weights, optimizer state or a gradient accumulator at `offset` in
+    the step's pinned host buffer. Only the optimizer's `tcck.update` reads
+    such views; kernels never do.
+
+        %0 = tcck.host_view 4096 : memref<64x64xf32>
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs Tcck_Buffer:$result);
+  let assemblyFormat = "$offset attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// The optimizer (the step's @apply function)
+//===----------------------------------------------------------------------===//
+
+def Tcck_UpdateOp : Tcck_Op<"update", [AttrSizedOperandSegments]> {
+  let summary = "One trainable parameter's optimizer update";
+  let description = [{
+    In the step's `@apply` function, which tcc-lower-to-kernels builds from
+    the memory plan: the optimizer the runtime names (AdamW with two state
+    buffers, SGD with momentum with one) updates `master` from the
+    accumulated gradient `grad` and the state, zeroes `grad`, and on CUDA
+    writes the new master to its fp16 working copy `half`. A master (and
+    its state) made by `tcck.host_view` is updated on the host (tcc
+    --offload); a gradient made by `tcck.host_view` was accumulated there.
+    `param` is the parameter's index in the step's parameter table (the
+    runtime's weight-decay mask is indexed by it).
+
+        tcck.update "wte" param 0 master %0 : memref<64x16xf32>
+            grad %1 : memref<64x16xf32>
+            state(%2, %3 : memref<64x16xf32>, memref<64x16xf32>)
+            half %4 : memref<64x16xf16>
+  }];
+  let arguments = (ins StrAttr:$name, ConfinedAttr<I64Attr, [IntNonNegative]>:$param,
+                       Tcck_Buffer:$master, Tcck_Buffer:$grad, Variadic<Tcck_Buffer>:$state,
+                       Optional<Tcck_Buffer>:$half);
+  let assemblyFormat = [{
+    $name `param` $param `master` $master `:` type($master) `grad` $grad `:` type($grad)
+    `state` `(` $state `:` type($state) `)` (`half` $half^ `:` type($half))? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether the master weights and state live in host memory.
+    bool onHost();
+    /// Whether the gradient was accumulated in host memory.
+    bool gradOnHost();
+  }];
+}
+
+def Tcck_ShardUpdateOp : Tcck_Op<"shard_update"> {
+  let summary = "A trainable parameter's place in ZeRO-1's flat space";
+  let description = [{
+    In a sharded step's `@apply` (`#tcc.shards`, tcc --data-parallel=N):
+    the master weights lie at element `flat` of the flat parameter space,
+    and the gradient accumulator at the same index of the gradients' flat
+    space. Each rank updates the part of the parameter in its chunk, with
+    the chunk's state; after the all-gather every rank writes the masters
+    to their fp16 working copy `half` (CUDA).
+
+        tcck.shard_update "wte" param 0 master %0 : memref<64x16xf32> flat 0
+  }];
+  let arguments = (ins StrAttr:$name, ConfinedAttr<I64Attr, [IntNonNegative]>:$param,
+                       Tcck_Buffer:$master, ConfinedAttr<I64Attr, [IntNonNegative]>:$flat,
+                       Optional<Tcck_Buffer>:$half);
+  let assemblyFormat = [{
+    $name `param` $param `master` $master `:` type($master) `flat` $flat
+    (`half` $half^ `:` type($half))? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement and bookkeeping
 //===----------------------------------------------------------------------===//

@@ -93,3 +93,80 @@ func.func @role_name(%x: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+// The optimizer's updates (@apply): AdamW has two state buffers, SGD one.
+func.func @update_state() attributes {tcck.apply} {
+  %p = tcck.view 0 : memref<4xf32>
+  %g = tcck.view 16 : memref<4xf32>
+  // expected-error @+1 {{has 3 state buffers; 2 (AdamW) or 1 (SGD) expected}}
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %g : memref<4xf32> state(%g, %g, %g : memref<4xf32>, memref<4xf32>, memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @update_shape() attributes {tcck.apply} {
+  %p = tcck.view 0 : memref<4xf32>
+  %g = tcck.view 16 : memref<8xf32>
+  // expected-error @+1 {{'s gradient and state must be 4 elements of 'f32', as the master}}
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %g : memref<8xf32> state(%p : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @update_half() attributes {tcck.apply} {
+  %p = tcck.view 0 : memref<4xf32>
+  %h = tcck.view 64 : memref<4xf32>
+  // expected-error @+1 {{'s working copy must be f16 with the master's 4 elements}}
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %p : memref<4xf32> state(%p : memref<4xf32>) half %h : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @update_tiers() attributes {tcck.apply} {
+  %p = tcck.host_view 0 : memref<4xf32>
+  %s = tcck.view 16 : memref<4xf32>
+  %h = tcck.view 64 : memref<4xf16>
+  // expected-error @+1 {{keeps its state in another memory than its master weights}}
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %s : memref<4xf32> state(%s : memref<4xf32>) half %h : memref<4xf16>
+  return
+}
+
+// -----
+
+func.func @update_host_grad() attributes {tcck.apply} {
+  %p = tcck.view 0 : memref<4xf32>
+  %g = tcck.host_view 0 : memref<4xf32>
+  // expected-error @+1 {{has its gradient in host memory but its master on the device}}
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %g : memref<4xf32> state(%p : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @update_host_no_half() attributes {tcck.apply} {
+  %p = tcck.host_view 0 : memref<4xf32>
+  // expected-error @+1 {{keeps its master in host memory but has no fp16 working copy}}
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %p : memref<4xf32> state(%p : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @shard_host() attributes {tcck.apply} {
+  %p = tcck.host_view 0 : memref<4xf32>
+  // expected-error @+1 {{'s master weights must be in the arena: ZeRO-1 does not combine with host memory tiers}}
+  tcck.shard_update "w" param 0 master %p : memref<4xf32> flat 0
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tcck.apply' is a unit attribute of a function}}
+func.func @apply_attr() attributes {tcck.apply = 1 : i64} {
+  return
+}

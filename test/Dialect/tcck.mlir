@@ -50,3 +50,22 @@ func.func @fused(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %w: memref<8x8xf32>, 
   } {trans_lhs = false, trans_rhs = false}
   return
 }
+
+// -----
+
+// The optimizer's function: a device update with its fp16 working copy, an
+// update on the host (tcc --offload), and a ZeRO-1 shard's place.
+// CHECK-LABEL: func.func @apply() attributes {tcck.apply}
+// CHECK: tcck.update "w" param 0 master %{{.*}} : memref<4xf32> grad %{{.*}} : memref<4xf32> state(%{{.*}}, %{{.*}} : memref<4xf32>, memref<4xf32>) half %{{.*}} : memref<4xf16>
+// CHECK: %[[H:.*]] = tcck.host_view 4096 : memref<4xf32>
+// CHECK: tcck.update "b" param 1 master %[[H]] : memref<4xf32> grad %[[H]] : memref<4xf32> state(%[[H]] : memref<4xf32>) half %{{.*}} : memref<4xf16>
+// CHECK: tcck.shard_update "c" param 2 master %{{.*}} : memref<4xf32> flat 64
+func.func @apply() attributes {tcck.apply} {
+  %p = tcck.view 0 : memref<4xf32>
+  %h = tcck.view 64 : memref<4xf16>
+  tcck.update "w" param 0 master %p : memref<4xf32> grad %p : memref<4xf32> state(%p, %p : memref<4xf32>, memref<4xf32>) half %h : memref<4xf16>
+  %q = tcck.host_view 4096 : memref<4xf32>
+  tcck.update "b" param 1 master %q : memref<4xf32> grad %q : memref<4xf32> state(%q : memref<4xf32>) half %h : memref<4xf16>
+  tcck.shard_update "c" param 2 master %p : memref<4xf32> flat 64
+  return
+}
