@@ -9,7 +9,9 @@ For every model (an .onnx file, or every .onnx under a folder) it runs tcc
 on both targets with `--emit=source`, with the fusion and memory reports,
 and once more with a budget 40% of the activations and temporaries below
 the unconstrained plan's peak (which makes tcc-remat choose by its cost
-model), and writes each output's SHA-256
+model), and with the optimizer and placement variants (SGD, ZeRO-1 over
+two ranks, and on CUDA --offload=optimizer and =all), and writes each
+output's SHA-256
 to DIR/manifest.json (and the files themselves under DIR/files). A model
 that tcc refuses is recorded with its exit status and message, so a change
 in a diagnostic shows too.
@@ -52,7 +54,12 @@ def digest_tree(folder):
     return out
 
 
-def run_tcc(tcc, model, target, budget, keep):
+# The variants beside each target's default run: (name, extra flags, CUDA only).
+VARIANTS = [("sgd", ["--optimizer=sgd"], False), ("zero1", ["--data-parallel=2"], False),
+            ("offload", ["--offload=optimizer"], True), ("offload-all", ["--offload=all"], True)]
+
+
+def run_tcc(tcc, model, target, budget, keep, extra=()):
     """One tcc run; returns {output name: sha256} plus the status."""
     with tempfile.TemporaryDirectory(prefix="tcc-snapshot-") as tmp:
         src = os.path.join(tmp, "source")
@@ -61,6 +68,7 @@ def run_tcc(tcc, model, target, budget, keep):
                "--memory-report=" + os.path.join(tmp, "memory.json")]
         if budget:
             cmd.append("--mem-budget=%d" % budget)
+        cmd += list(extra)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         # The message names the model by its path, which is the same in both
         # snapshots when they are made from the same folders.
@@ -97,6 +105,11 @@ def snapshot_model(tcc, model, files_dir):
         if budget:
             keep = os.path.join(files_dir, key, target + "-budget") if files_dir else None
             entry[target + "-tight"], _ = run_tcc(tcc, model, target, budget, keep)
+        for name, extra, cuda_only in VARIANTS:
+            if cuda_only and target != "cuda":
+                continue
+            keep = os.path.join(files_dir, key, target + "-" + name) if files_dir else None
+            entry[target + "-" + name], _ = run_tcc(tcc, model, target, 0, keep, extra)
     return model, entry
 
 
