@@ -17,10 +17,11 @@
 // alike on every rank.
 //
 // A step built with tcc --data-parallel=N (ZeRO-1) keeps the optimizer
-// state of one chunk of the parameters' flat space per rank: its sum is one
-// reduce-scatter of the accumulators into the rank's chunk, queued once the
-// last micro-step is (no overlap with the backward pass yet), and the
-// updated parameters are all-gathered (step_host.cu's tcc_step_shard_apply).
+// state of one chunk of the parameters' flat space per rank: its sum is a
+// reduce-scatter of the accumulators, in the same buckets, overlapped the
+// same way: each bucket's part in chunk r is summed into rank r's shard
+// buffer (grouped ncclReduce calls, root r); the updated parameters are
+// then all-gathered (step_host.cu's tcc_step_shard_apply).
 //
 // NCCL itself is loaded with dlopen (libnccl.so.2) when a communicator is
 // opened, so a step that trains on one GPU does not need it installed. In
@@ -49,7 +50,7 @@ extern "C" {
 ncclResult_t ncclGetUniqueId(ncclUniqueId *);
 ncclResult_t ncclCommInitRank(ncclComm_t *, int, ncclUniqueId, int);
 ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
-ncclResult_t ncclReduceScatter(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
@@ -61,6 +62,7 @@ ncclResult_t ncclGetVersion(int *);
 }
 #endif
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -77,7 +79,7 @@ struct NcclApi {
   decltype(&ncclGetUniqueId) getUniqueId = nullptr;
   decltype(&ncclCommInitRank) commInitRank = nullptr;
   decltype(&ncclAllReduce) allReduce = nullptr;
-  decltype(&ncclReduceScatter) reduceScatter = nullptr;
+  decltype(&ncclReduce) reduce = nullptr;
   decltype(&ncclAllGather) allGather = nullptr;
   decltype(&ncclGroupStart) groupStart = nullptr;
   decltype(&ncclGroupEnd) groupEnd = nullptr;
@@ -95,7 +97,7 @@ struct NcclApi {
     getUniqueId = &ncclGetUniqueId;
     commInitRank = &ncclCommInitRank;
     allReduce = &ncclAllReduce;
-    reduceScatter = &ncclReduceScatter;
+    reduce = &ncclReduce;
     allGather = &ncclAllGather;
     groupStart = &ncclGroupStart;
     groupEnd = &ncclGroupEnd;
@@ -127,7 +129,7 @@ struct NcclApi {
     get(getUniqueId, "ncclGetUniqueId");
     get(commInitRank, "ncclCommInitRank");
     get(allReduce, "ncclAllReduce");
-    get(reduceScatter, "ncclReduceScatter");
+    get(reduce, "ncclReduce");
     get(allGather, "ncclAllGather");
     get(groupStart, "ncclGroupStart");
     get(groupEnd, "ncclGroupEnd");
@@ -183,14 +185,16 @@ public:
   }
 
   /// ZeRO-1 (a step built with tcc --data-parallel=N): the optimizer step's
-  /// sum is one reduce-scatter of the accumulators' flat space (`grads`,
-  /// ranks * `chunk` fp32) into this rank's chunk (`shard`), queued when the
-  /// last micro-step has been queued (finish), not in buckets; gather()
-  /// then all-gathers the updated parameters.
-  void shard(float *grads, float *shard, uint64_t chunk) {
+  /// sum is a reduce-scatter of the accumulators' flat space (`grads`,
+  /// ranks * `chunk` fp32) into each rank's chunk (`shard` here), bucket by
+  /// bucket as the backward pass finishes them; `elements` is how many the
+  /// trainable parameters hold in all (finish checks that every one was
+  /// handed over). gather() then all-gathers the updated parameters.
+  void shard(float *grads, float *shard, uint64_t chunk, uint64_t elements) {
     flat_grads_ = grads;
     shard_ = shard;
     chunk_ = chunk;
+    expected_ = elements;
   }
   bool sharded() const { return shard_ != nullptr; }
 
@@ -218,7 +222,7 @@ public:
     pending_ = reduced_ = gathered_ = 0;
     buckets_ = gathers_ = 0;
     flat_grads_ = shard_ = nullptr;
-    chunk_ = 0;
+    chunk_ = expected_ = handed_ = 0;
     armed_ = false;
     failed_ = ncclSuccess;
     what_.clear();
@@ -236,7 +240,7 @@ public:
   /// The accumulator at `g` (n fp32) has its last write of the micro-step
   /// queued on `compute`.
   void ready(float *g, int64_t n, cudaStream_t compute) {
-    if (!armed_ || n <= 0 || sharded())
+    if (!armed_ || n <= 0)
       return;
     bucket_.push_back({g, n});
     pending_ += 4 * static_cast<uint64_t>(n);
@@ -250,16 +254,17 @@ public:
   std::string finish(cudaStream_t compute) {
     if (!armed_)
       return "";
-    if (sharded())
-      collective(compute, "the gradient reduce-scatter (ZeRO-1)", [&] {
-        ++buckets_;
-        reduced_ += 4 * chunk_ * static_cast<uint64_t>(nranks_);
-        return nccl().reduceScatter(flat_grads_, shard_, static_cast<size_t>(chunk_), ncclFloat32, ncclSum, comm_,
-                                    stream_);
-      });
-    else
-      flush(compute);
+    flush(compute);
     armed_ = false;
+    if (sharded() && handed_ != expected_ && !failed_) {
+      // Each shard would miss sums: a step that does not call grad_ready
+      // once for every accumulator is not fit for ZeRO-1.
+      std::string why = "the micro-step handed " + std::to_string(handed_) + " of its " +
+                        std::to_string(expected_) + " gradient elements to the ZeRO-1 reduce-scatter";
+      handed_ = 0;
+      return why;
+    }
+    handed_ = 0;
     cudaError_t e = cudaEventRecord(done_, stream_);
     if (e == cudaSuccess)
       e = cudaStreamWaitEvent(compute, done_, 0);
@@ -320,11 +325,11 @@ public:
 #endif
     if (sharded())
       std::snprintf(text, sizeof text,
-                    "%s, %d rank%s, ZeRO-1 (chunks of %.3g MiB); %lld reduce-scatter%s (%.3g MiB) and %lld "
-                    "all-gather%s (%.3g MiB) in all",
-                    library, nranks_, nranks_ == 1 ? "" : "s", 4.0 * chunk_ / 1048576.0, (long long)buckets_,
-                    buckets_ == 1 ? "" : "s", reduced_ / 1048576.0, (long long)gathers_, gathers_ == 1 ? "" : "s",
-                    gathered_ / 1048576.0);
+                    "%s, %d rank%s, ZeRO-1 (chunks of %.3g MiB), buckets of %.3g MiB; %lld bucket%s (%.3g MiB) "
+                    "reduce-scattered and %lld all-gather%s (%.3g MiB) in all",
+                    library, nranks_, nranks_ == 1 ? "" : "s", 4.0 * chunk_ / 1048576.0, cap_ / 1048576.0,
+                    (long long)buckets_, buckets_ == 1 ? "" : "s", reduced_ / 1048576.0, (long long)gathers_,
+                    gathers_ == 1 ? "" : "s", gathered_ / 1048576.0);
     else
       std::snprintf(text, sizeof text, "%s, %d rank%s, buckets of %.3g MiB; %lld bucket%s (%.3g MiB) summed in all",
                     library, nranks_, nranks_ == 1 ? "" : "s", cap_ / 1048576.0, (long long)buckets_,
@@ -358,6 +363,29 @@ private:
   void flush(cudaStream_t compute) {
     if (bucket_.empty())
       return;
+    if (sharded()) {
+      // Each slice's part in chunk r, summed into rank r's shard buffer.
+      collective(compute, "the gradient reduce-scatter (ZeRO-1)", [&] {
+        ncclResult_t r = nccl().groupStart();
+        for (const Slice &s : bucket_) {
+          const uint64_t first = static_cast<uint64_t>(s.g - flat_grads_), end = first + s.n;
+          handed_ += static_cast<uint64_t>(s.n);
+          for (uint64_t at = first; at < end && r == ncclSuccess;) {
+            const uint64_t root = at / chunk_, stop = std::min(end, (root + 1) * chunk_);
+            r = nccl().reduce(flat_grads_ + at, shard_ + (at - root * chunk_), static_cast<size_t>(stop - at),
+                              ncclFloat32, ncclSum, static_cast<int>(root), comm_, stream_);
+            at = stop;
+          }
+        }
+        ncclResult_t end = nccl().groupEnd();
+        return r == ncclSuccess ? end : r;
+      });
+      reduced_ += pending_;
+      ++buckets_;
+      bucket_.clear();
+      pending_ = 0;
+      return;
+    }
     collective(compute, "the gradient all-reduce", [&] {
       ncclResult_t r = nccl().groupStart();
       for (const Slice &s : bucket_)
@@ -380,7 +408,7 @@ private:
   int64_t buckets_ = 0, gathers_ = 0;
   int nranks_ = 1, rank_ = 0;
   float *flat_grads_ = nullptr, *shard_ = nullptr; // ZeRO-1 (shard())
-  uint64_t chunk_ = 0;
+  uint64_t chunk_ = 0, expected_ = 0, handed_ = 0;
   bool armed_ = false;
   ncclResult_t failed_ = ncclSuccess;
   std::string what_;

@@ -779,8 +779,10 @@ bool open_shard(int rank) {
   float *s1 = d.adamw ? reinterpret_cast<float *>(g_arena + d.shard_s1) : nullptr;
   g_shard_rows.clear();
   g_shard_param.clear();
+  uint64_t elements = 0;
   for (int i = 0; i < d.num_shard_rows; ++i) {
     const ShardRow &r = d.shard_rows[i];
+    elements += static_cast<uint64_t>(r.n);
     const int64_t a = std::max(r.flat, lo), b = std::min(r.flat + r.n, hi);
     if (a >= b)
       continue;
@@ -795,7 +797,7 @@ bool open_shard(int rank) {
     g_shard_param.push_back(r.param);
   }
   g_shard_rank = rank;
-  g_comm.shard(reinterpret_cast<float *>(g_arena + sh.grads_offset), grads, sh.chunk_elems);
+  g_comm.shard(reinterpret_cast<float *>(g_arena + sh.grads_offset), grads, sh.chunk_elems, elements);
   return g_shard.upload(g_shard_rows.data(), static_cast<int>(g_shard_rows.size()));
 }
 } // namespace

@@ -33,14 +33,17 @@ sums over tcc-run's MPI plugin.
   resume     a world checkpointed at step 2 and resumed to step 4 ends with
              the uninterrupted world's parameters byte for byte;
   zero1      ZeRO-1 (tcc --data-parallel=N): the gradients reduce-scattered
-             with ncclReduceScatter into each rank's chunk, the chunk
+             into each rank's chunk in the same buckets as the all-reduce
+             (each bucket's part in chunk r an ncclReduce to rank r), the chunk
              updated with its optimizer state, the fp32 parameters
              all-gathered with ncclAllGather and their fp16 copies
              refreshed. AdamW np 2 x K 2: losses and parameters bit-identical
              to the unsharded CUDA world, the arena's state halved
-             (--memory-report), under TCC_CUDA_EMU_STREAMS=deferred-first,
-             and the losses within 1e-2 of the CPU target's world; SGD np 3 x K 1 with --clip-norm (chunks that
-             cut tensors, the world's norm from the shards' sums): losses
+             (--memory-report), with 20 KB buckets under
+             TCC_CUDA_EMU_STREAMS=deferred-first, and the losses within
+             1e-2 of the CPU target's world; SGD np 3 x K 1 with
+             --clip-norm (chunks that cut tensors, the world's norm from
+             the shards' sums): losses
              bit-identical, parameters within 1e-6; loss scale 1e30: every
              rank skips every step; a sharded checkpoint at step 2 resumed
              to 4 ends byte for byte where the uninterrupted world does; a
@@ -58,6 +61,7 @@ Exit 0 when everything holds, 1 otherwise.
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -258,7 +262,10 @@ def zero1(args, work, steps, train, sgd):
     # The step's stream as late as it may run, the communicator's at once: a
     # collective not ordered after the writes it reads (or the update not
     # after the sums) reads stale values.
-    lz, pz, out = train("zero1", 2, 2, "z-sharded", adam, {"TCC_CUDA_EMU_STREAMS": "deferred-first"},
+    # Buckets of 20 KB: most of them reduce-scattered while the backward pass
+    # still runs, some cut by the chunk boundary.
+    lz, pz, out = train("zero1", 2, 2, "z-sharded", adam,
+                        {"TCC_CUDA_EMU_STREAMS": "deferred-first", "TCC_DP_BUCKET_MB": "0.02"},
                         n_steps=3)
     lc, _, _ = train("cpu", 2, 2, "z-cpu", adam, n_steps=3)
     cpu_rel = float(np.max(np.abs(lc.astype(np.float64) - lz) / np.abs(lc)))
@@ -267,10 +274,11 @@ def zero1(args, work, steps, train, sgd):
         fail("zero1 AdamW np 2: not the unsharded world's bytes (losses %s vs %s, parameters "
              "within %.2g), or the CPU world's losses not within 1e-2 (%.2g)"
              % (lz, lu, rel_diff(pu, pz), cpu_rel))
-    elif not said or "ZeRO-1" not in said[0] or " 3 reduce-scatters" not in said[0]:
+    elif (not said or "ZeRO-1" not in said[0] or " 3 all-gathers" not in said[0]
+          or int(re.search(r"; (\d+) buckets", said[0]).group(1)) < 9):
         fail("zero1 AdamW np 2: no line saying NCCL reduce-scattered: %r" % out[-600:])
     else:
-        print("zero1: AdamW, mpirun -np 2 --accum 2, 3 steps, streams deferred-first: losses "
+        print("zero1: AdamW, mpirun -np 2 --accum 2, 3 steps, 20 KB buckets, streams deferred-first: losses "
               "and parameters byte for byte the unsharded world's, losses within %.2g of the CPU "
               "target's world (%s)" % (cpu_rel, said[0]))
 

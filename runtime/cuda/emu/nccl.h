@@ -14,7 +14,7 @@
 // In a process without the plugin, a world of one rank (tcc-run with
 // TCC_NCCL=1) sums nothing. Only what runtime/cuda/comm.cuh uses is here:
 // unique ids, one communicator per process, in-place or out-of-place sums of fp32 and fp64,
-// the reduce-scatter and all-gather of fp32 (ZeRO-1), groups, the
+// the reduce (to a root) and all-gather of fp32 (ZeRO-1), groups, the
 // communicator's asynchronous error, abort and destroy.
 //
 //===----------------------------------------------------------------------===//
@@ -30,6 +30,7 @@
 #include <dlfcn.h>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 0
@@ -208,18 +209,19 @@ ncclResult_t enqueue_collective(ncclComm_t comm, cudaStream_t stream, const char
 }
 } // namespace tcc_emu
 
-/// Sums `send` (nranks * recvcount elements) over the ranks; rank r's
-/// `recv` gets block r of the sum.
-inline ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, ncclDataType_t type,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  if (!comm || op != ncclSum || type != ncclFloat32)
+/// Sums `send` (count elements) over the ranks into root's `recv` (the
+/// other ranks' `recv` is not written).
+inline ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                               int root, ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || op != ncclSum || type != ncclFloat32 || root < 0 || (comm->api && root >= comm->size))
     return ncclInvalidArgument;
-  return tcc_emu::enqueue_collective(comm, stream, "ncclReduceScatter", [=](char *err, uint64_t len) {
-    if (!comm->api) { // a world of one: block 0 is the whole
-      std::memmove(recv, send, recvcount * 4);
-      return 0;
-    }
-    return comm->api->reduce_scatter_sum(send, recv, recvcount, 4, err, len);
+  return tcc_emu::enqueue_collective(comm, stream, "ncclReduce", [=](char *err, uint64_t len) {
+    std::vector<float> sum(static_cast<const float *>(send), static_cast<const float *>(send) + count);
+    if (comm->api && comm->api->allreduce_sum_f32(sum.data(), count, err, len) != 0)
+      return 1;
+    if (comm->rank == root)
+      std::memcpy(recv, sum.data(), count * 4);
+    return 0;
   });
 }
 
