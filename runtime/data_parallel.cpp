@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <unistd.h>
+#include <vector>
 
 namespace tcc::dp {
 
@@ -62,13 +63,9 @@ World::~World() {
 std::string World::join(double timeoutSeconds) {
   const char *how = launcher();
   if (!how) {
-    // torchrun's variables without MPI would need a store of our own to
-    // meet; refuse rather than train N copies alone.
     const char *ws = env("WORLD_SIZE");
     if (ws && std::strcmp(ws, "1") != 0)
-      return std::string("WORLD_SIZE=") + ws +
-             " is set but no MPI launcher started this process; tcc-run's data parallelism "
-             "runs under mpirun (or srun with PMI): mpirun -np " + ws + " tcc-run ...";
+      return joinWithoutMpi(ws, timeoutSeconds);
     return "";
   }
   std::string path = pluginPath();
@@ -94,6 +91,136 @@ std::string World::join(double timeoutSeconds) {
   if (size_ > 1 && timeout_ > 0)
     watchdog_ = std::thread([this] { watch(); });
   return "";
+}
+
+namespace {
+// The rendezvous's collectives (runtime/comm/tcp_star.h), for what tcc-run
+// agrees on before the step's NCCL communicator is open: every rank's
+// bytes to every rank, then reduced in rank order.
+tcc::net::Star *gStar = nullptr;
+
+int starSaid(const std::string &err, char *e, uint64_t l) {
+  if (err.empty())
+    return 0;
+  std::snprintf(e, l, "the rendezvous: %s", err.c_str());
+  return 1;
+}
+template <typename T, typename Op> int starReduce(T *buf, uint64_t n, Op op, char *e, uint64_t l) {
+  std::vector<T> all(static_cast<size_t>(n) * static_cast<size_t>(gStar->size()));
+  if (int rc = starSaid(gStar->allgather(buf, n * sizeof(T), all.data()), e, l))
+    return rc;
+  for (uint64_t i = 0; i < n; ++i) {
+    T v = all[i];
+    for (int r = 1; r < gStar->size(); ++r)
+      v = op(v, all[static_cast<size_t>(r) * n + i]);
+    buf[i] = v;
+  }
+  return 0;
+}
+int starInit(int *rank, int *size, int *local, char *, uint64_t) {
+  *rank = gStar->rank();
+  *size = gStar->size();
+  *local = -1;
+  return 0;
+}
+int starSumF32(float *b, uint64_t n, char *e, uint64_t l) {
+  return starReduce(b, n, [](float a, float x) { return a + x; }, e, l);
+}
+int starSumF64(double *b, uint64_t n, char *e, uint64_t l) {
+  return starReduce(b, n, [](double a, double x) { return a + x; }, e, l);
+}
+int starMax(int64_t *v, char *e, uint64_t l) {
+  return starReduce(v, 1, [](int64_t a, int64_t x) { return x > a ? x : a; }, e, l);
+}
+int starGather(const float *send, uint64_t n, float *recv, int root, char *e, uint64_t l) {
+  std::vector<float> all(static_cast<size_t>(n) * static_cast<size_t>(gStar->size()));
+  if (int rc = starSaid(gStar->allgather(send, n * sizeof(float), all.data()), e, l))
+    return rc;
+  if (gStar->rank() == root)
+    std::memcpy(recv, all.data(), all.size() * sizeof(float));
+  return 0;
+}
+int starBcast(void *buf, uint64_t bytes, int root, char *e, uint64_t l) {
+  std::vector<char> all(static_cast<size_t>(bytes) * static_cast<size_t>(gStar->size()));
+  if (int rc = starSaid(gStar->allgather(buf, bytes, all.data()), e, l))
+    return rc;
+  std::memcpy(buf, all.data() + static_cast<size_t>(root) * bytes, bytes);
+  return 0;
+}
+int starBarrier(char *e, uint64_t l) {
+  int64_t v = 0;
+  return starMax(&v, e, l);
+}
+void starAbort(int code) {
+  gStar->close(); // the peers' rendezvous calls fail at once
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+int starFinalize() {
+  gStar->close();
+  return 0;
+}
+int starNoShards(const void *, void *, uint64_t, int, char *e, uint64_t l) {
+  return starSaid("no reduce-scatter (a CPU step's ZeRO-1 runs over MPI)", e, l);
+}
+int starNoGather(void *, uint64_t, int, char *e, uint64_t l) {
+  return starSaid("no all-gather (a CPU step's ZeRO-1 runs over MPI)", e, l);
+}
+const tcc_comm_api kRendezvous = {TCC_COMM_ABI_VERSION, "a TCP rendezvous (torchrun's variables)", starInit,
+                                  starSumF32, starSumF64, starGather, starBcast, starMax, starBarrier, starAbort,
+                                  starFinalize, starNoShards, starNoGather};
+
+/// `name` as a number in [lo, hi], or why not.
+std::string number(const char *name, int lo, int hi, int &out) {
+  const char *v = env(name);
+  if (!v)
+    return std::string(name) + " is not set";
+  char *end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end || n < lo || n > hi)
+    return std::string(name) + "=" + v + " is not a number from " + std::to_string(lo) + " to " +
+           std::to_string(hi);
+  out = static_cast<int>(n);
+  return "";
+}
+} // namespace
+
+std::string World::joinWithoutMpi(const char *worldSize, double timeoutSeconds) {
+  const std::string launch = std::string("WORLD_SIZE=") + worldSize +
+                             " without an MPI launcher (torchrun's variables: RANK, WORLD_SIZE, "
+                             "LOCAL_RANK, MASTER_ADDR, MASTER_PORT)";
+  int size = 0, rank = 0, local = 0, port = 0;
+  std::string err = number("WORLD_SIZE", 1, 65536, size);
+  if (err.empty())
+    err = number("RANK", 0, size - 1, rank);
+  if (err.empty())
+    err = env("LOCAL_RANK") ? number("LOCAL_RANK", 0, 65535, local) : (local = rank, "");
+  if (err.empty())
+    err = number("MASTER_PORT", 1, 65535, port);
+  if (!err.empty())
+    return launch + ": " + err;
+  const char *host = env("MASTER_ADDR") ? env("MASTER_ADDR") : "127.0.0.1";
+  star_ = std::make_unique<tcc::net::Star>();
+  if (!(err = star_->open(host, port, rank, size, timeoutSeconds > 0 ? timeoutSeconds : 600)).empty())
+    return "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": meeting at " + host + ":" +
+           std::to_string(port) + " (" + launch + "): " + err;
+  gStar = star_.get();
+  api_ = &kRendezvous;
+  rank_ = rank;
+  size_ = size;
+  localRank_ = local;
+  timeout_ = timeoutSeconds;
+  if (size_ > 1 && timeout_ > 0)
+    watchdog_ = std::thread([this] { watch(); });
+  return "";
+}
+
+void World::attach(const tcc_comm_api *api) {
+  std::lock_guard<std::mutex> lock(mu_);
+  api_ = api;
+  if (star_)
+    star_->close();
 }
 
 std::string World::library() const { return api_ && api_->library ? api_->library : ""; }

@@ -18,19 +18,27 @@
 // The world comes from the launcher's environment: Open MPI's mpirun
 // (OMPI_COMM_WORLD_SIZE), PMIx or PMI (srun: PMIX_RANK, PMI_SIZE). Under one,
 // tcc-run loads the collectives plugin (libtcc-comm-mpi.so, runtime/comm)
-// with dlopen; without one it is world size 1, exactly as before.
+// with dlopen. Without one, torchrun's variables (RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT) make a world of CUDA steps: the
+// ranks meet at rank 0's MASTER_ADDR:MASTER_PORT (runtime/comm/tcp_star.h),
+// which carries only the bootstrap (agreement, the NCCL id, the bucket
+// size); once the step's NCCL communicator is open, every collective goes
+// over it (attach, tcc_step_comm_api). Without either, it is world size 1,
+// exactly as before.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_RUNTIME_DATA_PARALLEL_H
 #define TCC_RUNTIME_DATA_PARALLEL_H
 
 #include "runtime/comm/tcc_comm.h"
+#include "runtime/comm/tcp_star.h"
 #include "runtime/train_data.h"
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -50,6 +58,13 @@ public:
   /// beside tcc-run's bin folder) and joins the world. Returns "" or why
   /// not. `timeoutSeconds` bounds every collective (0: no bound).
   std::string join(double timeoutSeconds);
+
+  /// Launched with torchrun's variables, without MPI: the world's
+  /// collectives need the step's NCCL communicator (attach).
+  bool withoutMpi() const { return star_ != nullptr; }
+  /// From now on, the collectives go over `api` (the step's NCCL
+  /// communicator, tcc_step_comm_api); the rendezvous is closed.
+  void attach(const tcc_comm_api *api);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -89,8 +104,12 @@ private:
   template <typename F> std::string guarded(const char *what, F &&call);
   void watch();
 
+  /// join() without MPI: torchrun's variables, the rendezvous at rank 0.
+  std::string joinWithoutMpi(const char *worldSize, double timeoutSeconds);
+
   const tcc_comm_api *api_ = nullptr;
   void *lib_ = nullptr;
+  std::unique_ptr<tcc::net::Star> star_; // the rendezvous, without MPI
   int rank_ = 0, size_ = 1, localRank_ = 0;
   bool finished_ = false;
   double timeout_ = 0;

@@ -244,6 +244,12 @@ const char *const kUsage =
     "                 waits longer ends every rank with an error naming it.\n"
     "                 TCC_NCCL=1 runs a CUDA step's NCCL path in a world of\n"
     "                 one process (a check of NCCL on one GPU)\n"
+    "  Without MPI, torchrun's variables start a world of CUDA steps:\n"
+    "                 RANK, WORLD_SIZE, LOCAL_RANK (default RANK), MASTER_ADDR\n"
+    "                 (default 127.0.0.1) and MASTER_PORT, which rank 0\n"
+    "                 listens on. The ranks meet there and get the NCCL id;\n"
+    "                 everything after goes over NCCL (e.g. torchrun\n"
+    "                 --nproc-per-node=8 --no-python tcc-run step.so ...)\n"
     "\n"
     "  --help         show this help and exit\n"
     "  --version      show the version and exit\n"
@@ -552,6 +558,10 @@ int run(int argc, char **argv) {
   err = loadStep(opts.step, step);
   if (!err.empty())
     return error(err);
+  if (gWorld.withoutMpi() && !step.device)
+    return error(opts.step + " is a CPU step: its data parallelism runs over MPI (mpirun -np " +
+                 std::to_string(gWorld.size()) + " tcc-run ...); a launch with torchrun's variables "
+                 "and no MPI trains CUDA steps, over NCCL");
   const char *forceNccl = std::getenv("TCC_NCCL");
   gNccl = step.device && (gWorld.parallel() || (forceNccl && std::strcmp(forceNccl, "1") == 0));
   if (gNccl && (!step.setDevice || !step.commId || !step.commOpen || !step.commReduceNext ||

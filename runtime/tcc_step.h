@@ -240,6 +240,12 @@ int tcc_step_comm_reduce_next(void *arena);
 /* The open communicator in words (library, ranks, bucket size, what it has
  * summed so far), NUL-terminated in at most `len` bytes. */
 int tcc_step_comm_info(void *arena, char *text, uint64_t len);
+/* tcc-run's own collectives (runtime/comm/tcc_comm.h's table: sums,
+ * maximum, gather, broadcast, barrier, abort) over the open communicator,
+ * for a world launched without MPI (torchrun's variables), or NULL when no
+ * communicator is open. Host buffers, synchronous. */
+struct tcc_comm_api;
+const struct tcc_comm_api *tcc_step_comm_api(void *arena);
 
 /* Sharded optimizer state (ZeRO stage 1, `tcc --data-parallel=N`). A CPU
  * step exports tcc_step_get_shards only when sharded (a runtime looks it up

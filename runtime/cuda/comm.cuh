@@ -44,14 +44,15 @@ typedef struct {
   char internal[128];
 } ncclUniqueId;
 typedef enum { ncclSuccess = 0, ncclUnhandledCudaError = 1, ncclInProgress = 7 } ncclResult_t;
-typedef enum { ncclSum = 0 } ncclRedOp_t;
-typedef enum { ncclFloat32 = 7 } ncclDataType_t;
+typedef enum { ncclSum = 0, ncclMax = 2 } ncclRedOp_t;
+typedef enum { ncclUint8 = 1, ncclInt32 = 2, ncclInt64 = 4, ncclFloat32 = 7, ncclFloat64 = 8 } ncclDataType_t;
 extern "C" {
 ncclResult_t ncclGetUniqueId(ncclUniqueId *);
 ncclResult_t ncclCommInitRank(ncclComm_t *, int, ncclUniqueId, int);
 ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
 ncclResult_t ncclReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclAllGather(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+ncclResult_t ncclBroadcast(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
 ncclResult_t ncclCommDestroy(ncclComm_t);
@@ -81,6 +82,7 @@ struct NcclApi {
   decltype(&ncclAllReduce) allReduce = nullptr;
   decltype(&ncclReduce) reduce = nullptr;
   decltype(&ncclAllGather) allGather = nullptr;
+  decltype(&ncclBroadcast) broadcast = nullptr;
   decltype(&ncclGroupStart) groupStart = nullptr;
   decltype(&ncclGroupEnd) groupEnd = nullptr;
   decltype(&ncclCommDestroy) commDestroy = nullptr;
@@ -99,6 +101,7 @@ struct NcclApi {
     allReduce = &ncclAllReduce;
     reduce = &ncclReduce;
     allGather = &ncclAllGather;
+    broadcast = &ncclBroadcast;
     groupStart = &ncclGroupStart;
     groupEnd = &ncclGroupEnd;
     commDestroy = &ncclCommDestroy;
@@ -131,6 +134,7 @@ struct NcclApi {
     get(allReduce, "ncclAllReduce");
     get(reduce, "ncclReduce");
     get(allGather, "ncclAllGather");
+    get(broadcast, "ncclBroadcast");
     get(groupStart, "ncclGroupStart");
     get(groupEnd, "ncclGroupEnd");
     get(commDestroy, "ncclCommDestroy");
@@ -209,6 +213,10 @@ public:
       nccl().commDestroy(comm_);
     if (stream_)
       cudaStreamSynchronize(stream_);
+    if (scratch_)
+      cudaFree(scratch_);
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
     for (cudaEvent_t *e : {&ready_, &done_})
       if (*e) {
         cudaEventDestroy(*e);
@@ -226,6 +234,14 @@ public:
     armed_ = false;
     failed_ = ncclSuccess;
     what_.clear();
+  }
+
+  /// Aborts the communicator (tcc-run ending a world it was launched into
+  /// without MPI): the peers' collectives fail instead of waiting.
+  void abort() {
+    if (comm_)
+      nccl().commAbort(comm_);
+    comm_ = nullptr;
   }
 
   /// Whether a collective failed (the communicator is then aborted).
@@ -291,6 +307,70 @@ public:
     return error();
   }
 
+  /// The world's small collectives for tcc-run (tcc_step_comm_api, when
+  /// it was launched without MPI): host buffers staged through device
+  /// scratch, on the communicator's stream (after every collective queued
+  /// before, on every rank in the same order), synchronous. `bytes` in, at
+  /// the scratch's start; `out_bytes` back, from `out_at` in the scratch.
+  /// Returns "" or the failure.
+  template <typename Issue>
+  std::string host(const void *in, uint64_t bytes, void *out, uint64_t out_bytes, uint64_t out_at, const char *what,
+                   Issue issue) {
+    if (!comm_)
+      return "the communicator is not open";
+    if (failed_)
+      return error();
+    const uint64_t need = std::max(bytes, out_at + out_bytes);
+    if (need > scratch_bytes_) {
+      if (scratch_)
+        cudaFree(scratch_);
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      if (cudaError_t e = cudaMalloc(&scratch_, need); e != cudaSuccess)
+        return std::string(cudaGetErrorName(e)) + ": scratch for " + what;
+      scratch_bytes_ = need;
+    }
+    cudaError_t e = cudaMemcpyAsync(scratch_, in, bytes, cudaMemcpyHostToDevice, stream_);
+    ncclResult_t r = ncclSuccess;
+    if (e == cudaSuccess && (r = issue(static_cast<char *>(scratch_))) == ncclSuccess)
+      e = cudaMemcpyAsync(out, static_cast<char *>(scratch_) + out_at, out_bytes, cudaMemcpyDeviceToHost, stream_);
+    if (e == cudaSuccess)
+      e = cudaStreamSynchronize(stream_);
+    if (r != ncclSuccess && !failed_) {
+      failed_ = r;
+      what_ = what;
+    }
+    ncclResult_t async = ncclSuccess;
+    if (!failed_ && nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+        static_cast<int>(async) != 7) {
+      failed_ = async;
+      what_ = what;
+    }
+    if (e != cudaSuccess)
+      return std::string(cudaGetErrorName(e)) + ": " + what;
+    return error();
+  }
+  /// In-place reduction of `n` elements of `type` at host `buf`.
+  std::string host_allreduce(void *buf, uint64_t n, uint64_t elem, ncclDataType_t type, ncclRedOp_t op,
+                             const char *what) {
+    return host(buf, n * elem, buf, n * elem, 0, what, [&](char *d) {
+      return nccl().allReduce(d, d, static_cast<size_t>(n), type, op, comm_, stream_);
+    });
+  }
+  /// Every rank's `bytes` at `send` into `recv` (ranks * bytes).
+  std::string host_allgather(const void *send, uint64_t bytes, void *recv, const char *what) {
+    return host(send, bytes, recv, bytes * static_cast<uint64_t>(nranks_), bytes, what, [&](char *d) {
+      return nccl().allGather(d, d + bytes, static_cast<size_t>(bytes), ncclUint8, comm_, stream_);
+    });
+  }
+  /// Root's `bytes` at `buf` to every rank.
+  std::string host_broadcast(void *buf, uint64_t bytes, int root, const char *what) {
+    return host(buf, bytes, buf, bytes, 0, what, [&](char *d) {
+      return nccl().broadcast(d, d, static_cast<size_t>(bytes), ncclUint8, root, comm_, stream_);
+    });
+  }
+  int rank() const { return rank_; }
+
   /// A failure so far, or "".
   std::string error() {
     if (!failed_ && comm_) {
@@ -319,7 +399,8 @@ public:
 #ifdef TCC_CUDA_EMU
     (void)major;
     (void)minor;
-    std::snprintf(library, sizeof library, "NCCL (the CUDA emulation's, over MPI)");
+    std::snprintf(library, sizeof library, "NCCL (the CUDA emulation's, over %s)",
+                  tcc_emu::mpi_plugin() ? "MPI" : "TCP");
 #else
     std::snprintf(library, sizeof library, "NCCL %d.%d.%d", major, minor, v % 100);
 #endif
@@ -409,6 +490,8 @@ private:
   int nranks_ = 1, rank_ = 0;
   float *flat_grads_ = nullptr, *shard_ = nullptr; // ZeRO-1 (shard())
   uint64_t chunk_ = 0, expected_ = 0, handed_ = 0;
+  void *scratch_ = nullptr; // host(): the staging buffer on the device
+  uint64_t scratch_bytes_ = 0;
   bool armed_ = false;
   ncclResult_t failed_ = ncclSuccess;
   std::string what_;

@@ -9,6 +9,7 @@
 #include "step_host.h"
 
 #include "comm.cuh"
+#include "tcc_comm.h"
 #include "gemm.cuh"
 #include "host_tier.cuh"
 #include "optimizer.cuh"
@@ -929,6 +930,70 @@ TCC_EXPORT int tcc_step_shard_apply(void *arena, int32_t rank, tcc_optim_args *a
     return 6;
   }
   return check_device("apply");
+}
+
+namespace tcc::cuda::host {
+namespace {
+// tcc_step_comm_api: tcc-run's collectives over the step's communicator.
+int said(const std::string &err, char *e, uint64_t l) {
+  if (err.empty())
+    return 0;
+  std::snprintf(e, l, "%s", err.c_str());
+  return 1;
+}
+int api_init(int *rank, int *size, int *local, char *, uint64_t) {
+  *rank = g_comm.rank();
+  *size = g_comm.ranks();
+  *local = -1; // tcc-run knows it from the launcher
+  return 0;
+}
+int api_sum_f32(float *b, uint64_t n, char *e, uint64_t l) {
+  return said(g_comm.host_allreduce(b, n, 4, ncclFloat32, ncclSum, "an fp32 sum over NCCL"), e, l);
+}
+int api_sum_f64(double *b, uint64_t n, char *e, uint64_t l) {
+  return said(g_comm.host_allreduce(b, n, 8, ncclFloat64, ncclSum, "an fp64 sum over NCCL"), e, l);
+}
+int api_max_i64(int64_t *v, char *e, uint64_t l) {
+  return said(g_comm.host_allreduce(v, 1, 8, ncclInt64, ncclMax, "a maximum over NCCL"), e, l);
+}
+int api_gather_f32(const float *send, uint64_t n, float *recv, int root, char *e, uint64_t l) {
+  std::vector<float> all(static_cast<size_t>(n) * static_cast<size_t>(g_comm.ranks()));
+  if (int rc = said(g_comm.host_allgather(send, 4 * n, all.data(), "a gather over NCCL"), e, l))
+    return rc;
+  if (g_comm.rank() == root)
+    std::memcpy(recv, all.data(), all.size() * sizeof(float));
+  return 0;
+}
+int api_bcast(void *buf, uint64_t bytes, int root, char *e, uint64_t l) {
+  return said(g_comm.host_broadcast(buf, bytes, root, "a broadcast over NCCL"), e, l);
+}
+int api_barrier(char *e, uint64_t l) {
+  int32_t one = 1;
+  return said(g_comm.host_allreduce(&one, 1, 4, ncclInt32, ncclSum, "a barrier over NCCL"), e, l);
+}
+void api_abort(int code) {
+  g_comm.abort();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+int api_finalize() { return 0; }
+int api_reduce_scatter(const void *, void *, uint64_t, int, char *e, uint64_t l) {
+  return said("the step's collectives have no host reduce-scatter (a CPU step's ZeRO-1 runs over MPI)", e, l);
+}
+int api_allgather(void *, uint64_t, int, char *e, uint64_t l) {
+  return said("the step's collectives have no host all-gather in place (a CPU step's ZeRO-1 runs over MPI)", e, l);
+}
+const tcc_comm_api kHostApi = {TCC_COMM_ABI_VERSION, "NCCL (the step's communicator)", api_init, api_sum_f32,
+                               api_sum_f64, api_gather_f32, api_bcast, api_max_i64, api_barrier, api_abort,
+                               api_finalize, api_reduce_scatter, api_allgather};
+} // namespace
+} // namespace tcc::cuda::host
+
+TCC_EXPORT const tcc_comm_api *tcc_step_comm_api(void *arena) {
+  if (!arena || arena != g_arena || !g_comm.open())
+    return nullptr;
+  return &kHostApi;
 }
 
 TCC_EXPORT int tcc_step_comm_reduce_next(void *arena) {

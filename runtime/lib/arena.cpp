@@ -101,6 +101,16 @@ std::string prepareArena(const Step &step, Arena &mem, tcc::dp::World &world, bo
         err = world.watched("opening the NCCL communicator", [&](char *e, uint64_t l) {
           return step.commOpen(dev, id, world.size(), world.rank(), e, l);
         });
+      // Launched without MPI: the rendezvous carried the NCCL id; every
+      // collective from now on goes over the communicator.
+      if (err.empty() && world.withoutMpi()) {
+        const tcc_comm_api *api = step.commApi ? step.commApi(dev) : nullptr;
+        if (!api)
+          err = "the step has no collectives over its communicator (tcc_step_comm_api); rebuild "
+                "it with this tcc";
+        else
+          world.attach(api);
+      }
       if (!err.empty())
         return step.name + ": data parallelism: " + err;
     }

@@ -176,6 +176,7 @@ std::string loadStep(const std::string &arg, Step &step) {
     step.commOpen = reinterpret_cast<CommOpenFn>(::dlsym(lib, "tcc_step_comm_open"));
     step.commReduceNext = reinterpret_cast<CommReduceNextFn>(::dlsym(lib, "tcc_step_comm_reduce_next"));
     step.commInfo = reinterpret_cast<CommInfoFn>(::dlsym(lib, "tcc_step_comm_info"));
+    step.commApi = reinterpret_cast<CommApiFn>(::dlsym(lib, "tcc_step_comm_api"));
   }
   if (std::string bad = checkInfo(step); !bad.empty())
     return bad;

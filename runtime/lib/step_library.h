@@ -10,6 +10,7 @@
 #ifndef TCC_RUNTIME_LIB_STEP_LIBRARY_H
 #define TCC_RUNTIME_LIB_STEP_LIBRARY_H
 
+#include "runtime/comm/tcc_comm.h"
 #include "runtime/step_table.h"
 #include "runtime/tcc_step.h"
 
@@ -39,6 +40,7 @@ using CommIdFn = int (*)(unsigned char *, char *, uint64_t);
 using CommOpenFn = int (*)(void *, const unsigned char *, int32_t, int32_t, char *, uint64_t);
 using CommReduceNextFn = int (*)(void *);
 using CommInfoFn = int (*)(void *, char *, uint64_t);
+using CommApiFn = const tcc_comm_api *(*)(void *);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
 using GetShardsFn = const tcc_shard_info *(*)();
 using ShardSumsqFn = int (*)(void *, int32_t, double *);
@@ -70,6 +72,7 @@ struct Step {
   CommOpenFn commOpen = nullptr;
   CommReduceNextFn commReduceNext = nullptr;
   CommInfoFn commInfo = nullptr;
+  CommApiFn commApi = nullptr; // collectives for a world without MPI
   // Sharded optimizer state (tcc --data-parallel=N, ZeRO-1) only: the
   // shards' layout, and the two halves of the update of this rank's chunk.
   const tcc_shard_info *shards = nullptr;

@@ -50,6 +50,15 @@ sums over tcc-run's MPI plugin.
              rank killed with SIGKILL mid-run: the last checkpoint resumes
              to the uninterrupted world's bytes; a 2-rank step under 3
              ranks is refused;
+  no MPI     launched with torchrun's variables (RANK, WORLD_SIZE,
+             MASTER_ADDR, MASTER_PORT) and no MPI: the ranks meet at rank
+             0's port, get the NCCL id there, and every collective after
+             goes over the step's communicator (the emulation's NCCL then
+             runs over TCP). SGD 2 x K 2 and ZeRO-1 AdamW 2 x K 2: losses and
+             parameters byte for byte the mpirun world's; refused with a
+             message: a CPU step, a missing MASTER_PORT; a rank alone ends
+             after TCC_COMM_TIMEOUT; a rank killed with SIGKILL mid-run ends
+             the other with an error naming it and the collective;
   world of 1 TCC_NCCL=1 in one process: the NCCL path (communicator,
              buckets, events) gives the plain run's bytes;
   refusals   a step whose gradient accumulators are in host memory
@@ -64,6 +73,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -161,6 +171,7 @@ def main():
               % (loss_rel, cpu_rel))
 
     zero1(args, work, steps, train, sgd)
+    without_mpi(args, work, steps, train, sgd)
 
     # Every step overflows: every rank skips it.
     ls, ps, _ = train("sgd", None, 4, "skip-single", sgd + ["--loss-scale=1e30"])
@@ -335,6 +346,101 @@ def zero1(args, work, steps, train, sgd):
         fail("zero1: a 2-rank step under 3 ranks was not refused: %r" % p.stdout[-600:])
     else:
         print("zero1: a --data-parallel=2 step under mpirun -np 3: refused")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(cmd, n, env=None, timeout=120, kill_after=None):
+    """Starts `cmd` as ranks 0..n-1 of a world without MPI (torchrun's
+    variables, a fresh MASTER_PORT); with kill_after, SIGKILLs the last rank
+    that many seconds in. Returns [(exit code, output)] by rank and the
+    seconds the others took to end after the kill (or the whole run)."""
+    port = str(free_port())
+    procs = []
+    for r in range(n):
+        e = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r),
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **(env or {}))
+        e.pop("TCC_NCCL", None)
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True, env=e))
+    t0 = time.time()
+    if kill_after is not None:
+        time.sleep(kill_after)
+        procs[-1].kill()
+        t0 = time.time()
+    out = []
+    for p in procs:
+        try:
+            out.append((p.wait(timeout=timeout), p.stdout.read()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out.append((None, p.stdout.read()))
+    return out, time.time() - t0
+
+
+def without_mpi(args, work, steps, train, sgd):
+    """A world launched with torchrun's variables, without MPI."""
+    data = ["--data", os.path.join(REPO, "examples", "data", "train.bin"), "--seed", "3"]
+
+    def world(step, tag, extra):
+        out = os.path.join(work, tag)
+        cmd = [args.tcc_run, steps[step], "--steps", "2", "--accum", "2", "--quiet",
+               "--dump", out] + data + extra
+        ranks, _ = torchrun(cmd, 2)
+        if any(rc != 0 for rc, _ in ranks):
+            fail("no MPI: %s: exit codes %s: %r" % (tag, [rc for rc, _ in ranks], ranks[0][1][-600:]))
+            return None
+        return load_dump(out) + (ranks[0][1],)
+
+    for step, extra, label in (("sgd", sgd, "SGD"), ("zero1", ["--lr", "1e-3"], "ZeRO-1 AdamW")):
+        lm, pm, _ = train(step if step != "zero1" else "adamw", 2, 2, "mpi-" + step, extra)
+        got = world(step, "nompi-" + step, extra)
+        if got is None:
+            continue
+        lt, pt, out = got
+        said = [l for l in out.splitlines() if l.startswith("gradients summed with NCCL")]
+        if lt.tobytes() != lm.tobytes() or any(pm[n].tobytes() != pt[n].tobytes() for n in pm):
+            fail("no MPI: %s: not the mpirun world's bytes (losses %s vs %s)" % (label, lt, lm))
+        elif not said or "over TCP" not in said[0]:
+            fail("no MPI: %s: no line saying NCCL summed: %r" % (label, out[-600:]))
+        else:
+            print("no MPI: %s, 2 ranks x --accum 2 from torchrun's variables: losses and "
+                  "parameters byte for byte the mpirun world's (%s)" % (label, said[0]))
+
+    one = [args.tcc_run, steps["cpu"], "--steps", "1", "--quiet"] + data
+    ranks, _ = torchrun(one, 2)
+    if any(rc == 0 or "is a CPU step: its data parallelism runs over MPI" not in o for rc, o in ranks):
+        fail("no MPI: a CPU step was not refused: %r" % ranks[0][1][-600:])
+    else:
+        print("no MPI: a CPU step refused on every rank (its data parallelism runs over MPI)")
+    e = dict(os.environ, RANK="0", WORLD_SIZE="2")
+    e.pop("MASTER_PORT", None)
+    p = run([args.tcc_run, steps["sgd"], "--steps", "1", "--quiet"] + data, expect=None, env=e)
+    if p.returncode == 0 or "MASTER_PORT is not set" not in p.stdout:
+        fail("no MPI: a missing MASTER_PORT was not refused: %r" % p.stdout[-600:])
+    else:
+        print("no MPI: WORLD_SIZE=2 without MASTER_PORT refused")
+    e = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_PORT=str(free_port()), TCC_COMM_TIMEOUT="3")
+    t0 = time.time()
+    p = run([args.tcc_run, steps["sgd"], "--steps", "1", "--quiet"] + data, expect=None, env=e)
+    took = time.time() - t0
+    if p.returncode == 0 or "waiting for 1 of 1 ranks to connect" not in p.stdout or took > 30:
+        fail("no MPI: rank 0 alone: exit %d after %.1f s: %r" % (p.returncode, took, p.stdout[-600:]))
+    else:
+        print("no MPI: rank 0 alone ended after %.1f s (TCC_COMM_TIMEOUT=3): %s"
+              % (took, error_line(p.stdout)))
+    cmd = [args.tcc_run, steps["sgd"], "--steps", "100000", "--accum", "2", "--quiet"] + data + sgd
+    ranks, took = torchrun(cmd, 2, {"TCC_COMM_TIMEOUT": "5"}, timeout=60, kill_after=5)
+    rc, out = ranks[0]
+    if rc in (0, None) or "rank 0 of 2" not in out or took > 30:
+        fail("no MPI: a rank killed mid-run: the other exited %s after %.1f s: %r" % (rc, took, out[-600:]))
+    else:
+        print("no MPI: a rank killed with SIGKILL mid-run; the other ended %.1f s later (exit %d): %s"
+              % (took, rc, error_line(out)))
 
 
 def error_line(out):
