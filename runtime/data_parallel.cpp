@@ -196,15 +196,30 @@ std::string World::joinWithoutMpi(const char *worldSize, double timeoutSeconds) 
     err = number("RANK", 0, size - 1, rank);
   if (err.empty())
     err = env("LOCAL_RANK") ? number("LOCAL_RANK", 0, 65535, local) : (local = rank, "");
-  if (err.empty())
+  // The port where the ranks meet: TCC_MASTER_PORT, else MASTER_PORT, but
+  // under torchrun (which sets TORCHELASTIC_USE_AGENT_STORE) its agent's
+  // own store holds MASTER_PORT, so the one after it.
+  std::string portFrom = "MASTER_PORT";
+  if (err.empty() && env("TCC_MASTER_PORT")) {
+    portFrom = "TCC_MASTER_PORT";
+    err = number("TCC_MASTER_PORT", 1, 65535, port);
+  } else if (err.empty()) {
     err = number("MASTER_PORT", 1, 65535, port);
+    if (err.empty() && env("TORCHELASTIC_USE_AGENT_STORE")) {
+      if (port == 65535)
+        err = "MASTER_PORT=65535 leaves no port after torchrun's store's (set TCC_MASTER_PORT)";
+      ++port;
+      portFrom = "MASTER_PORT+1, as torchrun's store holds MASTER_PORT";
+    }
+  }
   if (!err.empty())
     return launch + ": " + err;
   const char *host = env("MASTER_ADDR") ? env("MASTER_ADDR") : "127.0.0.1";
   star_ = std::make_unique<tcc::net::Star>();
   if (!(err = star_->open(host, port, rank, size, timeoutSeconds > 0 ? timeoutSeconds : 600)).empty())
     return "rank " + std::to_string(rank) + " of " + std::to_string(size) + ": meeting at " + host + ":" +
-           std::to_string(port) + " (" + launch + "): " + err;
+           std::to_string(port) + " (" + portFrom + "; " + launch + "): " + err +
+           (err.find("in use") != std::string::npos ? " (set TCC_MASTER_PORT to a free port)" : "");
   gStar = star_.get();
   api_ = &kRendezvous;
   rank_ = rank;

@@ -246,6 +246,13 @@ int tcc_step_comm_info(void *arena, char *text, uint64_t len);
  * communicator is open. Host buffers, synchronous. */
 struct tcc_comm_api;
 const struct tcc_comm_api *tcc_step_comm_api(void *arena);
+/* With a trace hook set: the collectives of the last optimizer step (at
+ * most `max`), each's start and end in seconds after mark 0 of the
+ * micro-step that queued its gradients (the optimizer step's last), its
+ * bytes and what it is. Call after tcc_step_apply (or the ZeRO-1 calls).
+ * Returns how many, or -1. */
+int tcc_step_comm_trace(void *arena, double *start, double *end, uint64_t *bytes,
+                        const char **names, int32_t max);
 
 /* Sharded optimizer state (ZeRO stage 1, `tcc --data-parallel=N`). A CPU
  * step exports tcc_step_get_shards only when sharded (a runtime looks it up

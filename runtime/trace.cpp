@@ -39,7 +39,7 @@ std::string number(double v) {
 
 } // namespace
 
-void Writer::start(const std::string &path, const std::string &processName, bool device) {
+void Writer::start(const std::string &path, const std::string &processName, bool device, bool comm) {
   active_ = true;
   path_ = path;
   events_.clear();
@@ -57,6 +57,8 @@ void Writer::start(const std::string &path, const std::string &processName, bool
   thread(kReader, "data reader");
   if (device)
     thread(kDevice, "device stream");
+  if (comm)
+    thread(kComm, "NCCL communicator stream");
 }
 
 void Writer::event(const std::string &json) {

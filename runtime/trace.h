@@ -33,15 +33,16 @@
 namespace tcc::trace {
 
 /// The threads (lanes) of the trace.
-enum Lane : int { kLoop = 1, kReader = 2, kDevice = 3 };
+enum Lane : int { kLoop = 1, kReader = 2, kDevice = 3, kComm = 4 };
 
 class Writer {
 public:
   using Clock = std::chrono::steady_clock;
 
   /// Starts a trace that finish() writes to `path`; `processName` names the
-  /// process (the step library). `device` adds the device stream's lane.
-  void start(const std::string &path, const std::string &processName, bool device);
+  /// process (the step library). `device` adds the device stream's lane,
+  /// `comm` the NCCL communicator stream's.
+  void start(const std::string &path, const std::string &processName, bool device, bool comm = false);
   bool active() const { return active_; }
 
   /// Microseconds from start() to `t`.

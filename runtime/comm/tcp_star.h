@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -47,83 +48,90 @@ public:
   /// Rank 0 only, before open(): listens on `port` of every address (0: a
   /// free port, which port() then says). Returns "" or why not.
   std::string listen(int port) {
-    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (listen_ < 0)
-      return errnoText("socket");
-    int one = 1;
-    ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    if (::bind(listen_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0)
-      return errnoText("binding port " + std::to_string(port));
+    // Every address, IPv6 and IPv4 on one socket where the machine has
+    // IPv6, else IPv4's.
+    int one = 1, zero = 0;
+    listen_ = ::socket(AF_INET6, SOCK_STREAM, 0);
+    if (listen_ >= 0) {
+      ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      ::setsockopt(listen_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      a.sin6_port = htons(static_cast<uint16_t>(port));
+      if (::bind(listen_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0) {
+        const int why = errno;
+        ::close(listen_);
+        listen_ = -1;
+        if (why == EADDRINUSE)
+          return "port " + std::to_string(port) + " is in use by another process";
+      }
+    }
+    if (listen_ < 0) {
+      listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (listen_ < 0)
+        return errnoText("socket");
+      ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      if (::bind(listen_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0)
+        return errno == EADDRINUSE ? "port " + std::to_string(port) + " is in use by another process"
+                                   : errnoText("binding port " + std::to_string(port));
+    }
     if (::listen(listen_, 128) != 0)
       return errnoText("listen");
+    sockaddr_storage a{};
     socklen_t len = sizeof a;
     if (::getsockname(listen_, reinterpret_cast<sockaddr *>(&a), &len) == 0)
-      port_ = ntohs(a.sin_port);
+      port_ = a.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&a)->sin6_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in *>(&a)->sin_port);
     return "";
   }
   int port() const { return port_; }
 
   /// Joins the star of `size` ranks as `rank`: rank 0 accepts the others
   /// (after listen()), the others connect to host:port, retrying until
-  /// `timeout` seconds have passed. Returns "" or why not.
+  /// `timeout` seconds have passed. Each rank says who it is (a magic word,
+  /// the protocol's version, its rank and the world size it was given) and
+  /// rank 0 answers: a connection that is not a tcc rank is dropped; a rank
+  /// that disagrees on the world size, or one that joined already, is
+  /// refused, and both sides say why. Returns "" or why not.
   std::string open(const std::string &host, int port, int rank, int size, double timeout) {
     rank_ = rank;
     size_ = size;
     timeout_ = timeout;
     const auto deadline = clock::now() + seconds(timeout);
-    if (rank == 0) {
-      if (listen_ < 0)
-        if (std::string err = listen(port); !err.empty())
-          return err;
-      peers_.assign(static_cast<size_t>(size), -1);
-      for (int joined = 1; joined < size;) {
-        if (std::string err = waitFor(listen_, POLLIN, deadline); !err.empty())
-          return "waiting for " + std::to_string(size - joined) + " of " + std::to_string(size - 1) +
-                 " ranks to connect to port " + std::to_string(port_) + ": " + err;
-        int fd = ::accept(listen_, nullptr, nullptr);
-        if (fd < 0)
-          continue;
-        int32_t r = -1;
-        if (!readAll(fd, &r, sizeof r, deadline).empty() || r <= 0 || r >= size || peers_[r] >= 0) {
-          ::close(fd);
-          continue; // not one of ours, or a duplicate: ignored
-        }
-        noDelay(fd);
-        peers_[r] = fd;
-        ++joined;
-      }
-      ::close(listen_);
-      listen_ = -1;
-      return "";
-    }
+    if (rank == 0)
+      return accept(port, deadline);
     std::string last = "no attempt";
     while (clock::now() < deadline) {
-      addrinfo hints{}, *res = nullptr;
-      hints.ai_family = AF_INET;
-      hints.ai_socktype = SOCK_STREAM;
-      if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
-        return "cannot resolve " + host + ": " + ::gai_strerror(rc);
-      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
-      ::freeaddrinfo(res);
-      if (rc == 0) {
-        int32_t r = rank;
-        noDelay(fd);
-        if (std::string err = writeAll(fd, &r, sizeof r, deadline); !err.empty()) {
-          ::close(fd);
+      int fd = -1;
+      std::string err = connectTo(host, port, deadline, fd);
+      if (fd < 0) {
+        if (err.rfind("cannot resolve", 0) == 0)
           return err;
-        }
-        root_ = fd;
-        return "";
+        last = err;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
       }
-      last = std::strerror(errno);
-      if (fd >= 0)
+      noDelay(fd);
+      Hello hello{kMagic, kVersion, rank, size};
+      Answer answer{};
+      err = writeAll(fd, &hello, sizeof hello, deadline);
+      if (err.empty())
+        err = readAll(fd, &answer, sizeof answer, deadline);
+      if (err.empty() && answer.magic != kMagic)
+        err = "what listens there is not rank 0 of a tcc world";
+      if (err.empty() && answer.status != kAccepted)
+        err = refusal(answer, rank, size);
+      if (!err.empty()) {
         ::close(fd);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        return "rank 0 at " + host + ":" + std::to_string(port) + ": " + err;
+      }
+      root_ = fd;
+      return "";
     }
     return "cannot connect to rank 0 at " + host + ":" + std::to_string(port) + " within " +
            std::to_string(static_cast<int>(timeout)) + " s (" + last + ")";
@@ -225,6 +233,130 @@ private:
     }
     return "";
   }
+
+  // The handshake: a rank's hello, rank 0's answer.
+  static constexpr uint32_t kMagic = 0x2a434354; // "TCC*"
+  static constexpr uint32_t kVersion = 1;
+  enum : int32_t { kAccepted = 0, kWrongVersion = 1, kWrongSize = 2, kDuplicate = 3, kBadRank = 4 };
+  struct Hello {
+    uint32_t magic, version;
+    int32_t rank, size;
+  };
+  struct Answer {
+    uint32_t magic;
+    int32_t status, size; // rank 0's world size
+  };
+  static std::string refusal(const Answer &a, int rank, int size) {
+    switch (a.status) {
+    case kWrongVersion:
+      return "refused: another version of tcc-run's rendezvous";
+    case kWrongSize:
+      return "refused: this rank has WORLD_SIZE=" + std::to_string(size) + ", rank 0 has " +
+             std::to_string(a.size);
+    case kDuplicate:
+      return "refused: another process joined already as rank " + std::to_string(rank) +
+             " (two processes with the same RANK)";
+    default:
+      return "refused: rank " + std::to_string(rank) + " is not a rank of rank 0's world of " +
+             std::to_string(a.size);
+    }
+  }
+
+  /// Rank 0: accepts the other ranks. A connection that says nothing within
+  /// a few seconds, or is not a tcc rank, is dropped and does not count.
+  std::string accept(int port, clock::time_point deadline) {
+    if (listen_ < 0)
+      if (std::string err = listen(port); !err.empty())
+        return err;
+    peers_.assign(static_cast<size_t>(size_), -1);
+    for (int joined = 1; joined < size_;) {
+      if (std::string err = waitFor(listen_, POLLIN, deadline); !err.empty())
+        return "waiting for " + std::to_string(size_ - joined) + " of " + std::to_string(size_ - 1) +
+               " ranks to connect to port " + std::to_string(port_) + ": " + err;
+      int fd = ::accept(listen_, nullptr, nullptr);
+      if (fd < 0)
+        continue;
+      Hello h{};
+      const auto helloBy = std::min(deadline, clock::now() + seconds(kHelloSeconds));
+      if (!readAll(fd, &h, sizeof h, helloBy).empty() || h.magic != kMagic) {
+        ::close(fd);
+        continue; // not one of ours
+      }
+      Answer a{kMagic, kAccepted, size_};
+      if (h.version != kVersion)
+        a.status = kWrongVersion;
+      else if (h.size != size_)
+        a.status = kWrongSize;
+      else if (h.rank <= 0 || h.rank >= size_)
+        a.status = kBadRank;
+      else if (peers_[h.rank] >= 0)
+        a.status = kDuplicate;
+      (void)writeAll(fd, &a, sizeof a, helloBy);
+      if (a.status != kAccepted) {
+        ::close(fd);
+        if (a.status == kWrongSize || a.status == kWrongVersion) {
+          ::close(listen_);
+          listen_ = -1;
+          return a.status == kWrongSize ? "rank " + std::to_string(h.rank) + " has WORLD_SIZE=" +
+                                              std::to_string(h.size) + ", rank 0 has " +
+                                              std::to_string(size_)
+                                        : "rank " + std::to_string(h.rank) +
+                                              " runs another version of tcc-run's rendezvous";
+        }
+        continue; // a stray duplicate: the world can still meet
+      }
+      noDelay(fd);
+      peers_[h.rank] = fd;
+      ++joined;
+    }
+    ::close(listen_);
+    listen_ = -1;
+    return "";
+  }
+
+  /// One attempt to connect to host:port (every address it resolves to,
+  /// IPv4 or IPv6), bounded by the deadline. `fd` is the socket, or -1 with
+  /// why not. A name that does not resolve for good is "cannot resolve";
+  /// a temporary failure (EAI_AGAIN) is retried by the caller.
+  static std::string connectTo(const std::string &host, int port, clock::time_point deadline, int &fd) {
+    fd = -1;
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+      return rc == EAI_AGAIN ? std::string("resolving ") + host + ": " + ::gai_strerror(rc)
+                             : "cannot resolve " + host + ": " + ::gai_strerror(rc);
+    std::string err = "no address";
+    for (addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+      int s = ::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      if (s < 0) {
+        err = errnoText("socket");
+        continue;
+      }
+      int rc = ::connect(s, a->ai_addr, a->ai_addrlen);
+      err = rc == 0 ? "" : std::strerror(errno);
+      if (rc != 0 && errno == EINPROGRESS) {
+        const auto by = std::min(deadline, clock::now() + seconds(kHelloSeconds));
+        err = waitFor(s, POLLOUT, by);
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (err.empty() && ::getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+          err = errnoText("getsockopt");
+        else if (err.empty() && soerr != 0)
+          err = std::strerror(soerr);
+        rc = err.empty() ? 0 : -1;
+      }
+      if (rc == 0) {
+        fd = s;
+        break;
+      }
+      ::close(s);
+    }
+    ::freeaddrinfo(res);
+    return fd >= 0 ? "" : err;
+  }
+
+  static constexpr double kHelloSeconds = 5; // a connection's first words
 
   int listen_ = -1, port_ = 0, root_ = -1;
   std::vector<int> peers_; // rank 0: one socket per rank (peers_[0] unused)

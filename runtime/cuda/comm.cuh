@@ -64,12 +64,14 @@ ncclResult_t ncclGetVersion(int *);
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -217,6 +219,10 @@ public:
       cudaFree(scratch_);
     scratch_ = nullptr;
     scratch_bytes_ = 0;
+    for (cudaEvent_t e : pool_)
+      cudaEventDestroy(e);
+    pool_.clear();
+    timed_.clear();
     for (cudaEvent_t *e : {&ready_, &done_})
       if (*e) {
         cudaEventDestroy(*e);
@@ -250,7 +256,35 @@ public:
   bool open() const { return comm_ != nullptr; }
   int ranks() const { return nranks_; }
   /// The next micro-step is the optimizer step's last: sum its gradients.
-  void arm() { armed_ = comm_ != nullptr; }
+  void arm() {
+    armed_ = comm_ != nullptr;
+    timed_.clear(); // a new optimizer step's collectives
+  }
+
+  /// tcc-run --trace: each collective is timed by a pair of events on the
+  /// communicator's stream; timings() reads the last optimizer step's.
+  void set_timing(bool on) { timing_ = on; }
+  /// The last optimizer step's collectives (at most `max`): their start and
+  /// end in seconds after `origin` (an event on the step's stream that ran
+  /// before them), bytes and names. Once they have finished (after apply).
+  /// Returns how many, or -1 when a time cannot be read.
+  int timings(cudaEvent_t origin, double *start, double *end, uint64_t *bytes, const char **names, int max) {
+    int n = 0;
+    for (const Timed &t : timed_) {
+      if (n == max)
+        break;
+      float a = 0, b = 0;
+      if (cudaEventElapsedTime(&a, origin, t.start) != cudaSuccess ||
+          cudaEventElapsedTime(&b, origin, t.end) != cudaSuccess)
+        return -1;
+      start[n] = a / 1000.0;
+      end[n] = b / 1000.0;
+      bytes[n] = t.bytes;
+      names[n] = t.what;
+      ++n;
+    }
+    return n;
+  }
   bool armed() const { return armed_; }
 
   /// The accumulator at `g` (n fp32) has its last write of the micro-step
@@ -293,7 +327,7 @@ public:
   /// chunk fp32) in place, each rank's chunk from that rank, after the work
   /// queued on `compute`, which then waits for it. Returns "" or the failure.
   std::string gather(float *params, cudaStream_t compute) {
-    collective(compute, "the parameter all-gather (ZeRO-1)", [&] {
+    collective(compute, "the parameter all-gather (ZeRO-1)", 4 * chunk_ * static_cast<uint64_t>(nranks_), [&] {
       ++gathers_;
       gathered_ += 4 * chunk_ * static_cast<uint64_t>(nranks_);
       return nccl().allGather(params + static_cast<uint64_t>(rank_) * chunk_, params, static_cast<size_t>(chunk_),
@@ -334,11 +368,30 @@ public:
     ncclResult_t r = ncclSuccess;
     if (e == cudaSuccess && (r = issue(static_cast<char *>(scratch_))) == ncclSuccess)
       e = cudaMemcpyAsync(out, static_cast<char *>(scratch_) + out_at, out_bytes, cudaMemcpyDeviceToHost, stream_);
-    if (e == cudaSuccess)
-      e = cudaStreamSynchronize(stream_);
     if (r != ncclSuccess && !failed_) {
       failed_ = r;
       what_ = what;
+    }
+    // Wait for it while watching the communicator: a peer that failed
+    // shows as an asynchronous error, and aborting the communicator frees
+    // the stream, so this rank ends now, not at TCC_COMM_TIMEOUT.
+    while (e == cudaSuccess) {
+      e = cudaStreamQuery(stream_);
+      if (e != cudaErrorNotReady)
+        break;
+      e = cudaSuccess;
+      ncclResult_t async = ncclSuccess;
+      if (nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+          static_cast<int>(async) != 7) {
+        if (!failed_) {
+          failed_ = async;
+          what_ = what;
+        }
+        nccl().commAbort(comm_);
+        comm_ = nullptr;
+        return error();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
     ncclResult_t async = ncclSuccess;
     if (!failed_ && nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
@@ -424,17 +477,44 @@ private:
     int64_t n;
   };
 
-  /// Queues `issue` (NCCL calls on stream_) after the work queued on
-  /// `compute`; a failure to queue is kept, named `what`.
-  template <typename Issue> void collective(cudaStream_t compute, const char *what, Issue issue) {
+  struct Timed {
+    cudaEvent_t start, end;
+    uint64_t bytes;
+    const char *what;
+  };
+
+  /// Two timing events for the next collective (from a pool that grows to
+  /// the most one optimizer step uses), or false.
+  bool timing_events(Timed &t) {
+    const size_t need = 2 * (timed_.size() + 1);
+    while (pool_.size() < need) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess)
+        return false;
+      pool_.push_back(e);
+    }
+    t.start = pool_[need - 2];
+    t.end = pool_[need - 1];
+    return true;
+  }
+
+  /// Queues `issue` (NCCL calls on stream_, `bytes` in all) after the work
+  /// queued on `compute`; a failure to queue is kept, named `what`.
+  template <typename Issue> void collective(cudaStream_t compute, const char *what, uint64_t bytes, Issue issue) {
     ncclResult_t r = ncclSuccess;
     cudaError_t e = cudaEventRecord(ready_, compute);
     if (e == cudaSuccess)
       e = cudaStreamWaitEvent(stream_, ready_, 0);
+    Timed t{nullptr, nullptr, bytes, what};
+    const bool timed = timing_ && e == cudaSuccess && timing_events(t);
+    if (timed)
+      cudaEventRecord(t.start, stream_);
     if (e != cudaSuccess)
       r = ncclUnhandledCudaError;
     else
       r = issue();
+    if (timed && r == ncclSuccess && cudaEventRecord(t.end, stream_) == cudaSuccess)
+      timed_.push_back(t);
     if (r != ncclSuccess && !failed_) {
       failed_ = r;
       what_ = std::string("queueing ") + what;
@@ -446,7 +526,7 @@ private:
       return;
     if (sharded()) {
       // Each slice's part in chunk r, summed into rank r's shard buffer.
-      collective(compute, "the gradient reduce-scatter (ZeRO-1)", [&] {
+      collective(compute, "the gradient reduce-scatter (ZeRO-1)", pending_, [&] {
         ncclResult_t r = nccl().groupStart();
         for (const Slice &s : bucket_) {
           const uint64_t first = static_cast<uint64_t>(s.g - flat_grads_), end = first + s.n;
@@ -467,7 +547,7 @@ private:
       pending_ = 0;
       return;
     }
-    collective(compute, "the gradient all-reduce", [&] {
+    collective(compute, "the gradient all-reduce", pending_, [&] {
       ncclResult_t r = nccl().groupStart();
       for (const Slice &s : bucket_)
         if (r == ncclSuccess)
@@ -490,6 +570,9 @@ private:
   int nranks_ = 1, rank_ = 0;
   float *flat_grads_ = nullptr, *shard_ = nullptr; // ZeRO-1 (shard())
   uint64_t chunk_ = 0, expected_ = 0, handed_ = 0;
+  bool timing_ = false;
+  std::vector<cudaEvent_t> pool_; // timing events, two per collective
+  std::vector<Timed> timed_;      // this optimizer step's timed collectives
   void *scratch_ = nullptr; // host(): the staging buffer on the device
   uint64_t scratch_bytes_ = 0;
   bool armed_ = false;

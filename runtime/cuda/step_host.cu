@@ -732,6 +732,7 @@ TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {
     return 1;
   g_hook = hook;
   g_hook_ctx = ctx;
+  g_comm.set_timing(hook != nullptr);
   g_prof = g_profile || g_hook ? 1 : 0;
   return 0;
 }
@@ -867,7 +868,12 @@ TCC_EXPORT int tcc_step_shard_sumsq(void *arena, int32_t rank, double *sumsq) {
     return 4;
   // The world's sums of this rank's chunk (the reduce-scatter queued after
   // the last micro-step); the accumulators then start the next optimizer
-  // step at zero.
+  // step at zero. Without it the shard would hold last step's sums.
+  if (g_comm.open() && !g_comm.armed()) {
+    std::fprintf(stderr, "tcc step: apply: the ZeRO-1 reduce-scatter was not armed "
+                         "(tcc_step_comm_reduce_next before the optimizer step's last micro-step)\n");
+    return 6;
+  }
   if (std::string err = g_comm.finish(stream()); !err.empty()) {
     std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
     return 6;
@@ -978,11 +984,31 @@ void api_abort(int code) {
   std::_Exit(code);
 }
 int api_finalize() { return 0; }
-int api_reduce_scatter(const void *, void *, uint64_t, int, char *e, uint64_t l) {
-  return said("the step's collectives have no host reduce-scatter (a CPU step's ZeRO-1 runs over MPI)", e, l);
+// Sums `send` (ranks * chunk of fp32 or fp64) over the world and keeps
+// this rank's chunk: one all-reduce of the whole (tcc-run's host
+// collectives are small; the step's own reduce-scatter is comm.cuh's).
+int api_reduce_scatter(const void *send, void *recv, uint64_t chunk, int elem, char *e, uint64_t l) {
+  if (elem != 4 && elem != 8)
+    return said("a host reduce-scatter of " + std::to_string(elem) + "-byte elements", e, l);
+  const uint64_t n = chunk * static_cast<uint64_t>(g_comm.ranks());
+  std::vector<char> all(static_cast<size_t>(n * static_cast<uint64_t>(elem)));
+  std::memcpy(all.data(), send, all.size());
+  if (int rc = said(g_comm.host_allreduce(all.data(), n, static_cast<uint64_t>(elem),
+                                          elem == 4 ? ncclFloat32 : ncclFloat64, ncclSum,
+                                          "a reduce-scatter over NCCL"),
+                    e, l))
+    return rc;
+  std::memcpy(recv, all.data() + chunk * static_cast<uint64_t>(elem) * static_cast<uint64_t>(g_comm.rank()),
+              static_cast<size_t>(chunk * static_cast<uint64_t>(elem)));
+  return 0;
 }
-int api_allgather(void *, uint64_t, int, char *e, uint64_t l) {
-  return said("the step's collectives have no host all-gather in place (a CPU step's ZeRO-1 runs over MPI)", e, l);
+// `buf` (ranks * chunk elements) gets every rank's chunk r from rank r.
+int api_allgather(void *buf, uint64_t chunk, int elem, char *e, uint64_t l) {
+  const uint64_t bytes = chunk * static_cast<uint64_t>(elem);
+  char *b = static_cast<char *>(buf);
+  return said(g_comm.host_allgather(b + bytes * static_cast<uint64_t>(g_comm.rank()), bytes, b,
+                                    "an all-gather over NCCL"),
+              e, l);
 }
 const tcc_comm_api kHostApi = {TCC_COMM_ABI_VERSION, "NCCL (the step's communicator)", api_init, api_sum_f32,
                                api_sum_f64, api_gather_f32, api_bcast, api_max_i64, api_barrier, api_abort,
@@ -994,6 +1020,13 @@ TCC_EXPORT const tcc_comm_api *tcc_step_comm_api(void *arena) {
   if (!arena || arena != g_arena || !g_comm.open())
     return nullptr;
   return &kHostApi;
+}
+
+TCC_EXPORT int tcc_step_comm_trace(void *arena, double *start, double *end, uint64_t *bytes, const char **names,
+                                   int32_t max) {
+  if (!arena || arena != g_arena || !g_comm.open() || !g_hook || g_prof_events.empty())
+    return -1;
+  return g_comm.timings(g_prof_events[0], start, end, bytes, names, max);
 }
 
 TCC_EXPORT int tcc_step_comm_reduce_next(void *arena) {

@@ -177,6 +177,7 @@ std::string loadStep(const std::string &arg, Step &step) {
     step.commReduceNext = reinterpret_cast<CommReduceNextFn>(::dlsym(lib, "tcc_step_comm_reduce_next"));
     step.commInfo = reinterpret_cast<CommInfoFn>(::dlsym(lib, "tcc_step_comm_info"));
     step.commApi = reinterpret_cast<CommApiFn>(::dlsym(lib, "tcc_step_comm_api"));
+    step.commTrace = reinterpret_cast<CommTraceFn>(::dlsym(lib, "tcc_step_comm_trace"));
   }
   if (std::string bad = checkInfo(step); !bad.empty())
     return bad;

@@ -41,6 +41,7 @@ using CommOpenFn = int (*)(void *, const unsigned char *, int32_t, int32_t, char
 using CommReduceNextFn = int (*)(void *);
 using CommInfoFn = int (*)(void *, char *, uint64_t);
 using CommApiFn = const tcc_comm_api *(*)(void *);
+using CommTraceFn = int (*)(void *, double *, double *, uint64_t *, const char **, int32_t);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
 using GetShardsFn = const tcc_shard_info *(*)();
 using ShardSumsqFn = int (*)(void *, int32_t, double *);
@@ -73,6 +74,7 @@ struct Step {
   CommReduceNextFn commReduceNext = nullptr;
   CommInfoFn commInfo = nullptr;
   CommApiFn commApi = nullptr; // collectives for a world without MPI
+  CommTraceFn commTrace = nullptr; // --trace: the collectives' times
   // Sharded optimizer state (tcc --data-parallel=N, ZeRO-1) only: the
   // shards' layout, and the two halves of the update of this rank's chunk.
   const tcc_shard_info *shards = nullptr;

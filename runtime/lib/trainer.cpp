@@ -644,7 +644,7 @@ private:
     traceEnd =
         opts.trace.empty() ? firstStep : std::min(opts.steps, firstStep + opts.traceSteps);
     if (traceEnd > firstStep) {
-      trace.start(opts.trace, step.name, step.device);
+      trace.start(opts.trace, step.name, step.device, nccl && step.commTrace);
       if (step.setTraceHook(recordTraceMark, &marks) != 0)
         return error("cannot trace " + step.name + ": the step could not set up its timing "
                      "(CUDA events)");
@@ -713,6 +713,8 @@ private:
     else
       rc = step.apply(stepArena, &args);
     bool skip = rc == 2;
+    if (trace.active() && nccl && step.commTrace)
+      traceCollectives();
     if (trace.active())
       trace.complete(tcc::trace::kLoop, "optimizer update (" + std::string(info.optimizer) + ")",
                      "optimizer", applyStart, trace.now() - applyStart,
@@ -871,12 +873,33 @@ private:
         return error(where + ": tracing: the step did not report the time of every op");
       // The device's mark 0 is no earlier than the micro-step was queued,
       // and its last mark no later than the host saw it finish.
-      traceOps(trace, info, marks, step.device,
-               std::max(bodyStart, bodyEnd - marks.at[info.num_ops]), name);
+      lastDeviceStart = std::max(bodyStart, bodyEnd - marks.at[info.num_ops]);
+      traceOps(trace, info, marks, step.device, lastDeviceStart, name);
       trace.complete(tcc::trace::kLoop, name, "micro_step", microStart, t - microStart,
                      "\"loss\":" + jsonNumber(loss, "%.9g"));
     }
     return kGoOn;
+  }
+
+  /// --trace, a CUDA step under NCCL: the optimizer step's collectives on
+  /// the communicator stream's lane, timed on the device from the last
+  /// micro-step's mark 0 (as its ops are), with their bytes.
+  void traceCollectives() {
+    constexpr int kMax = 4096;
+    std::vector<double> start(kMax), end(kMax);
+    std::vector<uint64_t> bytes(kMax);
+    std::vector<const char *> names(kMax);
+    const int n = step.commTrace(stepArena, start.data(), end.data(), bytes.data(), names.data(), kMax);
+    if (n < 0) {
+      warning("tracing: the step could not time its NCCL collectives");
+      return;
+    }
+    for (int i = 0; i < n; ++i)
+      trace.complete(tcc::trace::kComm,
+                     std::string("NCCL: ") + (names[i] ? names[i] : "a collective") + " (" +
+                         formatBytes(bytes[i]) + ")",
+                     "collective", lastDeviceStart + start[i] * 1e6, (end[i] - start[i]) * 1e6,
+                     "\"bytes\":" + std::to_string(bytes[i]) + ",\"index\":" + std::to_string(i));
   }
 
   /// The element size of a sharded step's flat spaces.
@@ -1292,6 +1315,7 @@ private:
   const Step &step;
   tcc::dp::World &world;
   const bool nccl;
+  double lastDeviceStart = 0; // --trace: the last micro-step's mark 0 on the trace's clock
   const tcc_step_info &info;
   std::string err;
   int rc = 0;

@@ -50,6 +50,10 @@ sums over tcc-run's MPI plugin.
              rank killed with SIGKILL mid-run: the last checkpoint resumes
              to the uninterrupted world's bytes; a 2-rank step under 3
              ranks is refused;
+  trace      --trace of an np 2 world with 20 KB buckets: the NCCL
+             collectives (timed by events on the communicator's stream) on
+             their own lane, in order, after the last micro-step began, with
+             the accumulators' bytes in all; ZeRO-1's all-gather among them;
   no MPI     launched with torchrun's variables (RANK, WORLD_SIZE,
              MASTER_ADDR, MASTER_PORT) and no MPI: the ranks meet at rank
              0's port, get the NCCL id there, and every collective after
@@ -140,6 +144,9 @@ def main():
             print("%s: mpirun -np %d --accum %d vs --accum %d: all %d losses bit-identical, "
                   "parameters within %.2g relative (%s)"
                   % (label, n, k, n * k, len(ls), rel, said[0] if said else "?"))
+
+    # Every parameter of the demo is trained: its accumulators' bytes.
+    trace_collectives(args, work, steps, sgd, sum(4 * v.size for v in singles[4][1].values()))
 
     # A world of one process through the NCCL path (TCC_NCCL=1): the sums are
     # the step's own, so the run is the plain one's byte for byte.
@@ -348,21 +355,55 @@ def zero1(args, work, steps, train, sgd):
         print("zero1: a --data-parallel=2 step under mpirun -np 3: refused")
 
 
+def trace_collectives(args, work, steps, sgd, grad_bytes):
+    """--trace of a world: the NCCL collectives on their own lane."""
+    data = ["--data", os.path.join(REPO, "examples", "data", "train.bin"), "--seed", "3"]
+    for step, extra, want in (("sgd", sgd, "the gradient all-reduce"),
+                              ("zero1", ["--lr", "1e-3"], "the parameter all-gather")):
+        path = os.path.join(work, "trace-%s.json" % step)
+        run(MPIRUN + ["-x", "TCC_DP_BUCKET_MB", "-np", "2", args.tcc_run, steps[step], "--steps", "1",
+                      "--accum", "2", "--quiet", "--trace", path] + data + extra,
+            env=dict(os.environ, TCC_DP_BUCKET_MB="0.02"))
+        with open(path) as f:
+            events = json.load(f)
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        lanes = {e["args"]["name"]: e["tid"] for e in events if e.get("name") == "thread_name"}
+        comm = [e for e in events if e.get("ph") == "X" and e.get("tid") == lanes.get("NCCL communicator stream")]
+        device = [e for e in events if e.get("ph") == "X" and e.get("tid") == lanes.get("device stream")
+                  and e.get("cat") == "micro_step"]
+        grads = sum(e["args"]["bytes"] for e in comm if "gather" not in e["name"])
+        last = max(device, key=lambda e: e["ts"]) if device else None
+        ok = (comm and last and want in " ".join(e["name"] for e in comm)
+              and all(e["dur"] >= 0 and e["ts"] >= last["ts"] - 1 for e in comm)
+              and all(a["ts"] <= b["ts"] for a, b in zip(comm, comm[1:]))
+              and grads == grad_bytes)
+        if not ok:
+            fail("--trace %s world: %d collectives on the NCCL lane (%d gradient bytes), last "
+                 "device micro-step %s: %s" % (step, len(comm), grads, last and last["ts"],
+                                             [(e["name"], e["ts"], e["dur"]) for e in comm][:4]))
+        else:
+            early = sum(1 for e in comm if e["ts"] < last["ts"] + last["dur"])
+            print("--trace, %s world of 2: %d NCCL collectives on their own lane after the last "
+                  "micro-step began (%d of them before its device work ended), %d gradient bytes "
+                  "in all, e.g. %r" % (step, len(comm), early, grads, comm[0]["name"]))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def torchrun(cmd, n, env=None, timeout=120, kill_after=None):
+def torchrun(cmd, n, env=None, timeout=120, kill_after=None, port=None, sizes=None):
     """Starts `cmd` as ranks 0..n-1 of a world without MPI (torchrun's
-    variables, a fresh MASTER_PORT); with kill_after, SIGKILLs the last rank
+    variables, a fresh MASTER_PORT unless `port`; `sizes` the WORLD_SIZE
+    each rank is told, else n); with kill_after, SIGKILLs the last rank
     that many seconds in. Returns [(exit code, output)] by rank and the
     seconds the others took to end after the kill (or the whole run)."""
-    port = str(free_port())
+    port = str(port or free_port())
     procs = []
     for r in range(n):
-        e = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), LOCAL_RANK=str(r),
+        e = dict(os.environ, RANK=str(r), WORLD_SIZE=str(sizes[r] if sizes else n), LOCAL_RANK=str(r),
                  MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **(env or {}))
         e.pop("TCC_NCCL", None)
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -386,11 +427,11 @@ def without_mpi(args, work, steps, train, sgd):
     """A world launched with torchrun's variables, without MPI."""
     data = ["--data", os.path.join(REPO, "examples", "data", "train.bin"), "--seed", "3"]
 
-    def world(step, tag, extra):
+    def world(step, tag, extra, n_steps=2, env=None, port=None):
         out = os.path.join(work, tag)
-        cmd = [args.tcc_run, steps[step], "--steps", "2", "--accum", "2", "--quiet",
+        cmd = [args.tcc_run, steps[step], "--steps", str(n_steps), "--accum", "2", "--quiet",
                "--dump", out] + data + extra
-        ranks, _ = torchrun(cmd, 2)
+        ranks, _ = torchrun(cmd, 2, env, port=port)
         if any(rc != 0 for rc, _ in ranks):
             fail("no MPI: %s: exit codes %s: %r" % (tag, [rc for rc, _ in ranks], ranks[0][1][-600:]))
             return None
@@ -410,6 +451,53 @@ def without_mpi(args, work, steps, train, sgd):
         else:
             print("no MPI: %s, 2 ranks x --accum 2 from torchrun's variables: losses and "
                   "parameters byte for byte the mpirun world's (%s)" % (label, said[0]))
+
+    # ZeRO-1's sharded checkpoint (its manifest agreed over NCCL) and resume.
+    adam = ["--lr", "1e-3"]
+    ck = os.path.join(work, "nompi-ck")
+    world("zero1", "nompi-ck-first", adam + ["--checkpoint", ck])
+    resumed = world("zero1", "nompi-ck-resumed", adam + ["--resume", ck], n_steps=4)
+    straight = world("zero1", "nompi-ck-straight", adam, n_steps=4)
+    shards = sorted(f for f in os.listdir(ck) if "shard" in f) if os.path.isdir(ck) else []
+    if resumed and straight:
+        if any(resumed[1][n].tobytes() != straight[1][n].tobytes() for n in straight[1]) or len(shards) < 2:
+            fail("no MPI: ZeRO-1 resume: not the uninterrupted world's bytes, or no shard files (%s)" % shards)
+        else:
+            print("no MPI: ZeRO-1 checkpointed at step 2 (%s) and resumed to 4, byte for byte the "
+                  "uninterrupted world's" % ", ".join(shards))
+
+    # Under torchrun its agent's store holds MASTER_PORT: the ranks meet at
+    # the next port.
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen(1)
+        got = world("sgd", "nompi-agent-store", sgd, env={"TORCHELASTIC_USE_AGENT_STORE": "True"},
+                    port=held.getsockname()[1])
+    lm = load_dump(os.path.join(work, "mpi-sgd"))[0]
+    if got and got[0].tobytes() == lm.tobytes():
+        print("no MPI: MASTER_PORT held (torchrun's agent store, TORCHELASTIC_USE_AGENT_STORE): "
+              "the ranks met at MASTER_PORT+1, the mpirun world's losses")
+    elif got:
+        fail("no MPI: agent store: losses %s, not the mpirun world's %s" % (got[0], lm))
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen(1)
+        p = run([args.tcc_run, steps["sgd"], "--steps", "1", "--quiet"] + data, expect=None,
+                env=dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_PORT=str(held.getsockname()[1])))
+    if p.returncode == 0 or "in use" not in p.stdout or "TCC_MASTER_PORT" not in p.stdout:
+        fail("no MPI: a MASTER_PORT in use: %r" % p.stdout[-600:])
+    else:
+        print("no MPI: MASTER_PORT in use: %s" % error_line(p.stdout))
+
+    cmd = [args.tcc_run, steps["sgd"], "--steps", "1", "--quiet"] + data
+    ranks, took = torchrun(cmd, 2, {"TCC_COMM_TIMEOUT": "20"}, sizes=[2, 3], timeout=60)
+    if (any(rc in (0, None) for rc, _ in ranks) or "WORLD_SIZE=3" not in ranks[0][1]
+            or "WORLD_SIZE=3" not in ranks[1][1] or took > 15):
+        fail("no MPI: ranks told different world sizes: %s after %.1f s: %r"
+             % ([rc for rc, _ in ranks], took, [o[-300:] for _, o in ranks]))
+    else:
+        print("no MPI: ranks told WORLD_SIZE 2 and 3 both refused in %.1f s: %s / %s"
+              % (took, error_line(ranks[0][1]), error_line(ranks[1][1])))
 
     one = [args.tcc_run, steps["cpu"], "--steps", "1", "--quiet"] + data
     ranks, _ = torchrun(one, 2)

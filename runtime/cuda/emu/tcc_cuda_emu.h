@@ -155,6 +155,7 @@ enum cudaError_t {
   cudaErrorStreamCaptureImplicit = 906,
   cudaErrorStreamCaptureIsolation = 903,
   cudaErrorIllegalState = 401,
+  cudaErrorNotReady = 600,
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -680,6 +681,7 @@ inline const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
   case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
   case cudaErrorIllegalState: return "cudaErrorIllegalState";
+  case cudaErrorNotReady: return "cudaErrorNotReady";
   case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
   case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
@@ -794,6 +796,9 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t st) {
     tcc_emu::flush_all();
   return cudaSuccess;
 }
+// The emulation runs a stream's pending work when asked: a query finds it
+// done.
+inline cudaError_t cudaStreamQuery(cudaStream_t st) { return cudaStreamSynchronize(st); }
 inline cudaError_t cudaDeviceSynchronize() {
   if (cudaError_t e = tcc_emu::sync_allowed())
     return e;
