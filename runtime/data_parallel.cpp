@@ -198,14 +198,16 @@ std::string World::joinWithoutMpi(const char *worldSize, double timeoutSeconds) 
     err = env("LOCAL_RANK") ? number("LOCAL_RANK", 0, 65535, local) : (local = rank, "");
   // The port where the ranks meet: TCC_MASTER_PORT, else MASTER_PORT, but
   // under torchrun (which sets TORCHELASTIC_USE_AGENT_STORE) its agent's
-  // own store holds MASTER_PORT, so the one after it.
+  // own store holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), so
+  // the one after it.
   std::string portFrom = "MASTER_PORT";
   if (err.empty() && env("TCC_MASTER_PORT")) {
     portFrom = "TCC_MASTER_PORT";
     err = number("TCC_MASTER_PORT", 1, 65535, port);
   } else if (err.empty()) {
     err = number("MASTER_PORT", 1, 65535, port);
-    if (err.empty() && env("TORCHELASTIC_USE_AGENT_STORE")) {
+    const char *agentStore = env("TORCHELASTIC_USE_AGENT_STORE");
+    if (err.empty() && agentStore && (std::strcmp(agentStore, "True") == 0 || std::strcmp(agentStore, "1") == 0)) {
       if (port == 65535)
         err = "MASTER_PORT=65535 leaves no port after torchrun's store's (set TCC_MASTER_PORT)";
       ++port;

@@ -96,6 +96,7 @@ def main():
     ap.add_argument("--tcc", required=True)
     ap.add_argument("--tcc-run", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--torch-python", help="a Python with torch 2.x: its torchrun launches a world too")
     args = ap.parse_args()
     work = args.workdir
     shutil.rmtree(work, ignore_errors=True)
@@ -465,6 +466,24 @@ def without_mpi(args, work, steps, train, sgd):
         else:
             print("no MPI: ZeRO-1 checkpointed at step 2 (%s) and resumed to 4, byte for byte the "
                   "uninterrupted world's" % ", ".join(shards))
+
+    # Real torchrun (torch 2.x): its agent's store holds MASTER_PORT.
+    if args.torch_python:
+        out = os.path.join(work, "torchrun-sgd")
+        e = {k: v for k, v in os.environ.items()
+             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TCC_NCCL")}
+        p = run([args.torch_python, "-m", "torch.distributed.run", "--nproc-per-node=2",
+                 "--master-port=%d" % free_port(), "--no-python", args.tcc_run, steps["sgd"],
+                 "--steps", "2", "--accum", "2", "--quiet", "--dump", out] + data + sgd,
+                expect=None, env=dict(e, OMP_NUM_THREADS="1"))
+        lm = load_dump(os.path.join(work, "mpi-sgd"))[0]
+        if p.returncode != 0 or not os.path.isdir(out):
+            fail("no MPI: torchrun --nproc-per-node=2: exit %d: %r" % (p.returncode, p.stdout[-800:]))
+        elif load_dump(out)[0].tobytes() != lm.tobytes():
+            fail("no MPI: torchrun: losses %s, not the mpirun world's %s" % (load_dump(out)[0], lm))
+        else:
+            print("no MPI: %s -m torch.distributed.run --nproc-per-node=2 --no-python tcc-run: the "
+                  "mpirun world's losses byte for byte" % args.torch_python)
 
     # Under torchrun its agent's store holds MASTER_PORT: the ranks meet at
     # the next port.
