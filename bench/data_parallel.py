@@ -24,9 +24,9 @@
    the CUDA emulation and, in a world of one, through NCCL on one H200
    (byte for byte the plain run), never across GPUs.
 3. Planned: ZeRO-1 (`tcc --data-parallel=N`, the optimizer state sharded
-   across the ranks; CPU target so far), GPT-2 small's memory plan per rank
-   for N = 1, 2, 4, 8 (`tcc --target=cpu --no-weights --emit=planned
-   --memory-report`, fp32, micro-batch --gpt2-batch x 1024), exported by
+   across the ranks), GPT-2 small's memory plan per rank for N = 1, 2, 4, 8
+   on both targets (`tcc --target=cuda|cpu --no-weights --emit=planned
+   --memory-report`, micro-batch --gpt2-batch x 1024), exported by
    bench/gpu/export_gpt2.py unless --gpt2 names an export. tcc's plans, not
    measurements; the measured table above also has a ZeRO-1 row (the demo
    built with --data-parallel=2).
@@ -136,29 +136,39 @@ def zero1_plans(args, tcc):
             onnx = os.path.join(work, "gpt2.onnx")
             subprocess.run(["/usr/bin/python3", os.path.join(REPO, "bench", "gpu", "export_gpt2.py"),
                             onnx, "--batch", str(args.gpt2_batch)], check=True)
-        rows = []
-        for n in (1, 2, 4, 8):
-            report = os.path.join(work, "plan%d.json" % n)
-            subprocess.run([tcc, onnx, "--target=cpu", "--no-weights", "--emit=planned",
-                            "--data-parallel=%d" % n, "--memory-report", report, "-o",
-                            os.path.join(work, "planned.mlir")], check=True,
-                           stdout=subprocess.DEVNULL)
-            with open(report) as f:
-                rows.append((n, json.load(f)))
+        rows = {}
+        for target in ("cuda", "cpu"):
+            for n in (1, 2, 4, 8):
+                report = os.path.join(work, "plan-%s-%d.json" % (target, n))
+                subprocess.run([tcc, onnx, "--target=" + target, "--no-weights", "--emit=planned",
+                                "--data-parallel=%d" % n, "--memory-report", report, "-o",
+                                os.path.join(work, "planned.mlir")], check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with open(report) as f:
+                    rows.setdefault(target, []).append((n, json.load(f)))
+    for target, what in (("cuda", "fp32 masters, AdamW state and accumulators, fp16 working copies"),
+                         ("cpu", "fp32")):
+        print()
+        print("Planned: GPT-2 small with ZeRO-1 (tcc --target=%s --data-parallel=N, %s, micro-batch "
+              "%d x 1024), bytes per rank (MiB)" % (target, what, args.gpt2_batch))
+        print()
+        cuda = target == "cuda"
+        print("| N | parameters (fp32) | %sgradients (+ reduce-scatter buffer) | optimizer state | "
+              "activations and temporaries | arena per rank | vs N = 1 |%s"
+              % ("fp16 copies | " if cuda else "", " device peak per rank |" if cuda else ""))
+        print("|---:|---:|---:|---:|---:|---:|---:|%s" % ("---:|---:|" if cuda else ""))
+        ref = rows[target][0][1]["arena_bytes"]
+        for n, r in rows[target]:
+            c = r["categories"]
+            print("| %d | %.1f | %s%.1f | %.1f | %.1f | %.1f | %.2fx |%s" % (
+                n, c["parameters"] / mib,
+                "%.1f | " % (c.get("fp16_working_copies", 0) / mib) if cuda else "",
+                c["gradients"] / mib, c["optimizer_state"] / mib,
+                c["activations_and_temporaries"] / mib, r["arena_bytes"] / mib,
+                r["arena_bytes"] / ref, " %.1f |" % (r["planned_peak_bytes"] / mib) if cuda else ""))
     print()
-    print("Planned: GPT-2 small with ZeRO-1 (tcc --target=cpu --data-parallel=N, fp32, AdamW, "
-          "micro-batch %d x 1024), bytes per rank (MiB)" % args.gpt2_batch)
-    print()
-    print("| N | parameters | gradients (+ reduce-scatter buffer) | optimizer state | "
-          "activations and temporaries | arena per rank | vs N = 1 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    ref = rows[0][1]["arena_bytes"]
-    for n, r in rows:
-        c = r["categories"]
-        print("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2fx |" % (
-            n, c["parameters"] / mib, c["gradients"] / mib, c["optimizer_state"] / mib,
-            c["activations_and_temporaries"] / mib, r["arena_bytes"] / mib,
-            r["arena_bytes"] / ref))
+    print("The device peak adds to the arena the constants, input staging and the CUDA runtime's "
+          "reserve (64 MiB); --mem-budget applies to it, per rank.")
 
 
 if __name__ == "__main__":

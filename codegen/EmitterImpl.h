@@ -49,12 +49,14 @@ struct Buffer {
 
 class Emitter {
 public:
-  /// `kernels`: the step lowered to kernels (tcc-lower-to-kernels), whose
-  /// body the step runs; `func`, the planned step, gives the frame (tables,
-  /// init, apply).
-  Emitter(func::FuncOp func, func::FuncOp kernels, TargetAttr target,
-          const StepEmitOptions &options)
-      : func(func), kernelFunc(kernels), options(options), cuda(target.isCuda()),
+  /// `kernels`: the step lowered to kernels (tcc-lower-to-kernels). The
+  /// emitter reads nothing else: its body is the step's code; its
+  /// signature (the parameters, inputs, outputs and accumulators, named by
+  /// their tcc.param, tcc.input, tcc.output and tcc.grad attributes) and
+  /// its typed memory plan (#tcc.layout) give the frame (the step's tables,
+  /// init); @apply beside it (tcck.apply) the optimizer.
+  Emitter(func::FuncOp kernels, TargetAttr target, const StepEmitOptions &options)
+      : kernelFunc(kernels), options(options), cuda(target.isCuda()),
         useDouble(target.getStorage().isF64()) {}
 
   FailureOr<EmittedStep> run();
@@ -204,9 +206,7 @@ private:
   /// A GEMM on CUDA: cuBLASLt (into fp16, or added into an fp32
   /// accumulator), or a dot product for two vectors.
   LogicalResult emitCudaMatMul(tcck::MatMulOp mm);
-  /// The C++ storage type of `v`: a kernel-IR buffer's element type; for a
-  /// planned tensor on CUDA, fp16 unless keepsF32 says otherwise
-  /// (arguments are their fp32 masters).
+  /// The C++ storage type of the kernel-IR buffer `v`: its element type.
   std::string storageType(Value v) const;
   /// The type fused code computes `elt` in (float for any float on CUDA).
   std::string computeType(Type elt) const {
@@ -226,7 +226,7 @@ private:
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
 
-  func::FuncOp func, kernelFunc;
+  func::FuncOp kernelFunc; // the step's kernel IR
   const StepEmitOptions &options;
   /// The module's #tcc.target: CUDA, or the CPU in float or double.
   bool cuda;

@@ -101,27 +101,24 @@ int64_t Emitter::plannedOffset(Value v) {
 }
 
 std::string Emitter::storageType(Value v) const {
-  Type elt = tensor(v).getElementType();
   // A kernel-IR buffer's element type is its storage type.
-  if (isa<MemRefType>(v.getType()) && cuda && isa<FloatType>(elt))
+  Type elt = tensor(v).getElementType();
+  if (cuda && isa<FloatType>(elt))
     return elt.isF16() ? "__half" : "float";
-  if (isa<MemRefType>(v.getType()) || !cuda || !isa<FloatType>(elt))
-    return ctype(elt);
-  if (isa<BlockArgument>(v) || keepsF32(v))
-    return "float";
-  return "__half";
+  return ctype(elt);
 }
 
 const Buffer &Emitter::define(Value v) {
   auto t = tensor(v);
   Buffer b;
   b.type = storageType(v);
-  if (isa<MemRefType>(v.getType()))
-    b.bytes = t.getNumElements() * (t.getElementType().isF16() ? 2 : elementBytes(t.getElementType()));
-  else
-    b.bytes = !cuda ? t.getNumElements() * elementBytes(t.getElementType())
-              : isa<BlockArgument>(v) ? bufferBytes(t, 4) // fp32 masters
-                                      : valueBytes(v, kMixedPrecision);
+  b.bytes = t.getNumElements() * (t.getElementType().isF16() ? 2 : elementBytes(t.getElementType()));
+  if (cuda && isa<BlockArgument>(v) && isa<FloatType>(t.getElementType())) {
+    // A float argument's slot holds its fp32 master (or fp32 input); the
+    // kernel IR types the argument as the working copy its body reads.
+    b.type = "float";
+    b.bytes = t.getNumElements() * 4;
+  }
   int64_t offset = plannedOffset(v);
   if (offset < 0) {
     planError = true;
@@ -522,7 +519,7 @@ std::string Emitter::assembleCuda(bool training,
                                   const std::vector<std::string> &state,
                                   const std::string &applyRows, int numTrainable,
                                   const std::string &zero) {
-  LayoutAttr layout = LayoutAttr::of(func);
+  LayoutAttr layout = LayoutAttr::of(kernelFunc);
   int64_t workspace = layout.getWorkspace(), workspaceBytes = layout.getWorkspaceBytes();
   std::string src;
   llvm::raw_string_ostream s(src);
@@ -621,17 +618,17 @@ void Emitter::addKernel(const std::string &text) {
 
 
 FailureOr<EmittedStep> Emitter::run() {
-  Block &block = func.getBody().front();
-  bool training = func.getSymName() == kMicroStepName;
+  Block &block = kernelFunc.getBody().front();
+  bool training = kernelFunc.getSymName() == kMicroStepName;
   std::vector<std::string> params, grads, inputs, outputs;
   SmallVector<std::pair<Value, uint64_t>> paramBytes;
   std::string rngState;
   int64_t rngOffset = -1;
 
   // The arena layout comes from tcc-plan-memory.
-  LayoutAttr layout = LayoutAttr::of(func);
+  LayoutAttr layout = LayoutAttr::of(kernelFunc);
   if (!layout)
-    return func.emitError("the step emitter needs the memory plan "
+    return kernelFunc.emitError("the step emitter needs the memory plan "
                           "(run tcc-plan-memory first)");
   arena = layout.getArenaBytes();
   ArrayRef<int64_t> paramSlots = layout.getParams().asArrayRef(),
@@ -642,23 +639,23 @@ FailureOr<EmittedStep> Emitter::run() {
     ArrayRef<int64_t> hostParamSlots;
     if (DenseI64ArrayAttr h = layout.getHostParams())
       hostParamSlots = h.asArrayRef();
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      if (func.getArgAttr(i, kParamAttr) && p < hostParamSlots.size() &&
+    for (unsigned i = 0; i < kernelFunc.getNumArguments(); ++i) {
+      if (kernelFunc.getArgAttr(i, kParamAttr) && p < hostParamSlots.size() &&
           hostParamSlots[p] >= 0)
-        hostOffsets[func.getArgument(i)] = hostParamSlots[p];
-      if (func.getArgAttr(i, kSeedAttr))
-        argOffsets[func.getArgument(i)] = layout.getSeed();
-      else if (func.getArgAttr(i, kRngAttr) && layout.getRng() >= 0)
-        argOffsets[func.getArgument(i)] = layout.getRng();
-      else if (func.getArgAttr(i, kParamAttr) && p < paramSlots.size())
-        argOffsets[func.getArgument(i)] = paramSlots[p++];
-      else if (func.getArgAttr(i, kInputAttr) && in < inputSlots.size())
-        argOffsets[func.getArgument(i)] = inputSlots[in++];
+        hostOffsets[kernelFunc.getArgument(i)] = hostParamSlots[p];
+      if (kernelFunc.getArgAttr(i, kSeedAttr))
+        argOffsets[kernelFunc.getArgument(i)] = layout.getSeed();
+      else if (kernelFunc.getArgAttr(i, kRngAttr) && layout.getRng() >= 0)
+        argOffsets[kernelFunc.getArgument(i)] = layout.getRng();
+      else if (kernelFunc.getArgAttr(i, kParamAttr) && p < paramSlots.size())
+        argOffsets[kernelFunc.getArgument(i)] = paramSlots[p++];
+      else if (kernelFunc.getArgAttr(i, kInputAttr) && in < inputSlots.size())
+        argOffsets[kernelFunc.getArgument(i)] = inputSlots[in++];
       else
-        return func.emitError("the memory plan does not match the function");
+        return kernelFunc.emitError("the memory plan does not match the function");
     }
-    if (resultSlots.size() != func.getNumResults())
-      return func.emitError("the memory plan does not match the function");
+    if (resultSlots.size() != kernelFunc.getNumResults())
+      return kernelFunc.emitError("the memory plan does not match the function");
   }
 
   // Arguments: parameters, then inputs, each in its arena slot.
@@ -675,17 +672,17 @@ FailureOr<EmittedStep> Emitter::run() {
     os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset << "ULL);\n";
     return sb;
   };
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    Value arg = func.getArgument(i);
+  for (unsigned i = 0; i < kernelFunc.getNumArguments(); ++i) {
+    Value arg = kernelFunc.getArgument(i);
     if (auto host = hostOffsets.find(arg); host != hostOffsets.end()) {
       // Master weights and optimizer state in the host buffer (#tcc.tiers):
       // the body reads only the fp16 working copy, which the fixed half
       // refreshes from the host (init, apply, a copy into the buffer).
-      auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+      auto n = kernelFunc.getArgAttrOfType<StringAttr>(i, kParamAttr);
       if (!cuda || i >= shadowSlots.size() || shadowSlots[i] < 0)
-        return func.emitError("parameter ")
+        return kernelFunc.emitError("parameter ")
                << n << " keeps its master weights in host memory but has no fp16 working copy";
-      uint64_t bytes = bufferBytes(tensor(arg), 4);
+      uint64_t bytes = tensor(arg).getNumElements() * 4; // fp32 masters
       params.push_back(descriptor(n.getValue(), arg, host->second, bytes, /*onHost=*/true));
       step.params.push_back(n.getValue().str());
       paramBytes.push_back({arg, bytes});
@@ -694,22 +691,22 @@ FailureOr<EmittedStep> Emitter::run() {
       continue;
     }
     const Buffer &b = define(arg);
-    if (auto n = func.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
+    if (auto n = kernelFunc.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
       params.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
       step.params.push_back(n.getValue().str());
       paramBytes.push_back({arg, b.bytes});
-    } else if (auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
+    } else if (auto n = kernelFunc.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
       inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
-    } else if (func.getArgAttr(i, kRngAttr)) {
+    } else if (kernelFunc.getArgAttr(i, kRngAttr)) {
       // Dropout's random state: checkpointed with the optimizer state,
       // zeroed by init, advanced after every micro-step (below).
       rngState = descriptor(TCC_STEP_DROPOUT_STATE, arg, b.offset, b.bytes);
       rngOffset = b.offset;
-    } else if (func.getArgAttr(i, kSeedAttr)) {
+    } else if (kernelFunc.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale: the kernel IR's
       // tcck.seed.
     } else {
-      return func.emitError("argument ") << i << " is neither a parameter nor an input";
+      return kernelFunc.emitError("argument ") << i << " is neither a parameter nor an input";
     }
     // CUDA: the body reads the fp16 working copy of a float parameter or
     // input. Parameters' copies are refreshed after every change of the
@@ -718,7 +715,7 @@ FailureOr<EmittedStep> Emitter::run() {
       int64_t n = tensor(arg).getNumElements();
       std::string master = buffers.lookup(arg).name;
       Buffer sb = shadowBuffer(arg, shadowSlots[i]);
-      if (func.getArgAttr(i, kParamAttr))
+      if (kernelFunc.getArgAttr(i, kParamAttr))
         shadowRefresh += "  refresh_half((__half *)(arena + " +
                          std::to_string(sb.offset) + "ULL), (const float *)(arena + " +
                          std::to_string(buffers.lookup(arg).offset) + "ULL), " +
@@ -730,11 +727,6 @@ FailureOr<EmittedStep> Emitter::run() {
       shadowOffsets[arg] = sb.offset;
     }
   }
-  // The body is the step's kernel IR, whose arguments are these.
-  if (!kernelFunc || kernelFunc.getNumArguments() != func.getNumArguments())
-    return func.emitError("the step needs its kernel IR (tcc-lower-to-kernels)");
-  for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    buffers[kernelFunc.getArgument(i)] = buffers.lookup(func.getArgument(i));
   // A mark after each op that runs code times it for tcc-run --trace (and
   // TCC_CUDA_PROFILE=1): mark k ends op k-1 of the op table, mark 0 starts
   // the body. CUDA records an event on the step's stream; the CPU step calls
@@ -751,16 +743,16 @@ FailureOr<EmittedStep> Emitter::run() {
   // down, tcck.host_accumulate; the fixed half adds the copies in).
   llvm::StringMap<int64_t> hostGradOffset;
   if (DenseI64ArrayAttr hg = layout.getHostGrads()) {
-    size_t p = 0;
-    for (unsigned a = 0; a < func.getNumArguments(); ++a)
-      if (auto n = func.getArgAttrOfType<StringAttr>(a, kParamAttr)) {
+    int64_t p = 0;
+    for (unsigned a = 0; a < kernelFunc.getNumArguments(); ++a)
+      if (auto n = kernelFunc.getArgAttrOfType<StringAttr>(a, kParamAttr)) {
         if (p < hg.size() && hg[p] >= 0)
           hostGradOffset[n.getValue()] = hg[p];
         ++p;
       }
   }
   if (planError)
-    return func.emitError("a value has no slot in the memory plan");
+    return kernelFunc.emitError("a value has no slot in the memory plan");
 
   // Results: the outputs' slots and the accumulators the step zeroes (the
   // body's kernel IR stores and accumulates into them).
@@ -772,7 +764,7 @@ FailureOr<EmittedStep> Emitter::run() {
     auto t = tensor(v);
     uint64_t bytes = t.getNumElements() * elementBytes(t.getElementType());
     uint64_t offset = resultSlots[i];
-    if (auto n = func.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
+    if (auto n = kernelFunc.getResultAttrOfType<StringAttr>(i, kGradAttr)) {
       if (hostGradOffset.count(n.getValue())) {
         // In the host buffer: the fixed half zeroes it.
         gradOffsets.insert({n.getValue(), hostGradOffset.lookup(n.getValue())});
@@ -788,12 +780,12 @@ FailureOr<EmittedStep> Emitter::run() {
         zo << "  std::memset(arena + " << offset << "ULL, 0, " << bytes << "ULL);\n";
       continue;
     }
-    auto n = func.getResultAttrOfType<StringAttr>(i, kOutputAttr);
+    auto n = kernelFunc.getResultAttrOfType<StringAttr>(i, kOutputAttr);
     outputs.push_back(descriptor(n ? n.getValue() : "output", v, offset, bytes));
   }
   for (auto &[arg, bytes] : paramBytes) {
     unsigned idx = cast<BlockArgument>(arg).getArgNumber();
-    StringRef name = func.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
+    StringRef name = kernelFunc.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
     auto it = gradOffsets.find(name);
     if (it == gradOffsets.end())
       grads.push_back(descriptor(name, arg, 0, 0)); // frozen: no accumulator
@@ -825,7 +817,7 @@ FailureOr<EmittedStep> Emitter::run() {
   ShardsAttr shards = layout.getShards();
   func::FuncOp applyFunc = training ? applyFunction(kernelFunc) : nullptr;
   if (training && !applyFunc)
-    return func.emitError("the step needs its optimizer in kernel IR (@apply, from "
+    return kernelFunc.emitError("the step needs its optimizer in kernel IR (@apply, from "
                           "tcc-lower-to-kernels)");
   auto offsetOf = [](Value v) -> int64_t {
     if (auto h = v.getDefiningOp<tcck::HostViewOp>())
@@ -852,7 +844,7 @@ FailureOr<EmittedStep> Emitter::run() {
     if (su) {
       int64_t flat = su.getFlat(), n = elements(su.getMaster());
       if (flat + n > shards.getFlatElems())
-        return func.emitError("parameter ")
+        return kernelFunc.emitError("parameter ")
                << su.getName() << " lies outside the sharded plan's flat space";
       sr << "    {" << param << ", " << offsetOf(su.getMaster()) << "ULL, ";
       if (cuda)
@@ -862,7 +854,7 @@ FailureOr<EmittedStep> Emitter::run() {
       continue;
     }
     if (up.getState().size() != perParam)
-      return func.emitError("the memory plan's optimizer state does not match --optimizer");
+      return kernelFunc.emitError("the memory plan's optimizer state does not match --optimizer");
     const bool onHost = up.onHost();
     int64_t s0 = offsetOf(up.getState()[0]), s1 = adam ? offsetOf(up.getState()[1]) : 0;
     state.push_back(descriptor((adam ? "exp_avg/" : "momentum_buffer/") + up.getName().str(), arg,
@@ -892,7 +884,7 @@ FailureOr<EmittedStep> Emitter::run() {
     };
     ArrayRef<int64_t> chunks = shards.getState().asArrayRef();
     if (chunks.size() != perParam)
-      return func.emitError("the sharded plan's optimizer state does not match --optimizer");
+      return kernelFunc.emitError("the sharded plan's optimizer state does not match --optimizer");
     state.push_back(chunkDesc(adam ? "exp_avg" : "momentum_buffer", chunks[0]));
     if (adam)
       state.push_back(chunkDesc("exp_avg_sq", chunks[1]));
@@ -1018,8 +1010,8 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   if (!target)
     return module.emitError("the step emitter needs the module's target "
                             "(a tcc.target = #tcc.target<...> attribute)");
-  // The step runs its kernel IR: a copy of the planned module lowered to
-  // tcck; the planned function gives the frame (tables, init, apply).
+  // The step is its kernel IR: a copy of the planned module lowered to
+  // tcck, the frame and the optimizer included.
   OwningOpRef<ModuleOp> kernels = module.clone();
   PassManager pm(module.getContext());
   buildKernelPipeline(pm);
@@ -1029,6 +1021,8 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
   for (auto f : kernels->getOps<func::FuncOp>())
     if (!f->hasAttr(tcck::kApplyAttr))
       kernelStep = f;
-  Emitter emitter(funcs.front(), kernelStep, target, options);
+  if (!kernelStep)
+    return module.emitError("the step needs its kernel IR (tcc-lower-to-kernels)");
+  Emitter emitter(kernelStep, target, options);
   return emitter.run();
 }

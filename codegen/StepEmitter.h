@@ -3,8 +3,9 @@
 // Emits the training step (or, for a model without parameters, the forward
 // pass) behind the C ABI of runtime/tcc_step.h. Its body is the step lowered
 // to kernels (tcc-lower-to-kernels, the tcck dialect), which the emitter runs
-// on a copy of the module; the planned function (tcc-plan-memory's
-// `tcc.layout`) gives the frame: the tables, init and apply.
+// on a copy of the module and then reads alone: the kernel function's
+// signature and #tcc.layout give the frame (the tables, init), @apply the
+// optimizer.
 //
 // The module's #tcc.target chooses:
 //  * target "cpu": C++ that calls the reference kernels of

@@ -123,7 +123,7 @@ static FailureOr<std::string> translateModule(ModuleOp module, bool cuda) {
     return module.emitError("tcc-translate --tcck-to-cu: the module's target is not cuda; "
                             "--tcck-to-cpp translates its kernels");
   StepEmitOptions options;
-  Emitter emitter(funcs.front(), funcs.front(), target, options);
+  Emitter emitter(funcs.front(), target, options);
   return cuda ? emitter.translateCudaKernels() : emitter.translateKernels();
 }
 

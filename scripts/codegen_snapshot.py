@@ -83,6 +83,11 @@ def run_tcc(tcc, model, target, budget, keep, extra=()):
             if os.path.exists(path):
                 with open(path) as fh:
                     result[report] = json.load(fh)
+                # The host tier's default budget is the memory this machine
+                # has available now: not tcc's output.
+                host = result[report].get("host") if isinstance(result[report], dict) else None
+                if isinstance(host, dict) and "--host-budget" not in " ".join(extra):
+                    host.pop("budget_bytes", None)
         budget_to_try = None
         mem = os.path.join(tmp, "memory.json")
         if os.path.exists(mem):

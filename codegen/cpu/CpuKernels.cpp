@@ -23,10 +23,6 @@ using namespace mlir::tcc::codegen;
 /// runtime/cpu/kernels.h the planned ops used to get).
 LogicalResult Emitter::emitKernel(Operation *op) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
-  auto check = [&](const std::string &call) { os << "  if (int rc = " << call << ") return rc;\n"; };
-  auto f64 = [](Attribute a) {
-    return llvm::formatv("{0:e17}", cast<FloatAttr>(a).getValueAsDouble()).str();
-  };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<tcck::ViewOp>([&](tcck::ViewOp v) -> LogicalResult {
         define(v.getResult());
