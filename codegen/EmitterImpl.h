@@ -47,6 +47,24 @@ struct Buffer {
 
 
 
+/// What run() gathers for the step's frame from the kernel function's
+/// signature, its #tcc.layout and @apply: the tables (descriptors of the
+/// parameters, accumulators, inputs, outputs and optimizer state) and the
+/// text the ABI's functions wrap around the body.
+struct Frame {
+  LayoutAttr layout;
+  ShardsAttr shards; // ZeRO-1, or null
+  bool training = false, adam = false;
+  std::vector<std::string> params, grads, inputs, outputs, state;
+  /// Each parameter argument and its master's bytes, in kParams order.
+  SmallVector<std::pair<Value, uint64_t>> paramBytes;
+  std::string rngState; // dropout's random state's descriptor, or ""
+  int64_t rngOffset = -1;
+  std::string zero;                 // zeroes the arena's accumulators
+  std::string applyRows, shardRows; // the optimizer's rows
+  int numTrainable = 0;
+};
+
 class Emitter {
 public:
   /// `kernels`: the step lowered to kernels (tcc-lower-to-kernels). The
@@ -221,6 +239,14 @@ private:
                            const std::vector<std::string> &state,
                            const std::string &applyRows, int numTrainable,
                            const std::string &zero);
+  // The frame, in the order run() builds it (the ids of the tables' dims
+  // arrays follow it).
+  LogicalResult bindSlots(const Frame &f);
+  LogicalResult bindArguments(Frame &f);
+  LogicalResult bindResults(Frame &f);
+  LogicalResult optimizerTables(Frame &f);
+  void cudaShardTables(const Frame &f);
+  std::string assembleCpu(const Frame &f);
   std::string descriptor(StringRef name, Value v, uint64_t offset, uint64_t bytes,
                          bool onHost);
   std::string descriptor(StringRef name, Value v, uint64_t offset,

@@ -617,50 +617,42 @@ void Emitter::addKernel(const std::string &text) {
 }
 
 
-FailureOr<EmittedStep> Emitter::run() {
-  Block &block = kernelFunc.getBody().front();
-  bool training = kernelFunc.getSymName() == kMicroStepName;
-  std::vector<std::string> params, grads, inputs, outputs;
-  SmallVector<std::pair<Value, uint64_t>> paramBytes;
-  std::string rngState;
-  int64_t rngOffset = -1;
-
-  // The arena layout comes from tcc-plan-memory.
-  LayoutAttr layout = LayoutAttr::of(kernelFunc);
-  if (!layout)
-    return kernelFunc.emitError("the step emitter needs the memory plan "
-                          "(run tcc-plan-memory first)");
-  arena = layout.getArenaBytes();
+/// Each argument's slot in the arena from the memory plan: parameters,
+/// inputs, the backward seed and dropout's random state (and, for
+/// parameters in the host tier, their masters' offsets in the host buffer).
+LogicalResult Emitter::bindSlots(const Frame &f) {
+  LayoutAttr layout = f.layout;
   ArrayRef<int64_t> paramSlots = layout.getParams().asArrayRef(),
-                    inputSlots = layout.getInputs().asArrayRef(),
-                    resultSlots = layout.getResults().asArrayRef();
-  {
-    size_t p = 0, in = 0;
-    ArrayRef<int64_t> hostParamSlots;
-    if (DenseI64ArrayAttr h = layout.getHostParams())
-      hostParamSlots = h.asArrayRef();
-    for (unsigned i = 0; i < kernelFunc.getNumArguments(); ++i) {
-      if (kernelFunc.getArgAttr(i, kParamAttr) && p < hostParamSlots.size() &&
-          hostParamSlots[p] >= 0)
-        hostOffsets[kernelFunc.getArgument(i)] = hostParamSlots[p];
-      if (kernelFunc.getArgAttr(i, kSeedAttr))
-        argOffsets[kernelFunc.getArgument(i)] = layout.getSeed();
-      else if (kernelFunc.getArgAttr(i, kRngAttr) && layout.getRng() >= 0)
-        argOffsets[kernelFunc.getArgument(i)] = layout.getRng();
-      else if (kernelFunc.getArgAttr(i, kParamAttr) && p < paramSlots.size())
-        argOffsets[kernelFunc.getArgument(i)] = paramSlots[p++];
-      else if (kernelFunc.getArgAttr(i, kInputAttr) && in < inputSlots.size())
-        argOffsets[kernelFunc.getArgument(i)] = inputSlots[in++];
-      else
-        return kernelFunc.emitError("the memory plan does not match the function");
-    }
-    if (resultSlots.size() != kernelFunc.getNumResults())
+                    inputSlots = layout.getInputs().asArrayRef(), hostParamSlots;
+  if (DenseI64ArrayAttr h = layout.getHostParams())
+    hostParamSlots = h.asArrayRef();
+  size_t p = 0, in = 0;
+  for (unsigned i = 0; i < kernelFunc.getNumArguments(); ++i) {
+    Value arg = kernelFunc.getArgument(i);
+    if (kernelFunc.getArgAttr(i, kParamAttr) && p < hostParamSlots.size() && hostParamSlots[p] >= 0)
+      hostOffsets[arg] = hostParamSlots[p];
+    if (kernelFunc.getArgAttr(i, kSeedAttr))
+      argOffsets[arg] = layout.getSeed();
+    else if (kernelFunc.getArgAttr(i, kRngAttr) && layout.getRng() >= 0)
+      argOffsets[arg] = layout.getRng();
+    else if (kernelFunc.getArgAttr(i, kParamAttr) && p < paramSlots.size())
+      argOffsets[arg] = paramSlots[p++];
+    else if (kernelFunc.getArgAttr(i, kInputAttr) && in < inputSlots.size())
+      argOffsets[arg] = inputSlots[in++];
+    else
       return kernelFunc.emitError("the memory plan does not match the function");
   }
+  if (layout.getResults().size() != kernelFunc.getNumResults())
+    return kernelFunc.emitError("the memory plan does not match the function");
+  return success();
+}
 
+/// Declares each argument's buffer in the body and adds it to the tables
+/// (on CUDA, with the fp16 working copy the body reads).
+LogicalResult Emitter::bindArguments(Frame &f) {
   // Arguments: parameters, then inputs, each in its arena slot.
   os << "  char *arena = static_cast<char *>(arena_);\n";
-  ArrayRef<int64_t> shadowSlots = layout.getShadows().asArrayRef();
+  ArrayRef<int64_t> shadowSlots = f.layout.getShadows().asArrayRef();
   // The fp16 working copy of argument `arg` at arena offset `at`, declared
   // in the body.
   auto shadowBuffer = [&](Value arg, int64_t at) {
@@ -683,25 +675,25 @@ FailureOr<EmittedStep> Emitter::run() {
         return kernelFunc.emitError("parameter ")
                << n << " keeps its master weights in host memory but has no fp16 working copy";
       uint64_t bytes = tensor(arg).getNumElements() * 4; // fp32 masters
-      params.push_back(descriptor(n.getValue(), arg, host->second, bytes, /*onHost=*/true));
+      f.params.push_back(descriptor(n.getValue(), arg, host->second, bytes, /*onHost=*/true));
       step.params.push_back(n.getValue().str());
-      paramBytes.push_back({arg, bytes});
+      f.paramBytes.push_back({arg, bytes});
       buffers[arg] = shadowBuffer(arg, shadowSlots[i]);
       shadowOffsets[arg] = shadowSlots[i];
       continue;
     }
     const Buffer &b = define(arg);
     if (auto n = kernelFunc.getArgAttrOfType<StringAttr>(i, kParamAttr)) {
-      params.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
+      f.params.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
       step.params.push_back(n.getValue().str());
-      paramBytes.push_back({arg, b.bytes});
+      f.paramBytes.push_back({arg, b.bytes});
     } else if (auto n = kernelFunc.getArgAttrOfType<StringAttr>(i, kInputAttr)) {
-      inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
+      f.inputs.push_back(descriptor(n.getValue(), arg, b.offset, b.bytes));
     } else if (kernelFunc.getArgAttr(i, kRngAttr)) {
       // Dropout's random state: checkpointed with the optimizer state,
       // zeroed by init, advanced after every micro-step (below).
-      rngState = descriptor(TCC_STEP_DROPOUT_STATE, arg, b.offset, b.bytes);
-      rngOffset = b.offset;
+      f.rngState = descriptor(TCC_STEP_DROPOUT_STATE, arg, b.offset, b.bytes);
+      f.rngOffset = b.offset;
     } else if (kernelFunc.getArgAttr(i, kSeedAttr)) {
       // The backward pass starts from d(loss) = grad_scale: the kernel IR's
       // tcck.seed.
@@ -727,22 +719,20 @@ FailureOr<EmittedStep> Emitter::run() {
       shadowOffsets[arg] = sb.offset;
     }
   }
-  // A mark after each op that runs code times it for tcc-run --trace (and
-  // TCC_CUDA_PROFILE=1): mark k ends op k-1 of the op table, mark 0 starts
-  // the body. CUDA records an event on the step's stream; the CPU step calls
-  // the runtime's hook, if one is set. The lowering placed the marks, the
-  // accumulations, the stores, and on CUDA the copies to host accumulators
-  // and the all-reduce's hand-offs.
-  os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
-  for (Operation &op : kernelFunc.getBody().front().without_terminator())
-    if (failed(cuda ? emitCudaKernel(&op) : emitKernel(&op)))
-      return failure();
-  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  return success();
+}
+
+/// The results: the outputs' slots and the accumulators the step zeroes
+/// (the body's kernel IR stores and accumulates into them); each
+/// parameter's accumulator; init's zeroing of dropout's random state.
+LogicalResult Emitter::bindResults(Frame &f) {
+  auto ret = cast<func::ReturnOp>(kernelFunc.getBody().front().getTerminator());
+  ArrayRef<int64_t> resultSlots = f.layout.getResults().asArrayRef();
   // Accumulators in host memory (#tcc.tiers host_grads): by parameter name,
   // their offsets in the host buffer (the micro-step copies each gradient
   // down, tcck.host_accumulate; the fixed half adds the copies in).
   llvm::StringMap<int64_t> hostGradOffset;
-  if (DenseI64ArrayAttr hg = layout.getHostGrads()) {
+  if (DenseI64ArrayAttr hg = f.layout.getHostGrads()) {
     int64_t p = 0;
     for (unsigned a = 0; a < kernelFunc.getNumArguments(); ++a)
       if (auto n = kernelFunc.getArgAttrOfType<StringAttr>(a, kParamAttr)) {
@@ -757,8 +747,7 @@ FailureOr<EmittedStep> Emitter::run() {
   // Results: the outputs' slots and the accumulators the step zeroes (the
   // body's kernel IR stores and accumulates into them).
   llvm::StringMap<uint64_t> gradOffsets;
-  std::string zero;
-  llvm::raw_string_ostream zo(zero);
+  llvm::raw_string_ostream zo(f.zero);
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
     Value v = ret.getOperand(i);
     auto t = tensor(v);
@@ -781,42 +770,47 @@ FailureOr<EmittedStep> Emitter::run() {
       continue;
     }
     auto n = kernelFunc.getResultAttrOfType<StringAttr>(i, kOutputAttr);
-    outputs.push_back(descriptor(n ? n.getValue() : "output", v, offset, bytes));
+    f.outputs.push_back(descriptor(n ? n.getValue() : "output", v, offset, bytes));
   }
-  for (auto &[arg, bytes] : paramBytes) {
+  for (auto &[arg, bytes] : f.paramBytes) {
     unsigned idx = cast<BlockArgument>(arg).getArgNumber();
     StringRef name = kernelFunc.getArgAttrOfType<StringAttr>(idx, kParamAttr).getValue();
     auto it = gradOffsets.find(name);
     if (it == gradOffsets.end())
-      grads.push_back(descriptor(name, arg, 0, 0)); // frozen: no accumulator
+      f.grads.push_back(descriptor(name, arg, 0, 0)); // frozen: no accumulator
     else
-      grads.push_back(descriptor(name, arg, it->second, bytes, hostGradOffset.count(name) > 0));
+      f.grads.push_back(descriptor(name, arg, it->second, bytes, hostGradOffset.count(name) > 0));
   }
 
   // init zeroes dropout's random state (the kernel IR advances it after
   // each micro-step).
-  if (rngOffset >= 0) {
+  if (f.rngOffset >= 0) {
     if (cuda) {
-      rngInit = "  cudaMemsetAsync(arena + " + std::to_string(rngOffset) +
+      rngInit = "  cudaMemsetAsync(arena + " + std::to_string(f.rngOffset) +
                 "ULL, 0, 16, stream());\n";
     } else {
-      rngInit = "  std::memset(arena + " + std::to_string(rngOffset) + "ULL, 0, 16);\n";
+      rngInit = "  std::memset(arena + " + std::to_string(f.rngOffset) + "ULL, 0, 16);\n";
     }
   }
 
+  return success();
+}
+
+/// The optimizer's tables from the kernel IR's @apply: one row per
+/// tcck.update (the state tensors' descriptors too), or, for ZeRO-1, one per
+/// tcck.shard_update and one chunk per state kind.
+LogicalResult Emitter::optimizerTables(Frame &f) {
   // The optimizer: one row per tcck.update of the kernel IR's @apply, which
   // `apply` walks (AdamW's two state tensors, SGD's momentum); for ZeRO-1
   // (#tcc.shards), one per tcck.shard_update, where each parameter lies in
   // the flat space (and, on CUDA, where its fp16 working copy is).
-  std::vector<std::string> state;
-  std::string applyRows, shardRows;
-  llvm::raw_string_ostream ar(applyRows), sr(shardRows);
-  bool adam = options.optimizer == "adamw";
+  llvm::raw_string_ostream ar(f.applyRows), sr(f.shardRows);
+  const bool adam = f.adam;
   size_t perParam = adam ? 2 : 1;
-  int numTrainable = 0;
-  ShardsAttr shards = layout.getShards();
-  func::FuncOp applyFunc = training ? applyFunction(kernelFunc) : nullptr;
-  if (training && !applyFunc)
+  ShardsAttr shards = f.shards;
+  std::vector<std::string> &state = f.state;
+  func::FuncOp applyFunc = f.training ? applyFunction(kernelFunc) : nullptr;
+  if (f.training && !applyFunc)
     return kernelFunc.emitError("the step needs its optimizer in kernel IR (@apply, from "
                           "tcc-lower-to-kernels)");
   auto offsetOf = [](Value v) -> int64_t {
@@ -826,8 +820,9 @@ FailureOr<EmittedStep> Emitter::run() {
   };
   auto halfOf = [&](Value h) { return h ? std::to_string(offsetOf(h)) : std::string("~0"); };
   auto elements = [](Value v) { return cast<MemRefType>(v.getType()).getNumElements(); };
+  Block &none = kernelFunc.getBody().front();
   for (Operation &op : applyFunc ? applyFunc.getBody().front().without_terminator()
-                                 : llvm::iterator_range<Block::iterator>(block.end(), block.end())) {
+                                 : llvm::iterator_range<Block::iterator>(none.end(), none.end())) {
     if (isa<tcck::ViewOp, tcck::HostViewOp>(op))
       continue; // read through the updates' operands
     auto up = dyn_cast<tcck::UpdateOp>(op);
@@ -835,12 +830,12 @@ FailureOr<EmittedStep> Emitter::run() {
     if (!up && !su)
       return op.emitError("the step emitter does not know this op of the optimizer's @apply");
     int64_t param = up ? up.getParam() : su.getParam();
-    if (param >= static_cast<int64_t>(paramBytes.size()))
-      return op.emitError("names parameter ") << param << "; the step has " << paramBytes.size();
+    if (param >= static_cast<int64_t>(f.paramBytes.size()))
+      return op.emitError("names parameter ") << param << "; the step has " << f.paramBytes.size();
     if (!su != !shards)
       return op.emitError(shards ? "updates a whole parameter of a sharded (ZeRO-1) step"
                                  : "updates a shard of a step whose state is not sharded");
-    auto [arg, bytes] = paramBytes[param];
+    auto [arg, bytes] = f.paramBytes[param];
     if (su) {
       int64_t flat = su.getFlat(), n = elements(su.getMaster());
       if (flat + n > shards.getFlatElems())
@@ -850,7 +845,7 @@ FailureOr<EmittedStep> Emitter::run() {
       if (cuda)
         sr << halfOf(su.getHalf()) << "ULL, ";
       sr << flat << "LL, " << n << "LL},\n";
-      ++numTrainable;
+      ++f.numTrainable;
       continue;
     }
     if (up.getState().size() != perParam)
@@ -869,7 +864,7 @@ FailureOr<EmittedStep> Emitter::run() {
     if (cuda)
       ar << ", " << (up.gradOnHost() ? 2 : onHost ? 1 : 0);
     ar << "},\n";
-    ++numTrainable;
+    ++f.numTrainable;
   }
   if (shards) {
     // One chunk per state kind: this rank's part, different on every rank.
@@ -889,31 +884,30 @@ FailureOr<EmittedStep> Emitter::run() {
     if (adam)
       state.push_back(chunkDesc("exp_avg_sq", chunks[1]));
   }
-  if (!rngState.empty())
-    state.push_back(rngState);
+  if (!f.rngState.empty())
+    state.push_back(f.rngState);
 
-  if (cuda) {
-    if (shards) {
-      ArrayRef<int64_t> chunks = shards.getState().asArrayRef();
-      llvm::raw_string_ostream t(cudaShards);
-      t << "// ZeRO-1: the flat spaces, and where each trainable parameter lies in them.\n"
-        << "static const tcc_shard_info kShards = {" << shards.getRanks() << ", TCC_DTYPE_F32, "
-        << shards.getFlatElems() << "ULL, " << shards.getChunkElems() << "ULL, "
-        << shards.getParams() << "ULL, " << shards.getGrads() << "ULL, " << shards.getShardGrads()
-        << "ULL};\n"
-        << "static const ShardRow kShardRows[] = {\n" << shardRows
-        << (numTrainable ? "" : "    {0, 0, 0, 0, 0},\n") << "};\n";
-      cudaShardDesc = llvm::formatv("&kShards, kShardRows, {0}, {1}ULL, {2}ULL", numTrainable,
-                                    chunks[0], adam ? chunks[1] : 0);
-    }
-    step.source = assembleCuda(training, params, grads, inputs, outputs, state,
-                               applyRows, shards ? 0 : numTrainable, zero);
-    step.target = "cuda";
-    step.arenaBytes = arena;
-    return std::move(step);
-  }
+  return success();
+}
 
-  // Assemble the source.
+/// CUDA, ZeRO-1: the flat spaces' table and each trainable parameter's
+/// place in them, and their part of the StepDesc.
+void Emitter::cudaShardTables(const Frame &f) {
+  ArrayRef<int64_t> chunks = f.shards.getState().asArrayRef();
+  llvm::raw_string_ostream t(cudaShards);
+  t << "// ZeRO-1: the flat spaces, and where each trainable parameter lies in them.\n"
+    << "static const tcc_shard_info kShards = {" << f.shards.getRanks() << ", TCC_DTYPE_F32, "
+    << f.shards.getFlatElems() << "ULL, " << f.shards.getChunkElems() << "ULL, "
+    << f.shards.getParams() << "ULL, " << f.shards.getGrads() << "ULL, " << f.shards.getShardGrads()
+    << "ULL};\n"
+    << "static const ShardRow kShardRows[] = {\n" << f.shardRows
+    << (f.numTrainable ? "" : "    {0, 0, 0, 0, 0},\n") << "};\n";
+  cudaShardDesc = llvm::formatv("&kShards, kShardRows, {0}, {1}ULL, {2}ULL", f.numTrainable,
+                                chunks[0], f.adam ? chunks[1] : 0);
+}
+
+/// The CPU step's source: the tables, the ABI's functions around the body.
+std::string Emitter::assembleCpu(const Frame &f) {
   std::string src;
   llvm::raw_string_ostream s(src);
   s << "// Generated by tcc for " << options.modelName
@@ -928,20 +922,20 @@ FailureOr<EmittedStep> Emitter::run() {
     << "#define TCC_MARK(k) do { if (__builtin_expect(g_trace_hook != nullptr, 0)) "
        "g_trace_hook(g_trace_ctx, (k), -1.0); } while (0)\n\n"
     << globals << "\n";
-  writeTables(s, params, grads, inputs, outputs, state, opLabels, opLive);
+  writeTables(s, f.params, f.grads, f.inputs, f.outputs, f.state, opLabels, opLive);
   s << "struct ApplyRow { int param; uint64_t p, g, s0, s1; int64_t n; };\n"
-    << "static const ApplyRow kApply[] = {\n" << applyRows
-    << (applyRows.empty() ? "    {0, 0, 0, 0, 0, 0},\n" : "") << "};\n"
-    << "static const int kNumApply = " << (shards ? 0 : numTrainable) << ";\n";
-  std::string optimizer = training ? options.optimizer : "";
+    << "static const ApplyRow kApply[] = {\n" << f.applyRows
+    << (f.applyRows.empty() ? "    {0, 0, 0, 0, 0, 0},\n" : "") << "};\n"
+    << "static const int kNumApply = " << (f.shards ? 0 : f.numTrainable) << ";\n";
+  std::string optimizer = f.training ? options.optimizer : "";
   s << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
     << cstring(options.modelName) << ", " << cstring(options.modelPath)
-    << ", \"cpu\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
-    << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
-    << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
-    << state.size() << ", kState, " << options.memBudget << "ULL, 0, "
+    << ", \"cpu\", " << arena << "ULL, " << (f.training ? 1 : 0) << ", "
+    << f.params.size() << ", kParams, kGrads, " << f.inputs.size() << ", kInputs, "
+    << f.outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
+    << f.state.size() << ", kState, " << options.memBudget << "ULL, 0, "
     << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
-    << layout.getHostBytes() << "ULL};\n\n"
+    << f.layout.getHostBytes() << "ULL};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
@@ -951,7 +945,7 @@ FailureOr<EmittedStep> Emitter::run() {
     << "TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {\n"
     << "  g_trace_hook = hook;\n  g_trace_ctx = ctx;\n  return 0;\n}\n\n"
     << "TCC_EXPORT int tcc_step_zero_grads(void *arena_) {\n"
-    << "  char *arena = static_cast<char *>(arena_);\n  (void)arena;\n" << zero
+    << "  char *arena = static_cast<char *>(arena_);\n  (void)arena;\n" << f.zero
     << "  return 0;\n}\n\n"
     << "TCC_EXPORT int tcc_step_init(void *arena_) {\n"
     << "  char *arena = static_cast<char *>(arena_);\n  uint64_t at = 0;\n"
@@ -965,7 +959,7 @@ FailureOr<EmittedStep> Emitter::run() {
     << "TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {\n"
     << "  char *arena = static_cast<char *>(arena_);\n"
     << "  if (!kInfo.has_backward) return 3;\n"
-    << (shards ? "  // Sharded (ZeRO-1): tcc_step_shard_apply updates this rank's chunk.\n"
+    << (f.shards ? "  // Sharded (ZeRO-1): tcc_step_shard_apply updates this rank's chunk.\n"
                  "  return 7;\n"
                : "")
     << "  double sq = 0.0;\n"
@@ -985,7 +979,7 @@ FailureOr<EmittedStep> Emitter::run() {
     << "    const ApplyRow &r = kApply[i];\n"
     << "    double wd = (a->decay && !a->decay[r.param]) ? 0.0 : a->weight_decay;\n"
     << "    F *p = (F *)(arena + r.p), *g = (F *)(arena + r.g);\n"
-    << (adam ? "    adamw_update(p, g, (F *)(arena + r.s0), (F *)(arena + r.s1), r.n, "
+    << (f.adam ? "    adamw_update(p, g, (F *)(arena + r.s0), (F *)(arena + r.s1), r.n, "
                "a->lr, a->beta1, a->beta2, a->eps, wd, a->step, clip);\n"
              : "    sgd_update(p, g, (F *)(arena + r.s0), r.n, a->lr, a->momentum, "
                "wd, a->nesterov != 0, a->step, clip);\n")
@@ -994,9 +988,45 @@ FailureOr<EmittedStep> Emitter::run() {
     << "TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {\n"
     << "  (void)grad_scale;\n"
     << body << "  return 0;\n}\n";
-  if (shards)
-    s << cpu::shardedApply(shards, shardRows, numTrainable, adam);
-  step.source = std::move(src);
+  if (f.shards)
+    s << cpu::shardedApply(f.shards, f.shardRows, f.numTrainable, f.adam);
+  return src;
+}
+
+FailureOr<EmittedStep> Emitter::run() {
+  Frame f;
+  f.training = kernelFunc.getSymName() == kMicroStepName;
+  // The arena layout comes from tcc-plan-memory.
+  f.layout = LayoutAttr::of(kernelFunc);
+  if (!f.layout)
+    return kernelFunc.emitError("the step emitter needs the memory plan "
+                                "(run tcc-plan-memory first)");
+  f.shards = f.layout.getShards();
+  f.adam = options.optimizer == "adamw";
+  arena = f.layout.getArenaBytes();
+  if (failed(bindSlots(f)) || failed(bindArguments(f)))
+    return failure();
+  // A mark after each op that runs code times it for tcc-run --trace (and
+  // TCC_CUDA_PROFILE=1): mark k ends op k-1 of the op table, mark 0 starts
+  // the body. CUDA records an event on the step's stream; the CPU step calls
+  // the runtime's hook, if one is set. The lowering placed the marks, the
+  // accumulations, the stores, and on CUDA the copies to host accumulators
+  // and the all-reduce's hand-offs.
+  os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
+  for (Operation &op : kernelFunc.getBody().front().without_terminator())
+    if (failed(cuda ? emitCudaKernel(&op) : emitKernel(&op)))
+      return failure();
+  if (failed(bindResults(f)) || failed(optimizerTables(f)))
+    return failure();
+  if (cuda) {
+    if (f.shards)
+      cudaShardTables(f);
+    step.source = assembleCuda(f.training, f.params, f.grads, f.inputs, f.outputs, f.state,
+                               f.applyRows, f.shards ? 0 : f.numTrainable, f.zero);
+    step.target = "cuda";
+  } else {
+    step.source = assembleCpu(f);
+  }
   step.arenaBytes = arena;
   return std::move(step);
 }
