@@ -944,7 +944,78 @@ private:
     for (unsigned i = 0; i < func.getNumArguments(); ++i)
       if (func.getArgAttr(i, kSeedAttr))
         b.create<tcck::SeedOp>(func.getLoc(), func.getArgument(i));
+    if (plan.cuda)
+      placeHostAwaits(func, layout);
     return success();
+  }
+
+  /// CUDA, master weights in host memory (#tcc.tiers): the host update of
+  /// the last optimizer step may still run when the micro-step starts. Each
+  /// such parameter's first reader waits for its new fp16 copy
+  /// (tcck.await_weights); the first op that touches a gradient accumulator
+  /// waits for the whole update (tcck.await_update), which reads and zeroes
+  /// them.
+  static void placeHostAwaits(func::FuncOp func, LayoutAttr layout) {
+    DenseI64ArrayAttr hostParams = layout.getHostParams();
+    if (!hostParams || llvm::none_of(hostParams.asArrayRef(), [](int64_t o) { return o >= 0; }))
+      return;
+    Block &block = func.getBody().front();
+    OpBuilder b(func.getContext());
+    int64_t p = 0;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+      if (!name)
+        continue;
+      int64_t index = p++;
+      if (index >= hostParams.size() || hostParams[index] < 0)
+        continue;
+      Operation *first = nullptr;
+      for (Operation *user : func.getArgument(i).getUsers())
+        if (Operation *top = block.findAncestorOpInBlock(*user))
+          if (!first || top->isBeforeInBlock(first))
+            first = top;
+      if (!first)
+        continue; // not read: nothing waits for it
+      b.setInsertionPoint(first);
+      b.create<tcck::AwaitWeightsOp>(first->getLoc(), name, index);
+    }
+    // The accumulators' bytes in the arena (fp32, one per trainable
+    // parameter with a slot).
+    SmallVector<std::pair<int64_t, int64_t>> accumulators;
+    if (DenseI64ArrayAttr grads = layout.getGrads()) {
+      int64_t k = 0;
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        if (!func.getArgAttr(i, kParamAttr))
+          continue;
+        int64_t at = k < grads.size() ? grads[k] : -1;
+        ++k;
+        if (at >= 0)
+          accumulators.push_back(
+              {at, at + 4 * cast<MemRefType>(func.getArgument(i).getType()).getNumElements()});
+      }
+    }
+    auto touches = [&](Operation &op) {
+      if (isa<tcck::AccumulateOp, tcck::HostAccumulateOp, tcck::GradReadyOp>(op))
+        return true;
+      for (Value v : op.getOperands())
+        if (auto view = v.getDefiningOp<tcck::ViewOp>()) {
+          auto t = cast<MemRefType>(view.getType());
+          int64_t begin = view.getOffset(),
+                  end = begin + t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+          for (auto [a, z] : accumulators)
+            if (begin < z && a < end)
+              return true;
+        }
+      return false;
+    };
+    for (Operation &op : block.without_terminator())
+      if (!isa<tcck::ViewOp, tcck::AwaitWeightsOp>(op) && touches(op)) {
+        b.setInsertionPoint(&op);
+        b.create<tcck::AwaitUpdateOp>(op.getLoc());
+        return;
+      }
+    b.setInsertionPoint(block.getTerminator());
+    b.create<tcck::AwaitUpdateOp>(func.getLoc());
   }
 };
 

@@ -156,6 +156,14 @@ LogicalResult Emitter::emitCudaKernel(Operation *op) {
         os << "  host_grad_wait(" << w.getCopy() << ");\n";
         return success();
       })
+      .Case<tcck::AwaitWeightsOp>([&](tcck::AwaitWeightsOp w) -> LogicalResult {
+        os << "  host_await(" << w.getParam() << "); // " << w.getName() << "\n";
+        return success();
+      })
+      .Case<tcck::AwaitUpdateOp>([&](tcck::AwaitUpdateOp) -> LogicalResult {
+        os << "  host_await_all();\n";
+        return success();
+      })
       .Case<tcck::GradReadyOp>([&](tcck::GradReadyOp r) -> LogicalResult {
         os << "  grad_ready((float *)(arena + " << r.getSlot() << "ULL), " << r.getElements()
            << "LL);\n";

@@ -234,6 +234,34 @@ def Tcck_WaitHostCopyOp : Tcck_Op<"wait_host_copy"> {
   let assemblyFormat = "$copy attr-dict";
 }
 
+def Tcck_AwaitWeightsOp : Tcck_Op<"await_weights"> {
+  let summary = "The step's stream waits for a parameter's new fp16 copy from the host update (CUDA, offload)";
+  let description = [{
+    The optimizer update of the parameters whose masters live in host
+    memory (`#tcc.tiers`) may still run on the host when the next
+    micro-step starts: it goes on, parameter by parameter, while the device
+    runs the micro-step's first kernels. Placed by tcc-lower-to-kernels
+    before the first op that reads parameter `param`'s fp16 working copy:
+    the update runs at least as far as that parameter, and the step's
+    stream waits for its upload. Does nothing when no update is in flight.
+
+        tcck.await_weights "wte" param 0
+  }];
+  let arguments = (ins StrAttr:$name, ConfinedAttr<I64Attr, [IntNonNegative]>:$param);
+  let assemblyFormat = "$name `param` $param attr-dict";
+}
+
+def Tcck_AwaitUpdateOp : Tcck_Op<"await_update"> {
+  let summary = "The step's stream waits for the whole host update (CUDA, offload)";
+  let description = [{
+    Placed by tcc-lower-to-kernels before the first op that touches a
+    gradient accumulator (the update reads and zeroes them): the host
+    update in flight, if any, runs to its end, and the step's stream waits
+    for its last copies.
+  }];
+  let assemblyFormat = "attr-dict";
+}
+
 def Tcck_GradReadyOp : Tcck_Op<"grad_ready"> {
   let summary = "Hands a finished gradient accumulator to the data-parallel all-reduce (CUDA)";
   let description = [{

@@ -20,7 +20,12 @@
 //                sent[s]  (up, after the fp16 chunk left the slot): the host
 //                          waits on it before writing the slot again.
 //              The device update of the other parameters runs meanwhile on
-//              the step's stream.
+//              the step's stream. begin() starts it and returns; the next
+//              micro-step, run op by op, goes on with it row by row
+//              (await_row, await_all: tcck.await_weights and
+//              tcck.await_update), so the host updates the later rows while
+//              the device runs the first kernels; settle() (any reader of
+//              the host buffer, through join()) finishes it.
 //   copy_grad(), wait_grad(), accumulate()
 //              with accumulators on the host (tcc --offload=all): the
 //              micro-step copies each gradient down on `down` as its op is
@@ -45,6 +50,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -87,10 +93,13 @@ struct HostTier {
   std::vector<HostGradCopy> copies;
   bool copies_pending = false; // copies queued since the last accumulate()
   std::thread adder;           // adds the last micro-step's copies (no CUDA calls)
+  cudaEvent_t drained_down = nullptr, drained_up = nullptr; // await_all()
 
-  /// Waits for the adder: before anything reads the accumulators or
+  /// Ends an update in flight (settle()) and waits for the adder: before
+  /// anything reads the masters, the state or the accumulators, or
   /// overwrites the staging.
   void join() {
+    settle();
     if (adder.joinable())
       adder.join();
   }
@@ -113,7 +122,9 @@ struct HostTier {
       threads = std::max(1, std::atoi(t));
     if ((e = cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess)
+        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&drained_down, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&drained_up, cudaEventDisableTiming)) != cudaSuccess)
       return e;
     for (int s = 0; s < 2; ++s)
       if ((e = cudaEventCreateWithFlags(&got[s], cudaEventDisableTiming)) != cudaSuccess ||
@@ -252,8 +263,10 @@ struct HostTier {
     }
     copies.clear();
     copies_pending = false;
-    if (ready)
-      cudaEventDestroy(ready);
+    for (cudaEvent_t ev : {ready, drained_down, drained_up})
+      if (ev)
+        cudaEventDestroy(ev);
+    drained_down = drained_up = nullptr;
     if (down)
       cudaStreamDestroy(down);
     if (up)
@@ -284,8 +297,9 @@ struct HostTier {
   /// The fp16 working copies from the masters, on the `up` stream; returns
   /// once they are on the device.
   cudaError_t refresh() {
+    join();
     const std::vector<Chunk> cs = chunks();
-    cudaError_t e = cudaSuccess;
+    cudaError_t e = up ? cudaStreamSynchronize(up) : cudaSuccess; // the staging's last uploads
     for (size_t k = 0; k < cs.size() && e == cudaSuccess; ++k) {
       const int s = static_cast<int>(k % 2);
       const HostRow &r = rows[cs[k].row];
@@ -332,38 +346,123 @@ struct HostTier {
 
   /// The optimizer step of every host row, its gradient downloads ordered by
   /// after(); `body(t)` updates one chunk (tcc::host::adamw or sgd with the
-  /// step's constants). Returns once the new fp16 weights are on the device
-  /// and the device accumulators are zeroed.
-  template <class Body> cudaError_t update(Body body) {
+  /// step's constants). begin() starts it: it queues the first downloads
+  /// and returns. The chunks are then updated, in row order, by
+  /// await_row() and await_all() from the next micro-step (which waits on
+  /// the device for what it reads: the update overlaps its first kernels),
+  /// or by settle(), which every reader of the host buffer calls (join()).
+  /// update() is begin() and settle(): it returns once the new fp16 weights
+  /// are on the device and the device accumulators are zeroed.
+  template <class Body> cudaError_t begin(Body body) {
     join();
-    const std::vector<Chunk> cs = chunks();
-    cudaError_t e;
-    for (size_t k = 0; k < cs.size() && k < 2; ++k)
-      if ((e = fetch(cs[k], static_cast<int>(k))) != cudaSuccess)
-        return e;
-    for (size_t k = 0; k < cs.size(); ++k) {
-      const int s = static_cast<int>(k % 2);
-      const HostRow &r = rows[cs[k].row];
-      if ((e = cudaEventSynchronize(got[s])) != cudaSuccess)
-        return e;
-      if (k >= 2 && (e = cudaEventSynchronize(sent[s])) != cudaSuccess)
-        return e;
-      const int64_t b = cs[k].begin;
-      tcc::host::OptTensor t{r.p + b, r.grad_on_host ? r.g + b : grads[s], r.s0 ? r.s0 + b : nullptr,
-                             r.s1 ? r.s1 + b : nullptr, halves[s], cs[k].n, r.weight_decay};
-      body(t);
-      if ((e = cudaMemcpyAsync(r.p16 + b, halves[s], sizeof(uint16_t) * cs[k].n, cudaMemcpyHostToDevice, up)) !=
-              cudaSuccess ||
-          (e = cudaEventRecord(sent[s], up)) != cudaSuccess)
-        return e;
-      // The slot's gradients are consumed: fetch chunk k+2 into it.
-      if (k + 2 < cs.size() && (e = fetch(cs[k + 2], s)) != cudaSuccess)
-        return e;
-    }
-    if ((e = cudaStreamSynchronize(down)) != cudaSuccess)
-      return e;
-    return cudaStreamSynchronize(up);
+    todo_ = chunks();
+    row_end_.assign(rows.size(), 0);
+    for (size_t k = 0; k < todo_.size(); ++k)
+      row_end_[static_cast<size_t>(todo_[k].row)] = k + 1;
+    next_ = 0;
+    body_ = std::move(body);
+    status_ = cudaSuccess;
+    // The last update's uploads may still read the fp16 staging.
+    cudaError_t e = cudaStreamSynchronize(up);
+    for (size_t k = 0; e == cudaSuccess && k < todo_.size() && k < 2; ++k)
+      e = fetch(todo_[k], static_cast<int>(k));
+    in_flight_ = e == cudaSuccess && !todo_.empty();
+    return e;
   }
+  template <class Body> cudaError_t update(Body body) {
+    if (cudaError_t e = begin(std::move(body)))
+      return e;
+    return settle();
+  }
+  bool in_flight() const { return in_flight_; }
+  /// Chunks updated, and of them those updated by await_row() or
+  /// await_all() (while the next micro-step was being queued).
+  uint64_t updated_chunks = 0, overlapped_chunks = 0;
+
+  /// Updates chunks until row `row` (an index of `rows`) is done, and makes
+  /// `compute` wait for its fp16 copy (and every upload before it).
+  cudaError_t await_row(int row, cudaStream_t compute) {
+    if (!in_flight_ || row < 0 || static_cast<size_t>(row) >= row_end_.size())
+      return status_;
+    while (status_ == cudaSuccess && next_ < row_end_[static_cast<size_t>(row)]) {
+      status_ = step_one();
+      ++overlapped_chunks;
+    }
+    if (status_ == cudaSuccess && next_ > 0)
+      status_ = cudaStreamWaitEvent(compute, sent[(next_ - 1) % 2], 0);
+    return status_;
+  }
+
+  /// Updates every chunk left and makes `compute` wait for the last
+  /// downloads (the accumulators zeroed) and uploads; the update is then
+  /// no longer in flight.
+  cudaError_t await_all(cudaStream_t compute) {
+    if (!in_flight_)
+      return status_;
+    while (status_ == cudaSuccess && next_ < todo_.size()) {
+      status_ = step_one();
+      ++overlapped_chunks;
+    }
+    in_flight_ = false;
+    // Every download is done (each chunk waited for its own); the waits
+    // keep the order on the device explicit, and cover the uploads of
+    // parameters the micro-step did not await.
+    cudaError_t &e = status_;
+    if (e == cudaSuccess && (e = cudaEventRecord(drained_down, down)) == cudaSuccess &&
+        (e = cudaStreamWaitEvent(compute, drained_down, 0)) == cudaSuccess &&
+        (e = cudaEventRecord(drained_up, up)) == cudaSuccess)
+      e = cudaStreamWaitEvent(compute, drained_up, 0);
+    return e;
+  }
+
+  /// Updates every chunk left and waits on the host for the copies.
+  cudaError_t settle() {
+    if (!in_flight_)
+      return status_;
+    while (status_ == cudaSuccess && next_ < todo_.size())
+      status_ = step_one();
+    in_flight_ = false;
+    if (status_ == cudaSuccess)
+      status_ = cudaStreamSynchronize(down);
+    if (status_ == cudaSuccess)
+      status_ = cudaStreamSynchronize(up);
+    return status_;
+  }
+
+private:
+  /// Chunk next_: waits for its gradients (slot s), for the slot's last
+  /// upload, updates it on the host, uploads its fp16 weights, and fetches
+  /// chunk next_+2 into the slot.
+  cudaError_t step_one() {
+    const size_t k = next_++;
+    ++updated_chunks;
+    const int s = static_cast<int>(k % 2);
+    const HostRow &r = rows[static_cast<size_t>(todo_[k].row)];
+    cudaError_t e;
+    if ((e = cudaEventSynchronize(got[s])) != cudaSuccess)
+      return e;
+    if (k >= 2 && (e = cudaEventSynchronize(sent[s])) != cudaSuccess)
+      return e;
+    const int64_t b = todo_[k].begin;
+    tcc::host::OptTensor t{r.p + b, r.grad_on_host ? r.g + b : grads[s], r.s0 ? r.s0 + b : nullptr,
+                           r.s1 ? r.s1 + b : nullptr, halves[s], todo_[k].n, r.weight_decay};
+    body_(t);
+    if ((e = cudaMemcpyAsync(r.p16 + b, halves[s], sizeof(uint16_t) * todo_[k].n, cudaMemcpyHostToDevice, up)) !=
+            cudaSuccess ||
+        (e = cudaEventRecord(sent[s], up)) != cudaSuccess)
+      return e;
+    // The slot's gradients are consumed: fetch chunk k+2 into it.
+    if (k + 2 < todo_.size() && (e = fetch(todo_[k + 2], s)) != cudaSuccess)
+      return e;
+    return cudaSuccess;
+  }
+
+  std::vector<Chunk> todo_;    // the update in flight's chunks
+  std::vector<size_t> row_end_; // per row: one past its last chunk in todo_
+  size_t next_ = 0;            // the next chunk to update
+  std::function<void(const tcc::host::OptTensor &)> body_;
+  bool in_flight_ = false;
+  cudaError_t status_ = cudaSuccess; // the update's first failure
 };
 
 } // namespace tcc::cuda::host

@@ -221,7 +221,9 @@ int launch_graph() {
 }
 
 int run_micro_step(void *arena_) {
-  if (g_graph_mode == 0 || g_hook || g_graph_calls++ == 0)
+  // A host update in flight goes on while the body runs op by op (its
+  // tcck.await_weights); apply starts one only when the body runs so.
+  if (g_graph_mode == 0 || g_hook || g_graph_calls++ == 0 || g_host.in_flight())
     return desc().micro_step_body(arena_);
   if (g_graph && g_graph_arena == arena_)
     return launch_graph();
@@ -262,6 +264,22 @@ void host_grad_copy(int k, const void *src) {
                  cudaGetErrorString(e));
 }
 void host_grad_wait(int k) { g_host.wait_grad(k, stream()); }
+void host_await(int param) {
+  if (!g_host.in_flight())
+    return;
+  for (size_t r = 0; r < g_host.rows.size(); ++r)
+    if (g_host.rows[r].param == param) {
+      if (cudaError_t e = g_host.await_row(static_cast<int>(r), stream()))
+        std::fprintf(stderr, "tcc step: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+      return;
+    }
+}
+void host_await_all() {
+  if (!g_host.in_flight())
+    return;
+  if (cudaError_t e = g_host.await_all(stream()))
+    std::fprintf(stderr, "tcc step: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+}
 void grad_ready(float *acc, int64_t n) { g_comm.ready(acc, n, stream()); }
 
 int gemm_failed() {
@@ -420,6 +438,12 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   g_hook = nullptr;
   g_prof = 0;
   g_staging.close();
+  g_host.join(); // the last update, if it still runs
+  // TCC_HOST_TIER_STATS=1: how much of the host update overlapped the
+  // next micro-step (the tests check it ran that way).
+  if (const char *st = std::getenv("TCC_HOST_TIER_STATS"); st && std::strcmp(st, "1") == 0 && g_host.active())
+    std::fprintf(stderr, "tcc step: host update: %llu chunks updated, %llu of them while the next micro-step was queued\n",
+                 (unsigned long long)g_host.updated_chunks, (unsigned long long)g_host.overlapped_chunks);
   g_host.close();
   g_host_dirty = false;
   for (void *t : {(void *)g_table, (void *)g_chunks, (void *)g_norm_table, (void *)g_norm_chunks})
@@ -450,6 +474,7 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
 
 TCC_EXPORT int tcc_step_copy_in(void *arena, uint64_t offset, const void *src, uint64_t bytes, char *err,
                                 uint64_t err_len) {
+  g_host.join(); // a host update in flight writes the fp16 copies
   const tcc_step_info &info = *desc().info;
   if (offset > info.arena_bytes || bytes > info.arena_bytes - offset) {
     std::snprintf(err, err_len, "copy outside the arena");
@@ -519,6 +544,7 @@ int refresh_host_rows(const char *what) {
 
 TCC_EXPORT int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err,
                                  uint64_t err_len) {
+  g_host.join(); // a host update in flight writes the fp16 copies
   const tcc_step_info &info = *desc().info;
   if (offset > info.arena_bytes || bytes > info.arena_bytes - offset) {
     std::snprintf(err, err_len, "copy outside the arena");
@@ -646,15 +672,22 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
     for (HostRow &r : g_host.rows)
       r.weight_decay = decay_of(r.param);
     const int threads = g_host.threads;
-    cudaError_t e;
+    // The update overlaps the next micro-step when that runs op by op (no
+    // CUDA graph): its kernels wait for the parameters they read
+    // (tcck.await_weights) while the host updates the ones after.
+    // TCC_HOST_OVERLAP=0 updates everything here.
+    const char *ov = std::getenv("TCC_HOST_OVERLAP");
+    const bool overlap = (g_graph_mode == 0 || g_hook) && !(ov && std::strcmp(ov, "0") == 0);
+    std::function<void(const tcc::host::OptTensor &)> body;
     if (d.adamw) {
       const tcc::host::AdamConstants c = tcc::host::adam_constants(a->lr, a->beta1, a->beta2, a->eps, a->step, mult);
-      e = g_host.update([&](const tcc::host::OptTensor &t) { tcc::host::adamw(&t, 1, c, threads); });
+      body = [c, threads](const tcc::host::OptTensor &t) { tcc::host::adamw(&t, 1, c, threads); };
     } else {
       const tcc::host::SgdConstants c =
           tcc::host::sgd_constants(a->lr, a->momentum, a->nesterov != 0, a->step, mult);
-      e = g_host.update([&](const tcc::host::OptTensor &t) { tcc::host::sgd(&t, 1, c, threads); });
+      body = [c, threads](const tcc::host::OptTensor &t) { tcc::host::sgd(&t, 1, c, threads); };
     }
+    cudaError_t e = overlap ? g_host.begin(std::move(body)) : g_host.update(std::move(body));
     if (e != cudaSuccess) {
       std::fprintf(stderr, "tcc step: apply: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
       return 5;
@@ -707,6 +740,12 @@ TCC_EXPORT int tcc_step_micro_step_begin(void *arena_, double grad_scale) {
 
 TCC_EXPORT int tcc_step_micro_step_end(void *arena_) {
   (void)arena_;
+  // The last optimizer step's host update, had the body left any of it.
+  if (cudaError_t e = g_host.settle()) {
+    std::fprintf(stderr, "tcc step: micro_step: the host update: %s (%s)\n", cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+    return 5;
+  }
   int rc = check_device("micro_step");
   if (rc == 0)
     if (cudaError_t e = g_host.accumulate()) {

@@ -113,6 +113,13 @@ int gemm_failed();  // reports the GEMM's error; 4
 /// when the micro-step ends.
 void host_grad_copy(int k, const void *src);
 void host_grad_wait(int k);
+/// The host update of the last optimizer step, if it still runs (tcc-run
+/// overlaps it with the next micro-step): host_await(p) runs it as far as
+/// parameter p (kParams index) and makes the step's stream wait for p's
+/// new fp16 copy; host_await_all() runs it to the end and makes the stream
+/// wait for all of it. Both do nothing when no update is in flight.
+void host_await(int param);
+void host_await_all();
 /// The fp32 accumulator at `acc` (n elements) has its last write of the
 /// micro-step queued: in the optimizer step's last micro-step, with a
 /// communicator open, it goes into the gradient all-reduce (comm.cuh).

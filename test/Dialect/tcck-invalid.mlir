@@ -170,3 +170,11 @@ func.func @shard_host() attributes {tcck.apply} {
 func.func @apply_attr() attributes {tcck.apply = 1 : i64} {
   return
 }
+
+// -----
+
+func.func @await_negative_param() {
+  // expected-error @+1 {{attribute 'param' failed to satisfy constraint}}
+  tcck.await_weights "w" param -1
+  return
+}

@@ -69,3 +69,15 @@ func.func @apply() attributes {tcck.apply} {
   tcck.shard_update "c" param 2 master %p : memref<4xf32> flat 64
   return
 }
+
+// -----
+
+// The waits for a host update still in flight (CUDA, offload).
+// CHECK-LABEL: func.func @awaits
+// CHECK: tcck.await_weights "wte" param 0
+// CHECK-NEXT: tcck.await_update
+func.func @awaits() {
+  tcck.await_weights "wte" param 0
+  tcck.await_update
+  return
+}

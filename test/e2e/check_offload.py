@@ -36,6 +36,15 @@ without them ends. Checked, each as a case:
                 state and with accumulators on the host, against the CPU
                 target's, within the 1e-2 fp16 bound (bench/gpu/compare.py),
                 and against the device step's, byte for byte;
+  overlap       the host update overlapping the next micro-step (a step
+                run op by op, --no-cuda-graphs: each parameter's first
+                reader waits for its new fp16 copy, tcck.await_weights,
+                while the host updates the ones after): byte for byte the
+                device update's run, also under deferred and deferred-first
+                streams (a missing wait for an upload shows as stale
+                weights), with TCC_HOST_TIER_STATS counting the chunks
+                updated while the micro-step was queued (none with
+                TCC_HOST_OVERLAP=0);
   skip          a static loss scale that overflows fp16: every step skipped
                 on both steps, the weights still the initial ones;
   kill-resume   --checkpoint-every 1, SIGKILL after step 2 of 5, --resume:
@@ -48,6 +57,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -173,6 +183,32 @@ def adamw_case():
     require("pinned host buffer" in log, "tcc-run does not report the host buffer: %r" % log[-300:])
     return "%d files (parameters, AdamW state, losses %s) equal byte for byte" % (
         len(ref), " ".join("%.4f" % x for x in losses[::2]))
+
+
+@case("overlap")
+def overlap_case():
+    dev = build("demo-dev", DEMO)
+    host = build("demo-host", DEMO, "--offload=optimizer", "--host-budget=1G")
+    out = os.path.join(ARGS.workdir, "overlap")
+    train(dev, out + "-dev", 3)
+    ref = files(out + "-dev")
+    stats = {}
+    for label, env in (("overlapped", {}),
+                       ("overlapped, deferred streams", {"TCC_CUDA_EMU_STREAMS": "deferred"}),
+                       ("overlapped, deferred-first streams", {"TCC_CUDA_EMU_STREAMS": "deferred-first"}),
+                       ("not overlapped", {"TCC_HOST_OVERLAP": "0"})):
+        log = train(host, out + "-x", 3, "--no-cuda-graphs", env=dict(env, TCC_HOST_TIER_STATS="1"))
+        require_equal(ref, files(out + "-x"), "host update (%s) vs device update" % label)
+        m = re.search(r"host update: (\d+) chunks updated, (\d+) of them", log)
+        require(m, "%s: no host update statistics: %r" % (label, log[-400:]))
+        stats[label] = (int(m.group(1)), int(m.group(2)))
+    overlapped = [v for k, v in stats.items() if k.startswith("overlapped")]
+    require(all(n > 0 for _, n in overlapped) and stats["not overlapped"][1] == 0,
+            "chunks updated while the next micro-step was queued: %s" % stats)
+    total, during = stats["overlapped"]
+    return ("byte for byte the device update's (also with deferred and deferred-first streams); %d of %d "
+            "chunks updated while the next micro-step was queued, 0 with TCC_HOST_OVERLAP=0"
+            % (during, total))
 
 
 @case("adamw-accumulators")
@@ -346,7 +382,7 @@ def main():
     shutil.rmtree(ARGS.workdir, ignore_errors=True)  # steps built by an older tcc
     os.makedirs(ARGS.workdir)
     case_harness.WORKDIR = ARGS.workdir
-    for c in (tables_case, adamw_case, adamw_accumulators_case, sgd_case, mixed_case, parity_case, skip_case, kill_resume_case, save_case):
+    for c in (tables_case, adamw_case, overlap_case, adamw_accumulators_case, sgd_case, mixed_case, parity_case, skip_case, kill_resume_case, save_case):
         c()
     return summary()
 

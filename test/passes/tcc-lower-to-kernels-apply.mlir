@@ -24,12 +24,27 @@
 //
 // On CUDA, fp32 masters, accumulators and state; the update also writes the
 // fp16 working copy the body reads.
+// CUDA-NOT: tcck.await
 // CUDA-LABEL: func.func @apply()
 // CUDA-NEXT: %[[H:.*]] = tcck.view 896 : memref<20xf16>
 // CUDA: tcck.update "w1" param 1 master %{{.*}} : memref<20xf32> grad %{{.*}} state(%{{.*}}, %{{.*}} : memref<20xf32>, memref<20xf32>) half %[[H]] : memref<20xf16>
 //
 // --offload=all: master, state and accumulator in the host buffer; the
 // working copy stays in the arena.
+// With the masters in host memory the host update may still run when the
+// micro-step starts: each such parameter's first reader waits for its fp16
+// copy, and the first op that touches an accumulator for the whole update.
+// The frozen parameter "f" is not updated: nothing waits for it. A step
+// without host tiers (the CUDA prefix) has no waits.
+// HOST-LABEL: func.func @micro_step(
+// HOST: tcck.await_weights "w1" param 1
+// HOST-NEXT: tcck.ew "Exp" %{{.*}}, %arg1
+// HOST-NEXT: tcck.await_update
+// HOST-NEXT: tcck.host_accumulate
+// HOST-NOT: tcck.await_update
+// HOST: tcck.await_weights "w2" param 2
+// HOST-NEXT: tcck.ew "Mul" %{{.*}}, %arg2, %arg0
+// HOST-NOT: "f" param
 // HOST-LABEL: func.func @apply()
 // HOST-NEXT: %[[H:.*]] = tcck.view {{[0-9]+}} : memref<20xf16>
 // HOST-NEXT: %[[P:.*]] = tcck.host_view 0 : memref<20xf32>
