@@ -700,44 +700,42 @@ static int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM initLLVM(argc, argv);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "tcc " TCC_VERSION " (MLIR/LLVM " LLVM_VERSION_STRING
-          "; ONNX opsets up to "
-       << tcc::kMaxOpset << ")\n";
-  });
-  cl::HideUnrelatedOptions(tccCategory);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "tcc: compiles an ONNX model into a training step\n\n"
-      "  tcc model.onnx                             print what tcc understood\n"
-      "  tcc model.onnx --mem-budget=12G -o step.so the fp16 CUDA step (nvcc), "
-      "for tcc-run\n"
-      "  tcc model.onnx --target=cpu -o step.so     the fp32 CPU step\n"
-      "  tcc model.onnx --emit=source -o DIR        the step's source, to build "
-      "elsewhere\n");
+namespace {
+/// tcc's flags, checked and turned into what the phases use, before the
+/// model is read: a bad flag costs no import.
+struct Driver {
+  tcc::ImportOptions import;
+  std::optional<tcc::AppendLossOptions> loss; // --loss
+  /// Both halves of the pipeline (passes/Pipeline.h, which tcc-opt runs as
+  /// --tcc-pipeline): one config from the flags.
+  tcc::PipelineConfig pipeline;
+  int64_t budget = 0;                   // --mem-budget; 0: none
+  std::optional<int64_t> compareBudget; // --memory-plot-compare
+  bool planOnly = false;                // reports without -o: no library
+};
+} // namespace
 
-  tcc::ImportOptions options;
-  if (failed(parseShapes(options)))
-    return 1;
+/// Checks every flag and fills `d`; a bad one fails with a message that
+/// names it.
+static LogicalResult parseFlags(Driver &d) {
+  if (failed(parseShapes(d.import)))
+    return failure();
   // --memory-plot-compare: a second plan of the same step, with another
   // budget, drawn beside this one.
-  std::optional<int64_t> compareBudget;
   if (!memoryPlotCompare.empty()) {
     if (memoryPlot.empty()) {
       llvm::errs() << "tcc: error: --memory-plot-compare draws a second plan beside the "
                       "first; it needs --memory-plot FILE.html\n";
-      return 1;
+      return failure();
     }
     std::optional<int64_t> parsed =
         memoryPlotCompare == "none" ? std::optional<int64_t>(0) : parseSize(memoryPlotCompare);
     if (!parsed || *parsed < 0) {
       llvm::errs() << "tcc: error: --memory-plot-compare=" << memoryPlotCompare
                    << ": expected a size such as 3G, or none\n";
-      return 1;
+      return failure();
     }
-    compareBudget = *parsed;
+    d.compareBudget = *parsed;
   }
   if (!memoryPlot.empty()) {
     StringRef ext = llvm::sys::path::extension(memoryPlot);
@@ -745,7 +743,7 @@ int main(int argc, char **argv) {
         !ext.equals_insensitive(".svg")) {
       llvm::errs() << "tcc: error: --memory-plot=" << memoryPlot
                    << ": expected a file ending in .html (a page) or .svg (a picture)\n";
-      return 1;
+      return failure();
     }
   }
   // --offload and its cost model's figures.
@@ -753,24 +751,24 @@ int main(int argc, char **argv) {
   if (offload != "none" && offload != "auto" && offload != "optimizer" && offload != "all") {
     llvm::errs() << "tcc: error: --offload=" << offload
                  << ": expected none, auto, optimizer or all\n";
-    return 1;
+    return failure();
   }
   if (offload != "none" && target != Target::Cuda) {
     llvm::errs() << "tcc: error: --offload=" << offload
                  << " applies to --target=cuda only: the CPU target's step has one "
                     "memory, so there is nothing to move to the host\n";
-    return 1;
+    return failure();
   }
   if (!(pcieGbps > 0) || !(hostGbps > 0)) {
     llvm::errs() << "tcc: error: --pcie-gbps and --host-gbps must be positive\n";
-    return 1;
+    return failure();
   }
   if (!hostBudget.empty()) {
     std::optional<int64_t> parsed = parseSize(hostBudget);
     if (!parsed || *parsed < 0) {
       llvm::errs() << "tcc: error: --host-budget=" << hostBudget
                    << ": expected a size such as 64G\n";
-      return 1;
+      return failure();
     }
     hostBudgetBytes = *parsed;
   }
@@ -778,10 +776,9 @@ int main(int argc, char **argv) {
   // is for: tcc plans the step, writes them and stops (no library).
   const bool wantsPlanReport =
       !memoryReport.empty() || !memoryPlot.empty() || !fusionReport.empty();
-  bool planOnly = false;
   if (wantsPlanReport && emit == EmitKind::Default && outputFile == "-") {
     emit = EmitKind::Planned;
-    planOnly = true;
+    d.planOnly = true;
   } else if (wantsPlanReport && (emit == EmitKind::Summary || emit == EmitKind::Imported ||
                                  emit == EmitKind::Training)) {
     llvm::errs() << "tcc: error: --memory-report, --memory-plot and --fusion-report describe "
@@ -790,30 +787,16 @@ int main(int argc, char **argv) {
                      : emit == EmitKind::Imported ? "imported"
                                                   : "training")
                  << " stops before; drop --emit, or use --emit=planned\n";
-    return 1;
+    return failure();
   }
   // -o must not name the model (also not through a link): writing the step
   // over it would destroy the user's only copy.
   if (outputFile != "-" && llvm::sys::fs::equivalent(inputFile, outputFile)) {
     llvm::errs() << "tcc: error: -o " << outputFile << " names the model itself ("
                  << inputFile << "); choose another output path\n";
-    return 1;
+    return failure();
   }
 
-  MLIRContext context;
-  context.loadDialect<tcc::TccDialect, func::FuncDialect>();
-  // Diagnostics name the ONNX node; the generic form of the op adds nothing
-  // a user can act on.
-  context.printOpOnDiagnostic(false);
-  tcc::OnnxDiagnosticHandler diagnostics(&context);
-
-  tcc::ImportStats stats;
-  OwningOpRef<ModuleOp> module =
-      tcc::importOnnxFile(&context, inputFile, options, &stats);
-  if (!module)
-    return 1;
-
-  PassManager pm(&context);
   if (!lossSpec.empty()) {
     SmallVector<StringRef> parts;
     StringRef(lossSpec).split(parts, ':');
@@ -822,85 +805,51 @@ int main(int argc, char **argv) {
       llvm::errs() << "tcc: error: --loss=" << lossSpec
                    << ": expected cross-entropy:OUTPUT:LABELS or "
                       "mse:OUTPUT:TARGET\n";
-      return 1;
+      return failure();
     }
     tcc::AppendLossOptions lossOptions;
     lossOptions.kind = parts[0].str();
     lossOptions.output = parts[1].str();
     lossOptions.target = parts[2].str();
-    pm.addPass(tcc::createAppendLoss(lossOptions));
+    d.loss = lossOptions;
   }
-  pm.addPass(tcc::createCheckImportContract());
-  if (failed(pm.run(*module)))
-    return 1;
-
-  if (emit == EmitKind::Default)
-    emit = outputFile == "-" ? EmitKind::Summary : EmitKind::Step;
-  if (emit == EmitKind::Summary || emit == EmitKind::Imported)
-    return writeOutput([&](llvm::raw_ostream &os) {
-      if (emit == EmitKind::Summary)
-        printSummary(*module, stats, os);
-      else
-        module->print(os);
-    });
-
-  // The training step: forward + backward when the model has trainable
-  // parameters, the forward pass alone otherwise.
-  auto model = *module->getOps<func::FuncOp>().begin();
-  bool trainable = false;
-  for (unsigned i = 0; i < model.getNumArguments(); ++i)
-    trainable |= model.getArgAttr(i, tcc::kParamAttr) &&
-                 !model.getArgAttr(i, tcc::kFrozenAttr);
-  // The driver's flags, once, for both halves of the pipeline
-  // (passes/Pipeline.h, which tcc-opt runs as --tcc-pipeline).
-  tcc::PipelineConfig pipeline;
-  pipeline.attentionFusion = !noAttentionFusion;
-  pipeline.backward = trainable;
-  pipeline.fusion = !noFusion;
   if (lossChunkRows == "off")
-    pipeline.lossChunkRows = 0;
+    d.pipeline.lossChunkRows = 0;
   else if (lossChunkRows != "auto" &&
-           (StringRef(lossChunkRows).getAsInteger(10, pipeline.lossChunkRows) ||
-            pipeline.lossChunkRows <= 0)) {
+           (StringRef(lossChunkRows).getAsInteger(10, d.pipeline.lossChunkRows) ||
+            d.pipeline.lossChunkRows <= 0)) {
     llvm::errs() << "tcc: error: --loss-chunk-rows=" << lossChunkRows
                  << ": expected auto, off or a number of rows\n";
-    return 1;
+    return failure();
   }
   if (gemmPadding == "off")
-    pipeline.gemmPadGflops = -1.0;
+    d.pipeline.gemmPadGflops = -1.0;
   else if (gemmPadding == "all")
-    pipeline.gemmPadGflops = 0.0;
+    d.pipeline.gemmPadGflops = 0.0;
   else if (gemmPadding != "auto") {
     llvm::errs() << "tcc: error: --gemm-padding=" << gemmPadding << ": expected auto, all or off\n";
-    return 1;
+    return failure();
   }
-  PassManager train(&context);
-  tcc::buildTrainingPipeline(train, pipeline);
-  if (failed(train.run(*module)))
-    return 1;
-  if (emit == EmitKind::Training)
-    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
-
-  // The memory plan: one arena, offsets reused by lifetime, within budget.
-  int64_t budget = 0;
+  // --mem-budget: the memory plan fits it (one arena, offsets reused by
+  // lifetime, recomputation and offload chosen until it does).
   if (!memBudget.empty()) {
     std::optional<int64_t> parsed = parseSize(memBudget);
     if (!parsed || *parsed <= 0) {
       llvm::errs() << "tcc: error: --mem-budget=" << memBudget
                    << ": expected a size such as 12G, 512MiB or 100000\n";
-      return 1;
+      return failure();
     }
-    budget = *parsed;
+    d.budget = *parsed;
   }
   if (optimizer != "adamw" && optimizer != "sgd") {
     llvm::errs() << "tcc: error: --optimizer=" << optimizer
                  << ": expected adamw or sgd\n";
-    return 1;
+    return failure();
   }
   if (dataParallel < 1 || dataParallel > 65536) {
     llvm::errs() << "tcc: error: --data-parallel=" << dataParallel
                  << ": expected a number of ranks, 1 to 65536\n";
-    return 1;
+    return failure();
   }
   std::string arch = cudaArch;
   if (StringRef(arch).starts_with("sm_"))
@@ -910,56 +859,97 @@ int main(int argc, char **argv) {
       StringRef(arch).getAsInteger(10, archNumber) || archNumber <= 0) {
     llvm::errs() << "tcc: error: --cuda-arch=" << cudaArch
                  << ": expected a compute capability such as 90 or sm_90\n";
-    return 1;
+    return failure();
   }
   if (cudaEmulation && target != Target::Cuda) {
     llvm::errs() << "tcc: error: --cuda-emulation applies to --target=cuda "
                     "only\n";
-    return 1;
+    return failure();
   }
   if (target == Target::Cuda && cpuPrecision == Precision::F64) {
     llvm::errs() << "tcc: error: --cpu-precision=f64 applies to --target=cpu "
                     "only (the default target is cuda)\n";
-    return 1;
+    return failure();
   }
-  pipeline.target = target == Target::Cuda ? "cuda" : "cpu";
-  pipeline.cudaArch = archNumber;
-  pipeline.cpuPrecision = cpuPrecision == Precision::F64 ? "f64" : "f32";
-  pipeline.rematPolicy = rematPolicy;
-  pipeline.statePerParam = optimizer == "adamw" ? 2 : 1;
-  pipeline.offload = offload;
-  pipeline.dataParallel = dataParallel;
-  pipeline.pcieGbps = pcieGbps;
-  pipeline.hostGbps = hostGbps;
-  pipeline.hostBudget = hostBudgetBytes;
+  d.pipeline.target = target == Target::Cuda ? "cuda" : "cpu";
+  d.pipeline.cudaArch = archNumber;
+  d.pipeline.cpuPrecision = cpuPrecision == Precision::F64 ? "f64" : "f32";
+  d.pipeline.rematPolicy = rematPolicy;
+  d.pipeline.statePerParam = optimizer == "adamw" ? 2 : 1;
+  d.pipeline.offload = offload;
+  d.pipeline.dataParallel = dataParallel;
+  d.pipeline.pcieGbps = pcieGbps;
+  d.pipeline.hostGbps = hostGbps;
+  d.pipeline.hostBudget = hostBudgetBytes;
+  d.pipeline.attentionFusion = !noAttentionFusion;
+  d.pipeline.fusion = !noFusion;
+  return success();
+}
+
+/// Reads the model, appends --loss's loss, and checks the import contract.
+static OwningOpRef<ModuleOp> importModel(MLIRContext &context, const Driver &d,
+                                         tcc::ImportStats &stats) {
+  OwningOpRef<ModuleOp> module =
+      tcc::importOnnxFile(&context, inputFile, d.import, &stats);
+  if (!module)
+    return nullptr;
+
+  PassManager pm(&context);
+  if (d.loss)
+    pm.addPass(tcc::createAppendLoss(*d.loss));
+  pm.addPass(tcc::createCheckImportContract());
+  if (failed(pm.run(*module)))
+    return nullptr;
+
+  return module;
+}
+
+/// The training step: forward + backward when the model has trainable
+/// parameters, the forward pass alone otherwise.
+static LogicalResult buildTrainingStep(ModuleOp module, Driver &d) {
+  auto model = *module.getOps<func::FuncOp>().begin();
+  bool trainable = false;
+  for (unsigned i = 0; i < model.getNumArguments(); ++i)
+    trainable |= model.getArgAttr(i, tcc::kParamAttr) &&
+                 !model.getArgAttr(i, tcc::kFrozenAttr);
+  d.pipeline.backward = trainable;
+  PassManager train(module.getContext());
+  tcc::buildTrainingPipeline(train, d.pipeline);
+  return train.run(module);
+}
+
+/// The memory plan (tcc-plan-pipeline, within --mem-budget), and the
+/// reports and the plot that describe it.
+static LogicalResult planStep(ModuleOp module, const Driver &d) {
+  MLIRContext &context = *module.getContext();
   auto addPlanPasses = [&](PassManager &pm, int64_t budget) {
-    tcc::PipelineConfig config = pipeline;
+    tcc::PipelineConfig config = d.pipeline;
     config.budget = budget;
     tcc::buildPlanPipeline(pm, config);
   };
   OwningOpRef<ModuleOp> compareModule;
-  if (compareBudget)
-    compareModule = module->clone();
+  if (d.compareBudget)
+    compareModule = module.clone();
   PassManager planPm(&context);
-  addPlanPasses(planPm, budget);
-  if (failed(planPm.run(*module)))
-    return 1;
+  addPlanPasses(planPm, d.budget);
+  if (failed(planPm.run(module)))
+    return failure();
   // The plan passes recorded the target (tcc-set-target) and the plan; the
   // reports, the plot, the weights and the build read them from the IR.
-  tcc::TargetAttr targetAttr = tcc::TargetAttr::of(*module);
-  auto planned = *module->getOps<func::FuncOp>().begin();
+  tcc::TargetAttr targetAttr = tcc::TargetAttr::of(module);
+  auto planned = *module.getOps<func::FuncOp>().begin();
   tcc::LayoutAttr layout = tcc::LayoutAttr::of(planned);
   if (!targetAttr || !layout) {
     llvm::errs() << "tcc: internal error: the plan pipeline left no "
                  << (targetAttr ? "tcc.layout" : "tcc.target") << "\n";
-    return 1;
+    return failure();
   }
   const int64_t floatBytes = targetAttr.getFloatBytes();
   if (!fusionReport.empty() && failed(writeFusionReport(planned, fusionReport)))
-    return 1;
+    return failure();
   if (!memoryReport.empty() &&
-      failed(writeMemoryReport(planned, budget, memoryReport)))
-    return 1;
+      failed(writeMemoryReport(planned, d.budget, memoryReport)))
+    return failure();
   if (!memoryPlot.empty()) {
     auto title = [&](int64_t b) {
       return llvm::sys::path::filename(inputFile).str() + " - " +
@@ -967,42 +957,39 @@ int main(int argc, char **argv) {
              (b > 0 ? "--mem-budget=" + humanBytes(b) : std::string("no budget"));
     };
     std::vector<tcc::plot::MemoryPlan> plans = {
-        plotData(planned, floatBytes, budget, title(budget))};
-    if (compareBudget) {
+        plotData(planned, floatBytes, d.budget, title(d.budget))};
+    if (d.compareBudget) {
       PassManager comparePm(&context);
-      addPlanPasses(comparePm, *compareBudget);
+      addPlanPasses(comparePm, *d.compareBudget);
       if (failed(comparePm.run(*compareModule))) {
         llvm::errs() << "tcc: error: the plan to compare with (--memory-plot-compare="
                      << memoryPlotCompare << ") could not be made; see above\n";
-        return 1;
+        return failure();
       }
       plans.push_back(plotData(*compareModule->getOps<func::FuncOp>().begin(),
-                               floatBytes, *compareBudget, title(*compareBudget)));
+                               floatBytes, *d.compareBudget, title(*d.compareBudget)));
     }
     if (failed(writeMemoryPlot(plans, memoryPlot)))
-      return 1;
+      return failure();
   }
-  if (planOnly) {
-    llvm::errs() << "tcc: planned peak " << humanBytes(layout.getPlannedBytes()) << " (arena "
-                 << humanBytes(layout.getArenaBytes()) << ")"
-                 << (budget ? ", budget " + humanBytes(budget) : "") << "; wrote";
-    for (const std::string *f : {&memoryReport.getValue(), &memoryPlot.getValue(),
-                                 &fusionReport.getValue()})
-      if (!f->empty())
-        llvm::errs() << " " << *f;
-    llvm::errs() << " (no step library without -o)\n";
-    return 0;
-  }
+  return success();
+}
+
+/// What -o and --emit ask for from the planned step: the planned or
+/// kernel IR, the step's source, or the step library (with its summary).
+static int emitOutput(ModuleOp module, const Driver &d) {
+  tcc::TargetAttr targetAttr = tcc::TargetAttr::of(module);
+  tcc::LayoutAttr layout = tcc::LayoutAttr::of(*module.getOps<func::FuncOp>().begin());
   if (emit == EmitKind::Planned)
-    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+    return writeOutput([&](llvm::raw_ostream &os) { module.print(os); });
   if (emit == EmitKind::Kernels) {
-    PassManager kernels(&context);
+    PassManager kernels(module.getContext());
     tcc::buildKernelPipeline(kernels);
-    if (failed(kernels.run(*module)))
+    if (failed(kernels.run(module)))
       return 1;
-    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+    return writeOutput([&](llvm::raw_ostream &os) { module.print(os); });
   }
-  Location fileLoc = tcc::fileLocation(&context, inputFile);
+  Location fileLoc = tcc::fileLocation(module.getContext(), inputFile);
   tcc::StepEmitOptions emitOptions;
   emitOptions.embedWeights = !noWeights;
   emitOptions.modelName = llvm::sys::path::filename(inputFile).str();
@@ -1010,8 +997,8 @@ int main(int argc, char **argv) {
   llvm::sys::fs::make_absolute(absolute);
   emitOptions.modelPath = absolute.str().str();
   emitOptions.optimizer = optimizer;
-  emitOptions.memBudget = budget;
-  FailureOr<tcc::EmittedStep> step = tcc::emitStep(*module, emitOptions);
+  emitOptions.memBudget = d.budget;
+  FailureOr<tcc::EmittedStep> step = tcc::emitStep(module, emitOptions);
   if (failed(step))
     return 1;
   if (emit == EmitKind::Source && outputFile == "-")
@@ -1025,7 +1012,7 @@ int main(int argc, char **argv) {
 
   std::string weights;
   if (!noWeights &&
-      failed(tcc::readParameterValues(&context, inputFile, step->params,
+      failed(tcc::readParameterValues(module.getContext(), inputFile, step->params,
                                       targetAttr.getStorage().isF64(), weights)))
     return 1;
   tcc::StepBuildOptions buildOptions;
@@ -1087,7 +1074,7 @@ int main(int argc, char **argv) {
                              "; plus constants, input staging and CUDA runtime reserve " +
                              humanBytes(layout.getDeviceReserveBytes())
                        : std::string())
-               << ")" << (budget ? ", budget " + humanBytes(budget) : "")
+               << ")" << (d.budget ? ", budget " + humanBytes(d.budget) : "")
                << (layout.getHostBytes() > 0
                        ? "; pinned host memory " + humanBytes(layout.getHostBytes()) +
                              " (master weights " + humanBytes(layout.getHostParamBytes()) +
@@ -1101,3 +1088,66 @@ int main(int argc, char **argv) {
   return 0;
 }
 
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "tcc " TCC_VERSION " (MLIR/LLVM " LLVM_VERSION_STRING
+          "; ONNX opsets up to "
+       << tcc::kMaxOpset << ")\n";
+  });
+  cl::HideUnrelatedOptions(tccCategory);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "tcc: compiles an ONNX model into a training step\n\n"
+      "  tcc model.onnx                             print what tcc understood\n"
+      "  tcc model.onnx --mem-budget=12G -o step.so the fp16 CUDA step (nvcc), "
+      "for tcc-run\n"
+      "  tcc model.onnx --target=cpu -o step.so     the fp32 CPU step\n"
+      "  tcc model.onnx --emit=source -o DIR        the step's source, to build "
+      "elsewhere\n");
+
+  Driver d;
+  if (failed(parseFlags(d)))
+    return 1;
+
+  MLIRContext context;
+  context.loadDialect<tcc::TccDialect, func::FuncDialect>();
+  // Diagnostics name the ONNX node; the generic form of the op adds nothing
+  // a user can act on.
+  context.printOpOnDiagnostic(false);
+  tcc::OnnxDiagnosticHandler diagnostics(&context);
+
+  tcc::ImportStats stats;
+  OwningOpRef<ModuleOp> module = importModel(context, d, stats);
+  if (!module)
+    return 1;
+  if (emit == EmitKind::Default)
+    emit = outputFile == "-" ? EmitKind::Summary : EmitKind::Step;
+  if (emit == EmitKind::Summary || emit == EmitKind::Imported)
+    return writeOutput([&](llvm::raw_ostream &os) {
+      if (emit == EmitKind::Summary)
+        printSummary(*module, stats, os);
+      else
+        module->print(os);
+    });
+
+  if (failed(buildTrainingStep(*module, d)))
+    return 1;
+  if (emit == EmitKind::Training)
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  if (failed(planStep(*module, d)))
+    return 1;
+  if (d.planOnly) {
+    tcc::LayoutAttr layout = tcc::LayoutAttr::of(*module->getOps<func::FuncOp>().begin());
+    llvm::errs() << "tcc: planned peak " << humanBytes(layout.getPlannedBytes()) << " (arena "
+                 << humanBytes(layout.getArenaBytes()) << ")"
+                 << (d.budget ? ", budget " + humanBytes(d.budget) : "") << "; wrote";
+    for (const std::string *f : {&memoryReport.getValue(), &memoryPlot.getValue(),
+                                 &fusionReport.getValue()})
+      if (!f->empty())
+        llvm::errs() << " " << *f;
+    llvm::errs() << " (no step library without -o)\n";
+    return 0;
+  }
+  return emitOutput(*module, d);
+}
