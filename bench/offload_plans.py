@@ -18,6 +18,8 @@ recomputed FLOPs, bytes over PCIe per optimizer step (one micro-step per
 step, the costliest case), and the cost model's estimated step time against
 the unconstrained plan's (roofline per op at the GPU's published rates,
 PCIe and host memory at --pcie-gbps and --host-gbps, no overlap counted).
+A second table weighs swapping the recomputed activations to host memory
+against recomputing them (the memory report's activation_swap estimate).
 
 The default --arch 86 is an RTX 3090 (24 GB, 71 TFLOP/s fp16, 936 GB/s),
 the consumer card the issue names.
@@ -85,6 +87,7 @@ def main():
                      e["host_seconds_per_micro_step"]) +
                 e["transfer_seconds_per_optimizer_step"] +
                 e["host_update_seconds_per_optimizer_step"]) / k
+    swaps = []  # (model, budget, the plan's activation_swap estimate)
     for name in args.models.split(","):
         d = os.path.join(args.workdir, name)
         onnx = os.path.join(d, name + ".onnx")
@@ -111,6 +114,8 @@ def main():
                     name, b, why, without, secs))
                 continue
             h, e = r["host"], r["estimate"]
+            if "activation_swap" in r:
+                swaps.append((name, b, r["activation_swap"]))
             step = e["step_seconds_accum_1"]
             print("| %s | %s | yes | %.2f | %.2f | %d | %d | %.2f%% | %.2f | %.3f | %.2fx "
                   "| %.2fx | %s | %.1f s |" % (
@@ -119,6 +124,19 @@ def main():
                       100.0 * r["recomputed_flops"] / r["step_flops"],
                       (e["pcie_bytes_per_optimizer_step"] + e["pcie_bytes_per_micro_step"]) / 1e9,
                       step, step / base, per_micro(e, K) / base_k, without, secs))
+    if swaps:
+        # Swapping instead of recomputing (tcc has no swap path): does it pay?
+        print("\nSwapping the recomputed activations to host memory instead of recomputing "
+              "them, per micro-step (the memory report's activation_swap: copies out in the "
+              "forward pass and back in the backward pass at --pcie-gbps, hidden under their "
+              "pass as far as it is long, which favours the swap):\n")
+        print("| model | `--mem-budget` | GB each way | copy s each way | exposed copy s "
+              "| recompute s | swap pays |")
+        print("|---|---|---|---|---|---|---|")
+        for name, b, w in swaps:
+            print("| %s | %s | %.2f | %.3f | %.3f | %.3f | %s |" % (
+                name, b, w["bytes"] / 1e9, w["copy_seconds_each_way"], w["exposed_copy_seconds"],
+                w["recompute_seconds"], "yes" if w["swap_pays"] else "no"))
     print("\nDeepSpeed ZeRO-Offload, as published (Ren et al., USENIX ATC 2021, "
           "arXiv:2101.06840): over 13B parameters trained on one GPU; 40 TFLOP/s on one "
           "V100 for a 10B-parameter GPT-2 against 30 TFLOP/s for PyTorch's largest "

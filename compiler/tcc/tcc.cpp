@@ -477,6 +477,54 @@ static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
 }
 
 /// Writes the plan's breakdown as JSON (--memory-report).
+/// A CUDA plan that recomputes activations: what swapping them to host
+/// memory instead would cost, by the tier cost model (roofline per op at
+/// the device's published rates; PCIe at --pcie-gbps, or the plan's
+/// #tcc.tiers rate). The swap would copy each recomputed value's saved
+/// bytes out during the forward pass and back during the backward pass
+/// (PCIe is full duplex: one direction each), hidden where the pass is
+/// longer than its copies; it pays where the exposed copy time is less than
+/// the recomputation's. tcc has no swap path: this is the estimate that
+/// says whether one would pay. None without recomputation.
+static std::optional<llvm::json::Object> activationSwap(func::FuncOp func) {
+  tcc::TargetAttr target = tcc::TargetAttr::of(func);
+  auto decisions = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions");
+  if (!target || !target.isCuda() || !decisions || decisions.empty())
+    return std::nullopt;
+  int64_t bytes = 0;
+  for (auto d : decisions.getAsRange<DictionaryAttr>())
+    if (auto b = d.getAs<IntegerAttr>("bytes"))
+      bytes += b.getInt();
+  tcc::DeviceRates rates = tcc::deviceRatesForArch(target.getArch());
+  double pcie = pcieGbps * 1e9;
+  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func))
+    pcie = tcc::TierRates::of(tiers).pcieBytesPerSecond;
+  double compute = 0, recompute = 0;
+  for (Operation &op : func.getBody().front()) {
+    double t = tcc::rooflineSeconds(&op, target.getFloatBytes(), rates);
+    compute += t;
+    if (op.hasAttr("tcc.remat"))
+      recompute += t;
+  }
+  // The forward pass about a third of the step, the backward two thirds.
+  const double oneWay = static_cast<double>(bytes) / pcie;
+  const double forward = (compute - recompute) / 3, backward = 2 * (compute - recompute) / 3;
+  const double exposed = std::max(0.0, oneWay - forward) + std::max(0.0, oneWay - backward);
+  return llvm::json::Object{
+      {"note", "estimates, not measurements, optimistic for the swap (each copy hidden under its "
+               "pass as far as the pass is long): swapping the recomputed values' saved bytes to host "
+               "memory after their forward use and back before their backward use, instead of "
+               "recomputing them; tcc has no swap path"},
+      {"bytes", bytes},
+      {"pcie_gbps", pcie / 1e9},
+      {"copy_seconds_each_way", oneWay},
+      {"exposed_copy_seconds", exposed},
+      {"recompute_seconds", recompute},
+      {"micro_step_compute_seconds", compute},
+      {"swap_pays", exposed < recompute},
+  };
+}
+
 static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
                                        StringRef path) {
   tcc::LayoutAttr layout = tcc::LayoutAttr::of(func);
@@ -527,6 +575,8 @@ static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
         {"reduce_scatter_buffer_bytes", shards.getChunkBytes()},
     };
   }
+  if (auto swap = activationSwap(func))
+    report["activation_swap"] = std::move(*swap);
   if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func)) {
     tcc::TargetAttr target = tcc::TargetAttr::of(func);
     tcc::TierEstimate e = tcc::estimateTiers(func, tiers, target.getFloatBytes(),
