@@ -639,7 +639,7 @@ struct FusionLowering : KernelPattern<FusionOp> {
         return failure();
       Builder b(fusion.getContext());
       for (Operation &op : fusion.getBody().front().without_terminator()) {
-        tcck::LoopRole role;
+        tcck::LoopRole role = tcck::LoopRole::Element;
         switch (lf->kind.lookup(&op)) {
         case LoopFusion::Kind::Element: role = tcck::LoopRole::Element; break;
         case LoopFusion::Kind::Row: role = tcck::LoopRole::Row; break;
@@ -743,7 +743,7 @@ void planCudaAccumulators(KernelPlan &plan, LayoutAttr layout) {
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   llvm::StringMap<int64_t> hostGradOffset;
   if (DenseI64ArrayAttr hg = layout.getHostGrads()) {
-    size_t p = 0;
+    int64_t p = 0;
     for (unsigned a = 0; a < func.getNumArguments(); ++a)
       if (auto n = func.getArgAttrOfType<StringAttr>(a, kParamAttr)) {
         if (p < hg.size() && hg[p] >= 0)
@@ -997,7 +997,9 @@ private:
     auto touches = [&](Operation &op) {
       if (isa<tcck::AccumulateOp, tcck::HostAccumulateOp, tcck::GradReadyOp>(op))
         return true;
-      for (Value v : op.getOperands())
+      for (Value v : op.getOperands()) {
+        while (auto alias = v.getDefiningOp<tcck::AliasOp>()) // the same bytes, reshaped
+          v = alias.getSource();
         if (auto view = v.getDefiningOp<tcck::ViewOp>()) {
           auto t = cast<MemRefType>(view.getType());
           int64_t begin = view.getOffset(),
@@ -1006,10 +1008,11 @@ private:
             if (begin < z && a < end)
               return true;
         }
+      }
       return false;
     };
     for (Operation &op : block.without_terminator())
-      if (!isa<tcck::ViewOp, tcck::AwaitWeightsOp>(op) && touches(op)) {
+      if (!isa<tcck::ViewOp, tcck::AliasOp, tcck::AwaitWeightsOp>(op) && touches(op)) {
         b.setInsertionPoint(&op);
         b.create<tcck::AwaitUpdateOp>(op.getLoc());
         return;

@@ -51,7 +51,7 @@ public:
     // Every address, IPv6 and IPv4 on one socket where the machine has
     // IPv6, else IPv4's.
     int one = 1, zero = 0;
-    listen_ = ::socket(AF_INET6, SOCK_STREAM, 0);
+    listen_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (listen_ >= 0) {
       ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
       ::setsockopt(listen_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
@@ -68,7 +68,7 @@ public:
       }
     }
     if (listen_ < 0) {
-      listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+      listen_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (listen_ < 0)
         return errnoText("socket");
       ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -269,11 +269,14 @@ private:
       if (std::string err = listen(port); !err.empty())
         return err;
     peers_.assign(static_cast<size_t>(size_), -1);
+    std::string duplicates; // ranks a second process claimed too
     for (int joined = 1; joined < size_;) {
       if (std::string err = waitFor(listen_, POLLIN, deadline); !err.empty())
         return "waiting for " + std::to_string(size_ - joined) + " of " + std::to_string(size_ - 1) +
-               " ranks to connect to port " + std::to_string(port_) + ": " + err;
-      int fd = ::accept(listen_, nullptr, nullptr);
+               " ranks to connect to port " + std::to_string(port_) + ": " + err +
+               (duplicates.empty() ? "" : " (a second process claimed rank" + duplicates + ": two with the same RANK?)");
+      // Non-blocking, as every wait here is bounded by poll().
+      int fd = ::accept4(listen_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0)
         continue;
       Hello h{};
@@ -303,6 +306,8 @@ private:
                                         : "rank " + std::to_string(h.rank) +
                                               " runs another version of tcc-run's rendezvous";
         }
+        if (a.status == kDuplicate)
+          duplicates += " " + std::to_string(h.rank);
         continue; // a stray duplicate: the world can still meet
       }
       noDelay(fd);
@@ -328,7 +333,7 @@ private:
                              : "cannot resolve " + host + ": " + ::gai_strerror(rc);
     std::string err = "no address";
     for (addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-      int s = ::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      int s = ::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (s < 0) {
         err = errnoText("socket");
         continue;

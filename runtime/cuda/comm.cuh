@@ -217,7 +217,9 @@ public:
       cudaStreamSynchronize(stream_);
     if (scratch_)
       cudaFree(scratch_);
-    scratch_ = nullptr;
+    if (pinned_)
+      cudaFreeHost(pinned_);
+    scratch_ = pinned_ = nullptr;
     scratch_bytes_ = 0;
     for (cudaEvent_t e : pool_)
       cudaEventDestroy(e);
@@ -244,10 +246,13 @@ public:
 
   /// Aborts the communicator (tcc-run ending a world it was launched into
   /// without MPI): the peers' collectives fail instead of waiting.
+  /// Aborts the communicator; the watchdog's thread may call it while the
+  /// main thread waits in host(), so the pointer is taken atomically.
   void abort() {
-    if (comm_)
-      nccl().commAbort(comm_);
-    comm_ = nullptr;
+    ncclComm_t c = __atomic_exchange_n(&comm_, static_cast<ncclComm_t>(nullptr), __ATOMIC_ACQ_REL);
+    if (c)
+      nccl().commAbort(c);
+    armed_ = false;
   }
 
   /// Whether a collective failed (the communicator is then aborted).
@@ -350,24 +355,33 @@ public:
   template <typename Issue>
   std::string host(const void *in, uint64_t bytes, void *out, uint64_t out_bytes, uint64_t out_at, const char *what,
                    Issue issue) {
-    if (!comm_)
-      return "the communicator is not open";
     if (failed_)
       return error();
+    if (!comm_)
+      return "the communicator is not open";
+    // Device scratch, and pinned host staging: a copy to or from pageable
+    // memory may block until the collective is done, which the polling
+    // below could then not watch.
     const uint64_t need = std::max(bytes, out_at + out_bytes);
     if (need > scratch_bytes_) {
       if (scratch_)
         cudaFree(scratch_);
-      scratch_ = nullptr;
+      if (pinned_)
+        cudaFreeHost(pinned_);
+      scratch_ = pinned_ = nullptr;
       scratch_bytes_ = 0;
       if (cudaError_t e = cudaMalloc(&scratch_, need); e != cudaSuccess)
         return std::string(cudaGetErrorName(e)) + ": scratch for " + what;
+      if (cudaError_t e = cudaMallocHost(&pinned_, need); e != cudaSuccess)
+        return std::string(cudaGetErrorName(e)) + ": pinned staging for " + what;
       scratch_bytes_ = need;
     }
-    cudaError_t e = cudaMemcpyAsync(scratch_, in, bytes, cudaMemcpyHostToDevice, stream_);
+    std::memcpy(pinned_, in, bytes);
+    cudaError_t e = cudaMemcpyAsync(scratch_, pinned_, bytes, cudaMemcpyHostToDevice, stream_);
     ncclResult_t r = ncclSuccess;
     if (e == cudaSuccess && (r = issue(static_cast<char *>(scratch_))) == ncclSuccess)
-      e = cudaMemcpyAsync(out, static_cast<char *>(scratch_) + out_at, out_bytes, cudaMemcpyDeviceToHost, stream_);
+      e = cudaMemcpyAsync(static_cast<char *>(pinned_) + out_at, static_cast<char *>(scratch_) + out_at, out_bytes,
+                          cudaMemcpyDeviceToHost, stream_);
     if (r != ncclSuccess && !failed_) {
       failed_ = r;
       what_ = what;
@@ -381,18 +395,22 @@ public:
         break;
       e = cudaSuccess;
       ncclResult_t async = ncclSuccess;
-      if (nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+      ncclComm_t c = __atomic_load_n(&comm_, __ATOMIC_ACQUIRE);
+      if (!c)
+        return std::string(what) + ": the communicator was aborted";
+      if (nccl().commGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess &&
           static_cast<int>(async) != 7) {
         if (!failed_) {
           failed_ = async;
           what_ = what;
         }
-        nccl().commAbort(comm_);
-        comm_ = nullptr;
+        abort();
         return error();
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
+    if (e == cudaSuccess && r == ncclSuccess)
+      std::memcpy(out, static_cast<char *>(pinned_) + out_at, out_bytes);
     ncclResult_t async = ncclSuccess;
     if (!failed_ && nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
         static_cast<int>(async) != 7) {
@@ -574,6 +592,7 @@ private:
   std::vector<cudaEvent_t> pool_; // timing events, two per collective
   std::vector<Timed> timed_;      // this optimizer step's timed collectives
   void *scratch_ = nullptr; // host(): the staging buffer on the device
+  void *pinned_ = nullptr;  // host(): its pinned host twin (scratch_bytes_ too)
   uint64_t scratch_bytes_ = 0;
   bool armed_ = false;
   ncclResult_t failed_ = ncclSuccess;

@@ -97,11 +97,12 @@ struct HostTier {
 
   /// Ends an update in flight (settle()) and waits for the adder: before
   /// anything reads the masters, the state or the accumulators, or
-  /// overwrites the staging.
-  void join() {
-    settle();
+  /// overwrites the staging. Returns the update's failure, if any.
+  cudaError_t join() {
+    cudaError_t e = settle();
     if (adder.joinable())
       adder.join();
+    return e;
   }
 
   bool active() const { return buffer != nullptr; }
@@ -390,6 +391,8 @@ struct HostTier {
     }
     if (status_ == cudaSuccess && next_ > 0)
       status_ = cudaStreamWaitEvent(compute, sent[(next_ - 1) % 2], 0);
+    if (status_ != cudaSuccess)
+      in_flight_ = false; // failed: reported once, by the caller
     return status_;
   }
 

@@ -438,7 +438,9 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   g_hook = nullptr;
   g_prof = 0;
   g_staging.close();
-  g_host.join(); // the last update, if it still runs
+  if (cudaError_t e = g_host.join()) // the last update, if it still runs
+    std::fprintf(stderr, "tcc step: close: the host update failed: %s (%s)\n", cudaGetErrorName(e),
+                 cudaGetErrorString(e));
   // TCC_HOST_TIER_STATS=1: how much of the host update overlapped the
   // next micro-step (the tests check it ran that way).
   if (const char *st = std::getenv("TCC_HOST_TIER_STATS"); st && std::strcmp(st, "1") == 0 && g_host.active())
@@ -474,7 +476,8 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
 
 TCC_EXPORT int tcc_step_copy_in(void *arena, uint64_t offset, const void *src, uint64_t bytes, char *err,
                                 uint64_t err_len) {
-  g_host.join(); // a host update in flight writes the fp16 copies
+  if (cudaError_t e = g_host.join()) // a host update in flight writes the fp16 copies
+    return fail(e, "finishing the host update", err, err_len);
   const tcc_step_info &info = *desc().info;
   if (offset > info.arena_bytes || bytes > info.arena_bytes - offset) {
     std::snprintf(err, err_len, "copy outside the arena");
@@ -507,7 +510,8 @@ TCC_EXPORT int tcc_step_host_copy_in(void *arena, uint64_t offset, const void *s
   const tcc_step_info &info = *desc().info;
   if (!host_range_ok(arena, offset, bytes, err, err_len))
     return 1;
-  g_host.join();
+  if (cudaError_t e = g_host.join())
+    return fail(e, "finishing the host update", err, err_len);
   std::memcpy(g_host.buffer + offset, src, bytes);
   for (int i = 0; i < info.num_params; ++i)
     if (info.params[i].location == TCC_LOCATION_HOST && offset < info.params[i].offset + info.params[i].bytes &&
@@ -520,7 +524,8 @@ TCC_EXPORT int tcc_step_host_copy_out(const void *arena, uint64_t offset, void *
                                       uint64_t err_len) {
   if (!host_range_ok(arena, offset, bytes, err, err_len))
     return 1;
-  g_host.join();
+  if (cudaError_t e = g_host.join())
+    return fail(e, "finishing the host update", err, err_len);
   std::memcpy(dst, g_host.buffer + offset, bytes);
   return 0;
 }
@@ -544,7 +549,8 @@ int refresh_host_rows(const char *what) {
 
 TCC_EXPORT int tcc_step_copy_out(const void *arena, uint64_t offset, void *dst, uint64_t bytes, char *err,
                                  uint64_t err_len) {
-  g_host.join(); // a host update in flight writes the fp16 copies
+  if (cudaError_t e = g_host.join()) // a host update in flight writes the fp16 copies
+    return fail(e, "finishing the host update", err, err_len);
   const tcc_step_info &info = *desc().info;
   if (offset > info.arena_bytes || bytes > info.arena_bytes - offset) {
     std::snprintf(err, err_len, "copy outside the arena");
@@ -570,12 +576,17 @@ TCC_EXPORT int tcc_step_device_memory(uint64_t *peak, uint64_t *total) {
 }
 
 TCC_EXPORT int tcc_step_zero_grads(void *arena) {
+  if (cudaError_t e = g_host.join()) { // its downloads read the accumulators
+    std::fprintf(stderr, "tcc step: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+    return 5;
+  }
   desc().zero_grads(static_cast<char *>(arena));
   g_host.zero_grads();
   return 0;
 }
 
 TCC_EXPORT int tcc_step_init(void *arena_) {
+  g_host.join(); // writes the masters and state below; an update's failure no longer matters
   const StepDesc &d = desc();
   char *arena = static_cast<char *>(arena_);
   uint64_t at = 0;
@@ -612,6 +623,13 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
   const StepDesc &d = desc();
   if (!d.info->has_backward)
     return 3;
+  // The last update, had no micro-step run since (the norm reads the
+  // accumulators it zeroes).
+  if (cudaError_t e = g_host.join()) {
+    std::fprintf(stderr, "tcc step: apply: the last host update: %s (%s)\n", cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+    return 5;
+  }
   if (d.shards)
     return 7; // ZeRO-1: tcc_step_shard_sumsq and tcc_step_shard_apply
   // The world's gradients, summed while the last micro-step ran (comm.cuh):
