@@ -6,6 +6,8 @@
 // and fp16 working copy lives (the arena, or the pinned host buffer of
 // #tcc.tiers), or, for a sharded step (#tcc.shards), where each parameter
 // lies in the flat space. The emitters read the update's tables from it.
+// Also the micro-step's waits for a host update still in flight
+// (placeHostAwaits).
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,4 +118,63 @@ LogicalResult mlir::tcc::buildApply(func::FuncOp step, LayoutAttr layout, bool c
   }
   b.create<func::ReturnOp>(loc);
   return success();
+}
+
+void mlir::tcc::placeHostAwaits(func::FuncOp func, LayoutAttr layout) {
+  DenseI64ArrayAttr hostParams = layout.getHostParams();
+  if (!hostParams || llvm::none_of(hostParams.asArrayRef(), [](int64_t o) { return o >= 0; }))
+    return;
+  Block &block = func.getBody().front();
+  OpBuilder b(func.getContext());
+  // Per parameter (its index p in the step's table): the wait before its
+  // first reader if its master is on the host, and its accumulator's bytes
+  // in the arena (fp32) if it has one.
+  DenseI64ArrayAttr grads = layout.getGrads();
+  SmallVector<std::pair<int64_t, int64_t>> accumulators;
+  int64_t p = -1;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto name = func.getArgAttrOfType<StringAttr>(i, kParamAttr);
+    if (!name)
+      continue;
+    ++p;
+    auto arg = func.getArgument(i);
+    if (int64_t at = grads && p < grads.size() ? grads[p] : -1; at >= 0)
+      accumulators.push_back({at, at + 4 * cast<MemRefType>(arg.getType()).getNumElements()});
+    if (p >= hostParams.size() || hostParams[p] < 0)
+      continue;
+    Operation *first = nullptr;
+    for (Operation *user : arg.getUsers())
+      if (Operation *top = block.findAncestorOpInBlock(*user))
+        if (!first || top->isBeforeInBlock(first))
+          first = top;
+    if (!first)
+      continue; // not read: nothing waits for it
+    b.setInsertionPoint(first);
+    b.create<tcck::AwaitWeightsOp>(first->getLoc(), name, p);
+  }
+  auto touches = [&](Operation &op) {
+    if (isa<tcck::AccumulateOp, tcck::HostAccumulateOp, tcck::GradReadyOp>(op))
+      return true;
+    for (Value v : op.getOperands()) {
+      while (auto alias = v.getDefiningOp<tcck::AliasOp>()) // the same bytes, reshaped
+        v = alias.getSource();
+      if (auto view = v.getDefiningOp<tcck::ViewOp>()) {
+        auto t = cast<MemRefType>(view.getType());
+        int64_t begin = view.getOffset(),
+                end = begin + t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+        for (auto [a, z] : accumulators)
+          if (begin < z && a < end)
+            return true;
+      }
+    }
+    return false;
+  };
+  for (Operation &op : block.without_terminator())
+    if (!isa<tcck::ViewOp, tcck::AliasOp, tcck::AwaitWeightsOp>(op) && touches(op)) {
+      b.setInsertionPoint(&op);
+      b.create<tcck::AwaitUpdateOp>(op.getLoc());
+      return;
+    }
+  b.setInsertionPoint(block.getTerminator());
+  b.create<tcck::AwaitUpdateOp>(func.getLoc());
 }

@@ -26,6 +26,14 @@ LogicalResult buildApply(func::FuncOp step, LayoutAttr layout, bool cuda, Type s
 /// The kernel module's @apply (the module of `op`, or `op` itself), or null.
 func::FuncOp applyFunction(Operation *op);
 
+/// CUDA, master weights in host memory (#tcc.tiers): the host update of
+/// the last optimizer step may still run when the micro-step starts. Each
+/// such parameter's first reader waits for its new fp16 copy
+/// (tcck.await_weights); the first op that touches a gradient accumulator
+/// waits for the whole update (tcck.await_update), which reads and zeroes
+/// them.
+void placeHostAwaits(func::FuncOp step, LayoutAttr layout);
+
 } // namespace mlir::tcc
 
 #endif // TCC_PASSES_LOWERTOKERNELS_H

@@ -197,9 +197,8 @@ std::string World::joinWithoutMpi(const char *worldSize, double timeoutSeconds) 
   if (err.empty())
     err = env("LOCAL_RANK") ? number("LOCAL_RANK", 0, 65535, local) : (local = rank, "");
   // The port where the ranks meet: TCC_MASTER_PORT, else MASTER_PORT, but
-  // under torchrun (which sets TORCHELASTIC_USE_AGENT_STORE) its agent's
-  // own store holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), so
-  // the one after it.
+  // under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) its agent's own
+  // store holds MASTER_PORT, so the one after it.
   std::string portFrom = "MASTER_PORT";
   if (err.empty() && env("TCC_MASTER_PORT")) {
     portFrom = "TCC_MASTER_PORT";

@@ -15,6 +15,7 @@
 #include "codegen/StepEmitter.h"
 #include "codegen/StepBuilder.h"
 #include "compiler/tcc/MemoryPlot.h"
+#include "compiler/tcc/Reports.h"
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "compiler/Import/OnnxLocation.h"
@@ -431,209 +432,6 @@ static std::string humanBytes(int64_t bytes) {
                 : llvm::formatv("{0:F1} {1}", v, units[u]).str();
 }
 
-/// A dictionary of integer, bool and string attributes as a JSON object.
-static llvm::json::Object toJson(DictionaryAttr dict) {
-  llvm::json::Object o;
-  for (NamedAttribute f : dict) {
-    if (auto b = dyn_cast<BoolAttr>(f.getValue()))
-      o[f.getName().getValue()] = b.getValue();
-    else if (auto i = dyn_cast<IntegerAttr>(f.getValue()))
-      o[f.getName().getValue()] = i.getInt();
-    else if (auto s = dyn_cast<StringAttr>(f.getValue()))
-      o[f.getName().getValue()] = s.getValue().str();
-  }
-  return o;
-}
-
-/// The array of dictionaries `attr` names on `func`, as JSON.
-static llvm::json::Array decisionsJson(func::FuncOp func, StringRef attr) {
-  llvm::json::Array out;
-  if (auto list = func->getAttrOfType<ArrayAttr>(attr))
-    for (Attribute a : list)
-      out.push_back(toJson(cast<DictionaryAttr>(a)));
-  return out;
-}
-
-/// Writes `report` to `path` as indented JSON.
-static LogicalResult writeJson(llvm::json::Object report, StringRef path) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec) {
-    llvm::errs() << "tcc: error: cannot write " << path << ": " << ec.message()
-                 << "\n";
-    return failure();
-  }
-  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
-  return success();
-}
-
-/// Writes tcc-fuse's decisions and counts as JSON (--fusion-report).
-static LogicalResult writeFusionReport(func::FuncOp func, StringRef path) {
-  llvm::json::Object report;
-  if (auto stats = func->getAttrOfType<DictionaryAttr>("tcc.fusion_stats"))
-    report = toJson(stats);
-  report["decisions"] = decisionsJson(func, "tcc.fusion_decisions");
-  return writeJson(std::move(report), path);
-}
-
-/// Writes the plan's breakdown as JSON (--memory-report).
-/// A CUDA plan that recomputes activations: what swapping them to host
-/// memory instead would cost, by the tier cost model (roofline per op at
-/// the device's published rates; PCIe at --pcie-gbps, or the plan's
-/// #tcc.tiers rate). The swap would copy each recomputed value's saved
-/// bytes out during the forward pass and back during the backward pass
-/// (PCIe is full duplex: one direction each), hidden where the pass is
-/// longer than its copies; it pays where the exposed copy time is less than
-/// the recomputation's. tcc has no swap path: this is the estimate that
-/// says whether one would pay. None without recomputation.
-static std::optional<llvm::json::Object> activationSwap(func::FuncOp func) {
-  tcc::TargetAttr target = tcc::TargetAttr::of(func);
-  auto decisions = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions");
-  if (!target || !target.isCuda() || !decisions || decisions.empty())
-    return std::nullopt;
-  int64_t bytes = 0;
-  for (auto d : decisions.getAsRange<DictionaryAttr>())
-    if (auto b = d.getAs<IntegerAttr>("bytes"))
-      bytes += b.getInt();
-  tcc::DeviceRates rates = tcc::deviceRatesForArch(target.getArch());
-  double pcie = pcieGbps * 1e9;
-  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func))
-    pcie = tcc::TierRates::of(tiers).pcieBytesPerSecond;
-  double compute = 0, recompute = 0;
-  for (Operation &op : func.getBody().front()) {
-    double t = tcc::rooflineSeconds(&op, target.getFloatBytes(), rates);
-    compute += t;
-    if (op.hasAttr("tcc.remat"))
-      recompute += t;
-  }
-  // The forward pass about a third of the step, the backward two thirds.
-  const double oneWay = static_cast<double>(bytes) / pcie;
-  const double forward = (compute - recompute) / 3, backward = 2 * (compute - recompute) / 3;
-  const double exposed = std::max(0.0, oneWay - forward) + std::max(0.0, oneWay - backward);
-  return llvm::json::Object{
-      {"note", "estimates, not measurements, optimistic for the swap (each copy hidden under its "
-               "pass as far as the pass is long): swapping the recomputed values' saved bytes to host "
-               "memory after their forward use and back before their backward use, instead of "
-               "recomputing them; tcc has no swap path"},
-      {"bytes", bytes},
-      {"pcie_gbps", pcie / 1e9},
-      {"copy_seconds_each_way", oneWay},
-      {"exposed_copy_seconds", exposed},
-      {"recompute_seconds", recompute},
-      {"micro_step_compute_seconds", compute},
-      {"swap_pays", exposed < recompute},
-  };
-}
-
-static LogicalResult writeMemoryReport(func::FuncOp func, int64_t budget,
-                                       StringRef path) {
-  tcc::LayoutAttr layout = tcc::LayoutAttr::of(func);
-  if (!layout)
-    return func.emitError("--memory-report needs the memory plan (tcc.layout)");
-  int64_t stepFlops = 0, recomputedFlops = 0;
-  // The step's ops, each once: a fusion's cost is its body's.
-  for (Operation &op : func.getBody().front()) {
-    int64_t f = tcc::estimateFlops(&op);
-    stepFlops += f;
-    if (op.hasAttr("tcc.remat"))
-      recomputedFlops += f;
-  }
-  llvm::json::Object report{
-      {"planned_peak_bytes", layout.getPlannedBytes()},
-      {"arena_bytes", layout.getArenaBytes()},
-      {"budget_bytes", budget},
-      {"categories",
-       llvm::json::Object{
-           {"parameters", layout.getParamBytes()},
-           {"gradients", layout.getGradBytes()},
-           {"optimizer_state", layout.getStateBytes()},
-           {"inputs", layout.getInputBytes()},
-           {"outputs", layout.getOutputBytes()},
-           {"activations_and_temporaries", layout.getTemporaryBytes()},
-           {"fp16_working_copies", layout.getShadowBytes()},
-           {"library_workspace", layout.getWorkspaceBytes()},
-           {"constants_and_runtime_reserve", layout.getDeviceReserveBytes()},
-       }},
-      {"saved_activation_bytes", layout.getSavedActivationBytes()},
-      {"temporary_bytes_without_reuse", layout.getTemporaryBytesUnshared()},
-      {"step_flops", stepFlops},
-      {"recomputed_flops", recomputedFlops},
-      {"remat_decisions", decisionsJson(func, "tcc.remat_decisions")},
-  };
-  if (tcc::ShardsAttr shards = layout.getShards()) {
-    // Bytes are one rank's; what the state would take unsharded, beside.
-    int64_t kinds = static_cast<int64_t>(shards.getState().size());
-    report["data_parallel"] = llvm::json::Object{
-        {"ranks", shards.getRanks()},
-        {"note", "ZeRO-1: every byte count above is one rank's; each rank keeps the "
-                 "optimizer state of one chunk of the flat parameter space"},
-        {"flat_elements", shards.getFlatElems()},
-        {"chunk_elements", shards.getChunkElems()},
-        {"optimizer_state_per_rank_bytes", layout.getStateBytes()},
-        {"optimizer_state_unsharded_bytes",
-         kinds * shards.getFlatElems() * shards.getElemBytes()},
-        {"reduce_scatter_buffer_bytes", shards.getChunkBytes()},
-    };
-  }
-  if (auto swap = activationSwap(func))
-    report["activation_swap"] = std::move(*swap);
-  if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func)) {
-    tcc::TargetAttr target = tcc::TargetAttr::of(func);
-    tcc::TierEstimate e = tcc::estimateTiers(func, tiers, target.getFloatBytes(),
-                                             layout.getState().size() /
-                                                 std::max<size_t>(layout.getParams().size(), 1));
-    auto argNames = [&](ArrayRef<int64_t> args) {
-      llvm::json::Array names;
-      for (int64_t a : args)
-        if (auto n = func.getArgAttrOfType<StringAttr>(a, tcc::kParamAttr))
-          names.push_back(n.getValue().str());
-      return names;
-    };
-    report["host"] = llvm::json::Object{
-        {"bytes", layout.getHostBytes()},
-        {"budget_bytes", tiers.getHostBudget()},
-        {"categories",
-         llvm::json::Object{
-             {"parameters", layout.getHostParamBytes()},
-             {"gradients", layout.getHostGradBytes()},
-             {"optimizer_state", layout.getHostStateBytes()},
-         }},
-        {"state_on_host", argNames(tiers.getHostState().asArrayRef())},
-        {"gradients_on_host", argNames(tiers.getHostGrads().asArrayRef())},
-    };
-    report["estimate"] = llvm::json::Object{
-        {"note", "seconds by the cost model (roofline per op at the device's published rates, "
-                 "transfers and the host update at the stated bandwidths, no overlap): "
-                 "estimates, not measurements"},
-        {"pcie_gbps", tiers.getPcieMbps() / 1e3},
-        {"host_gbps", tiers.getHostMbps() / 1e3},
-        {"device_tflops", tiers.getDeviceGflops() / 1e3},
-        {"device_gbps", tiers.getDeviceMbps() / 1e3},
-        {"micro_step_compute_seconds", e.computeSeconds},
-        {"recompute_seconds", e.recomputeSeconds},
-        {"pcie_bytes_per_micro_step", e.pcieBytesPerMicroStep},
-        {"pcie_bytes_per_optimizer_step", e.pcieBytesPerStep},
-        {"host_bytes_per_micro_step", e.hostBytesPerMicroStep},
-        {"host_bytes_per_optimizer_step", e.hostBytesPerStep},
-        {"transfer_seconds_per_micro_step", e.transferSecondsPerMicroStep},
-        {"transfer_seconds_per_optimizer_step", e.transferSecondsPerStep},
-        {"host_seconds_per_micro_step", e.hostSecondsPerMicroStep},
-        {"host_update_seconds_per_optimizer_step", e.hostSecondsPerStep},
-        {"added_seconds_per_optimizer_step_accum_1", e.addedSeconds(1)},
-        {"step_seconds_accum_1", e.computeSeconds + e.tierSeconds(1)},
-    };
-  }
-  llvm::json::Array largest;
-  for (auto v : layout.getPeakValues().getAsRange<DictionaryAttr>())
-    largest.push_back(toJson(v));
-  report["peak"] = llvm::json::Object{
-      {"op", layout.getPeakOp().str()},
-      {"live_bytes", layout.getPeakLiveBytes()},
-      {"largest_values", std::move(largest)},
-  };
-  return writeJson(std::move(report), path);
-}
-
 /// The memory plot's data for a planned function (see MemoryPlot.h).
 static tcc::plot::MemoryPlan plotData(func::FuncOp func, int64_t floatBytes,
                                       int64_t budget, StringRef title) {
@@ -995,10 +793,10 @@ static LogicalResult planStep(ModuleOp module, const Driver &d) {
     return failure();
   }
   const int64_t floatBytes = targetAttr.getFloatBytes();
-  if (!fusionReport.empty() && failed(writeFusionReport(planned, fusionReport)))
+  if (!fusionReport.empty() && failed(tcc::writeFusionReport(planned, fusionReport)))
     return failure();
   if (!memoryReport.empty() &&
-      failed(writeMemoryReport(planned, d.budget, memoryReport)))
+      failed(tcc::writeMemoryReport(planned, d.budget, pcieGbps, memoryReport)))
     return failure();
   if (!memoryPlot.empty()) {
     auto title = [&](int64_t b) {

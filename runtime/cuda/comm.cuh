@@ -245,9 +245,9 @@ public:
   }
 
   /// Aborts the communicator (tcc-run ending a world it was launched into
-  /// without MPI): the peers' collectives fail instead of waiting.
-  /// Aborts the communicator; the watchdog's thread may call it while the
-  /// main thread waits in host(), so the pointer is taken atomically.
+  /// without MPI): the peers' collectives fail instead of waiting. The
+  /// watchdog's thread may call it while the main thread waits in host(),
+  /// so the pointer is taken atomically.
   void abort() {
     ncclComm_t c = __atomic_exchange_n(&comm_, static_cast<ncclComm_t>(nullptr), __ATOMIC_ACQ_REL);
     if (c)
@@ -394,16 +394,10 @@ public:
       if (e != cudaErrorNotReady)
         break;
       e = cudaSuccess;
-      ncclResult_t async = ncclSuccess;
       ncclComm_t c = __atomic_load_n(&comm_, __ATOMIC_ACQUIRE);
       if (!c)
         return std::string(what) + ": the communicator was aborted";
-      if (nccl().commGetAsyncError(c, &async) == ncclSuccess && async != ncclSuccess &&
-          static_cast<int>(async) != 7) {
-        if (!failed_) {
-          failed_ = async;
-          what_ = what;
-        }
+      if (async_failed(c, what)) {
         abort();
         return error();
       }
@@ -411,12 +405,8 @@ public:
     }
     if (e == cudaSuccess && r == ncclSuccess)
       std::memcpy(out, static_cast<char *>(pinned_) + out_at, out_bytes);
-    ncclResult_t async = ncclSuccess;
-    if (!failed_ && nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
-        static_cast<int>(async) != 7) {
-      failed_ = async;
-      what_ = what;
-    }
+    if (comm_)
+      async_failed(comm_, what);
     if (e != cudaSuccess)
       return std::string(cudaGetErrorName(e)) + ": " + what;
     return error();
@@ -444,15 +434,8 @@ public:
 
   /// A failure so far, or "".
   std::string error() {
-    if (!failed_ && comm_) {
-      ncclResult_t async = ncclSuccess;
-      // 7: ncclInProgress (NCCL 2.14 on; older headers lack the name).
-      if (nccl().commGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
-          static_cast<int>(async) != 7) {
-        failed_ = async;
-        what_ = sharded() ? "the ZeRO-1 reduce-scatter or all-gather" : "the gradient all-reduce";
-      }
-    }
+    if (comm_)
+      async_failed(comm_, sharded() ? "the ZeRO-1 reduce-scatter or all-gather" : "the gradient all-reduce");
     if (!failed_)
       return "";
     return what_ + ": " + nccl().getErrorString(failed_);
@@ -494,6 +477,20 @@ private:
     float *g;
     int64_t n;
   };
+
+  /// Whether the communicator `c` reports an asynchronous error (a peer
+  /// failed); the first failure is kept, named `what`.
+  bool async_failed(ncclComm_t c, const char *what) {
+    if (failed_)
+      return true;
+    ncclResult_t async = ncclSuccess;
+    // 7: ncclInProgress (NCCL 2.14 on; older headers lack the name).
+    if (nccl().commGetAsyncError(c, &async) != ncclSuccess || async == ncclSuccess || static_cast<int>(async) == 7)
+      return false;
+    failed_ = async;
+    what_ = what;
+    return true;
+  }
 
   struct Timed {
     cudaEvent_t start, end;

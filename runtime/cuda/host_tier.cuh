@@ -93,7 +93,6 @@ struct HostTier {
   std::vector<HostGradCopy> copies;
   bool copies_pending = false; // copies queued since the last accumulate()
   std::thread adder;           // adds the last micro-step's copies (no CUDA calls)
-  cudaEvent_t drained_down = nullptr, drained_up = nullptr; // await_all()
 
   /// Ends an update in flight (settle()) and waits for the adder: before
   /// anything reads the masters, the state or the accumulators, or
@@ -123,9 +122,7 @@ struct HostTier {
       threads = std::max(1, std::atoi(t));
     if ((e = cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&drained_down, cudaEventDisableTiming)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&drained_up, cudaEventDisableTiming)) != cudaSuccess)
+        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess)
       return e;
     for (int s = 0; s < 2; ++s)
       if ((e = cudaEventCreateWithFlags(&got[s], cudaEventDisableTiming)) != cudaSuccess ||
@@ -264,10 +261,8 @@ struct HostTier {
     }
     copies.clear();
     copies_pending = false;
-    for (cudaEvent_t ev : {ready, drained_down, drained_up})
-      if (ev)
-        cudaEventDestroy(ev);
-    drained_down = drained_up = nullptr;
+    if (ready)
+      cudaEventDestroy(ready);
     if (down)
       cudaStreamDestroy(down);
     if (up)
@@ -354,23 +349,23 @@ struct HostTier {
   /// or by settle(), which every reader of the host buffer calls (join()).
   /// update() is begin() and settle(): it returns once the new fp16 weights
   /// are on the device and the device accumulators are zeroed.
-  template <class Body> cudaError_t begin(Body body) {
+  cudaError_t begin(std::function<void(const tcc::host::OptTensor &)> body) {
     join();
-    todo_ = chunks();
+    pending_ = chunks();
     row_end_.assign(rows.size(), 0);
-    for (size_t k = 0; k < todo_.size(); ++k)
-      row_end_[static_cast<size_t>(todo_[k].row)] = k + 1;
+    for (size_t k = 0; k < pending_.size(); ++k)
+      row_end_[static_cast<size_t>(pending_[k].row)] = k + 1;
     next_ = 0;
     body_ = std::move(body);
     status_ = cudaSuccess;
     // The last update's uploads may still read the fp16 staging.
     cudaError_t e = cudaStreamSynchronize(up);
-    for (size_t k = 0; e == cudaSuccess && k < todo_.size() && k < 2; ++k)
-      e = fetch(todo_[k], static_cast<int>(k));
-    in_flight_ = e == cudaSuccess && !todo_.empty();
+    for (size_t k = 0; e == cudaSuccess && k < pending_.size() && k < 2; ++k)
+      e = fetch(pending_[k], static_cast<int>(k));
+    in_flight_ = e == cudaSuccess && !pending_.empty();
     return e;
   }
-  template <class Body> cudaError_t update(Body body) {
+  cudaError_t update(std::function<void(const tcc::host::OptTensor &)> body) {
     if (cudaError_t e = begin(std::move(body)))
       return e;
     return settle();
@@ -381,49 +376,30 @@ struct HostTier {
   uint64_t updated_chunks = 0, overlapped_chunks = 0;
 
   /// Updates chunks until row `row` (an index of `rows`) is done, and makes
-  /// `compute` wait for its fp16 copy (and every upload before it).
+  /// `compute` wait for its fp16 copy (and every upload before it: `up` is
+  /// in order).
   cudaError_t await_row(int row, cudaStream_t compute) {
     if (!in_flight_ || row < 0 || static_cast<size_t>(row) >= row_end_.size())
       return status_;
-    while (status_ == cudaSuccess && next_ < row_end_[static_cast<size_t>(row)]) {
-      status_ = step_one();
-      ++overlapped_chunks;
-    }
-    if (status_ == cudaSuccess && next_ > 0)
-      status_ = cudaStreamWaitEvent(compute, sent[(next_ - 1) % 2], 0);
-    if (status_ != cudaSuccess)
-      in_flight_ = false; // failed: reported once, by the caller
-    return status_;
+    return run_to(row_end_[static_cast<size_t>(row)], compute);
   }
 
-  /// Updates every chunk left and makes `compute` wait for the last
-  /// downloads (the accumulators zeroed) and uploads; the update is then
-  /// no longer in flight.
+  /// Updates every chunk left and makes `compute` wait for the last upload
+  /// (every download is done: each chunk waited for its own on the host);
+  /// the update is then no longer in flight.
   cudaError_t await_all(cudaStream_t compute) {
     if (!in_flight_)
       return status_;
-    while (status_ == cudaSuccess && next_ < todo_.size()) {
-      status_ = step_one();
-      ++overlapped_chunks;
-    }
+    run_to(pending_.size(), compute);
     in_flight_ = false;
-    // Every download is done (each chunk waited for its own); the waits
-    // keep the order on the device explicit, and cover the uploads of
-    // parameters the micro-step did not await.
-    cudaError_t &e = status_;
-    if (e == cudaSuccess && (e = cudaEventRecord(drained_down, down)) == cudaSuccess &&
-        (e = cudaStreamWaitEvent(compute, drained_down, 0)) == cudaSuccess &&
-        (e = cudaEventRecord(drained_up, up)) == cudaSuccess)
-      e = cudaStreamWaitEvent(compute, drained_up, 0);
-    return e;
+    return status_;
   }
 
   /// Updates every chunk left and waits on the host for the copies.
   cudaError_t settle() {
     if (!in_flight_)
       return status_;
-    while (status_ == cudaSuccess && next_ < todo_.size())
-      status_ = step_one();
+    run_to(pending_.size(), nullptr);
     in_flight_ = false;
     if (status_ == cudaSuccess)
       status_ = cudaStreamSynchronize(down);
@@ -433,6 +409,23 @@ struct HostTier {
   }
 
 private:
+  /// Updates chunks up to (not including) chunk `end`; with `compute`
+  /// (from the next micro-step), counts them as overlapped and makes it
+  /// wait for the last upload so far. A failure ends the update in flight
+  /// (reported once, by the caller).
+  cudaError_t run_to(size_t end, cudaStream_t compute) {
+    while (status_ == cudaSuccess && next_ < end) {
+      status_ = step_one();
+      if (compute)
+        ++overlapped_chunks;
+    }
+    if (status_ == cudaSuccess && compute && next_ > 0)
+      status_ = cudaStreamWaitEvent(compute, sent[(next_ - 1) % 2], 0);
+    if (status_ != cudaSuccess)
+      in_flight_ = false;
+    return status_;
+  }
+
   /// Chunk next_: waits for its gradients (slot s), for the slot's last
   /// upload, updates it on the host, uploads its fp16 weights, and fetches
   /// chunk next_+2 into the slot.
@@ -440,28 +433,28 @@ private:
     const size_t k = next_++;
     ++updated_chunks;
     const int s = static_cast<int>(k % 2);
-    const HostRow &r = rows[static_cast<size_t>(todo_[k].row)];
+    const HostRow &r = rows[static_cast<size_t>(pending_[k].row)];
     cudaError_t e;
     if ((e = cudaEventSynchronize(got[s])) != cudaSuccess)
       return e;
     if (k >= 2 && (e = cudaEventSynchronize(sent[s])) != cudaSuccess)
       return e;
-    const int64_t b = todo_[k].begin;
+    const int64_t b = pending_[k].begin;
     tcc::host::OptTensor t{r.p + b, r.grad_on_host ? r.g + b : grads[s], r.s0 ? r.s0 + b : nullptr,
-                           r.s1 ? r.s1 + b : nullptr, halves[s], todo_[k].n, r.weight_decay};
+                           r.s1 ? r.s1 + b : nullptr, halves[s], pending_[k].n, r.weight_decay};
     body_(t);
-    if ((e = cudaMemcpyAsync(r.p16 + b, halves[s], sizeof(uint16_t) * todo_[k].n, cudaMemcpyHostToDevice, up)) !=
+    if ((e = cudaMemcpyAsync(r.p16 + b, halves[s], sizeof(uint16_t) * pending_[k].n, cudaMemcpyHostToDevice, up)) !=
             cudaSuccess ||
         (e = cudaEventRecord(sent[s], up)) != cudaSuccess)
       return e;
     // The slot's gradients are consumed: fetch chunk k+2 into it.
-    if (k + 2 < todo_.size() && (e = fetch(todo_[k + 2], s)) != cudaSuccess)
+    if (k + 2 < pending_.size() && (e = fetch(pending_[k + 2], s)) != cudaSuccess)
       return e;
     return cudaSuccess;
   }
 
-  std::vector<Chunk> todo_;    // the update in flight's chunks
-  std::vector<size_t> row_end_; // per row: one past its last chunk in todo_
+  std::vector<Chunk> pending_;  // the update in flight's chunks
+  std::vector<size_t> row_end_; // per row: one past its last chunk in pending_
   size_t next_ = 0;            // the next chunk to update
   std::function<void(const tcc::host::OptTensor &)> body_;
   bool in_flight_ = false;

@@ -264,21 +264,29 @@ void host_grad_copy(int k, const void *src) {
                  cudaGetErrorString(e));
 }
 void host_grad_wait(int k) { g_host.wait_grad(k, stream()); }
+namespace {
+/// Reports a failure of the host update (host_tier.cuh) seen `where`;
+/// returns 5, the step's code for it, or 0 for none.
+int host_update_failed(cudaError_t e, const char *where) {
+  if (e == cudaSuccess)
+    return 0;
+  std::fprintf(stderr, "tcc step: %s: the host update: %s (%s)\n", where, cudaGetErrorName(e), cudaGetErrorString(e));
+  return 5;
+}
+} // namespace
+
 void host_await(int param) {
   if (!g_host.in_flight())
     return;
   for (size_t r = 0; r < g_host.rows.size(); ++r)
     if (g_host.rows[r].param == param) {
-      if (cudaError_t e = g_host.await_row(static_cast<int>(r), stream()))
-        std::fprintf(stderr, "tcc step: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+      host_update_failed(g_host.await_row(static_cast<int>(r), stream()), "micro_step");
       return;
     }
 }
 void host_await_all() {
-  if (!g_host.in_flight())
-    return;
-  if (cudaError_t e = g_host.await_all(stream()))
-    std::fprintf(stderr, "tcc step: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
+  if (g_host.in_flight())
+    host_update_failed(g_host.await_all(stream()), "micro_step");
 }
 void grad_ready(float *acc, int64_t n) { g_comm.ready(acc, n, stream()); }
 
@@ -438,9 +446,7 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   g_hook = nullptr;
   g_prof = 0;
   g_staging.close();
-  if (cudaError_t e = g_host.join()) // the last update, if it still runs
-    std::fprintf(stderr, "tcc step: close: the host update failed: %s (%s)\n", cudaGetErrorName(e),
-                 cudaGetErrorString(e));
+  host_update_failed(g_host.join(), "close"); // the last update, if it still runs
   // TCC_HOST_TIER_STATS=1: how much of the host update overlapped the
   // next micro-step (the tests check it ran that way).
   if (const char *st = std::getenv("TCC_HOST_TIER_STATS"); st && std::strcmp(st, "1") == 0 && g_host.active())
@@ -576,10 +582,8 @@ TCC_EXPORT int tcc_step_device_memory(uint64_t *peak, uint64_t *total) {
 }
 
 TCC_EXPORT int tcc_step_zero_grads(void *arena) {
-  if (cudaError_t e = g_host.join()) { // its downloads read the accumulators
-    std::fprintf(stderr, "tcc step: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
-    return 5;
-  }
+  if (int rc = host_update_failed(g_host.join(), "zero_grads")) // its downloads read the accumulators
+    return rc;
   desc().zero_grads(static_cast<char *>(arena));
   g_host.zero_grads();
   return 0;
@@ -625,11 +629,8 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
     return 3;
   // The last update, had no micro-step run since (the norm reads the
   // accumulators it zeroes).
-  if (cudaError_t e = g_host.join()) {
-    std::fprintf(stderr, "tcc step: apply: the last host update: %s (%s)\n", cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-    return 5;
-  }
+  if (int rc = host_update_failed(g_host.join(), "apply"))
+    return rc;
   if (d.shards)
     return 7; // ZeRO-1: tcc_step_shard_sumsq and tcc_step_shard_apply
   // The world's gradients, summed while the last micro-step ran (comm.cuh):
@@ -706,10 +707,8 @@ TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {
       body = [c, threads](const tcc::host::OptTensor &t) { tcc::host::sgd(&t, 1, c, threads); };
     }
     cudaError_t e = overlap ? g_host.begin(std::move(body)) : g_host.update(std::move(body));
-    if (e != cudaSuccess) {
-      std::fprintf(stderr, "tcc step: apply: the host update: %s (%s)\n", cudaGetErrorName(e), cudaGetErrorString(e));
-      return 5;
-    }
+    if (int rc = host_update_failed(e, "apply"))
+      return rc;
   }
   return check_device("apply");
 }
@@ -759,11 +758,8 @@ TCC_EXPORT int tcc_step_micro_step_begin(void *arena_, double grad_scale) {
 TCC_EXPORT int tcc_step_micro_step_end(void *arena_) {
   (void)arena_;
   // The last optimizer step's host update, had the body left any of it.
-  if (cudaError_t e = g_host.settle()) {
-    std::fprintf(stderr, "tcc step: micro_step: the host update: %s (%s)\n", cudaGetErrorName(e),
-                 cudaGetErrorString(e));
-    return 5;
-  }
+  if (int rc = host_update_failed(g_host.settle(), "micro_step"))
+    return rc;
   int rc = check_device("micro_step");
   if (rc == 0)
     if (cudaError_t e = g_host.accumulate()) {
@@ -1041,23 +1037,8 @@ void api_abort(int code) {
   std::_Exit(code);
 }
 int api_finalize() { return 0; }
-// Sums `send` (ranks * chunk of fp32 or fp64) over the world and keeps
-// this rank's chunk: one all-reduce of the whole (tcc-run's host
-// collectives are small; the step's own reduce-scatter is comm.cuh's).
-int api_reduce_scatter(const void *send, void *recv, uint64_t chunk, int elem, char *e, uint64_t l) {
-  if (elem != 4 && elem != 8)
-    return said("a host reduce-scatter of " + std::to_string(elem) + "-byte elements", e, l);
-  const uint64_t n = chunk * static_cast<uint64_t>(g_comm.ranks());
-  std::vector<char> all(static_cast<size_t>(n * static_cast<uint64_t>(elem)));
-  std::memcpy(all.data(), send, all.size());
-  if (int rc = said(g_comm.host_allreduce(all.data(), n, static_cast<uint64_t>(elem),
-                                          elem == 4 ? ncclFloat32 : ncclFloat64, ncclSum,
-                                          "a reduce-scatter over NCCL"),
-                    e, l))
-    return rc;
-  std::memcpy(recv, all.data() + chunk * static_cast<uint64_t>(elem) * static_cast<uint64_t>(g_comm.rank()),
-              static_cast<size_t>(chunk * static_cast<uint64_t>(elem)));
-  return 0;
+int api_reduce_scatter(const void *, void *, uint64_t, int, char *e, uint64_t l) {
+  return said("the step's collectives have no host reduce-scatter (a CPU step's ZeRO-1 runs over MPI)", e, l);
 }
 // `buf` (ranks * chunk elements) gets every rank's chunk r from rank r.
 int api_allgather(void *buf, uint64_t chunk, int elem, char *e, uint64_t l) {
