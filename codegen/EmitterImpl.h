@@ -1,10 +1,11 @@
 //===- EmitterImpl.h - the step emitter's class, for its per-target files -*- C++ -*-===//
 //
-// The emitter behind emitStep (StepEmitter.h), shared by its files:
-// StepEmitter.cpp (the frame: tables, init, apply), codegen/cpu/CpuKernels.cpp
-// and codegen/cuda/CudaKernels.cpp (each target's kernels, from the tcck
-// dialect) and codegen/LibraryCalls.cpp (the library calls both targets
-// make). Not an interface of the library.
+// The emitters behind emitStep (StepEmitter.h): the target-neutral base,
+// Emitter (StepEmitter.cpp: the frame, tables and buffers; LibraryCalls.cpp:
+// the library calls both targets make; Translate.cpp: tcc-translate's
+// body), from which each target's emitter derives: CpuEmitter
+// (codegen/cpu/) and CudaEmitter (codegen/cuda/). Not an interface of the
+// library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,16 +26,11 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace mlir::tcc::codegen {
-
-/// The CUDA units' launch-size helper, in step.cu and in tcc-translate's unit.
-inline constexpr const char *kCudaGridFor =
-    "inline unsigned grid_for(int64_t n) {\n"
-    "  return (unsigned)std::min<int64_t>(std::max<int64_t>((n + 255) / 256, 1), 65535LL * 32);\n"
-    "}\n\n";
 
 /// An arena slot or a constant array that holds a value.
 struct Buffer {
@@ -44,8 +40,6 @@ struct Buffer {
   uint64_t bytes = 0;
   bool inArena = true;
 };
-
-
 
 /// What run() gathers for the step's frame from the kernel function's
 /// signature, its #tcc.layout and @apply: the tables (descriptors of the
@@ -65,30 +59,107 @@ struct Frame {
   int numTrainable = 0;
 };
 
+/// One row of the optimizer's table (kApply): a tcck.update's offsets.
+struct ApplyRowFields {
+  int64_t param;
+  int64_t master, grad, state0, state1;
+  std::string half; // the fp16 working copy's offset, or "~0"
+  int64_t elements;
+  int location;     // 0: all on the device; 1: master and state on the host; 2: the gradient too
+};
+
+/// One row of ZeRO-1's table (kShardRows): a tcck.shard_update.
+struct ShardRowFields {
+  int64_t param, master;
+  std::string half;
+  int64_t flat, elements;
+};
+
+/// How a copy loop's text names its buffers (Emitter::moveLoopText): inline
+/// on the CPU, in a kernel's body (device code) on CUDA.
+struct MoveLoopStyle {
+  SmallVector<std::string> outs, ins; // the results' and the inputs' pointers
+  /// Device code: the results' storage types (each copied element is
+  /// loaded and converted), a grid-stride loop, no static locals.
+  SmallVector<std::string> outTypes;
+  bool deviceCode = false;
+};
+
+/// The step emitter's target-neutral half: the frame (tables, init, the
+/// optimizer's rows, from the kernel function's signature, #tcc.layout and
+/// @apply), the buffers, the library calls and the scalar expressions both
+/// targets share. Each target's emitter (CpuEmitter in codegen/cpu/,
+/// CudaEmitter in codegen/cuda/) derives from it and supplies the hooks
+/// below: its kernels, the text of a mark and of zeroing bytes, the buffers'
+/// C++ types, and the assembled source. Nothing here asks which target it
+/// is.
 class Emitter {
 public:
-  /// `kernels`: the step lowered to kernels (tcc-lower-to-kernels). The
-  /// emitter reads nothing else: its body is the step's code; its
-  /// signature (the parameters, inputs, outputs and accumulators, named by
-  /// their tcc.param, tcc.input, tcc.output and tcc.grad attributes) and
-  /// its typed memory plan (#tcc.layout) give the frame (the step's tables,
-  /// init); @apply beside it (tcck.apply) the optimizer.
-  Emitter(func::FuncOp kernels, TargetAttr target, const StepEmitOptions &options)
-      : kernelFunc(kernels), options(options), cuda(target.isCuda()),
-        useDouble(target.getStorage().isF64()) {}
+  /// The emitter for `target` over `kernels`: the step lowered to kernels
+  /// (tcc-lower-to-kernels). The emitter reads nothing else: its body is the
+  /// step's code; its signature (the parameters, inputs, outputs and
+  /// accumulators, named by their tcc.param, tcc.input, tcc.output and
+  /// tcc.grad attributes) and its typed memory plan (#tcc.layout) give the
+  /// frame (the step's tables, init); @apply beside it (tcck.apply) the
+  /// optimizer.
+  static std::unique_ptr<Emitter> create(func::FuncOp kernels, TargetAttr target,
+                                         const StepEmitOptions &options);
+  virtual ~Emitter() = default;
 
   FailureOr<EmittedStep> run();
-  /// The kernels of `kernels` alone, as a C++ function (tcc-translate).
-  FailureOr<std::string> translateKernels();
-  /// The same for the cuda target: a CUDA unit with the generated kernels
-  /// and the micro-step body as a function (codegen/cuda/CudaKernels.cpp).
-  FailureOr<std::string> translateCudaKernels();
+  /// tcc-translate: the kernels of `kernels` alone, as a function over the
+  /// arena and the function's arguments (no frame).
+  virtual FailureOr<std::string> translate() = 0;
 
-private:
+protected:
+  Emitter(func::FuncOp kernels, TargetAttr target, const StepEmitOptions &options)
+      : kernelFunc(kernels), options(options), useDouble(target.getStorage().isF64()) {}
+
+  // ---- The target's hooks. ----
+  /// One op of the kernel function.
+  virtual LogicalResult emitKernel(Operation *op) = 0;
+  /// The step's source around `body`, from the frame; may also set
+  /// step.kernelSource and step.target.
+  virtual std::string assemble(const Frame &f) = 0;
+  /// The statement of mark `k` (mark k ends op k-1 of the op table).
+  virtual std::string markText(size_t k) const = 0;
+  /// A statement that zeroes `bytes` (a C++ expression) at arena + `offset`.
+  virtual std::string zeroText(uint64_t offset, const std::string &bytes) const = 0;
+  /// The C++ storage type of the kernel-IR buffer `v`: its element type.
+  virtual std::string storageType(Value v) const { return ctype(tensor(v).getElementType()); }
+  /// The type and bytes of the arena slot that holds `v` (define).
+  virtual std::pair<std::string, uint64_t> slotOf(Value v) const;
+  /// The type fused code computes `elt` in.
+  virtual std::string computeType(Type elt) const { return ctype(elt); }
+  /// The conversion of `x` to `ty` in fused code.
+  virtual std::string convert(const std::string &ty, const std::string &x) const = 0;
+  /// "CPU" or "CUDA", for diagnostics.
+  virtual StringRef targetName() const = 0;
+  /// A library call that can fail on an index: the statement that makes it.
+  virtual std::string checkedCall(const std::string &call) const = 0;
+  /// A null pointer for an absent float operand of kind `what` ("bias",
+  /// "weight") of a library call.
+  virtual std::string nullOperand(StringRef what) const = 0;
+  /// The loss-with-gradient call's last arguments (", g_scratch" on CUDA).
+  virtual std::string lossScratch() const { return ""; }
+  /// The attention launchers' template arguments (on CUDA, so that the step
+  /// compiles only the kernels it runs), or "".
+  virtual std::string attentionKernel(const AttentionShape &, Value) { return ""; }
+  /// After argument `i`'s buffer is defined: its working copy, if the
+  /// target keeps one (the body then reads that).
+  virtual LogicalResult bindWorkingCopy(Frame &f, unsigned i, Value arg) = 0;
+  /// A parameter whose master weights are in the host buffer: the buffer
+  /// the body reads (its working copy), or failure.
+  virtual FailureOr<Buffer> hostParamBuffer(Frame &f, unsigned i, Value arg) = 0;
+  /// The optimizer's table rows (kApply, kShardRows) of the target's ABI.
+  virtual std::string applyRow(const ApplyRowFields &r) const = 0;
+  virtual std::string shardRow(const ShardRowFields &r) const = 0;
+
+  // ---- Shared by both targets. ----
   /// For both translations: the kernel function's arguments as buffers
   /// named arg0, arg1, ... and every op emitted by the target's emitter into
-  /// the body (after mark 0 on CUDA); returns the parameter list
-  /// (", T *arg0, ...") or fails with a diagnostic.
+  /// the body (after mark 0); returns the parameter list (", T *arg0, ...")
+  /// or fails with a diagnostic.
   FailureOr<std::string> translateBody();
 
   // Types.
@@ -109,73 +180,10 @@ private:
   /// `v` (`ptr`, or v's buffer) in the op's layout; a token-major [B, S, C]
   /// tensor holds its heads of `headSize` columns from column `column` on.
   std::string attentionArg(Value v, const AttentionShape &s, int64_t column, int64_t headSize,
-                           std::string ptr = "") {
-    if (ptr.empty())
-      ptr = ref(v);
-    ArrayRef<int64_t> d = tensor(v).getShape();
-    if (!s.tokenMajor)
-      return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ptr, d[1] * d[2] * d[3],
-                           d[2] * d[3], d[3])
-          .str();
-    if (column)
-      ptr = "(" + ptr + " + " + std::to_string(column) + ")";
-    return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ptr, d[1] * d[2],
-                         headSize, d[2])
-        .str();
-  }
-  /// Query, key and value (operands 0, 1, 2 of both attention ops).
-  std::string attentionOperands(Operation *op, const AttentionShape &s) {
-    return llvm::formatv("{0}, {1}, {2}", attentionArg(op->getOperand(0), s, s.columns[0], s.d),
-                         attentionArg(op->getOperand(1), s, s.columns[1], s.d),
-                         attentionArg(op->getOperand(2), s, s.columns[2], s.dv))
-        .str();
-  }
+                           std::string ptr = "");
   /// An attention's bias argument and its strides (0 along broadcast
   /// dimensions), or a null pointer.
-  std::string attentionBias(Value bias) {
-    if (!bias)
-      return std::string("(const ") + (cuda ? "__half" : "F") +
-             " *)nullptr, AttentionStrides{0LL, 0LL, 0LL}";
-    ArrayRef<int64_t> d = tensor(bias).getShape();
-    auto stride = [&](int dim, int64_t s) { return d[dim] == 1 ? int64_t(0) : s; };
-    return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ref(bias),
-                         stride(0, d[1] * d[2] * d[3]), stride(1, d[2] * d[3]), stride(2, d[3]))
-        .str();
-  }
-  /// On CUDA, the attention launchers' template arguments: the padded head
-  /// size / 16 and whether there is a bias, so that the step compiles only
-  /// the kernels it runs (runtime/cuda/attention.cuh).
-  std::string attentionKernel(const AttentionShape &s, Value bias) {
-    if (!cuda)
-      return "";
-    return llvm::formatv("<{0}, {1}>", (std::max(s.d, s.dv) + 15) / 16, bias ? 1 : 0).str();
-  }
-  /// The attention launchers' last arguments: ", bias, its strides,
-  /// AttentionDims{B, H, Sq, Sk, D, Dv}, scale, causal);".
-  std::string attentionTail(const AttentionShape &s, Value bias, APFloat scale, bool causal,
-                            Operation *op) {
-    return llvm::formatv(", {0}, AttentionDims{{{1}LL, {2}LL, {3}LL, {4}LL, {5}LL, {6}LL}, "
-                         "{7:e17}, {8}{9});\n",
-                         attentionBias(bias), s.b, s.h, s.sq, s.sk, s.d, s.dv,
-                         scale.convertToDouble(), causal ? "true" : "false",
-                         attentionDropout(op))
-        .str();
-  }
-  /// ", AttentionDropout{rng, stream, threshold, 1 / (1 - ratio)}" for an
-  /// attention with dropout on its probabilities, else "".
-  std::string attentionDropout(Operation *op) {
-    auto ratio = op->getAttrOfType<FloatAttr>("dropout");
-    auto stream = op->getAttrOfType<IntegerAttr>("dropout_stream");
-    Value rng = isa<AttentionOp>(op) ? cast<AttentionOp>(op).getRng()
-                                     : cast<AttentionGradOp>(op).getRng();
-    if (!ratio || !stream || !rng)
-      return "";
-    double p = ratio.getValueAsDouble();
-    return llvm::formatv(", AttentionDropout{{(const int64_t *){0}, {1}ULL, {2}u, {3:e17}}",
-                         ref(rng), stream.getInt(), ::tcc::random::threshold(p),
-                         1.0 / (1.0 - p))
-        .str();
-  }
+  std::string attentionBias(Value bias);
 
   // Buffers.
   /// The arena offset tcc-plan-memory gave `v` (-1 if none).
@@ -187,105 +195,53 @@ private:
   std::string restrictFor(ValueRange ins, ValueRange outs, Value v);
   std::string ref(Value v) { return buffers.lookup(v).name; }
 
-  // Kernels: the step's kernel IR (the tcck dialect), by target.
-  /// A kernel of the CPU step (codegen/cpu/CpuKernels.cpp).
-  LogicalResult emitKernel(Operation *op);
-  /// A kernel of the CUDA step (codegen/cuda/CudaKernels.cpp).
-  LogicalResult emitCudaKernel(Operation *op);
-  /// A runtime library kernel, on either target (codegen/LibraryCalls.cpp).
+  // Kernels both targets emit alike.
+  /// A runtime library kernel (codegen/LibraryCalls.cpp).
   LogicalResult emitLibraryCall(tcck::CallOp call);
-  /// An unfused elementwise kernel (the library's binary or unary), on
-  /// either target.
+  /// An unfused elementwise kernel (the library's binary or unary).
   LogicalResult emitElementwise(tcck::ElementwiseOp e);
   LogicalResult emitAttentionCall(tcck::CallOp call);
-  /// A fused loop kernel (CPU target): one loop nest over its space.
-  LogicalResult emitLoop(tcck::LoopOp loop);
-  /// A fused elementwise loop on CUDA: one grid-stride kernel.
-  LogicalResult emitCudaLoop(tcck::LoopOp loop);
-  /// A fused loop with row reductions (softmax, LayerNorm and their
-  /// backward passes) on CUDA: one warp per row (one block for rows over
-  /// 1024); `lf`, its structure as the lowering recorded it.
-  LogicalResult emitCudaRowLoop(tcck::LoopOp loop, const LoopFusion &lf);
-  /// A split or concat with the views and transposes of its parts: one
-  /// copy loop (CPU target).
-  LogicalResult emitCopyLoop(tcck::CopyLoopOp loop);
   /// The general copy loop (index arithmetic per element) of a copy loop's
-  /// body: inline on the CPU, a kernel on CUDA.
-  LogicalResult emitMoveLoop(Operation *op, Block &body, ValueRange inputs, ValueRange results);
+  /// body, one loop over `n` elements written to `out` in `style`: inline on
+  /// the CPU, a kernel's body on CUDA. Sets `n`.
+  LogicalResult moveLoopText(Operation *owner, Block &body, ValueRange inputs,
+                             ValueRange results, const MoveLoopStyle &style,
+                             llvm::raw_ostream &out, int64_t &n);
+  /// An op of a fused loop's body as a C++ expression over its operands'
+  /// scalars (`arg(k)`), computed in `ty`.
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
-  /// A GEMM whose elementwise epilogue runs on each product element as it
-  /// is stored (CPU target).
-  LogicalResult emitGemmEpilogue(tcck::MatMulOp mm);
-  /// The same on CUDA, as one cuBLASLt matmul with an epilogue (bias, then
-  /// a tanh GELU or a residual; tcc-fuse's cublaslt-epilogues).
-  LogicalResult emitCublasLtEpilogue(tcck::MatMulOp mm);
-  /// A GEMM on CUDA: cuBLASLt (into fp16, or added into an fp32
-  /// accumulator), or a dot product for two vectors.
-  LogicalResult emitCudaMatMul(tcck::MatMulOp mm);
-  /// The C++ storage type of the kernel-IR buffer `v`: its element type.
-  std::string storageType(Value v) const;
-  /// The type fused code computes `elt` in (float for any float on CUDA).
-  std::string computeType(Type elt) const {
-    return cuda && isa<FloatType>(elt) ? "float" : ctype(elt);
-  }
-  /// The CUDA step's profile mode (TCC_CUDA_PROFILE=1): globals and the
-  /// functions that record, collect and report per-op times.
-  std::string assembleCuda(bool training, const std::vector<std::string> &params,
-                           const std::vector<std::string> &grads,
-                           const std::vector<std::string> &inputs,
-                           const std::vector<std::string> &outputs,
-                           const std::vector<std::string> &state,
-                           const std::string &applyRows, int numTrainable,
-                           const std::string &zero);
+
   // The frame, in the order run() builds it (the ids of the tables' dims
   // arrays follow it).
   LogicalResult bindSlots(const Frame &f);
   LogicalResult bindArguments(Frame &f);
   LogicalResult bindResults(Frame &f);
   LogicalResult optimizerTables(Frame &f);
-  void cudaShardTables(const Frame &f);
-  std::string assembleCpu(const Frame &f);
   std::string descriptor(StringRef name, Value v, uint64_t offset, uint64_t bytes,
                          bool onHost);
   std::string descriptor(StringRef name, Value v, uint64_t offset,
                          uint64_t bytes);
+  /// The tables both targets' sources hold: kParams, kGrads, kInputs,
+  /// kOutputs, kState, kOps, kOpLive.
+  void writeTables(llvm::raw_ostream &s, const Frame &f) const;
 
   func::FuncOp kernelFunc; // the step's kernel IR
   const StepEmitOptions &options;
-  /// The module's #tcc.target: CUDA, or the CPU in float or double.
-  bool cuda;
+  /// The CPU's storage in double (gradient checks against finite
+  /// differences).
   bool useDouble;
-  unsigned nextKernel = 0, nextGemm = 0;
-  uint64_t constBytes = 0;        // CUDA: static constants, after the arena
-  std::string constTable;         // CUDA: {host array, bytes, device offset}
-  std::string kernels;            // CUDA: __global__ functions (step_kernels.cu)
-  std::string kernelDecls;        // CUDA: their declarations, in step.cu
-  /// Appends a generated kernel's text (CUDA) and declares it.
-  void addKernel(const std::string &text);
-  std::string shadowRefresh;      // CUDA: fp16 copies of the parameters
-  std::string inputShadows;       // CUDA: fp16 copies of float inputs
-  std::string seedFill;           // CUDA: sets the backward seed (outside the graph)
+  unsigned nextKernel = 0;
   std::string rngInit;            // init: zeroes dropout's random state
   /// The step's op table (tcc_step_info.ops): what each op that runs code
   /// is, and the plan's arena bytes live while it runs; mark k ends op k-1.
   std::vector<std::string> opLabels;
   std::vector<uint64_t> opLive;
-  /// CUDA: the kernel or library call launched since the last mark (the op
-  /// table names it).
-  std::string launched;
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
   /// Parameters whose master weights are in the host buffer: their offsets there.
   llvm::DenseMap<Value, int64_t> hostOffsets;
-  /// The CUDA step's copies of gradients to host accumulators (HostGradRow
-  /// initializers, in the order the micro-step queues them).
-  std::string hostGradTable;
-  int hostGradCount = 0;
-  llvm::DenseMap<Value, int64_t> shadowOffsets;  // CUDA: fp16 working copies
-  // CUDA, ZeRO-1: the shard tables, and their part of the StepDesc.
-  std::string cudaShards, cudaShardDesc;
   bool planError = false;
   uint64_t arena = 0;
   unsigned nextId = 0;
@@ -380,6 +336,8 @@ struct StridedView {
 LoopFusion loopStructure(tcck::LoopOp loop);
 /// A C++ literal for one element.
 std::string literal(Attribute a, Type elt);
+/// A C string literal of `text`.
+std::string cstring(StringRef text);
 /// The definition of a constant array `name` of `value`'s elements, typed
 /// `ctype` after `qualifiers` ("static const ", ...), 16 to a line.
 std::string constantArray(StringRef qualifiers, StringRef ctype, StringRef name,

@@ -64,14 +64,8 @@ LogicalResult Emitter::emitElementwise(tcck::ElementwiseOp e) {
 
 LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
-  // Index errors: the CPU step returns the kernel's code; CUDA kernels set
-  // the device error flag, read after the step.
-  auto check = [&](const std::string &call) {
-    if (cuda)
-      os << "  " << call << ";\n";
-    else
-      os << "  if (int rc = " << call << ") return rc;\n";
-  };
+  // Index errors: as the target reports them (checkedCall).
+  auto check = [&](const std::string &call) { os << checkedCall(call); };
   auto f64 = [](Attribute a) {
     return llvm::formatv("{0:e17}", cast<FloatAttr>(a).getValueAsDouble()).str();
   };
@@ -119,13 +113,8 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
        << f64(o.get("epsilon")) << ");\n";
     break;
   case tcck::LibraryCall::Reduce:
-    if (o.get("accumulate")) { // CUDA: sums added into the fp32 accumulator `out`
-      if (!cuda)
-        return c.emitOpError("an accumulating reduce is the CUDA target's");
-      os << "  reduce(" << out << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
-         << i64("mask") << "u, false, true);\n";
-      break;
-    }
+    if (o.get("accumulate")) // CudaEmitter::emitCall's
+      return c.emitOpError("the ") << targetName() << " target has no accumulating reduce";
     os << "  reduce(" << out << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
        << i64("mask") << "u, " << b("mean") << ");\n";
     break;
@@ -150,10 +139,10 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
        << ", st, sp); }\n";
     break;
   case tcck::LibraryCall::Concat: {
-    if (cuda)
-      for (Value in : ins)
-        if (buffers.lookup(in).type != buffers.lookup(outs[0]).type)
-          return c.emitOpError("the CUDA target concatenates tensors of one storage type only");
+    for (Value in : ins)
+      if (buffers.lookup(in).type != buffers.lookup(outs[0]).type)
+        return c.emitOpError("the ")
+               << targetName() << " target concatenates tensors of one storage type only";
     int64_t axis = i64("axis");
     SmallVector<int64_t> sizes;
     std::string names;
@@ -175,9 +164,7 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
        << i64("stream") << "ULL, " << static_cast<uint32_t>(i64("threshold")) << "u, "
        << numel(outs[0]) << "LL);\n";
     break;
-  case tcck::LibraryCall::Gemm: {
-    if (cuda)
-      return c.emitOpError("reaches the CUDA emitter; tcc-legalize lowers Gemm to matmul first");
+  case tcck::LibraryCall::Gemm: { // CudaEmitter::emitCall refuses it
     auto rt = tensor(outs[0]);
     int64_t k = tensor(ins[0]).getDimSize(cast<BoolAttr>(o.get("trans_a")).getValue() ? 0 : 1);
     os << "  gemm(" << out << ", " << ref(ins[0]) << ", " << ref(ins[1]) << ", "
@@ -197,9 +184,9 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
     check("sce_loss_with_grad(" + out + ", " + ref(outs[1]) + ", " + ref(ins[0]) + ", " +
           std::to_string(st.getDimSize(0)) + "LL, " + std::to_string(st.getDimSize(1)) +
           "LL, " + ref(ins[1]) + ", " +
-          (ins.size() > 3 ? ref(ins[3]) : cuda ? "(const float *)nullptr" : "(const F *)nullptr") +
+          (ins.size() > 3 ? ref(ins[3]) : nullOperand("weight")) +
           ", " + ref(ins[2]) + ", " +
-          (i64("reduction") == 1 ? "1" : "2") + ", " + ignore() + (cuda ? ", g_scratch)" : ")"));
+          (i64("reduction") == 1 ? "1" : "2") + ", " + ignore() + lossScratch() + ")");
     break;
   }
   case tcck::LibraryCall::SceLossGrad:
@@ -267,3 +254,29 @@ LogicalResult Emitter::emitAttentionCall(tcck::CallOp c) {
   return success();
 }
 
+
+std::string Emitter::attentionArg(Value v, const AttentionShape &s, int64_t column,
+                                  int64_t headSize, std::string ptr) {
+  if (ptr.empty())
+    ptr = ref(v);
+  ArrayRef<int64_t> d = tensor(v).getShape();
+  if (!s.tokenMajor)
+    return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ptr, d[1] * d[2] * d[3],
+                         d[2] * d[3], d[3])
+        .str();
+  if (column)
+    ptr = "(" + ptr + " + " + std::to_string(column) + ")";
+  return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ptr, d[1] * d[2], headSize,
+                       d[2])
+      .str();
+}
+
+std::string Emitter::attentionBias(Value bias) {
+  if (!bias)
+    return nullOperand("bias") + ", AttentionStrides{0LL, 0LL, 0LL}";
+  ArrayRef<int64_t> d = tensor(bias).getShape();
+  auto stride = [&](int dim, int64_t s) { return d[dim] == 1 ? int64_t(0) : s; };
+  return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ref(bias),
+                       stride(0, d[1] * d[2] * d[3]), stride(1, d[2] * d[3]), stride(2, d[3]))
+      .str();
+}

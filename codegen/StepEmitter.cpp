@@ -1,8 +1,16 @@
 //===- StepEmitter.cpp - the step's source for the CPU and CUDA targets ---===//
+//
+// emitStep, and the target-neutral half of the emitters (Emitter): types,
+// buffers, scalar expressions, the copy loop's text and the frame (the
+// tables from the kernel function's signature, #tcc.layout and @apply).
+// Each target's emitter (codegen/cpu/, codegen/cuda/) supplies the rest.
+//
+//===----------------------------------------------------------------------===//
 
 #include "codegen/StepEmitter.h"
 #include "codegen/EmitterImpl.h"
-#include "codegen/cpu/ShardedApply.h"
+#include "codegen/cpu/CpuEmitter.h"
+#include "codegen/cuda/CudaEmitter.h"
 #include "passes/PlanMemory.h"
 #include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/FusionCostModel.h"
@@ -30,6 +38,13 @@ using namespace mlir;
 using namespace mlir::tcc;
 
 using namespace mlir::tcc::codegen;
+
+std::unique_ptr<Emitter> Emitter::create(func::FuncOp kernels, TargetAttr target,
+                                         const StepEmitOptions &options) {
+  if (target.isCuda())
+    return std::make_unique<CudaEmitter>(kernels, target, options);
+  return std::make_unique<CpuEmitter>(kernels, target, options);
+}
 
 std::string Emitter::ctype(Type elt) const {
   if (isa<FloatType>(elt))
@@ -100,25 +115,15 @@ int64_t Emitter::plannedOffset(Value v) {
   return offsets[cast<OpResult>(v).getResultNumber()];
 }
 
-std::string Emitter::storageType(Value v) const {
-  // A kernel-IR buffer's element type is its storage type.
-  Type elt = tensor(v).getElementType();
-  if (cuda && isa<FloatType>(elt))
-    return elt.isF16() ? "__half" : "float";
-  return ctype(elt);
+std::pair<std::string, uint64_t> Emitter::slotOf(Value v) const {
+  auto t = tensor(v);
+  Type elt = t.getElementType();
+  return {storageType(v), t.getNumElements() * (elt.isF16() ? 2 : elementBytes(elt))};
 }
 
 const Buffer &Emitter::define(Value v) {
-  auto t = tensor(v);
   Buffer b;
-  b.type = storageType(v);
-  b.bytes = t.getNumElements() * (t.getElementType().isF16() ? 2 : elementBytes(t.getElementType()));
-  if (cuda && isa<BlockArgument>(v) && isa<FloatType>(t.getElementType())) {
-    // A float argument's slot holds its fp32 master (or fp32 input); the
-    // kernel IR types the argument as the working copy its body reads.
-    b.type = "float";
-    b.bytes = t.getNumElements() * 4;
-  }
+  std::tie(b.type, b.bytes) = slotOf(v);
   int64_t offset = plannedOffset(v);
   if (offset < 0) {
     planError = true;
@@ -235,7 +240,7 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
   else if (auto c = dyn_cast<CastOp>(op))
     expr = c.getTo().isInteger(1)
                ? "(uint8_t)(" + arg(0) + " != 0)"
-               : std::string(cuda ? "conv<" : "detail::conv<") + ty + ">(" + arg(0) + ")";
+               : convert(ty, arg(0));
   else if (auto g = dyn_cast<GeluOp>(op))
     expr = "gelu_scalar(" + arg(0) + ", " +
            (g.getApproximate() == "tanh" ? "true" : "false") + ")";
@@ -244,7 +249,7 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
            (g.getApproximate() == "tanh" ? "true" : "false") + ")";
   else
     return op.emitOpError("cannot be part of a fused loop on the ")
-           << (cuda ? "CUDA" : "CPU") << " target";
+           << targetName() << " target";
   return expr;
 }
 
@@ -305,106 +310,66 @@ std::string mlir::tcc::codegen::stridedCopy(const std::string &dst, const Stride
   return s + indent + dst + "[" + index(to) + "] = " + src + "[" + index(from) + "];\n";
 }
 
-LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange inputs,
-                                    ValueRange results) {
+LogicalResult Emitter::moveLoopText(Operation *owner, Block &body, ValueRange inputs,
+                                    ValueRange results, const MoveLoopStyle &style,
+                                    llvm::raw_ostream &out, int64_t &n) {
   ValueRange yielded = body.getTerminator()->getOperands();
   auto argInput = [&](Value v) {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg ? inputs[arg.getArgNumber()] : Value();
   };
-  // On CUDA the loop is a kernel (one thread per element, grid-stride) over
-  // parameters o<k> (results) and a<k> (inputs); on the CPU it is inline.
-  std::string kernelText;
-  llvm::raw_string_ostream ks(kernelText);
-  llvm::raw_ostream &out = cuda ? static_cast<llvm::raw_ostream &>(ks) : os;
-  const std::string constArray = cuda ? "const int64_t" : "static const int64_t";
-  SmallVector<std::string> outs, outTypes, params, args;
-  for (auto [k, r] : llvm::enumerate(results)) {
-    const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
-    outs.push_back(cuda ? "o" + std::to_string(k) : b.name);
-    outTypes.push_back(b.type);
-    params.push_back(b.type + " *" + (cuda ? restrictFor(inputs, results, r) : "") + "o" +
-                     std::to_string(k));
-    args.push_back(b.name);
-  }
+  const bool device = style.deviceCode;
+  const std::string constArray = device ? "const int64_t" : "static const int64_t";
   auto inputName = [&](Value input) -> std::string {
-    if (!cuda)
-      return ref(input);
-    unsigned k = llvm::find(inputs, input) - inputs.begin();
-    return "a" + std::to_string(k);
+    return style.ins[llvm::find(inputs, input) - inputs.begin()];
   };
-  for (auto [k, input] : llvm::enumerate(inputs)) {
-    params.push_back("const " + buffers.lookup(input).type + " *" +
-                     (cuda ? restrictFor(inputs, results, input) : "") + "a" + std::to_string(k));
-    args.push_back(buffers.lookup(input).name);
-  }
   auto copy = [&](unsigned result, const std::string &src) {
-    return cuda ? "conv<" + outTypes[result] + ">(ld(" + src + "))" : src;
+    return device ? "conv<" + style.outTypes[result] + ">(ld(" + src + "))" : src;
   };
-  auto loop = [&](int64_t n) {
-    return cuda ? "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " +
-                      std::to_string(n) + "LL; i += (int64_t)gridDim.x * blockDim.x) {\n"
-                : "  for (int64_t i = 0; i < " + std::to_string(n) + "LL; ++i) {\n";
-  };
-  std::string name = "move" + std::to_string(nextKernel++);
-  if (cuda) {
-    ks << "// " << owner->getName() << " (a copy loop) at " << owner->getLoc() << "\n"
-       << "__global__ void __launch_bounds__(256) " << name << "(";
-    for (auto [k, p] : llvm::enumerate(params))
-      ks << (k ? ", " : "") << p;
-    ks << ") {\n";
-  }
-  // Launches the kernel over `n` elements (CUDA).
-  auto finish = [&](int64_t n) {
-    out << "  }\n  }\n";
-    if (!cuda)
-      return;
-    ks << "}\n\n";
-    addKernel(kernelText);
-    launched = name;
-    os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << n << "LL), 256, 0, stream(), " << name
-       << ")(";
-    for (auto [k, a] : llvm::enumerate(args))
-      os << (k ? ", " : "") << a;
-    os << ");\n";
+  auto loop = [&](int64_t count) {
+    n = count;
+    return device ? "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " +
+                        std::to_string(count) + "LL; i += (int64_t)gridDim.x * blockDim.x) {\n"
+                  : "  for (int64_t i = 0; i < " + std::to_string(count) + "LL; ++i) {\n";
   };
   out << "  {\n";
   for (Operation &op : body.without_terminator()) {
-    if (auto split = dyn_cast<SplitOp>(op)) {
-      // Scatter: one loop over the split's input; each element goes to its
-      // part, through the part's views and transposes, to the result.
-      Value input = argInput(split.getInput());
-      if (!input)
-        return owner->emitOpError("a split in a copy loop must read a fusion input");
-      auto t = tensor(split.getInput());
-      int64_t rank = t.getRank();
-      int64_t axis = *normalizeAxis(split.getAxis(), rank);
-      out << loop(t.getNumElements()) << "    " << constArray
-          << " sx[] = " << dimsArray(t.getShape()) << ";\n"
-          << "    int64_t c[8];\n    move_delin(i, sx, " << rank << ", c);\n";
-      int64_t offset = 0;
-      for (auto [k, part] : llvm::enumerate(split.getResults())) {
-        int64_t size = split.getSplit()[k];
-        out << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
-            << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
-        offset += size;
-        Value v = part;
-        while (!llvm::is_contained(yielded, v)) {
-          if (!v.hasOneUse())
-            return owner->emitOpError("a split part in a copy loop must end at a result");
-          Operation *u = *v.getUsers().begin();
-          out << moveCoords(u, /*forward=*/true, cuda);
-          v = u->getResult(0);
-        }
-        unsigned k2 = llvm::find(yielded, v) - yielded.begin();
-        auto rt = tensor(v);
-        out << "      " << constArray << " so[] = " << dimsArray(rt.getShape()) << ";\n"
-            << "      " << outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
-            << copy(k2, inputName(input) + "[i]") << ";\n    }\n";
+    auto split = dyn_cast<SplitOp>(op);
+    if (!split)
+      continue;
+    // Scatter: one loop over the split's input; each element goes to its
+    // part, through the part's views and transposes, to the result.
+    Value input = argInput(split.getInput());
+    if (!input)
+      return owner->emitOpError("a split in a copy loop must read a fusion input");
+    auto t = tensor(split.getInput());
+    int64_t rank = t.getRank();
+    int64_t axis = *normalizeAxis(split.getAxis(), rank);
+    out << loop(t.getNumElements()) << "    " << constArray
+        << " sx[] = " << dimsArray(t.getShape()) << ";\n"
+        << "    int64_t c[8];\n    move_delin(i, sx, " << rank << ", c);\n";
+    int64_t offset = 0;
+    for (auto [k, part] : llvm::enumerate(split.getResults())) {
+      int64_t size = split.getSplit()[k];
+      out << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
+          << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
+      offset += size;
+      Value v = part;
+      while (!llvm::is_contained(yielded, v)) {
+        if (!v.hasOneUse())
+          return owner->emitOpError("a split part in a copy loop must end at a result");
+        Operation *u = *v.getUsers().begin();
+        out << moveCoords(u, /*forward=*/true, device);
+        v = u->getResult(0);
       }
-      finish(t.getNumElements());
-      return success();
+      unsigned k2 = llvm::find(yielded, v) - yielded.begin();
+      auto rt = tensor(v);
+      out << "      " << constArray << " so[] = " << dimsArray(rt.getShape()) << ";\n"
+          << "      " << style.outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
+          << copy(k2, inputName(input) + "[i]") << ";\n    }\n";
     }
+    out << "  }\n  }\n";
+    return success();
   }
   // Gather: one loop over the concat's result; each element comes from its
   // operand, back through that operand's transposes and views, from an input.
@@ -425,7 +390,7 @@ LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange in
     offset += size;
     Value v = operand;
     while (Operation *def = v.getDefiningOp()) {
-      out << moveCoords(def, /*forward=*/false, cuda);
+      out << moveCoords(def, /*forward=*/false, device);
       v = def->getOperand(0);
     }
     Value input = argInput(v);
@@ -433,12 +398,27 @@ LogicalResult Emitter::emitMoveLoop(Operation *owner, Block &body, ValueRange in
       return owner->emitOpError("a concat operand's chain in a copy loop must start at an input");
     auto st = tensor(v);
     out << "      " << constArray << " ss[] = " << dimsArray(st.getShape()) << ";\n"
-        << "      " << outs[0] << "[i] = "
+        << "      " << style.outs[0] << "[i] = "
         << copy(0, inputName(input) + "[move_lin(c, ss, " + std::to_string(st.getRank()) + ")]")
         << ";\n    }\n";
   }
-  finish(t.getNumElements());
+  out << "  }\n  }\n";
   return success();
+}
+
+std::string Emitter::restrictFor(ValueRange ins, ValueRange outs, Value v) {
+  auto arenaOffset = [&](Value x) -> int64_t {
+    auto it = buffers.find(x);
+    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
+  };
+  int64_t at = arenaOffset(v);
+  if (at < 0)
+    return "__restrict__ ";
+  bool isOut = llvm::is_contained(outs, v);
+  for (Value other : isOut ? ins : outs)
+    if (arenaOffset(other) == at)
+      return "";
+  return "__restrict__ ";
 }
 
 std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
@@ -467,7 +447,7 @@ std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
 }
 
 /// A C string literal of `text`.
-static std::string cstring(StringRef text) {
+std::string mlir::tcc::codegen::cstring(StringRef text) {
   std::string out = "\"";
   for (char c : text) {
     if (c == '"' || c == '\\')
@@ -480,13 +460,7 @@ static std::string cstring(StringRef text) {
 /// The step's descriptor tables (tcc_step_info's params, grads, inputs,
 /// outputs and optimizer state), one row per entry (a placeholder row keeps
 /// an empty table valid C++).
-static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &params,
-                        const std::vector<std::string> &grads,
-                        const std::vector<std::string> &inputs,
-                        const std::vector<std::string> &outputs,
-                        const std::vector<std::string> &state,
-                        const std::vector<std::string> &ops,
-                        const std::vector<uint64_t> &opLive) {
+void Emitter::writeTables(llvm::raw_ostream &s, const Frame &f) const {
   auto table = [&](StringRef name, const std::vector<std::string> &rows) {
     s << "static const tcc_tensor_desc " << name << "[] = {\n";
     for (const std::string &r : rows)
@@ -495,125 +469,20 @@ static void writeTables(llvm::raw_ostream &s, const std::vector<std::string> &pa
       s << "    {\"\", 0, 0, nullptr, 0, 0},\n";
     s << "};\n";
   };
-  table("kParams", params);
-  table("kGrads", grads);
-  table("kInputs", inputs);
-  table("kOutputs", outputs);
-  table("kState", state);
+  table("kParams", f.params);
+  table("kGrads", f.grads);
+  table("kInputs", f.inputs);
+  table("kOutputs", f.outputs);
+  table("kState", f.state);
   s << "// The op table (tcc-run --trace): what each op that runs code is, and\n"
     << "// the plan's arena bytes live while it runs.\n"
     << "static const char *const kOps[] = {\n";
-  for (const std::string &o : ops)
+  for (const std::string &o : opLabels)
     s << "    " << cstring(o) << ",\n";
-  s << (ops.empty() ? "    \"\",\n" : "") << "};\nstatic const uint64_t kOpLive[] = {";
+  s << (opLabels.empty() ? "    \"\",\n" : "") << "};\nstatic const uint64_t kOpLive[] = {";
   for (uint64_t b : opLive)
     s << b << "ULL, ";
   s << (opLive.empty() ? "0};\n" : "};\n");
-}
-
-std::string Emitter::assembleCuda(bool training,
-                                  const std::vector<std::string> &params,
-                                  const std::vector<std::string> &grads,
-                                  const std::vector<std::string> &inputs,
-                                  const std::vector<std::string> &outputs,
-                                  const std::vector<std::string> &state,
-                                  const std::string &applyRows, int numTrainable,
-                                  const std::string &zero) {
-  LayoutAttr layout = LayoutAttr::of(kernelFunc);
-  int64_t workspace = layout.getWorkspace(), workspaceBytes = layout.getWorkspaceBytes();
-  std::string src;
-  llvm::raw_string_ostream s(src);
-  // The generated half of the step; runtime/cuda/step_host.cu is the fixed
-  // half, the tcc_step ABI's entry points over generated_step().
-  s << "// Generated by tcc for " << options.modelName
-    << " (CUDA target: fp16 storage, fp32 math, cuBLASLt GEMMs). Do not edit.\n"
-    << "// The step's tables, kernels and micro-step body; step_host.cu holds\n"
-    << "// the tcc_step entry points (step_host.h).\n"
-    << "// The runtime headers, and the prebuilt launchers declared extern.\n"
-    << "#include \"step_prelude.cuh\"\n\n"
-    << "// The generated kernels, compiled in their own unit (step_kernels.cu),\n"
-    << "// in parallel with this one.\n"
-    << "namespace tcc_step_kernels {\nusing namespace tcc::cuda;\nusing F = float;\n"
-    << kernelDecls << "} // namespace tcc_step_kernels\n\n"
-    << "namespace {\nusing namespace tcc::cuda;\nusing namespace tcc::cuda::host;\n"
-    << "using namespace tcc_step_kernels;\nusing F = float;\n\n"
-    << kCudaGridFor
-    << "// The index errors of this unit's kernels and of the prebuilt ones.\n"
-    << "int read_error_flags() {\n"
-    << "  int own = read_and_clear_error_flag(), prebuilt = read_and_clear_prebuilt_error_flag();\n"
-    << "  return own < 0 || prebuilt < 0 ? -1 : (own | prebuilt);\n"
-    << "}\n\n"
-    << globals << "\n";
-  writeTables(s, params, grads, inputs, outputs, state, opLabels, opLive);
-  std::string optimizer = training ? options.optimizer : "";
-  bool adam = options.optimizer == "adamw";
-  s << "static const ApplyRow kApply[] = {\n" << applyRows
-    << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
-    << "static const HostGradRow kHostGrads[] = {\n"
-    << (hostGradTable.empty() ? std::string("    {0, 0, 0},\n") : hostGradTable) << "};\n"
-    << cudaShards
-    << "static const ConstRow kConsts[] = {\n"
-    << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
-    << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
-    << cstring(options.modelName) << ", " << cstring(options.modelPath)
-    << ", \"cuda\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
-    << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
-    << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
-    << state.size() << ", kState, " << options.memBudget << "ULL, 1, "
-    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
-    << layout.getHostBytes() << "ULL};\n\n"
-    << "// The initial parameter values, in kParams order.\n"
-    << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
-    << "#if !defined(__CUDA_ARCH__)\n"
-    << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
-    << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
-    << "#endif\n\n"
-    << "void zero_grads(char *arena) {\n  (void)arena;\n" << zero << "}\n\n"
-    << "void refresh_shadows(char *arena) {\n  (void)arena;\n" << shadowRefresh << "}\n\n"
-    << "void init_rng(char *arena) {\n  (void)arena;\n" << rngInit << "}\n\n"
-    << "void seed_fill(char *arena, double grad_scale) {\n  (void)arena;\n"
-    << (seedFill.empty() ? std::string("  (void)grad_scale;\n") : seedFill) << "}\n\n"
-    << "// The micro-step's kernels and GEMMs, with no host synchronisation: what\n"
-    << "// a CUDA graph captures.\n"
-    << "int micro_step_body(void *arena_) {\n"
-    << "  {\n" << body << "  }\n  return 0;\n}\n"
-    << "} // namespace\n\n"
-    << "const tcc::cuda::host::StepDesc &tcc::cuda::host::generated_step() {\n"
-    << "  static const StepDesc d = {&kInfo, kApply, " << numTrainable << ", "
-    << (adam ? "true" : "false") << ", kConsts, "
-    << (constTable.empty() ? 0 : llvm::count(constTable, '\n')) << ", " << constBytes << "ULL,\n"
-    << "      tcc_initial_weights, " << (workspace >= 0 ? std::to_string(workspace) : "-1")
-    << "LL, " << std::max<int64_t>(workspaceBytes, 0) << "ULL,\n"
-    << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
-    << "      read_error_flags, kHostGrads, " << hostGradCount << ",\n"
-    << "      " << (cudaShardDesc.empty() ? "nullptr, nullptr, 0, 0ULL, 0ULL" : cudaShardDesc)
-    << "};\n"
-    << "  return d;\n}\n";
-  // The kernels' unit: device code only (they take every buffer as a
-  // parameter and set no error flag, which is per unit: read_error_flags
-  // reads step.cu's and the prebuilt launchers').
-  if (kernels.empty())
-    return src;
-  llvm::raw_string_ostream k(step.kernelSource);
-  k << "// Generated by tcc for " << options.modelName
-    << " (CUDA target). Do not edit.\n"
-    << "// The step's generated kernels, which step.cu declares and launches;\n"
-    << "// compiled as a unit of their own, in parallel with step.cu. They need\n"
-    << "// only the device helpers (loads, stores, conversions, warp reductions).\n"
-    << "#include \"common.cuh\"\n\n"
-    << "namespace tcc_step_kernels {\nusing namespace tcc::cuda;\nusing F = float;\n\n"
-    << kernels << "} // namespace tcc_step_kernels\n";
-  return src;
-}
-
-void Emitter::addKernel(const std::string &text) {
-  kernels += text;
-  // The signature, the line "__global__ void ... name(params) {", declared
-  // in step.cu, which launches it.
-  size_t at = text.find("__global__ ");
-  size_t end = at == std::string::npos ? at : text.find(" {\n", at);
-  assert(end != std::string::npos && "the emitter writes every kernel's signature on one line");
-  kernelDecls += text.substr(at, end - at) + ";\n";
 }
 
 
@@ -648,38 +517,25 @@ LogicalResult Emitter::bindSlots(const Frame &f) {
 }
 
 /// Declares each argument's buffer in the body and adds it to the tables
-/// (on CUDA, with the fp16 working copy the body reads).
+/// (with the working copy the body reads, where the target keeps one).
 LogicalResult Emitter::bindArguments(Frame &f) {
   // Arguments: parameters, then inputs, each in its arena slot.
   os << "  char *arena = static_cast<char *>(arena_);\n";
-  ArrayRef<int64_t> shadowSlots = f.layout.getShadows().asArrayRef();
-  // The fp16 working copy of argument `arg` at arena offset `at`, declared
-  // in the body.
-  auto shadowBuffer = [&](Value arg, int64_t at) {
-    Buffer sb;
-    sb.name = "v" + std::to_string(nextId++);
-    sb.type = "__half";
-    sb.offset = at;
-    sb.bytes = tensor(arg).getNumElements() * 2;
-    os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset << "ULL);\n";
-    return sb;
-  };
   for (unsigned i = 0; i < kernelFunc.getNumArguments(); ++i) {
     Value arg = kernelFunc.getArgument(i);
     if (auto host = hostOffsets.find(arg); host != hostOffsets.end()) {
       // Master weights and optimizer state in the host buffer (#tcc.tiers):
-      // the body reads only the fp16 working copy, which the fixed half
+      // the body reads only the working copy, which the fixed half
       // refreshes from the host (init, apply, a copy into the buffer).
       auto n = kernelFunc.getArgAttrOfType<StringAttr>(i, kParamAttr);
-      if (!cuda || i >= shadowSlots.size() || shadowSlots[i] < 0)
-        return kernelFunc.emitError("parameter ")
-               << n << " keeps its master weights in host memory but has no fp16 working copy";
       uint64_t bytes = tensor(arg).getNumElements() * 4; // fp32 masters
       f.params.push_back(descriptor(n.getValue(), arg, host->second, bytes, /*onHost=*/true));
       step.params.push_back(n.getValue().str());
       f.paramBytes.push_back({arg, bytes});
-      buffers[arg] = shadowBuffer(arg, shadowSlots[i]);
-      shadowOffsets[arg] = shadowSlots[i];
+      FailureOr<Buffer> copy = hostParamBuffer(f, i, arg);
+      if (failed(copy))
+        return failure();
+      buffers[arg] = *copy;
       continue;
     }
     const Buffer &b = define(arg);
@@ -700,24 +556,8 @@ LogicalResult Emitter::bindArguments(Frame &f) {
     } else {
       return kernelFunc.emitError("argument ") << i << " is neither a parameter nor an input";
     }
-    // CUDA: the body reads the fp16 working copy of a float parameter or
-    // input. Parameters' copies are refreshed after every change of the
-    // masters (init, apply, a copy into the arena); inputs' at each step.
-    if (cuda && i < shadowSlots.size() && shadowSlots[i] >= 0) {
-      int64_t n = tensor(arg).getNumElements();
-      std::string master = buffers.lookup(arg).name;
-      Buffer sb = shadowBuffer(arg, shadowSlots[i]);
-      if (kernelFunc.getArgAttr(i, kParamAttr))
-        shadowRefresh += "  refresh_half((__half *)(arena + " +
-                         std::to_string(sb.offset) + "ULL), (const float *)(arena + " +
-                         std::to_string(buffers.lookup(arg).offset) + "ULL), " +
-                         std::to_string(n) + "LL);\n";
-      else
-        os << "  copy(" << sb.name << ", " << master << ", " << n << "LL);\n";
-      os << "  (void)" << master << ";\n";
-      buffers[arg] = sb;
-      shadowOffsets[arg] = sb.offset;
-    }
+    if (failed(bindWorkingCopy(f, i, arg)))
+      return failure();
   }
   return success();
 }
@@ -762,11 +602,7 @@ LogicalResult Emitter::bindResults(Frame &f) {
       // Zeroed once, however many results add into it.
       if (!gradOffsets.insert({n.getValue(), offset}).second)
         continue;
-      if (cuda)
-        zo << "  cudaMemsetAsync(arena + " << offset << "ULL, 0, " << bytes
-           << "ULL, stream());\n";
-      else
-        zo << "  std::memset(arena + " << offset << "ULL, 0, " << bytes << "ULL);\n";
+      zo << zeroText(offset, std::to_string(bytes) + "ULL");
       continue;
     }
     auto n = kernelFunc.getResultAttrOfType<StringAttr>(i, kOutputAttr);
@@ -784,14 +620,8 @@ LogicalResult Emitter::bindResults(Frame &f) {
 
   // init zeroes dropout's random state (the kernel IR advances it after
   // each micro-step).
-  if (f.rngOffset >= 0) {
-    if (cuda) {
-      rngInit = "  cudaMemsetAsync(arena + " + std::to_string(f.rngOffset) +
-                "ULL, 0, 16, stream());\n";
-    } else {
-      rngInit = "  std::memset(arena + " + std::to_string(f.rngOffset) + "ULL, 0, 16);\n";
-    }
-  }
+  if (f.rngOffset >= 0)
+    rngInit = zeroText(f.rngOffset, "16");
 
   return success();
 }
@@ -841,10 +671,7 @@ LogicalResult Emitter::optimizerTables(Frame &f) {
       if (flat + n > shards.getFlatElems())
         return kernelFunc.emitError("parameter ")
                << su.getName() << " lies outside the sharded plan's flat space";
-      sr << "    {" << param << ", " << offsetOf(su.getMaster()) << "ULL, ";
-      if (cuda)
-        sr << halfOf(su.getHalf()) << "ULL, ";
-      sr << flat << "LL, " << n << "LL},\n";
+      sr << shardRow({param, offsetOf(su.getMaster()), halfOf(su.getHalf()), flat, n});
       ++f.numTrainable;
       continue;
     }
@@ -856,14 +683,9 @@ LogicalResult Emitter::optimizerTables(Frame &f) {
                                s0, bytes, onHost));
     if (adam)
       state.push_back(descriptor("exp_avg_sq/" + up.getName().str(), arg, s1, bytes, onHost));
-    ar << "    {" << param << ", " << offsetOf(up.getMaster()) << "ULL, " << offsetOf(up.getGrad())
-       << "ULL, " << s0 << "ULL, " << s1 << "ULL, ";
-    if (cuda)
-      ar << halfOf(up.getHalf()) << "ULL, ";
-    ar << elements(up.getMaster()) << "LL";
-    if (cuda)
-      ar << ", " << (up.gradOnHost() ? 2 : onHost ? 1 : 0);
-    ar << "},\n";
+    ar << applyRow({param, offsetOf(up.getMaster()), offsetOf(up.getGrad()), s0, s1,
+                    halfOf(up.getHalf()), elements(up.getMaster()),
+                    up.gradOnHost() ? 2 : onHost ? 1 : 0});
     ++f.numTrainable;
   }
   if (shards) {
@@ -890,109 +712,6 @@ LogicalResult Emitter::optimizerTables(Frame &f) {
   return success();
 }
 
-/// CUDA, ZeRO-1: the flat spaces' table and each trainable parameter's
-/// place in them, and their part of the StepDesc.
-void Emitter::cudaShardTables(const Frame &f) {
-  ArrayRef<int64_t> chunks = f.shards.getState().asArrayRef();
-  llvm::raw_string_ostream t(cudaShards);
-  t << "// ZeRO-1: the flat spaces, and where each trainable parameter lies in them.\n"
-    << "static const tcc_shard_info kShards = {" << f.shards.getRanks() << ", TCC_DTYPE_F32, "
-    << f.shards.getFlatElems() << "ULL, " << f.shards.getChunkElems() << "ULL, "
-    << f.shards.getParams() << "ULL, " << f.shards.getGrads() << "ULL, " << f.shards.getShardGrads()
-    << "ULL};\n"
-    << "static const ShardRow kShardRows[] = {\n" << f.shardRows
-    << (f.numTrainable ? "" : "    {0, 0, 0, 0, 0},\n") << "};\n";
-  cudaShardDesc = llvm::formatv("&kShards, kShardRows, {0}, {1}ULL, {2}ULL", f.numTrainable,
-                                chunks[0], f.adam ? chunks[1] : 0);
-}
-
-/// The CPU step's source: the tables, the ABI's functions around the body.
-std::string Emitter::assembleCpu(const Frame &f) {
-  std::string src;
-  llvm::raw_string_ostream s(src);
-  s << "// Generated by tcc for " << options.modelName
-    << " (CPU target). Do not edit.\n"
-    << "#include \"step_prelude.h\"\n\n"
-    << "#define TCC_EXPORT extern \"C\" __attribute__((visibility(\"default\")))\n"
-    << "namespace {\nusing namespace tcc::cpu;\nusing F = "
-    << (useDouble ? "double" : "float") << ";\n\n"
-    << "// tcc-run --trace: the hook called at each mark of the micro-step (mark\n"
-    << "// k ends kOps[k-1]); a load and a branch per op while none is set.\n"
-    << "tcc_step_trace_hook g_trace_hook = nullptr;\nvoid *g_trace_ctx = nullptr;\n"
-    << "#define TCC_MARK(k) do { if (__builtin_expect(g_trace_hook != nullptr, 0)) "
-       "g_trace_hook(g_trace_ctx, (k), -1.0); } while (0)\n\n"
-    << globals << "\n";
-  writeTables(s, f.params, f.grads, f.inputs, f.outputs, f.state, opLabels, opLive);
-  s << "struct ApplyRow { int param; uint64_t p, g, s0, s1; int64_t n; };\n"
-    << "static const ApplyRow kApply[] = {\n" << f.applyRows
-    << (f.applyRows.empty() ? "    {0, 0, 0, 0, 0, 0},\n" : "") << "};\n"
-    << "static const int kNumApply = " << (f.shards ? 0 : f.numTrainable) << ";\n";
-  std::string optimizer = f.training ? options.optimizer : "";
-  s << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
-    << cstring(options.modelName) << ", " << cstring(options.modelPath)
-    << ", \"cpu\", " << arena << "ULL, " << (f.training ? 1 : 0) << ", "
-    << f.params.size() << ", kParams, kGrads, " << f.inputs.size() << ", kInputs, "
-    << f.outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
-    << f.state.size() << ", kState, " << options.memBudget << "ULL, 0, "
-    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
-    << f.layout.getHostBytes() << "ULL};\n\n"
-    << "// The initial parameter values, in kParams order.\n"
-    << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
-    << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
-    << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
-    << "} // namespace\n\n"
-    << "TCC_EXPORT const tcc_step_info *tcc_step_get_info(void) { return &kInfo; }\n\n"
-    << "TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {\n"
-    << "  g_trace_hook = hook;\n  g_trace_ctx = ctx;\n  return 0;\n}\n\n"
-    << "TCC_EXPORT int tcc_step_zero_grads(void *arena_) {\n"
-    << "  char *arena = static_cast<char *>(arena_);\n  (void)arena;\n" << f.zero
-    << "  return 0;\n}\n\n"
-    << "TCC_EXPORT int tcc_step_init(void *arena_) {\n"
-    << "  char *arena = static_cast<char *>(arena_);\n  uint64_t at = 0;\n"
-    << "  for (int i = 0; i < kInfo.num_params; ++i) {\n"
-    << "    if (!kInfo.weights_embedded) std::memset(arena + kParams[i].offset, 0, kParams[i].bytes);\n"
-    << "    else std::memcpy(arena + kParams[i].offset, tcc_initial_weights + at, "
-       "kParams[i].bytes);\n"
-    << "    at += kParams[i].bytes;\n  }\n"
-    << rngInit
-    << "  return tcc_step_zero_grads(arena_);\n}\n\n"
-    << "TCC_EXPORT int tcc_step_apply(void *arena_, tcc_optim_args *a) {\n"
-    << "  char *arena = static_cast<char *>(arena_);\n"
-    << "  if (!kInfo.has_backward) return 3;\n"
-    << (f.shards ? "  // Sharded (ZeRO-1): tcc_step_shard_apply updates this rank's chunk.\n"
-                 "  return 7;\n"
-               : "")
-    << "  double sq = 0.0;\n"
-    << "  for (int i = 0; i < kNumApply; ++i)\n"
-    << "    sq += sum_squares((const F *)(arena + kApply[i].g), kApply[i].n);\n"
-    << "  // Accumulators hold gradients times the loss scale.\n"
-    << "  const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;\n"
-    << "  const double norm = std::sqrt(sq) * unscale;\n"
-    << "  a->grad_norm = norm;\n"
-    << "  if (!std::isfinite(norm)) { tcc_step_zero_grads(arena_); return 2; }\n"
-    << "  // clip_grad_norm_: scale by max_norm / (norm + 1e-6), clamped to 1.\n"
-    << "  double clip = 1.0;\n"
-    << "  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)\n"
-    << "    clip = a->clip_norm / (norm + 1e-6);\n"
-    << "  clip *= unscale;\n"
-    << "  for (int i = 0; i < kNumApply; ++i) {\n"
-    << "    const ApplyRow &r = kApply[i];\n"
-    << "    double wd = (a->decay && !a->decay[r.param]) ? 0.0 : a->weight_decay;\n"
-    << "    F *p = (F *)(arena + r.p), *g = (F *)(arena + r.g);\n"
-    << (f.adam ? "    adamw_update(p, g, (F *)(arena + r.s0), (F *)(arena + r.s1), r.n, "
-               "a->lr, a->beta1, a->beta2, a->eps, wd, a->step, clip);\n"
-             : "    sgd_update(p, g, (F *)(arena + r.s0), r.n, a->lr, a->momentum, "
-               "wd, a->nesterov != 0, a->step, clip);\n")
-    << "  }\n"
-    << "  return tcc_step_zero_grads(arena_);\n}\n\n"
-    << "TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {\n"
-    << "  (void)grad_scale;\n"
-    << body << "  return 0;\n}\n";
-  if (f.shards)
-    s << cpu::shardedApply(f.shards, f.shardRows, f.numTrainable, f.adam);
-  return src;
-}
-
 FailureOr<EmittedStep> Emitter::run() {
   Frame f;
   f.training = kernelFunc.getSymName() == kMicroStepName;
@@ -1012,21 +731,13 @@ FailureOr<EmittedStep> Emitter::run() {
   // the runtime's hook, if one is set. The lowering placed the marks, the
   // accumulations, the stores, and on CUDA the copies to host accumulators
   // and the all-reduce's hand-offs.
-  os << (cuda ? "  if (g_prof == 1) prof_mark(0);\n" : "  TCC_MARK(0);\n");
+  os << markText(0);
   for (Operation &op : kernelFunc.getBody().front().without_terminator())
-    if (failed(cuda ? emitCudaKernel(&op) : emitKernel(&op)))
+    if (failed(emitKernel(&op)))
       return failure();
   if (failed(bindResults(f)) || failed(optimizerTables(f)))
     return failure();
-  if (cuda) {
-    if (f.shards)
-      cudaShardTables(f);
-    step.source = assembleCuda(f.training, f.params, f.grads, f.inputs, f.outputs, f.state,
-                               f.applyRows, f.shards ? 0 : f.numTrainable, f.zero);
-    step.target = "cuda";
-  } else {
-    step.source = assembleCpu(f);
-  }
+  step.source = assemble(f);
   step.arenaBytes = arena;
   return std::move(step);
 }
@@ -1053,6 +764,5 @@ FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
       kernelStep = f;
   if (!kernelStep)
     return module.emitError("the step needs its kernel IR (tcc-lower-to-kernels)");
-  Emitter emitter(kernelStep, target, options);
-  return emitter.run();
+  return Emitter::create(kernelStep, target, options)->run();
 }

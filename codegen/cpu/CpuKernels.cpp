@@ -1,13 +1,12 @@
 //===- CpuKernels.cpp - the CPU step's kernels, from the tcck dialect -----===//
 //
-// The CPU target's half of the step emitter: the C++ of each kernel of the
-// step lowered to kernels (tcc-lower-to-kernels), as calls of
-// runtime/cpu/kernels.h and loop nests. The frame (tables, init, apply)
-// is StepEmitter.cpp's.
+// CpuEmitter's kernels: the C++ of each kernel of the step lowered to
+// kernels (tcc-lower-to-kernels), as calls of runtime/cpu/kernels.h and loop
+// nests. The frame is the base's (StepEmitter.cpp) and CpuStep.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/EmitterImpl.h"
+#include "codegen/cpu/CpuEmitter.h"
 #include "runtime/tcc_random.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -21,7 +20,7 @@ using namespace mlir::tcc::codegen;
 /// One kernel of the CPU step: the text the CPU target's step runs for it,
 /// over the arena views the lowering made (the same calls of
 /// runtime/cpu/kernels.h the planned ops used to get).
-LogicalResult Emitter::emitKernel(Operation *op) {
+LogicalResult CpuEmitter::emitKernel(Operation *op) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<tcck::ViewOp>([&](tcck::ViewOp v) -> LogicalResult {
@@ -85,7 +84,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
       .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
         opLabels.push_back(m.getLabel().str());
         opLive.push_back(m.getLive());
-        os << "  TCC_MARK(" << opLabels.size() << ");\n";
+        os << markText(opLabels.size());
         return success();
       })
       .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) { return emitElementwise(e); })
@@ -123,7 +122,7 @@ LogicalResult Emitter::emitKernel(Operation *op) {
 /// reduce kernel computes them, so the fused step is bit-identical to the
 /// unfused one.
 
-LogicalResult Emitter::emitLoop(tcck::LoopOp loop) {
+LogicalResult CpuEmitter::emitLoop(tcck::LoopOp loop) {
   using Kind = LoopFusion::Kind;
   Block &body = loop.getBody().front();
   auto yield = cast<tcck::YieldOp>(body.getTerminator());
@@ -318,7 +317,7 @@ LogicalResult Emitter::emitLoop(tcck::LoopOp loop) {
   return success();
 }
 
-LogicalResult Emitter::emitCopyLoop(tcck::CopyLoopOp loop) {
+LogicalResult CpuEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
   // Every result (a split's part, or a concat's operand region) as a
   // strided loop nest reading its input, when the chain's views are
   // strided views (they are for the head split and merge); else the
@@ -408,10 +407,17 @@ LogicalResult Emitter::emitCopyLoop(tcck::CopyLoopOp loop) {
     os << "  {\n" << code << "  }\n";
     return success();
   }
-  return emitMoveLoop(loop, body, loop.getIns(), loop.getOuts());
+  // The general copy loop, inline.
+  MoveLoopStyle style;
+  for (Value r : loop.getOuts())
+    style.outs.push_back((buffers.count(r) ? buffers[r] : define(r)).name);
+  for (Value input : loop.getIns())
+    style.ins.push_back(ref(input));
+  int64_t n = 0;
+  return moveLoopText(loop, body, loop.getIns(), loop.getOuts(), style, os, n);
 }
 
-LogicalResult Emitter::emitGemmEpilogue(tcck::MatMulOp mm) {
+LogicalResult CpuEmitter::emitGemmEpilogue(tcck::MatMulOp mm) {
   Block &body = mm.getEpilogue().front();
   ArrayRef<int64_t> outShape = tensor(mm.getOuts()[0]).getShape();
   int64_t n = tensor(mm.getOuts()[0]).getNumElements();

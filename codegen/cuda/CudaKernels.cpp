@@ -1,17 +1,16 @@
 //===- CudaKernels.cpp - the CUDA step's kernels, from the tcck dialect ---===//
 //
-// The CUDA target's half of the step emitter: the CUDA C++ of each kernel
-// of the step lowered to kernels (tcc-lower-to-kernels), as calls of the
-// CUDA kernel library (runtime/cuda/kernels.cuh), cuBLASLt GEMMs
-// (runtime/cuda/gemm.cuh) and generated __global__ kernels, which go to
-// the step's kernels unit (step_kernels.cu). Each buffer's element type is
-// its storage type: fp16 (`__half`), or fp32 where the plan keeps it. The
-// frame (tables, init, apply, the fixed host code's hooks) is
-// StepEmitter.cpp's.
+// CudaEmitter's kernels: the CUDA C++ of each kernel of the step lowered to
+// kernels (tcc-lower-to-kernels), as calls of the CUDA kernel library
+// (runtime/cuda/kernels.cuh), cuBLASLt GEMMs (runtime/cuda/gemm.cuh) and
+// generated __global__ kernels, which go to the step's kernels unit
+// (step_kernels.cu). Each buffer's element type is its storage type: fp16
+// (`__half`), or fp32 where the plan keeps it. The frame is the base's
+// (StepEmitter.cpp) and CudaStep.cpp's.
 //
 //===----------------------------------------------------------------------===//
 
-#include "codegen/EmitterImpl.h"
+#include "codegen/cuda/CudaEmitter.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -56,7 +55,7 @@ bool onlyAccumulatedInto(Value v) {
 }
 } // namespace
 
-LogicalResult Emitter::emitCudaKernel(Operation *op) {
+LogicalResult CudaEmitter::emitKernel(Operation *op) {
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<tcck::ViewOp>([&](tcck::ViewOp v) -> LogicalResult {
         // An accumulator that a GEMM or a reduce adds into is named by its
@@ -184,47 +183,30 @@ LogicalResult Emitter::emitCudaKernel(Operation *op) {
                                             : launched + ": " + m.getLabel().str());
         opLive.push_back(m.getLive());
         launched.clear();
-        os << "  if (g_prof == 1) prof_mark(" << opLabels.size() << ");\n";
+        os << markText(opLabels.size());
         return success();
       })
       .Case<tcck::ElementwiseOp>([&](tcck::ElementwiseOp e) { return emitElementwise(e); })
       .Case<tcck::MatMulOp>([&](tcck::MatMulOp m) -> LogicalResult {
         if (!m.getEpilogue().empty())
           return emitCublasLtEpilogue(m);
-        return emitCudaMatMul(m);
+        return emitMatMul(m);
       })
       .Case<tcck::LoopOp>([&](tcck::LoopOp l) -> LogicalResult {
         LoopFusion lf = loopStructure(l);
         bool reduces = llvm::any_of(lf.kind, [](auto &k) {
           return k.second == Kind::RowReduction || k.second == Kind::Reduction;
         });
-        return reduces ? emitCudaRowLoop(l, lf) : emitCudaLoop(l);
+        return reduces ? emitRowLoop(l, lf) : emitLoop(l);
       })
-      .Case<tcck::CopyLoopOp>([&](tcck::CopyLoopOp l) {
-        return emitMoveLoop(l, l.getBody().front(), l.getIns(), l.getOuts());
-      })
-      .Case<tcck::CallOp>([&](tcck::CallOp c) { return emitLibraryCall(c); })
+      .Case<tcck::CopyLoopOp>([&](tcck::CopyLoopOp l) { return emitCopyLoop(l); })
+      .Case<tcck::CallOp>([&](tcck::CallOp c) { return emitCall(c); })
       .Default([&](Operation *o) -> LogicalResult {
         return o->emitOpError("the CUDA target has no code for this kernel");
       });
 }
 
-std::string Emitter::restrictFor(ValueRange ins, ValueRange outs, Value v) {
-  auto arenaOffset = [&](Value x) -> int64_t {
-    auto it = buffers.find(x);
-    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
-  };
-  int64_t at = arenaOffset(v);
-  if (at < 0)
-    return "__restrict__ ";
-  bool isOut = llvm::is_contained(outs, v);
-  for (Value other : isOut ? ins : outs)
-    if (arenaOffset(other) == at)
-      return "";
-  return "__restrict__ ";
-}
-
-LogicalResult Emitter::emitCudaMatMul(tcck::MatMulOp m) {
+LogicalResult CudaEmitter::emitMatMul(tcck::MatMulOp m) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
   Value result = m.getOuts()[0], a = m.getLhs(), b = m.getRhs();
   bool ta = m.getTransLhs(), tb = m.getTransRhs();
@@ -268,7 +250,7 @@ LogicalResult Emitter::emitCudaMatMul(tcck::MatMulOp m) {
   return success();
 }
 
-LogicalResult Emitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
+LogicalResult CudaEmitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
   Block &body = mm.getEpilogue().front();
   auto yield = cast<tcck::YieldOp>(body.getTerminator());
   auto yielded = [&](Value v) { return llvm::is_contained(yield.getValues(), v); };
@@ -323,6 +305,66 @@ LogicalResult Emitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
   return success();
 }
 
+LogicalResult CudaEmitter::emitCall(tcck::CallOp c) {
+  ValueRange ins = c.getIns(), outs = c.getOuts();
+  switch (c.getCallee()) {
+  case tcck::LibraryCall::Gemm:
+    return c.emitOpError("reaches the CUDA emitter; tcc-legalize lowers Gemm to matmul first");
+  case tcck::LibraryCall::Reduce:
+    if (!c.getOptions().get("accumulate"))
+      break;
+    // Sums added into the fp32 accumulator `out`.
+    os << "  reduce(" << ref(outs[0]) << ", " << ref(ins[0]) << ", " << shape(ins[0]) << ", "
+       << cast<IntegerAttr>(c.getOptions().get("mask")).getInt() << "u, false, true);\n";
+    return success();
+  default:
+    break;
+  }
+  return emitLibraryCall(c);
+}
+
+/// The general copy loop as a kernel: one thread per element, grid-stride,
+/// over parameters o<k> (results) and a<k> (inputs).
+LogicalResult CudaEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
+  ValueRange inputs = loop.getIns(), results = loop.getOuts();
+  MoveLoopStyle style;
+  style.deviceCode = true;
+  SmallVector<std::string> params, args;
+  for (auto [k, r] : llvm::enumerate(results)) {
+    const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
+    style.outs.push_back("o" + std::to_string(k));
+    style.outTypes.push_back(b.type);
+    params.push_back(b.type + " *" + restrictFor(inputs, results, r) + "o" + std::to_string(k));
+    args.push_back(b.name);
+  }
+  for (auto [k, input] : llvm::enumerate(inputs)) {
+    style.ins.push_back("a" + std::to_string(k));
+    params.push_back("const " + buffers.lookup(input).type + " *" +
+                     restrictFor(inputs, results, input) + "a" + std::to_string(k));
+    args.push_back(buffers.lookup(input).name);
+  }
+  std::string name = "move" + std::to_string(nextKernel++);
+  std::string text;
+  llvm::raw_string_ostream ks(text);
+  ks << "// " << loop->getName() << " (a copy loop) at " << loop->getLoc() << "\n"
+     << "__global__ void __launch_bounds__(256) " << name << "(";
+  for (auto [k, p] : llvm::enumerate(params))
+    ks << (k ? ", " : "") << p;
+  ks << ") {\n";
+  int64_t n = 0;
+  if (failed(moveLoopText(loop, loop.getBody().front(), inputs, results, style, ks, n)))
+    return failure();
+  ks << "}\n\n";
+  addKernel(text);
+  launched = name;
+  os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << n << "LL), 256, 0, stream(), " << name
+     << ")(";
+  for (auto [k, a] : llvm::enumerate(args))
+    os << (k ? ", " : "") << a;
+  os << ");\n";
+  return success();
+}
+
 /// One CUDA kernel per elementwise loop: a grid-stride loop over the output;
 /// fp16 operands are loaded as float, computed in float and stored once.
 /// When the outputs are fp16 and 8 consecutive outputs read either 8
@@ -330,7 +372,7 @@ LogicalResult Emitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
 /// dimensions with the same innermost one) or one element (broadcast along
 /// the innermost dimension), each thread handles 8 outputs: one 16-byte load
 /// per fp16 operand row and one 16-byte store per output.
-LogicalResult Emitter::emitCudaLoop(tcck::LoopOp loop) {
+LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
   Block &body = loop.getBody().front();
   auto yield = cast<tcck::YieldOp>(body.getTerminator());
   ValueRange ins = loop.getIns(), outs = loop.getOuts();
@@ -459,8 +501,8 @@ LogicalResult Emitter::emitCudaLoop(tcck::LoopOp loop) {
 
 /// A loop with row reductions (softmax, LayerNorm and their backward
 /// passes): one warp per row (one block for rows over 1024), one pass over
-/// the row per stage of its structure (see emitLoop, the CPU's).
-LogicalResult Emitter::emitCudaRowLoop(tcck::LoopOp loop, const LoopFusion &lf) {
+/// the row per stage of its structure (see CpuEmitter::emitLoop).
+LogicalResult CudaEmitter::emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf) {
   Block &body = loop.getBody().front();
   auto yield = cast<tcck::YieldOp>(body.getTerminator());
   ValueRange ins = loop.getIns(), outs = loop.getOuts();

@@ -12,6 +12,7 @@
 // CHECK: int micro_step(char *arena, double grad_scale, F *arg0, F *arg1, F *arg2, F *arg3) {
 // CHECK-NEXT: (void)arena;
 // CHECK-NEXT: (void)grad_scale;
+// CHECK-NEXT: TCC_MARK(0);
 // CHECK-NEXT: arg3[0] = (F)grad_scale;
 // CHECK-NEXT: F *[[MM:v[0-9]+]] = (F *)(arena + 960ULL);
 // CHECK-NEXT: matmul([[MM]], arg2, Shape{2, {2, 4}}, arg0, Shape{2, {4, 8}});

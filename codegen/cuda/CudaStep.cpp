@@ -1,0 +1,262 @@
+//===- CudaStep.cpp - the CUDA step's frame and tcc-translate's unit ------===//
+//
+// The CUDA emitter's part of the frame: the fp16 working copies of the
+// parameters and inputs, the optimizer's rows in the fixed half's layout
+// (ApplyRow, ShardRow), and the generated half of the step (step.cu, with
+// its tables and the hooks runtime/cuda/step_host.cu calls) and its
+// kernels' unit (step_kernels.cu); tcc-translate --tcck-to-cu's unit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/cuda/CudaEmitter.h"
+#include "runtime/tcc_step.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace mlir::tcc;
+using namespace mlir::tcc::codegen;
+
+std::string CudaEmitter::storageType(Value v) const {
+  // A kernel-IR buffer's element type is its storage type.
+  Type elt = tensor(v).getElementType();
+  if (isa<FloatType>(elt))
+    return elt.isF16() ? "__half" : "float";
+  return ctype(elt);
+}
+
+std::pair<std::string, uint64_t> CudaEmitter::slotOf(Value v) const {
+  // A float argument's slot holds its fp32 master (or fp32 input); the
+  // kernel IR types the argument as the working copy its body reads.
+  auto t = tensor(v);
+  if (isa<BlockArgument>(v) && isa<FloatType>(t.getElementType()))
+    return {"float", t.getNumElements() * 4};
+  return Emitter::slotOf(v);
+}
+
+/// The fp16 working copy of argument `arg` at arena offset `at`, declared in
+/// the body.
+Buffer CudaEmitter::workingCopy(Value arg, int64_t at) {
+  Buffer sb;
+  sb.name = "v" + std::to_string(nextId++);
+  sb.type = "__half";
+  sb.offset = at;
+  sb.bytes = tensor(arg).getNumElements() * 2;
+  os << "  __half *" << sb.name << " = (__half *)(arena + " << sb.offset << "ULL);\n";
+  return sb;
+}
+
+FailureOr<Buffer> CudaEmitter::hostParamBuffer(Frame &f, unsigned i, Value arg) {
+  ArrayRef<int64_t> shadowSlots = f.layout.getShadows().asArrayRef();
+  if (i >= shadowSlots.size() || shadowSlots[i] < 0)
+    return kernelFunc.emitError("parameter ")
+           << kernelFunc.getArgAttrOfType<StringAttr>(i, kParamAttr)
+           << " keeps its master weights in host memory but has no fp16 working copy";
+  return workingCopy(arg, shadowSlots[i]);
+}
+
+/// The body reads the fp16 working copy of a float parameter or input.
+/// Parameters' copies are refreshed after every change of the masters
+/// (init, apply, a copy into the arena); inputs' at each step.
+LogicalResult CudaEmitter::bindWorkingCopy(Frame &f, unsigned i, Value arg) {
+  ArrayRef<int64_t> shadowSlots = f.layout.getShadows().asArrayRef();
+  if (i >= shadowSlots.size() || shadowSlots[i] < 0)
+    return success();
+  int64_t n = tensor(arg).getNumElements();
+  std::string master = buffers.lookup(arg).name;
+  Buffer sb = workingCopy(arg, shadowSlots[i]);
+  if (kernelFunc.getArgAttr(i, kParamAttr))
+    shadowRefresh += "  refresh_half((__half *)(arena + " + std::to_string(sb.offset) +
+                     "ULL), (const float *)(arena + " +
+                     std::to_string(buffers.lookup(arg).offset) + "ULL), " + std::to_string(n) +
+                     "LL);\n";
+  else
+    os << "  copy(" << sb.name << ", " << master << ", " << n << "LL);\n";
+  os << "  (void)" << master << ";\n";
+  buffers[arg] = sb;
+  return success();
+}
+
+/// The fixed half's ApplyRow: {param, master, grad, state 0, state 1, fp16
+/// copy, elements, where the master (1) and the gradient (2) live}.
+std::string CudaEmitter::applyRow(const ApplyRowFields &r) const {
+  return llvm::formatv("    {{{0}, {1}ULL, {2}ULL, {3}ULL, {4}ULL, {5}ULL, {6}LL, {7}},\n", r.param,
+                       r.master, r.grad, r.state0, r.state1, r.half, r.elements, r.location)
+      .str();
+}
+
+/// The fixed half's ShardRow: {param, master, fp16 copy, flat offset,
+/// elements}.
+std::string CudaEmitter::shardRow(const ShardRowFields &r) const {
+  return llvm::formatv("    {{{0}, {1}ULL, {2}ULL, {3}LL, {4}LL},\n", r.param, r.master, r.half,
+                       r.flat, r.elements)
+      .str();
+}
+
+/// The generated half of the step (step.cu) and its kernels' unit
+/// (step_kernels.cu); runtime/cuda/step_host.cu is the fixed half, the
+/// tcc_step ABI's entry points over generated_step().
+std::string CudaEmitter::assemble(const Frame &f) {
+  step.target = "cuda";
+  if (f.shards)
+    shardTables(f);
+  const bool training = f.training;
+  const std::vector<std::string> &params = f.params, &inputs = f.inputs, &outputs = f.outputs,
+                                 &state = f.state;
+  const std::string &applyRows = f.applyRows, &zero = f.zero;
+  const int numTrainable = f.shards ? 0 : f.numTrainable;
+  LayoutAttr layout = f.layout;
+  int64_t workspace = layout.getWorkspace(), workspaceBytes = layout.getWorkspaceBytes();
+  std::string src;
+  llvm::raw_string_ostream s(src);
+  // The generated half of the step; runtime/cuda/step_host.cu is the fixed
+  // half, the tcc_step ABI's entry points over generated_step().
+  s << "// Generated by tcc for " << options.modelName
+    << " (CUDA target: fp16 storage, fp32 math, cuBLASLt GEMMs). Do not edit.\n"
+    << "// The step's tables, kernels and micro-step body; step_host.cu holds\n"
+    << "// the tcc_step entry points (step_host.h).\n"
+    << "// The runtime headers, and the prebuilt launchers declared extern.\n"
+    << "#include \"step_prelude.cuh\"\n\n"
+    << "// The generated kernels, compiled in their own unit (step_kernels.cu),\n"
+    << "// in parallel with this one.\n"
+    << "namespace tcc_step_kernels {\nusing namespace tcc::cuda;\nusing F = float;\n"
+    << kernelDecls << "} // namespace tcc_step_kernels\n\n"
+    << "namespace {\nusing namespace tcc::cuda;\nusing namespace tcc::cuda::host;\n"
+    << "using namespace tcc_step_kernels;\nusing F = float;\n\n"
+    << kCudaGridFor
+    << "// The index errors of this unit's kernels and of the prebuilt ones.\n"
+    << "int read_error_flags() {\n"
+    << "  int own = read_and_clear_error_flag(), prebuilt = read_and_clear_prebuilt_error_flag();\n"
+    << "  return own < 0 || prebuilt < 0 ? -1 : (own | prebuilt);\n"
+    << "}\n\n"
+    << globals << "\n";
+  writeTables(s, f);
+  std::string optimizer = training ? options.optimizer : "";
+  bool adam = options.optimizer == "adamw";
+  s << "static const ApplyRow kApply[] = {\n" << applyRows
+    << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
+    << "static const HostGradRow kHostGrads[] = {\n"
+    << (hostGradTable.empty() ? std::string("    {0, 0, 0},\n") : hostGradTable) << "};\n"
+    << shards
+    << "static const ConstRow kConsts[] = {\n"
+    << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
+    << "static const tcc_step_info kInfo = {TCC_STEP_ABI_VERSION, "
+    << cstring(options.modelName) << ", " << cstring(options.modelPath)
+    << ", \"cuda\", " << arena << "ULL, " << (training ? 1 : 0) << ", "
+    << params.size() << ", kParams, kGrads, " << inputs.size() << ", kInputs, "
+    << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
+    << state.size() << ", kState, " << options.memBudget << "ULL, 1, "
+    << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
+    << layout.getHostBytes() << "ULL};\n\n"
+    << "// The initial parameter values, in kParams order.\n"
+    << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
+    << "#if !defined(__CUDA_ARCH__)\n"
+    << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"
+    << "tcc_initial_weights:\\n.incbin \\\"weights.bin\\\"\\n.previous\\n\");\n"
+    << "#endif\n\n"
+    << "void zero_grads(char *arena) {\n  (void)arena;\n" << zero << "}\n\n"
+    << "void refresh_shadows(char *arena) {\n  (void)arena;\n" << shadowRefresh << "}\n\n"
+    << "void init_rng(char *arena) {\n  (void)arena;\n" << rngInit << "}\n\n"
+    << "void seed_fill(char *arena, double grad_scale) {\n  (void)arena;\n"
+    << (seedFill.empty() ? std::string("  (void)grad_scale;\n") : seedFill) << "}\n\n"
+    << "// The micro-step's kernels and GEMMs, with no host synchronisation: what\n"
+    << "// a CUDA graph captures.\n"
+    << "int micro_step_body(void *arena_) {\n"
+    << "  {\n" << body << "  }\n  return 0;\n}\n"
+    << "} // namespace\n\n"
+    << "const tcc::cuda::host::StepDesc &tcc::cuda::host::generated_step() {\n"
+    << "  static const StepDesc d = {&kInfo, kApply, " << numTrainable << ", "
+    << (adam ? "true" : "false") << ", kConsts, "
+    << (constTable.empty() ? 0 : llvm::count(constTable, '\n')) << ", " << constBytes << "ULL,\n"
+    << "      tcc_initial_weights, " << (workspace >= 0 ? std::to_string(workspace) : "-1")
+    << "LL, " << std::max<int64_t>(workspaceBytes, 0) << "ULL,\n"
+    << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
+    << "      read_error_flags, kHostGrads, " << hostGradCount << ",\n"
+    << "      " << (shardDesc.empty() ? "nullptr, nullptr, 0, 0ULL, 0ULL" : shardDesc)
+    << "};\n"
+    << "  return d;\n}\n";
+  // The kernels' unit: device code only (they take every buffer as a
+  // parameter and set no error flag, which is per unit: read_error_flags
+  // reads step.cu's and the prebuilt launchers').
+  if (kernels.empty())
+    return src;
+  llvm::raw_string_ostream k(step.kernelSource);
+  k << "// Generated by tcc for " << options.modelName
+    << " (CUDA target). Do not edit.\n"
+    << "// The step's generated kernels, which step.cu declares and launches;\n"
+    << "// compiled as a unit of their own, in parallel with step.cu. They need\n"
+    << "// only the device helpers (loads, stores, conversions, warp reductions).\n"
+    << "#include \"common.cuh\"\n\n"
+    << "namespace tcc_step_kernels {\nusing namespace tcc::cuda;\nusing F = float;\n\n"
+    << kernels << "} // namespace tcc_step_kernels\n";
+  return src;
+}
+
+
+void CudaEmitter::addKernel(const std::string &text) {
+  kernels += text;
+  // The signature, the line "__global__ void ... name(params) {", declared
+  // in step.cu, which launches it.
+  size_t at = text.find("__global__ ");
+  size_t end = at == std::string::npos ? at : text.find(" {\n", at);
+  assert(end != std::string::npos && "the emitter writes every kernel's signature on one line");
+  kernelDecls += text.substr(at, end - at) + ";\n";
+}
+
+
+/// ZeRO-1: the flat spaces' table and each trainable parameter's
+/// place in them, and their part of the StepDesc.
+void CudaEmitter::shardTables(const Frame &f) {
+  ArrayRef<int64_t> chunks = f.shards.getState().asArrayRef();
+  llvm::raw_string_ostream t(shards);
+  t << "// ZeRO-1: the flat spaces, and where each trainable parameter lies in them.\n"
+    << "static const tcc_shard_info kShards = {" << f.shards.getRanks() << ", TCC_DTYPE_F32, "
+    << f.shards.getFlatElems() << "ULL, " << f.shards.getChunkElems() << "ULL, "
+    << f.shards.getParams() << "ULL, " << f.shards.getGrads() << "ULL, " << f.shards.getShardGrads()
+    << "ULL};\n"
+    << "static const ShardRow kShardRows[] = {\n" << f.shardRows
+    << (f.numTrainable ? "" : "    {0, 0, 0, 0, 0},\n") << "};\n";
+  shardDesc = llvm::formatv("&kShards, kShardRows, {0}, {1}ULL, {2}ULL", f.numTrainable,
+                                chunks[0], f.adam ? chunks[1] : 0);
+}
+
+
+/// tcc-translate --tcck-to-cu: the kernels of one kernel-IR function as a
+/// CUDA unit: the generated kernels (step_kernels.cu's) and the body as a
+/// function over the arena and the function's arguments, with the seed set
+/// first (the frame sets it outside the micro-step's graph). No frame: the
+/// tables, init, apply and the fp16 working copies come from the planned IR,
+/// in emitStep.
+FailureOr<std::string> CudaEmitter::translate() {
+  bool hasLayout = false;
+  if (LayoutAttr layout = LayoutAttr::of(kernelFunc)) {
+    arena = layout.getArenaBytes();
+    hasLayout = true;
+  }
+  FailureOr<std::string> params = translateBody();
+  if (failed(params))
+    return failure();
+  if (constBytes && !hasLayout)
+    return kernelFunc.emitError("tcc-translate: the function's constants lie after the arena, "
+                                "whose size its #tcc.layout gives, and it has none");
+  std::string src;
+  llvm::raw_string_ostream s(src);
+  s << "// Generated by tcc-translate --tcck-to-cu from @" << kernelFunc.getSymName()
+    << " (CUDA target).\n"
+    << "#include \"step_prelude.cuh\"\n\n"
+    << "namespace tcc_step_kernels {\nusing namespace tcc::cuda;\nusing F = float;\n\n"
+    << kernels << "} // namespace tcc_step_kernels\n\n"
+    << "namespace {\nusing namespace tcc::cuda;\nusing namespace tcc::cuda::host;\n"
+    << "using namespace tcc_step_kernels;\nusing F = float;\n\n"
+    << kCudaGridFor
+    << globals << "} // namespace\n\n";
+  if (constBytes)
+    s << "// The constant arrays above are read on the device at arena + " << arena
+      << " + their offset, where a step's frame copies them (its kConsts table) when it opens\n"
+      << "// the arena; a caller of this function copies them there first.\n";
+  s << "// The arguments are distinct buffers (the kernels take them __restrict__).\n"
+    << "int " << kernelFunc.getSymName() << "(char *arena, double grad_scale" << *params
+    << ") {\n  (void)arena;\n  (void)grad_scale;\n" << seedFill << body << "  return 0;\n}\n";
+  return src;
+}
+
