@@ -48,6 +48,7 @@ private:
 
   /// A fused loop kernel: one loop nest over its space (CpuKernels.cpp).
   LogicalResult emitLoop(tcck::LoopOp loop);
+  class LoopWriter;
   /// A split or concat with the views and transposes of its parts: one
   /// copy loop.
   LogicalResult emitCopyLoop(tcck::CopyLoopOp loop);

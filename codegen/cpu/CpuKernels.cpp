@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cpu/CpuEmitter.h"
+#include "codegen/FusedLoopWriter.h"
 #include "runtime/tcc_random.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -113,208 +114,130 @@ LogicalResult CpuEmitter::emitKernel(Operation *op) {
 ///
 /// With row reductions (a reduce over the last axis whose result later ops
 /// read: softmax, LayerNorm and their backward passes) the nest is a loop
-/// over rows with one pass over the row per stage: pass k computes what the
-/// row reductions of stage k need, each row statistic is complete after its
-/// pass, and the ops that read it run in a later pass. Values of earlier
-/// passes are recomputed rather than stored, so the fusion writes only its
-/// results. Other reductions accumulate (in double, in the order the reduce
-/// kernel sums) across the whole nest; sums and means are computed as the
-/// reduce kernel computes them, so the fused step is bit-identical to the
-/// unfused one.
+/// over rows with one pass over the row per stage (FusedLoopWriter). Other
+/// reductions accumulate (in double, in the order the reduce kernel sums)
+/// across the whole nest; sums and means are computed as the reduce kernel
+/// computes them, so the fused step is bit-identical to the unfused one.
+class CpuEmitter::LoopWriter final : public FusedLoopWriter {
+public:
+  LoopWriter(CpuEmitter &e, tcck::LoopOp loop, const LoopFusion &lf)
+      : FusedLoopWriter(loop, lf, e.os), e(e) {}
 
-LogicalResult CpuEmitter::emitLoop(tcck::LoopOp loop) {
-  using Kind = LoopFusion::Kind;
-  Block &body = loop.getBody().front();
-  auto yield = cast<tcck::YieldOp>(body.getTerminator());
-  // The loop structure tcc-lower-to-kernels recorded: each body op's role
-  // and the pass that computes it (a reduction's, the pass reading its
-  // operand; a row reduction's result is complete after that pass).
-  LoopFusion lf = loopStructure(loop);
-  ArrayRef<int64_t> shape = lf.shape;
-  const llvm::DenseMap<Operation *, Kind> &kind = lf.kind;
-  const llvm::DenseMap<Value, int64_t> &stage = lf.stage;
-  const bool rows = lf.rows;
-  const int64_t lastPass = lf.lastPass;
-
-  int64_t n = ShapedType::getNumElements(shape);
-  int64_t rowLength = rows ? shape.back() : n;
-  int64_t rowCount = rows ? n / std::max<int64_t>(rowLength, 1) : 1;
-  SmallVector<int64_t> outStrides(shape.size(), 1);
-  for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-    outStrides[d] = outStrides[d + 1] * shape[d + 1];
-  llvm::DenseMap<Value, std::string> outName;
-  for (auto [r, v] : llvm::zip(loop.getOuts(), yield.getValues()))
-    outName[v] = ref(r);
-
-  // The reduction results the nest accumulates across rows.
-  os << "  {\n";
-  llvm::DenseMap<Operation *, std::string> acc;
-  llvm::DenseMap<Operation *, SmallVector<int64_t>> keep;
-  for (Operation &op : body.without_terminator())
-    if (kind.lookup(&op) == Kind::Reduction) {
-      uint32_t mask = reductionMask(&op);
-      for (auto [d, dim] : llvm::enumerate(shape))
-        keep[&op].push_back(mask >> d & 1 ? 1 : dim);
-      acc[&op] = "acc" + std::to_string(nextId++);
-      int64_t outN = tensor(op.getResult(0)).getNumElements();
-      os << "  std::vector<double> " << acc[&op] << "(" << std::max<int64_t>(outN, 1)
-         << ", 0.0);\n";
-    }
-
-  // Where an element of `t` shape is read in the row loop: its row start
-  // (named per input) plus the column when its last dimension is the row's.
-  llvm::DenseMap<Value, std::string> rowBase;
-  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
-    if (!rows)
-      return t == ArrayRef(shape) ? "i"
-             : ShapedType::getNumElements(t) == 1 ? "0"
-                                                  : broadcastIndexOf(t, shape, outStrides);
-    std::string &base = rowBase[v];
-    if (base.empty()) {
-      base = "b" + std::to_string(nextId++);
-      os << "    const int64_t " << base << " = "
-         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
-    }
-    return readAlongRow(t, rowLength) ? base + " + c" : base;
-  };
-
-  llvm::DenseMap<Value, std::string> rowScalar;  // this row's row values
-  // The C++ of `op` over the scalars in `scalar`, as a new local.
-  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
-                     StringRef indent) -> LogicalResult {
-    Value r = op.getResult(0);
-    std::string ty = ctype(tensor(r).getElementType());
-    std::string name = "e" + std::to_string(nextId++);
-    FailureOr<std::string> expr = scalarExpr(
-        op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
-    if (failed(expr))
+  LogicalResult write() {
+    out << "  {\n";
+    declareReductions();
+    if (lf.rows)
+      out << "  for (int64_t row = 0; row < " << rowCount << "LL; ++row) {\n"
+          << "    const int64_t row0 = row * " << rowLength << "LL;\n";
+    if (failed(writePasses()))
       return failure();
-    os << indent << "const " << ty << " " << name << " = " << *expr << ";\n";
-    scalar[r] = name;
+    if (lf.rows)
+      out << "  }\n";
+    finishReductions();
+    out << "  }\n";
     return success();
-  };
-  auto isArg = [](Value v) { return isa<BlockArgument>(v); };
+  }
 
-  // Row values of stage `k`: the row reductions that complete at `k` and
-  // the row ops over them.
-  llvm::DenseMap<Operation *, std::string> rowAcc;
-  auto emitRowValues = [&](int64_t k) -> LogicalResult {
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = kind.lookup(&op);
-      Value r = op.getResult(0);
-      if ((kd != Kind::Row && kd != Kind::RowReduction) || stage.lookup(r) != k)
-        continue;
-      std::string ty = ctype(tensor(r).getElementType());
-      if (kd == Kind::RowReduction) {
-        std::string name = "s" + std::to_string(nextId++);
-        os << "    const " << ty << " " << name << " = detail::conv<" << ty << ">("
-           << rowAcc[&op]
-           << (isa<ReduceMeanOp>(op) ? " * (1.0 / (double)" + std::to_string(rowLength) + ")"
-                                     : std::string())
-           << ");\n";
-        rowScalar[r] = name;
-      } else {
-        llvm::DenseMap<Value, std::string> scalar = rowScalar;
-        for (Value v : op.getOperands())
-          if (isArg(v) && !scalar.count(v)) {
-            Value input = loop.getIns()[cast<BlockArgument>(v).getArgNumber()];
-            std::string name = "e" + std::to_string(nextId++);
-            std::string at = elementIndex(v, tensor(v).getShape());
-            os << "    const " << ctype(tensor(v).getElementType()) << " " << name
-               << " = " << ref(input) << "[" << at << "];\n";
-            rowScalar[v] = name;
-            scalar[v] = name;
-          }
-        if (failed(compute(op, scalar, "    ")))
-          return failure();
-        rowScalar[r] = scalar[r];
-      }
-      if (outName.count(r))
-        os << "    " << outName[r] << "[row] = " << rowScalar[r] << ";\n";
-    }
-    return success();
-  };
-
-  if (rows)
-    os << "  for (int64_t row = 0; row < " << rowCount << "LL; ++row) {\n"
-       << "    const int64_t row0 = row * " << rowLength << "LL;\n";
-  if (failed(emitRowValues(0)))
-    return failure();
-  for (int64_t pass = 0; pass <= lastPass; ++pass) {
-    if (pass > 0 && failed(emitRowValues(pass)))
-      return failure();
-    llvm::DenseSet<Value> needed =
-        passValues(body, lf, pass, [&](Value v) { return outName.count(v) != 0; });
-    if (needed.empty())
-      continue;
+private:
+  /// The reductions across the whole nest: their accumulators, in double.
+  void declareReductions() {
     for (Operation &op : body.without_terminator())
-      if (kind.lookup(&op) == Kind::RowReduction && stage.lookup(op.getOperand(0)) == pass) {
-        rowAcc[&op] = "r" + std::to_string(nextId++);
-        os << "    double " << rowAcc[&op] << " = 0.0;\n";
+      if (kindOf(op) == Kind::Reduction) {
+        uint32_t mask = reductionMask(&op);
+        for (auto [d, dim] : llvm::enumerate(shape))
+          keep[&op].push_back(mask >> d & 1 ? 1 : dim);
+        acc[&op] = fresh("acc");
+        int64_t outN = typeOf(op.getResult(0)).getNumElements();
+        out << "  std::vector<double> " << acc[&op] << "(" << std::max<int64_t>(outN, 1)
+            << ", 0.0);\n";
       }
-    // Row starts of the inputs read in this pass, before the loop.
-    if (rows)
-      for (auto [input, arg] : llvm::zip(loop.getIns(), body.getArguments()))
-        if (needed.contains(arg))
-          (void)elementIndex(arg, tensor(arg).getShape());
-    std::string indent = rows ? "      " : "    ";
-    if (rows)
-      os << "    for (int64_t c = 0; c < " << rowLength << "LL; ++c) {\n"
-         << "      const int64_t i = row0 + c;\n      (void)i;\n";
+  }
+  /// Their results, as the reduce kernel computes them.
+  void finishReductions() {
+    for (Operation &op : body.without_terminator()) {
+      Value r = op.getResult(0);
+      if (kindOf(op) != Kind::Reduction || !isResult(r))
+        continue;
+      int64_t outN = typeOf(r).getNumElements();
+      int64_t count = outN ? elements / outN : 0;
+      std::string ty = e.ctype(typeOf(r).getElementType());
+      out << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << result(r)
+          << "[j] = detail::conv<" << ty << ">("
+          << (isa<ReduceMeanOp>(op)
+                  ? (count == 0 ? std::string("std::numeric_limits<double>::quiet_NaN()")
+                                : acc[&op] + "[j] * (1.0 / (double)" + std::to_string(count) +
+                                      ")")
+                  : acc[&op] + "[j]")
+          << ");\n";
+    }
+  }
+  std::string result(Value r) { return e.ref(loop.getOuts()[resultIndex.lookup(r)]); }
+
+  std::string fresh(StringRef prefix) override {
+    return prefix.str() + std::to_string(e.nextId++);
+  }
+  std::string computeType(Type elt) override { return e.ctype(elt); }
+  FailureOr<std::string> expression(Operation &op,
+                                    llvm::function_ref<std::string(unsigned)> operand,
+                                    const std::string &ty) override {
+    return e.scalarExpr(op, operand, ty);
+  }
+  std::string rowStatistic(Operation &op, const std::string &sum, const std::string &ty) override {
+    return "detail::conv<" + ty + ">(" + sum +
+           (isa<ReduceMeanOp>(op) ? " * (1.0 / (double)" + std::to_string(rowLength) + ")"
+                                  : std::string()) +
+           ")";
+  }
+  std::string load(Value arg, const std::string &at) override {
+    return e.ref(loop.getIns()[cast<BlockArgument>(arg).getArgNumber()]) + "[" + at + "]";
+  }
+  void storeRow(Value r, const std::string &x) override {
+    out << "    " << result(r) << "[row] = " << x << ";\n";
+  }
+  void declareRowAccumulator(const std::string &sum) override {
+    out << "    double " << sum << " = 0.0;\n";
+  }
+  std::string openElements(const llvm::DenseSet<Value> &needed,
+                           llvm::DenseMap<Value, std::string> &scalar) override {
+    std::string indent = lf.rows ? "      " : "    ";
+    if (lf.rows)
+      out << "    for (int64_t c = 0; c < " << rowLength << "LL; ++c) {\n"
+          << "      const int64_t i = row0 + c;\n      (void)i;\n";
     else
-      os << "    for (int64_t i = 0; i < " << n << "LL; ++i) {\n";
-    llvm::DenseMap<Value, std::string> scalar = rowScalar;
-    for (auto [input, arg] : llvm::zip(loop.getIns(), body.getArguments())) {
+      out << "    for (int64_t i = 0; i < " << elements << "LL; ++i) {\n";
+    for (Value arg : body.getArguments()) {
       if (!needed.contains(arg))
         continue;
-      std::string name = "e" + std::to_string(nextId++);
-      std::string at = elementIndex(arg, tensor(arg).getShape());
-      os << indent << "const " << ctype(tensor(arg).getElementType()) << " " << name
-         << " = " << ref(input) << "[" << at << "];\n";
+      std::string name = fresh("e");
+      std::string at = elementIndex(arg);
+      out << indent << "const " << e.ctype(typeOf(arg).getElementType()) << " " << name << " = "
+          << load(arg, at) << ";\n";
       scalar[arg] = name;
     }
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = kind.lookup(&op);
-      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
-        if (failed(compute(op, scalar, indent)))
-          return failure();
-        Value r = op.getResult(0);
-        if (stage.lookup(r) == pass && outName.count(r))
-          os << indent << outName[r] << "[i] = " << scalar[r] << ";\n";
-      } else if (kd == Kind::RowReduction && stage.lookup(op.getOperand(0)) == pass) {
-        os << indent << rowAcc[&op] << " += (double)" << scalar.lookup(op.getOperand(0))
-           << ";\n";
-      } else if (kd == Kind::Reduction && stage.lookup(op.getOperand(0)) == pass) {
-        os << indent << acc[&op] << "[" << broadcastIndexOf(keep[&op], shape, outStrides)
-           << "] += (double)"
-           << scalar.lookup(op.getOperand(0)) << ";\n";
-      }
-    }
-    os << "    }\n";
+    return indent;
   }
-  if (failed(emitRowValues(lastPass + 1)))
-    return failure();
-  if (rows)
-    os << "  }\n";
-  for (Operation &op : body.without_terminator()) {
-    if (kind.lookup(&op) != Kind::Reduction)
-      continue;
-    Value r = op.getResult(0);
-    if (!outName.count(r))
-      continue;
-    int64_t outN = tensor(r).getNumElements();
-    int64_t count = outN ? n / outN : 0;
-    std::string ty = ctype(tensor(r).getElementType());
-    os << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << outName[r]
-       << "[j] = detail::conv<" << ty << ">("
-       << (isa<ReduceMeanOp>(op)
-               ? (count == 0 ? std::string("std::numeric_limits<double>::quiet_NaN()")
-                             : acc[&op] + "[j] * (1.0 / (double)" + std::to_string(count) + ")")
-               : acc[&op] + "[j]")
-       << ");\n";
+  void storeElement(Value r, const std::string &x, StringRef indent) override {
+    out << indent << result(r) << "[i] = " << x << ";\n";
   }
-  os << "  }\n";
-  return success();
+  void accumulate(Operation &op, const std::string &x, StringRef indent) override {
+    if (kindOf(op) == Kind::RowReduction)
+      out << indent << rowAcc[&op] << " += (double)" << x << ";\n";
+    else
+      out << indent << acc[&op] << "[" << broadcastIndexOf(keep[&op], shape, outStrides)
+          << "] += (double)" << x << ";\n";
+  }
+  void closeElements(ArrayRef<Operation *>) override { out << "    }\n"; }
+
+  CpuEmitter &e;
+  llvm::DenseMap<Operation *, std::string> acc;
+  llvm::DenseMap<Operation *, SmallVector<int64_t>> keep;
+};
+
+LogicalResult CpuEmitter::emitLoop(tcck::LoopOp loop) {
+  // The loop structure tcc-lower-to-kernels recorded: each body op's role
+  // and the pass that computes it.
+  LoopFusion lf = loopStructure(loop);
+  return LoopWriter(*this, loop, lf).write();
 }
 
 LogicalResult CpuEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {

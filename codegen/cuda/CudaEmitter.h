@@ -76,6 +76,7 @@ private:
   /// backward passes): one warp per row (one block for rows over 1024);
   /// `lf`, its structure as the lowering recorded it.
   LogicalResult emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf);
+  class RowLoopWriter;
   /// A copy loop: the general copy loop as a kernel.
   LogicalResult emitCopyLoop(tcck::CopyLoopOp loop);
   /// A GEMM: cuBLASLt (into fp16, or added into an fp32 accumulator), or a

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/cuda/CudaEmitter.h"
+#include "codegen/FusedLoopWriter.h"
 
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -500,8 +501,160 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
 }
 
 /// A loop with row reductions (softmax, LayerNorm and their backward
-/// passes): one warp per row (one block for rows over 1024), one pass over
-/// the row per stage of its structure (see CpuEmitter::emitLoop).
+/// passes) as one kernel: one warp per row (one block for rows over 1024),
+/// one pass over the row per stage of its structure (FusedLoopWriter). Each
+/// thread takes 8 consecutive elements of the row at a time when rows are a
+/// multiple of 8 long: fp16 operands and results along the row move 16
+/// bytes per load and store (their row starts are multiples of the row
+/// length, so 16-byte aligned); others element by element.
+class CudaEmitter::RowLoopWriter final : public FusedLoopWriter {
+public:
+  /// `args`: each body argument's kernel parameter; `results`: each yielded
+  /// value's parameter and storage type.
+  RowLoopWriter(CudaEmitter &e, tcck::LoopOp loop, const LoopFusion &lf, llvm::raw_ostream &ks,
+                llvm::DenseMap<Value, std::string> args,
+                llvm::DenseMap<Value, std::pair<std::string, std::string>> results)
+      : FusedLoopWriter(loop, lf, ks), e(e), argName(std::move(args)),
+        param(std::move(results)), warpRows(rowLength <= 1024) {}
+
+  /// Rows of up to 1024 elements: one warp each (8 per block); longer rows:
+  /// one block of 256 threads each.
+  bool warpPerRow() const { return warpRows; }
+
+  LogicalResult write(StringRef name, ArrayRef<std::string> params) {
+    out << "// " << loop->getName() << " at " << loop.getLoc() << "\n"
+        << "// rows of " << rowLength << ": one " << (warpRows ? "warp" : "block")
+        << " per row, " << lf.lastPass + 1 << " pass(es) over each\n";
+    out << "__global__ void __launch_bounds__(256) " << name << "(int64_t rows";
+    for (const std::string &p : params)
+      out << ", " << p;
+    out << ") {\n";
+    if (warpRows)
+      out << "  const int lane = threadIdx.x & 31;\n"
+          << "  const int64_t nrows = ((int64_t)gridDim.x * blockDim.x) >> 5;\n"
+          << "  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; "
+             "row < rows; row += nrows) {\n";
+    else
+      out << "  __shared__ float sh[32];\n"
+          << "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+    out << "    const int64_t row0 = row * " << rowLength << "LL;\n";
+    if (failed(writePasses()))
+      return failure();
+    out << "  }\n}\n\n";
+    return success();
+  }
+
+private:
+  std::string fresh(StringRef prefix) override { return prefix.str() + std::to_string(id++); }
+  std::string computeType(Type elt) override { return e.computeType(elt); }
+  FailureOr<std::string> expression(Operation &op,
+                                    llvm::function_ref<std::string(unsigned)> operand,
+                                    const std::string &ty) override {
+    return e.scalarExpr(op, operand, ty);
+  }
+  std::string rowStatistic(Operation &op, const std::string &sum, const std::string &) override {
+    return sum + (isa<ReduceMeanOp>(op) ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
+                                        : std::string());
+  }
+  std::string load(Value arg, const std::string &at) override {
+    return "ld(" + argName[arg] + "[" + at + "])";
+  }
+  void storeRow(Value r, const std::string &x) override {
+    out << "    if (" << (warpRows ? "lane == 0" : "threadIdx.x == 0") << ") " << param[r].first
+        << "[row] = conv<" << param[r].second << ">(" << x << ");\n";
+  }
+  void declareRowAccumulator(const std::string &sum) override {
+    out << "    float " << sum << " = 0.0f;\n";
+  }
+  std::string openElements(const llvm::DenseSet<Value> &needed,
+                           llvm::DenseMap<Value, std::string> &scalar) override {
+    const std::string first = warpRows ? "lane" : "threadIdx.x";
+    const std::string step = warpRows ? "32" : "blockDim.x";
+    vec = rowLength % 8 == 0;
+    std::string indent = vec ? "        " : "      ";
+    out << "    for (int64_t c = " << first << (vec ? " * 8" : "") << "; c < " << rowLength
+        << "LL; c += " << step << (vec ? " * 8" : "") << ") {\n";
+    SmallVector<std::pair<Value, std::string>> lanes; // (argument, its 8 values)
+    for (Value arg : body.getArguments()) {
+      if (!needed.contains(arg))
+        continue;
+      std::string at = elementIndex(arg);
+      std::string ty = computeType(typeOf(arg).getElementType());
+      std::string name = fresh("e");
+      if (!vec || !readAlongRow(typeOf(arg).getShape(), rowLength)) {
+        // One value (a row statistic's input is not along the row).
+        out << "      const " << ty << " " << name << " = " << load(arg, at) << ";\n";
+        scalar[arg] = name;
+        continue;
+      }
+      std::string x = fresh("x");
+      Value input = loop.getIns()[cast<BlockArgument>(arg).getArgNumber()];
+      if (e.buffers.lookup(input).type == "__half")
+        out << "      float " << x << "[8];\n      load8(" << argName[arg] << " + " << at << ", "
+            << x << ");\n";
+      else
+        out << "      " << ty << " " << x << "[8];\n      for (int j = 0; j < 8; ++j) " << x
+            << "[j] = ld(" << argName[arg] << "[" << at << " + j]);\n";
+      lanes.push_back({arg, x});
+    }
+    // fp16 results along the row are gathered for one 16-byte store (in
+    // body order, so the source is the same from run to run).
+    gathered.clear();
+    if (vec)
+      for (Operation &op : body.without_terminator()) {
+        Value r = op.getResult(0);
+        if (kindOf(op) == Kind::Element && needed.contains(r) && stageOf(r) == pass &&
+            isResult(r) && param[r].second == "__half") {
+          gathered[r] = fresh("y");
+          out << "      float " << gathered[r] << "[8];\n";
+        }
+      }
+    if (vec) {
+      out << "#pragma unroll\n      for (int j = 0; j < 8; ++j) {\n";
+      for (auto &[arg, x] : lanes) {
+        std::string name = fresh("e");
+        out << indent << "const " << computeType(typeOf(arg).getElementType()) << " " << name
+            << " = " << x << "[j];\n";
+        scalar[arg] = name;
+      }
+    }
+    return indent;
+  }
+  void storeElement(Value r, const std::string &x, StringRef indent) override {
+    if (gathered.count(r))
+      out << indent << gathered[r] << "[j] = (float)" << x << ";\n";
+    else
+      out << indent << param[r].first << "[row0 + " << (vec ? "c + j" : "c") << "] = conv<"
+          << param[r].second << ">(" << x << ");\n";
+  }
+  void accumulate(Operation &op, const std::string &x, StringRef indent) override {
+    out << indent << rowAcc[&op] << " += (float)" << x << ";\n";
+  }
+  void closeElements(ArrayRef<Operation *> reductions) override {
+    if (vec) {
+      out << "      }\n";
+      for (auto &[r, y] : gathered)
+        out << "      store8(" << param[r].first << " + row0 + c, " << y << ");\n";
+    }
+    out << "    }\n";
+    for (Operation *op : reductions)
+      out << "    " << rowAcc[op] << " = "
+          << (warpRows ? "detail::warp_allreduce(" + rowAcc[op] + ", detail::SumOp())"
+                       : "detail::block_allreduce(" + rowAcc[op] + ", detail::SumOp(), sh)")
+          << ";\n";
+  }
+
+  CudaEmitter &e;
+  llvm::DenseMap<Value, std::string> argName;
+  llvm::DenseMap<Value, std::pair<std::string, std::string>> param; // name, type
+  const bool warpRows;
+  unsigned id = 0;
+  // The pass being written: whether it moves 8 elements at a time, and the
+  // fp16 results it gathers for a 16-byte store.
+  bool vec = false;
+  llvm::MapVector<Value, std::string> gathered;
+};
+
 LogicalResult CudaEmitter::emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf) {
   Block &body = loop.getBody().front();
   auto yield = cast<tcck::YieldOp>(body.getTerminator());
@@ -513,12 +666,6 @@ LogicalResult CudaEmitter::emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf) 
     if (lf.kind.lookup(&op) == Kind::Reduction)
       return op.emitOpError("only reductions over the last axis are fused on "
                             "CUDA (run tcc-fuse with row-reductions-only)");
-  ArrayRef<int64_t> shape = lf.shape;
-  int64_t n = ShapedType::getNumElements(shape);
-  int64_t rowLength = shape.back();
-  int64_t rowCount = n / std::max<int64_t>(rowLength, 1);
-  SmallVector<int64_t> outStrides = stridesOf(shape);
-
   // Kernel parameters: o<k> per result, a<k> per input.
   SmallVector<std::string> params, args;
   llvm::DenseMap<Value, std::pair<std::string, std::string>> out; // name, type
@@ -540,211 +687,16 @@ LogicalResult CudaEmitter::emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf) 
     argName[arg] = a;
   }
 
-  // Rows of up to 1024 elements: one warp each (8 per block); longer rows:
-  // one block of 256 threads each.
-  const bool warpRows = rowLength <= 1024;
-  const std::string first = warpRows ? "lane" : "threadIdx.x";
-  const std::string step = warpRows ? "32" : "blockDim.x";
-  const std::string leader = warpRows ? "lane == 0" : "threadIdx.x == 0";
   std::string name = "fusion" + std::to_string(nextKernel++);
   std::string text;
   llvm::raw_string_ostream ks(text);
-  ks << "// " << loop->getName() << " at " << loop.getLoc() << "\n"
-     << "// rows of " << rowLength << ": one " << (warpRows ? "warp" : "block")
-     << " per row, " << lf.lastPass + 1 << " pass(es) over each\n";
-  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t rows";
-  for (const std::string &p : params)
-    ks << ", " << p;
-  ks << ") {\n";
-  if (warpRows)
-    ks << "  const int lane = threadIdx.x & 31;\n"
-       << "  const int64_t nrows = ((int64_t)gridDim.x * blockDim.x) >> 5;\n"
-       << "  for (int64_t row = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; "
-          "row < rows; row += nrows) {\n";
-  else
-    ks << "  __shared__ float sh[32];\n"
-       << "  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {\n";
-  ks << "    const int64_t row0 = row * " << rowLength << "LL;\n";
-
-  unsigned id = 0;
-  llvm::DenseMap<Value, std::string> rowBase;
-  // Where an input of shape `t` is read: its row start plus the column when
-  // its last dimension is the row's.
-  auto elementIndex = [&](Value v, ArrayRef<int64_t> t) -> std::string {
-    std::string &base = rowBase[v];
-    if (base.empty()) {
-      base = "b" + std::to_string(id++);
-      ks << "    const int64_t " << base << " = "
-         << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
-    }
-    return readAlongRow(t, rowLength) ? base + " + c" : base;
-  };
-  auto compute = [&](Operation &op, llvm::DenseMap<Value, std::string> &scalar,
-                     StringRef indent) -> LogicalResult {
-    Value r = op.getResult(0);
-    std::string ty = computeType(tensor(r).getElementType());
-    std::string e = "e" + std::to_string(id++);
-    FailureOr<std::string> expr =
-        scalarExpr(op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
-    if (failed(expr))
-      return failure();
-    ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
-    scalar[r] = e;
-    return success();
-  };
-
-  llvm::DenseMap<Value, std::string> rowScalar; // this row's row values
-  llvm::DenseMap<Operation *, std::string> rowAcc;
-  auto emitRowValues = [&](int64_t k) -> LogicalResult {
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = lf.kind.lookup(&op);
-      Value r = op.getResult(0);
-      if ((kd != Kind::Row && kd != Kind::RowReduction) || lf.stage.lookup(r) != k)
-        continue;
-      std::string ty = computeType(tensor(r).getElementType());
-      if (kd == Kind::RowReduction) {
-        std::string s = "s" + std::to_string(id++);
-        ks << "    const " << ty << " " << s << " = " << rowAcc[&op]
-           << (isa<ReduceMeanOp>(op) ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
-                                     : std::string())
-           << ";\n";
-        rowScalar[r] = s;
-      } else {
-        llvm::DenseMap<Value, std::string> scalar = rowScalar;
-        for (Value v : op.getOperands())
-          if (isa<BlockArgument>(v) && !scalar.count(v)) {
-            std::string e = "e" + std::to_string(id++);
-            std::string at = elementIndex(v, tensor(v).getShape());
-            ks << "    const " << computeType(tensor(v).getElementType()) << " " << e
-               << " = ld(" << argName[v] << "[" << at << "]);\n";
-            rowScalar[v] = e;
-            scalar[v] = e;
-          }
-        if (failed(compute(op, scalar, "    ")))
-          return failure();
-        rowScalar[r] = scalar[r];
-      }
-      if (out.count(r))
-        ks << "    if (" << leader << ") " << out[r].first << "[row] = conv<" << out[r].second
-           << ">(" << rowScalar[r] << ");\n";
-    }
-    return success();
-  };
-
-  if (failed(emitRowValues(0)))
+  RowLoopWriter writer(*this, loop, lf, ks, std::move(argName), std::move(out));
+  if (failed(writer.write(name, params)))
     return failure();
-  for (int64_t pass = 0; pass <= lf.lastPass; ++pass) {
-    if (pass > 0 && failed(emitRowValues(pass)))
-      return failure();
-    // Values of earlier passes are recomputed: nothing is kept between passes.
-    llvm::DenseSet<Value> needed =
-        passValues(body, lf, pass, [&](Value v) { return out.count(v) != 0; });
-    if (needed.empty())
-      continue;
-    SmallVector<Operation *> reductions;
-    for (Operation &op : body.without_terminator())
-      if (lf.kind.lookup(&op) == Kind::RowReduction &&
-          lf.stage.lookup(op.getOperand(0)) == pass) {
-        rowAcc[&op] = "r" + std::to_string(id++);
-        ks << "    float " << rowAcc[&op] << " = 0.0f;\n";
-        reductions.push_back(&op);
-      }
-    for (Value arg : body.getArguments())
-      if (needed.contains(arg))
-        (void)elementIndex(arg, tensor(arg).getShape());
-    // Each thread takes 8 consecutive elements of the row at a time when
-    // rows are a multiple of 8 long: fp16 operands and results along the row
-    // move 16 bytes per load and store (their row starts are multiples of
-    // the row length, so 16-byte aligned); others element by element.
-    const bool vec = rowLength % 8 == 0;
-    const std::string indent = vec ? "        " : "      ";
-    if (vec)
-      ks << "    for (int64_t c = " << first << " * 8; c < " << rowLength << "LL; c += " << step
-         << " * 8) {\n";
-    else
-      ks << "    for (int64_t c = " << first << "; c < " << rowLength << "LL; c += " << step
-         << ") {\n";
-    llvm::DenseMap<Value, std::string> scalar = rowScalar;
-    SmallVector<std::pair<Value, std::string>> lanes; // (argument, its 8 values)
-    for (Value arg : body.getArguments()) {
-      if (!needed.contains(arg))
-        continue;
-      std::string at = elementIndex(arg, tensor(arg).getShape());
-      std::string ty = computeType(tensor(arg).getElementType());
-      std::string e = "e" + std::to_string(id++);
-      if (!vec || !readAlongRow(tensor(arg).getShape(), rowLength)) {
-        // One value (a row statistic's input is not along the row).
-        ks << "      const " << ty << " " << e << " = ld(" << argName[arg] << "[" << at
-           << "]);\n";
-        scalar[arg] = e;
-        continue;
-      }
-      std::string x = "x" + std::to_string(id++);
-      if (buffers.lookup(ins[cast<BlockArgument>(arg).getArgNumber()]).type == "__half")
-        ks << "      float " << x << "[8];\n      load8(" << argName[arg] << " + " << at << ", "
-           << x << ");\n";
-      else
-        ks << "      " << ty << " " << x << "[8];\n      for (int j = 0; j < 8; ++j) " << x
-           << "[j] = ld(" << argName[arg] << "[" << at << " + j]);\n";
-      lanes.push_back({arg, x});
-    }
-    // fp16 results along the row are gathered for one 16-byte store (in
-    // body order, so the source is the same from run to run).
-    llvm::MapVector<Value, std::string> gathered;
-    if (vec)
-      for (Operation &op : body.without_terminator()) {
-        Value r = op.getResult(0);
-        if (lf.kind.lookup(&op) == Kind::Element && needed.contains(r) &&
-            lf.stage.lookup(r) == pass && out.count(r) && out[r].second == "__half") {
-          gathered[r] = "y" + std::to_string(id++);
-          ks << "      float " << gathered[r] << "[8];\n";
-        }
-      }
-    if (vec) {
-      ks << "#pragma unroll\n      for (int j = 0; j < 8; ++j) {\n";
-      for (auto &[arg, x] : lanes) {
-        std::string e = "e" + std::to_string(id++);
-        ks << indent << "const " << computeType(tensor(arg).getElementType()) << " " << e << " = "
-           << x << "[j];\n";
-        scalar[arg] = e;
-      }
-    }
-    std::string col = vec ? "c + j" : "c";
-    for (Operation &op : body.without_terminator()) {
-      Kind kd = lf.kind.lookup(&op);
-      if (kd == Kind::Element && needed.contains(op.getResult(0))) {
-        if (failed(compute(op, scalar, indent)))
-          return failure();
-        Value r = op.getResult(0);
-        if (lf.stage.lookup(r) == pass && out.count(r)) {
-          if (gathered.count(r))
-            ks << indent << gathered[r] << "[j] = (float)" << scalar[r] << ";\n";
-          else
-            ks << indent << out[r].first << "[row0 + " << col << "] = conv<" << out[r].second
-               << ">(" << scalar[r] << ");\n";
-        }
-      } else if (kd == Kind::RowReduction && lf.stage.lookup(op.getOperand(0)) == pass) {
-        ks << indent << rowAcc[&op] << " += (float)" << scalar.lookup(op.getOperand(0)) << ";\n";
-      }
-    }
-    if (vec) {
-      ks << "      }\n";
-      for (auto &[r, y] : gathered)
-        ks << "      store8(" << out[r].first << " + row0 + c, " << y << ");\n";
-    }
-    ks << "    }\n";
-    for (Operation *op : reductions)
-      ks << "    " << rowAcc[op] << " = "
-         << (warpRows ? "detail::warp_allreduce(" + rowAcc[op] + ", detail::SumOp())"
-                      : "detail::block_allreduce(" + rowAcc[op] + ", detail::SumOp(), sh)")
-         << ";\n";
-  }
-  if (failed(emitRowValues(lf.lastPass + 1)))
-    return failure();
-  ks << "  }\n}\n\n";
   addKernel(text);
   launched = name;
-  int64_t blocks = warpRows ? (rowCount + 7) / 8 : rowCount;
+  int64_t rowCount = ShapedType::getNumElements(lf.shape) / std::max<int64_t>(lf.shape.back(), 1);
+  int64_t blocks = writer.warpPerRow() ? (rowCount + 7) / 8 : rowCount;
   blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 32));
   os << "  if (" << rowCount << "LL > 0) TCC_LAUNCH(" << blocks << "u, 256, 0, stream(), " << name
      << ")(" << rowCount << "LL";
