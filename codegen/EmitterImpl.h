@@ -137,9 +137,10 @@ protected:
   virtual StringRef targetName() const = 0;
   /// A library call that can fail on an index: the statement that makes it.
   virtual std::string checkedCall(const std::string &call) const = 0;
-  /// A null pointer for an absent float operand of kind `what` ("bias",
-  /// "weight") of a library call.
-  virtual std::string nullOperand(StringRef what) const = 0;
+  /// The C++ type a library call's float operand is stored in: the working
+  /// type (`working`: activations, an attention's bias) or that of fp32
+  /// data (a loss's weights).
+  virtual std::string floatType(bool working) const = 0;
   /// The loss-with-gradient call's last arguments (", g_scratch" on CUDA).
   virtual std::string lossScratch() const { return ""; }
   /// The attention launchers' template arguments (on CUDA, so that the step
@@ -189,10 +190,6 @@ protected:
   /// The arena offset tcc-plan-memory gave `v` (-1 if none).
   int64_t plannedOffset(Value v);
   const Buffer &define(Value v);
-  /// "__restrict__ " for a kernel pointer to `v`, one of a kernel's `ins`
-  /// or `outs`, unless an input and an output share their bytes there (a
-  /// result the plan writes over a dying operand, tcc::inPlaceOperand).
-  std::string restrictFor(ValueRange ins, ValueRange outs, Value v);
   std::string ref(Value v) { return buffers.lookup(v).name; }
 
   // Kernels both targets emit alike.
@@ -212,6 +209,11 @@ protected:
   FailureOr<std::string> scalarExpr(Operation &op,
                                     llvm::function_ref<std::string(unsigned)> arg,
                                     const std::string &ty);
+  /// `op` of a fused body as the local `name` (computed in computeType),
+  /// written to `out` at `indent`, over the scalars in `scalar`, which gets
+  /// its result.
+  LogicalResult scalarLocal(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                            const std::string &name, StringRef indent, llvm::raw_ostream &out);
 
   // The frame, in the order run() builds it (the ids of the tables' dims
   // arrays follow it).

@@ -36,16 +36,7 @@ std::string FusedLoopWriter::elementIndex(Value v) {
 
 LogicalResult FusedLoopWriter::compute(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
                                        StringRef indent) {
-  Value r = op.getResult(0);
-  std::string ty = computeType(typeOf(r).getElementType());
-  std::string name = fresh("e");
-  FailureOr<std::string> expr =
-      expression(op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
-  if (failed(expr))
-    return failure();
-  out << indent << "const " << ty << " " << name << " = " << *expr << ";\n";
-  scalar[r] = name;
-  return success();
+  return local(op, scalar, fresh("e"), indent);
 }
 
 LogicalResult FusedLoopWriter::rowValues(int64_t k) {

@@ -44,10 +44,10 @@ protected:
   virtual std::string fresh(StringRef prefix) = 0;
   /// The C++ type fused code computes `elt` in.
   virtual std::string computeType(Type elt) = 0;
-  /// `op` as a C++ expression over its operands' scalars, in `ty`.
-  virtual FailureOr<std::string> expression(Operation &op,
-                                            llvm::function_ref<std::string(unsigned)> operand,
-                                            const std::string &ty) = 0;
+  /// `op` as the local `name`, over the scalars in `scalar`, which gets its
+  /// result (Emitter::scalarLocal).
+  virtual LogicalResult local(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                              const std::string &name, StringRef indent) = 0;
   /// The row statistic of row reduction `op` (typed `ty`) from its
   /// accumulator `acc`: a sum, or a mean over the row.
   virtual std::string rowStatistic(Operation &op, const std::string &acc,

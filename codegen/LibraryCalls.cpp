@@ -184,7 +184,7 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
     check("sce_loss_with_grad(" + out + ", " + ref(outs[1]) + ", " + ref(ins[0]) + ", " +
           std::to_string(st.getDimSize(0)) + "LL, " + std::to_string(st.getDimSize(1)) +
           "LL, " + ref(ins[1]) + ", " +
-          (ins.size() > 3 ? ref(ins[3]) : nullOperand("weight")) +
+          (ins.size() > 3 ? ref(ins[3]) : "(const " + floatType(false) + " *)nullptr") +
           ", " + ref(ins[2]) + ", " +
           (i64("reduction") == 1 ? "1" : "2") + ", " + ignore() + lossScratch() + ")");
     break;
@@ -273,7 +273,7 @@ std::string Emitter::attentionArg(Value v, const AttentionShape &s, int64_t colu
 
 std::string Emitter::attentionBias(Value bias) {
   if (!bias)
-    return nullOperand("bias") + ", AttentionStrides{0LL, 0LL, 0LL}";
+    return "(const " + floatType(true) + " *)nullptr, AttentionStrides{0LL, 0LL, 0LL}";
   ArrayRef<int64_t> d = tensor(bias).getShape();
   auto stride = [&](int dim, int64_t s) { return d[dim] == 1 ? int64_t(0) : s; };
   return llvm::formatv("{0}, AttentionStrides{{{1}LL, {2}LL, {3}LL}", ref(bias),

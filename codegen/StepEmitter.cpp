@@ -253,6 +253,20 @@ Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg
   return expr;
 }
 
+LogicalResult Emitter::scalarLocal(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                                   const std::string &name, StringRef indent,
+                                   llvm::raw_ostream &out) {
+  Value r = op.getResult(0);
+  std::string ty = computeType(tensor(r).getElementType());
+  FailureOr<std::string> expr =
+      scalarExpr(op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
+  if (failed(expr))
+    return failure();
+  out << indent << "const " << ty << " " << name << " = " << *expr << ";\n";
+  scalar[r] = name;
+  return success();
+}
+
 /// The C++ array of a shape (at least one element, for rank 0).
 static std::string dimsArray(ArrayRef<int64_t> shape) {
   std::string s = "{";
@@ -406,20 +420,6 @@ LogicalResult Emitter::moveLoopText(Operation *owner, Block &body, ValueRange in
   return success();
 }
 
-std::string Emitter::restrictFor(ValueRange ins, ValueRange outs, Value v) {
-  auto arenaOffset = [&](Value x) -> int64_t {
-    auto it = buffers.find(x);
-    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
-  };
-  int64_t at = arenaOffset(v);
-  if (at < 0)
-    return "__restrict__ ";
-  bool isOut = llvm::is_contained(outs, v);
-  for (Value other : isOut ? ins : outs)
-    if (arenaOffset(other) == at)
-      return "";
-  return "__restrict__ ";
-}
 
 std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
                                 uint64_t bytes) {
@@ -434,13 +434,7 @@ std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
   std::string dims = "d" + std::to_string(nextId++);
   g << "static const int64_t " << dims << "[] = " << i64List(t.getShape())
     << ";\n";
-  std::string escaped;
-  for (char c : name) {
-    if (c == '"' || c == '\\')
-      escaped += '\\';
-    escaped += c;
-  }
-  return llvm::formatv("{{\"{0}\", {1}, {2}, {3}, {4}ULL, {5}ULL{6}}", escaped,
+  return llvm::formatv("{{{0}, {1}, {2}, {3}, {4}ULL, {5}ULL{6}}", cstring(name),
                        dtypeCode(t.getElementType()), t.getRank(), dims, offset,
                        bytes, onHost ? ", TCC_LOCATION_HOST" : "")
       .str();

@@ -40,7 +40,7 @@ private:
   std::string checkedCall(const std::string &call) const override {
     return "  if (int rc = " + call + ") return rc;\n";
   }
-  std::string nullOperand(StringRef) const override { return "(const F *)nullptr"; }
+  std::string floatType(bool) const override { return "F"; }
   LogicalResult bindWorkingCopy(Frame &f, unsigned i, Value arg) override;
   FailureOr<Buffer> hostParamBuffer(Frame &f, unsigned i, Value arg) override;
   std::string applyRow(const ApplyRowFields &r) const override;

@@ -177,10 +177,9 @@ private:
     return prefix.str() + std::to_string(e.nextId++);
   }
   std::string computeType(Type elt) override { return e.ctype(elt); }
-  FailureOr<std::string> expression(Operation &op,
-                                    llvm::function_ref<std::string(unsigned)> operand,
-                                    const std::string &ty) override {
-    return e.scalarExpr(op, operand, ty);
+  LogicalResult local(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                      const std::string &name, StringRef indent) override {
+    return e.scalarLocal(op, scalar, name, indent, out);
   }
   std::string rowStatistic(Operation &op, const std::string &sum, const std::string &ty) override {
     return "detail::conv<" + ty + ">(" + sum +
@@ -394,18 +393,9 @@ LogicalResult CpuEmitter::emitGemmEpilogue(tcck::MatMulOp mm) {
        << " = " << load << ";\n";
     scalar[v] = name;
   }
-  for (Operation &epilogueOp : body.without_terminator()) {
-    Operation *op = &epilogueOp;
-    Value r = op->getResult(0);
-    std::string ty = ctype(tensor(r).getElementType());
-    std::string name = "e" + std::to_string(nextId++);
-    FailureOr<std::string> expr = scalarExpr(
-        *op, [&](unsigned k) { return scalar.lookup(op->getOperand(k)); }, ty);
-    if (failed(expr))
+  for (Operation &op : body.without_terminator())
+    if (failed(scalarLocal(op, scalar, "e" + std::to_string(nextId++), "    ", os)))
       return failure();
-    os << "    const " << ty << " " << name << " = " << *expr << ";\n";
-    scalar[r] = name;
-  }
   for (auto [k, v] : llvm::enumerate(cast<tcck::YieldOp>(body.getTerminator()).getValues()))
     os << "    " << outs[k] << "[base + k] = " << scalar.lookup(v) << ";\n";
   os << "    }\n  };\n";

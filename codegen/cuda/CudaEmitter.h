@@ -53,10 +53,7 @@ private:
   StringRef targetName() const override { return "CUDA"; }
   /// CUDA kernels set the device error flag, read after the step.
   std::string checkedCall(const std::string &call) const override { return "  " + call + ";\n"; }
-  /// An attention's bias is fp16; a loss's weights fp32.
-  std::string nullOperand(StringRef what) const override {
-    return what == "bias" ? "(const __half *)nullptr" : "(const float *)nullptr";
-  }
+  std::string floatType(bool working) const override { return working ? "__half" : "float"; }
   std::string lossScratch() const override { return ", g_scratch"; }
   std::string attentionKernel(const AttentionShape &s, Value bias) override {
     return llvm::formatv("<{0}, {1}>", (std::max(s.d, s.dv) + 15) / 16, bias ? 1 : 0).str();
@@ -88,6 +85,10 @@ private:
   /// The fp16 working copy of argument `arg` at arena offset `at`, declared
   /// in the body (CudaStep.cpp).
   Buffer workingCopy(Value arg, int64_t at);
+  /// "__restrict__ " for a kernel pointer to `v`, one of a kernel's `ins`
+  /// or `outs`, unless an input and an output share their bytes there (a
+  /// result the plan writes over a dying operand, tcc::inPlaceOperand).
+  std::string restrictFor(ValueRange ins, ValueRange outs, Value v);
   /// Appends a generated kernel's text and declares it.
   void addKernel(const std::string &text);
   /// ZeRO-1: the flat spaces' table and each trainable parameter's place in

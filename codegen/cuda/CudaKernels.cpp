@@ -207,6 +207,21 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
       });
 }
 
+std::string CudaEmitter::restrictFor(ValueRange ins, ValueRange outs, Value v) {
+  auto arenaOffset = [&](Value x) -> int64_t {
+    auto it = buffers.find(x);
+    return it != buffers.end() && it->second.inArena ? (int64_t)it->second.offset : -1;
+  };
+  int64_t at = arenaOffset(v);
+  if (at < 0)
+    return "__restrict__ ";
+  bool isOut = llvm::is_contained(outs, v);
+  for (Value other : isOut ? ins : outs)
+    if (arenaOffset(other) == at)
+      return "";
+  return "__restrict__ ";
+}
+
 LogicalResult CudaEmitter::emitMatMul(tcck::MatMulOp m) {
   auto flag = [](bool t) { return t ? "true" : "false"; };
   Value result = m.getOuts()[0], a = m.getLhs(), b = m.getRhs();
@@ -425,17 +440,9 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
   llvm::DenseMap<Value, std::string> scalar;
   unsigned id = 0;
   auto bodyText = [&](StringRef indent) -> LogicalResult {
-    for (Operation &op : body.without_terminator()) {
-      Value r = op.getResult(0);
-      std::string ty = computeType(tensor(r).getElementType());
-      std::string e = "e" + std::to_string(id++);
-      FailureOr<std::string> expr =
-          scalarExpr(op, [&](unsigned j) { return scalar.lookup(op.getOperand(j)); }, ty);
-      if (failed(expr))
+    for (Operation &op : body.without_terminator())
+      if (failed(scalarLocal(op, scalar, "e" + std::to_string(id++), indent, ks)))
         return failure();
-      ks << indent << "const " << ty << " " << e << " = " << *expr << ";\n";
-      scalar[r] = e;
-    }
     return success();
   };
   if (vec) {
@@ -520,6 +527,7 @@ public:
   /// Rows of up to 1024 elements: one warp each (8 per block); longer rows:
   /// one block of 256 threads each.
   bool warpPerRow() const { return warpRows; }
+  int64_t rows() const { return rowCount; }
 
   LogicalResult write(StringRef name, ArrayRef<std::string> params) {
     out << "// " << loop->getName() << " at " << loop.getLoc() << "\n"
@@ -547,10 +555,9 @@ public:
 private:
   std::string fresh(StringRef prefix) override { return prefix.str() + std::to_string(id++); }
   std::string computeType(Type elt) override { return e.computeType(elt); }
-  FailureOr<std::string> expression(Operation &op,
-                                    llvm::function_ref<std::string(unsigned)> operand,
-                                    const std::string &ty) override {
-    return e.scalarExpr(op, operand, ty);
+  LogicalResult local(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
+                      const std::string &name, StringRef indent) override {
+    return e.scalarLocal(op, scalar, name, indent, out);
   }
   std::string rowStatistic(Operation &op, const std::string &sum, const std::string &) override {
     return sum + (isa<ReduceMeanOp>(op) ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
@@ -695,7 +702,7 @@ LogicalResult CudaEmitter::emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf) 
     return failure();
   addKernel(text);
   launched = name;
-  int64_t rowCount = ShapedType::getNumElements(lf.shape) / std::max<int64_t>(lf.shape.back(), 1);
+  int64_t rowCount = writer.rows();
   int64_t blocks = writer.warpPerRow() ? (rowCount + 7) / 8 : rowCount;
   blocks = std::max<int64_t>(1, std::min<int64_t>(blocks, 65535LL * 32));
   os << "  if (" << rowCount << "LL > 0) TCC_LAUNCH(" << blocks << "u, 256, 0, stream(), " << name
