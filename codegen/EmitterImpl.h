@@ -352,10 +352,19 @@ std::string broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,
 /// `shape` (numpy broadcasting), as a C++ expression.
 std::string broadcastIndex(Value v, ArrayRef<int64_t> shape, ArrayRef<int64_t> outStrides,
                            int64_t n);
-/// Whether a value of shape `t`, read in a row loop whose rows are
-/// `rowLength` long, is read along the row (its last dimension is the
-/// row's), rather than once per row.
-bool readAlongRow(ArrayRef<int64_t> t, int64_t rowLength);
+/// The element of a buffer of `shape` that `map` (a tcck.loop's indexing
+/// map) names at index `var` of the loop's space `space` (row-major
+/// strides `outStrides`), as a C++ expression.
+std::string mapIndexOf(AffineMap map, ArrayRef<int64_t> shape, ArrayRef<int64_t> space,
+                       ArrayRef<int64_t> outStrides, StringRef var);
+/// The element of input `k` of `loop` read at index `i` of its space: `i`
+/// itself when the input is laid out as the space, `0` when it is one
+/// element read everywhere.
+std::string loopInputIndex(tcck::LoopOp loop, unsigned k, ArrayRef<int64_t> outStrides);
+/// Whether `map` reads consecutive elements along the last dimension of
+/// `space`, a dimension longer than 1 (along a row, rather than once per
+/// row).
+bool readsAlongLast(AffineMap map, ArrayRef<int64_t> space);
 /// A loop nest that copies `from` (a strided view of `src`) into `to` (one of
 /// `dst`), both of the same shape.
 std::string stridedCopy(const std::string &dst, const StridedView &to, const std::string &src,

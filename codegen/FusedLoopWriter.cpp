@@ -20,18 +20,22 @@ FusedLoopWriter::FusedLoopWriter(tcck::LoopOp loop, const LoopFusion &lf, llvm::
 }
 
 std::string FusedLoopWriter::elementIndex(Value v) {
-  ArrayRef<int64_t> t = typeOf(v).getShape();
+  unsigned k = cast<BlockArgument>(v).getArgNumber();
   if (!lf.rows)
-    return t == shape                          ? "i"
-           : ShapedType::getNumElements(t) == 1 ? "0"
-                                                : broadcastIndexOf(t, shape, outStrides);
+    return loopInputIndex(loop, k, outStrides);
   std::string &base = rowBase[v];
   if (base.empty()) {
     base = fresh("b");
+    auto buffer = cast<MemRefType>(loop.getIns()[k].getType());
     out << "    const int64_t " << base << " = "
-        << broadcastIndexOf(t, shape, outStrides, "row0") << ";\n";
+        << mapIndexOf(loop.getInputMap(k), buffer.getShape(), shape, outStrides, "row0")
+        << ";\n";
   }
-  return readAlongRow(t, rowLength) ? base + " + c" : base;
+  return alongRow(v) ? base + " + c" : base;
+}
+
+bool FusedLoopWriter::alongRow(Value arg) {
+  return readsAlongLast(loop.getInputMap(cast<BlockArgument>(arg).getArgNumber()), shape);
 }
 
 LogicalResult FusedLoopWriter::compute(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
@@ -46,7 +50,7 @@ LogicalResult FusedLoopWriter::rowValues(int64_t k) {
     if ((kd != Kind::Row && kd != Kind::RowReduction) || stageOf(r) != k)
       continue;
     if (kd == Kind::RowReduction) {
-      std::string ty = computeType(typeOf(r).getElementType());
+      std::string ty = computeType(r.getType());
       std::string name = fresh("s");
       out << "    const " << ty << " " << name << " = " << rowStatistic(op, rowAcc[&op], ty)
           << ";\n";
@@ -58,7 +62,7 @@ LogicalResult FusedLoopWriter::rowValues(int64_t k) {
         if (isa<BlockArgument>(v) && !scalar.count(v)) {
           std::string name = fresh("e");
           std::string at = elementIndex(v);
-          out << "    const " << computeType(typeOf(v).getElementType()) << " " << name
+          out << "    const " << computeType(v.getType()) << " " << name
               << " = " << load(v, at) << ";\n";
           rowScalar[v] = name;
           scalar[v] = name;

@@ -74,17 +74,19 @@ protected:
   virtual void closeElements(ArrayRef<Operation *> reductions) = 0;
 
   // ---- For the targets. ----
-  /// Where an element of body argument `v` is read: without row reductions
-  /// its broadcast index at `i`; else its row start (declared once, named
-  /// per argument) plus the column `c` when its last dimension is the row's.
+  /// Where an element of body argument `v` is read (its input's indexing
+  /// map): without row reductions its index at `i`; else its row start
+  /// (declared once, named per argument) plus the column `c` when it is
+  /// read along the row.
   std::string elementIndex(Value v);
+  /// Whether body argument `arg` is read along the row (else once per row).
+  bool alongRow(Value arg);
   /// `op`'s value as a new local, from the scalars in `scalar`.
   LogicalResult compute(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
                         StringRef indent);
   bool isResult(Value v) const { return resultIndex.count(v) != 0; }
   Kind kindOf(Operation &op) const { return lf.kind.lookup(&op); }
   int64_t stageOf(Value v) const { return lf.stage.lookup(v); }
-  ShapedType typeOf(Value v) const { return cast<ShapedType>(v.getType()); }
 
   tcck::LoopOp loop;
   Block &body;

@@ -214,39 +214,101 @@ std::string mlir::tcc::codegen::broadcastIndex(Value v, ArrayRef<int64_t> shape,
   return broadcastIndexOf(t.getShape(), shape, outStrides);
 }
 
-/// Whether a value of shape `t`, read in a row loop whose rows are
-/// `rowLength` long, is read along the row (its last dimension is the
-/// row's), rather than once per row.
-bool mlir::tcc::codegen::readAlongRow(ArrayRef<int64_t> t, int64_t rowLength) {
-  return !t.empty() && t.back() == rowLength && rowLength != 1;
+std::string mlir::tcc::codegen::mapIndexOf(AffineMap map, ArrayRef<int64_t> shape,
+                                          ArrayRef<int64_t> space, ArrayRef<int64_t> outStrides,
+                                          StringRef var) {
+  std::string expr;
+  int64_t stride = 1;
+  for (int64_t k = (int64_t)shape.size() - 1; k >= 0; --k) {
+    if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(k))) {
+      unsigned d = dim.getPosition();
+      std::string term = "((" + var.str() + " / " + std::to_string(outStrides[d]) + "LL) % " +
+                         std::to_string(space[d]) + "LL)";
+      if (stride != 1)
+        term += " * " + std::to_string(stride) + "LL";
+      expr = expr.empty() ? term : expr + " + " + term;
+    }
+    stride *= shape[k];
+  }
+  return expr.empty() ? "0" : expr;
 }
 
-/// The scalar expression of one op of a fused loop, over its operands'
-/// scalar names; `ty` is the type it computes in.
+std::string mlir::tcc::codegen::loopInputIndex(tcck::LoopOp loop, unsigned k,
+                                              ArrayRef<int64_t> outStrides) {
+  AffineMap map = loop.getInputMap(k);
+  ArrayRef<int64_t> shape = cast<MemRefType>(loop.getIns()[k].getType()).getShape();
+  ArrayRef<int64_t> space = loop.getSpace();
+  auto laidOutAsSpace = [&] {
+    if (shape != space)
+      return false;
+    for (auto [d, e] : llvm::enumerate(map.getResults()))
+      if (auto dim = dyn_cast<AffineDimExpr>(e); dim && dim.getPosition() != d)
+        return false;
+    return true;
+  };
+  if (laidOutAsSpace())
+    return "i";
+  return mapIndexOf(map, shape, space, outStrides, "i");
+}
+
+bool mlir::tcc::codegen::readsAlongLast(AffineMap map, ArrayRef<int64_t> space) {
+  if (map.getNumResults() == 0 || space.empty() || space.back() == 1)
+    return false;
+  auto dim = dyn_cast<AffineDimExpr>(map.getResults().back());
+  return dim && dim.getPosition() == space.size() - 1;
+}
+
+/// The scalar expression of one op of a fused body, over its operands'
+/// scalar names; `ty` is the type it computes in. A tcck.loop's body is
+/// tcck scalar ops; a GEMM epilogue's is still tcc ops on tensors.
 FailureOr<std::string>
 Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg,
                     const std::string &ty) {
+  auto binary = [&](EwKind kind) {
+    return "binary_scalar<BinaryOp::" + stringifyEwKind(kind).str() + ", " + ty + ">(" + arg(0) +
+           ", " + arg(1) + ")";
+  };
+  auto unary = [&](EwKind kind) {
+    return "unary_scalar<UnaryOp::" + stringifyEwKind(kind).str() + ">(" + arg(0) + ")";
+  };
+  auto ew = [&](EwKind kind) {
+    if (kind == EwKind::Identity)
+      return arg(0);
+    return op.getNumOperands() == 2 ? binary(kind) : unary(kind);
+  };
+  auto select = [&] { return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")"; };
+  auto convertTo = [&](Type to) {
+    return to.isInteger(1) ? "(uint8_t)(" + arg(0) + " != 0)" : convert(ty, arg(0));
+  };
+  auto flag = [](bool t) { return t ? "true" : "false"; };
+  auto gelu = [&](bool tanh) { return "gelu_scalar(" + arg(0) + ", " + flag(tanh) + ")"; };
+  auto geluGrad = [&](bool tanh) {
+    return "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " + flag(tanh) + ")";
+  };
   std::string expr;
-  std::optional<EwKind> kind = runtimeEwKind(&op);
-  if (kind && op.getNumOperands() == 2)
-    expr = "binary_scalar<BinaryOp::" + stringifyEwKind(*kind).str() + ", " + ty +
-           ">(" + arg(0) + ", " + arg(1) + ")";
-  else if (kind)
-    expr = "unary_scalar<UnaryOp::" + stringifyEwKind(*kind).str() + ">(" + arg(0) + ")";
+  if (auto s = dyn_cast<tcck::ScalarEwOp>(op))
+    expr = ew(s.getEwKind());
+  else if (isa<tcck::SelectOp>(op))
+    expr = select();
+  else if (auto c = dyn_cast<tcck::ConvertOp>(op))
+    expr = convertTo(c.getType());
+  else if (auto g = dyn_cast<tcck::GeluOp>(op))
+    expr = gelu(g.getTanh());
+  else if (auto g = dyn_cast<tcck::GeluGradOp>(op))
+    expr = geluGrad(g.getTanh());
+  // A GEMM epilogue's tcc ops.
+  else if (std::optional<EwKind> kind = runtimeEwKind(&op))
+    expr = ew(*kind);
   else if (isa<IdentityOp>(op))
     expr = arg(0);
   else if (isa<WhereOp>(op))
-    expr = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+    expr = select();
   else if (auto c = dyn_cast<CastOp>(op))
-    expr = c.getTo().isInteger(1)
-               ? "(uint8_t)(" + arg(0) + " != 0)"
-               : convert(ty, arg(0));
+    expr = convertTo(c.getTo());
   else if (auto g = dyn_cast<GeluOp>(op))
-    expr = "gelu_scalar(" + arg(0) + ", " +
-           (g.getApproximate() == "tanh" ? "true" : "false") + ")";
+    expr = gelu(g.getApproximate() == "tanh");
   else if (auto g = dyn_cast<GeluGradOp>(op))
-    expr = "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " +
-           (g.getApproximate() == "tanh" ? "true" : "false") + ")";
+    expr = geluGrad(g.getApproximate() == "tanh");
   else
     return op.emitOpError("cannot be part of a fused loop on the ")
            << targetName() << " target";
@@ -257,7 +319,7 @@ LogicalResult Emitter::scalarLocal(Operation &op, llvm::DenseMap<Value, std::str
                                    const std::string &name, StringRef indent,
                                    llvm::raw_ostream &out) {
   Value r = op.getResult(0);
-  std::string ty = computeType(tensor(r).getElementType());
+  std::string ty = computeType(getElementTypeOrSelf(r.getType()));
   FailureOr<std::string> expr =
       scalarExpr(op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
   if (failed(expr))

@@ -572,6 +572,143 @@ void moveBody(ConversionPatternRewriter &rewriter, FusionOp fusion, Region &into
   rewriter.replaceOpWithNewOp<tcck::YieldOp>(yield, yield->getOperands());
 }
 
+//===----------------------------------------------------------------------===//
+// Fused loops: indexing maps and a scalar body
+//===----------------------------------------------------------------------===//
+
+/// The map from a loop over `space` to the element of a buffer of `shape`
+/// that the loop reads there (NumPy broadcasting: the shapes are aligned at
+/// their last dimensions, and a size-1 dimension is read at 0); with
+/// `reduced`, a reduction's output that drops those dimensions of the
+/// space.
+static FailureOr<AffineMap> broadcastMap(ArrayRef<int64_t> shape, ArrayRef<int64_t> space,
+                                         MLIRContext *ctx, uint32_t reduced = 0) {
+  SmallVector<AffineExpr> results;
+  if (reduced && shape.size() < space.size()) {
+    for (auto [d, size] : llvm::enumerate(space))
+      if (!(reduced >> d & 1))
+        results.push_back(size == 1 ? getAffineConstantExpr(0, ctx) : getAffineDimExpr(d, ctx));
+  } else {
+    if (shape.size() > space.size())
+      return failure();
+    int64_t offset = space.size() - shape.size();
+    for (auto [k, size] : llvm::enumerate(shape))
+      results.push_back(size == 1 ? getAffineConstantExpr(0, ctx)
+                                  : getAffineDimExpr(k + offset, ctx));
+  }
+  if (results.size() != shape.size())
+    return failure();
+  return AffineMap::get(space.size(), 0, results, ctx);
+}
+
+/// The indexing maps of the loop kernel of `fusion` (structure `lf`), one
+/// per input buffer and then one per output.
+static FailureOr<ArrayAttr> loopMaps(FusionOp fusion, const LoopFusion &lf, ValueRange ins,
+                                     ValueRange outs) {
+  MLIRContext *ctx = fusion.getContext();
+  SmallVector<Attribute> maps;
+  auto add = [&](Value buffer, uint32_t reduced, StringRef what, unsigned k) -> LogicalResult {
+    FailureOr<AffineMap> m = broadcastMap(cast<MemRefType>(buffer.getType()).getShape(),
+                                          lf.shape, ctx, reduced);
+    if (failed(m))
+      return fusion.emitOpError("has ")
+             << what << " " << k << " of type " << buffer.getType()
+             << ", which does not broadcast to its loop over " << lf.shape.size()
+             << " dimensions";
+    maps.push_back(AffineMapAttr::get(*m));
+    return success();
+  };
+  for (auto [k, in] : llvm::enumerate(ins))
+    if (failed(add(in, 0, "input", k)))
+      return failure();
+  Operation *yield = fusion.getBody().front().getTerminator();
+  for (auto [k, out] : llvm::enumerate(outs)) {
+    Operation *def = yield->getOperand(k).getDefiningOp();
+    uint32_t reduced = def && lf.kind.lookup(def) == LoopFusion::Kind::Reduction
+                           ? reductionMask(def)
+                           : 0;
+    if (failed(add(out, reduced, "result", k)))
+      return failure();
+  }
+  return ArrayAttr::get(ctx, maps);
+}
+
+/// The scalar op of the body op `op` of a loop fusion over `space`, over
+/// the scalars `operands`; nothing for an op a loop kernel cannot compute.
+static Operation *scalarOp(OpBuilder &b, Operation &op, ValueRange operands,
+                           ArrayRef<int64_t> space) {
+  Location loc = op.getLoc();
+  Type elt = getElementTypeOrSelf(op.getResult(0).getType());
+  if (auto ew = dyn_cast<ElementwiseOpInterface>(op))
+    if (std::optional<EwKind> kind = ew.getEwKind();
+        kind && !op.hasTrait<OpTrait::tcc::ImportOnly>())
+      return b.create<tcck::ScalarEwOp>(loc, elt, stringifyEwKind(*kind), operands);
+  if (isa<WhereOp>(op))
+    return b.create<tcck::SelectOp>(loc, operands[0], operands[1], operands[2]);
+  if (isa<CastOp>(op))
+    return b.create<tcck::ConvertOp>(loc, elt, operands[0]);
+  if (auto g = dyn_cast<GeluOp>(op))
+    return b.create<tcck::GeluOp>(loc, operands[0], g.getApproximate() == "tanh");
+  if (auto g = dyn_cast<GeluGradOp>(op))
+    return b.create<tcck::GeluGradOp>(loc, operands[0], operands[1],
+                                      g.getApproximate() == "tanh");
+  if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
+    uint32_t mask = reductionMask(&op);
+    SmallVector<int64_t> dims;
+    for (int64_t d = 0; d < (int64_t)space.size(); ++d)
+      if (mask >> d & 1)
+        dims.push_back(d);
+    return b.create<tcck::ReduceOp>(loc, operands[0], dims, isa<ReduceMeanOp>(op));
+  }
+  return nullptr;
+}
+
+/// The body of `loop`, the kernel of the loop fusion `fusion` (structure
+/// `lf`): one scalar per input, each body op as a scalar op with its role
+/// and stage, a scalar yielded per output. An op that has no scalar form is
+/// reported here, before any emitter runs.
+static LogicalResult buildScalarBody(ConversionPatternRewriter &rewriter, FusionOp fusion,
+                                     const LoopFusion &lf, tcck::LoopOp loop) {
+  Block &from = fusion.getBody().front();
+  SmallVector<Type> argTypes;
+  SmallVector<Location> argLocs;
+  for (BlockArgument a : from.getArguments()) {
+    argTypes.push_back(getElementTypeOrSelf(a.getType()));
+    argLocs.push_back(a.getLoc());
+  }
+  Block *body = rewriter.createBlock(&loop.getBody(), {}, argTypes, argLocs);
+  IRMapping map;
+  map.map(from.getArguments(), body->getArguments());
+  for (Operation &op : from.without_terminator()) {
+    tcck::LoopRole role = tcck::LoopRole::Element;
+    switch (lf.kind.lookup(&op)) {
+    case LoopFusion::Kind::Element: role = tcck::LoopRole::Element; break;
+    case LoopFusion::Kind::Row: role = tcck::LoopRole::Row; break;
+    case LoopFusion::Kind::RowReduction: role = tcck::LoopRole::RowReduction; break;
+    case LoopFusion::Kind::Reduction: role = tcck::LoopRole::Reduction; break;
+    }
+    // The pass a value is computed in; a reduction's, the pass that reads
+    // its operand.
+    Value staged = role == tcck::LoopRole::RowReduction || role == tcck::LoopRole::Reduction
+                       ? op.getOperand(0)
+                       : op.getResult(0);
+    SmallVector<Value> operands;
+    for (Value v : op.getOperands())
+      operands.push_back(map.lookup(v));
+    Operation *scalar = scalarOp(rewriter, op, operands, lf.shape);
+    if (!scalar)
+      return op.emitOpError("cannot be computed in a fused loop kernel (no scalar form)");
+    scalar->setAttr(tcck::kRoleAttr, rewriter.getStringAttr(tcck::stringifyLoopRole(role)));
+    scalar->setAttr(tcck::kStageAttr, rewriter.getI64IntegerAttr(lf.stage.lookup(staged)));
+    map.map(op.getResult(0), scalar->getResult(0));
+  }
+  SmallVector<Value> yielded;
+  for (Value v : from.getTerminator()->getOperands())
+    yielded.push_back(map.lookup(v));
+  rewriter.create<tcck::YieldOp>(fusion.getLoc(), yielded);
+  return success();
+}
+
 struct FusionLowering : KernelPattern<FusionOp> {
   using KernelPattern::KernelPattern;
   LogicalResult matchAndRewrite(FusionOp fusion, OpAdaptor adaptor,
@@ -637,28 +774,14 @@ struct FusionLowering : KernelPattern<FusionOp> {
       FailureOr<LoopFusion> lf = classifyLoopFusion(fusion);
       if (failed(lf))
         return failure();
-      Builder b(fusion.getContext());
-      for (Operation &op : fusion.getBody().front().without_terminator()) {
-        tcck::LoopRole role = tcck::LoopRole::Element;
-        switch (lf->kind.lookup(&op)) {
-        case LoopFusion::Kind::Element: role = tcck::LoopRole::Element; break;
-        case LoopFusion::Kind::Row: role = tcck::LoopRole::Row; break;
-        case LoopFusion::Kind::RowReduction: role = tcck::LoopRole::RowReduction; break;
-        case LoopFusion::Kind::Reduction: role = tcck::LoopRole::Reduction; break;
-        }
-        // The pass a value is computed in; a reduction's, the pass that reads
-        // its operand.
-        Value staged = role == tcck::LoopRole::RowReduction || role == tcck::LoopRole::Reduction
-                           ? op.getOperand(0)
-                           : op.getResult(0);
-        rewriter.modifyOpInPlace(&op, [&] {
-          op.setAttr(tcck::kRoleAttr, b.getStringAttr(tcck::stringifyLoopRole(role)));
-          op.setAttr(tcck::kStageAttr, b.getI64IntegerAttr(lf->stage.lookup(staged)));
-        });
-      }
-      auto loop = rewriter.create<tcck::LoopOp>(loc, ins, outs, lf->shape, lf->rows, lf->lastPass);
+      FailureOr<ArrayAttr> maps = loopMaps(fusion, *lf, ins, outs);
+      if (failed(maps))
+        return failure();
+      auto loop = rewriter.create<tcck::LoopOp>(loc, ins, outs, lf->shape, lf->rows, lf->lastPass,
+                                                *maps);
       OpBuilder::InsertionGuard guard(rewriter);
-      moveBody(rewriter, fusion, loop.getBody());
+      if (failed(buildScalarBody(rewriter, fusion, *lf, loop)))
+        return failure();
       break;
     }
     }
@@ -915,7 +1038,7 @@ private:
     legal.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp) { return signatureDone; });
     legal.addDynamicallyLegalOp<func::ReturnOp>(
         [&](func::ReturnOp r) { return llvm::none_of(r.getOperandTypes(), isTensor); });
-    // The scalar bodies of fused kernels stay tcc ops.
+    // The bodies of copy loops and GEMM epilogues stay tcc ops.
     legal.markUnknownOpDynamicallyLegal([](Operation *op) {
       Operation *parent = op->getParentOp();
       return parent && isa<tcck::TcckDialect>(parent->getDialect());

@@ -139,17 +139,14 @@ public:
   }
 
 private:
-  /// The reductions across the whole nest: their accumulators, in double.
+  /// The reductions across the whole nest: their accumulators, in double,
+  /// laid out as their outputs.
   void declareReductions() {
     for (Operation &op : body.without_terminator())
-      if (kindOf(op) == Kind::Reduction) {
-        uint32_t mask = reductionMask(&op);
-        for (auto [d, dim] : llvm::enumerate(shape))
-          keep[&op].push_back(mask >> d & 1 ? 1 : dim);
+      if (kindOf(op) == Kind::Reduction && isResult(op.getResult(0))) {
         acc[&op] = fresh("acc");
-        int64_t outN = typeOf(op.getResult(0)).getNumElements();
-        out << "  std::vector<double> " << acc[&op] << "(" << std::max<int64_t>(outN, 1)
-            << ", 0.0);\n";
+        out << "  std::vector<double> " << acc[&op] << "("
+            << std::max<int64_t>(output(op.getResult(0)).getNumElements(), 1) << ", 0.0);\n";
       }
   }
   /// Their results, as the reduce kernel computes them.
@@ -158,18 +155,21 @@ private:
       Value r = op.getResult(0);
       if (kindOf(op) != Kind::Reduction || !isResult(r))
         continue;
-      int64_t outN = typeOf(r).getNumElements();
+      int64_t outN = output(r).getNumElements();
       int64_t count = outN ? elements / outN : 0;
-      std::string ty = e.ctype(typeOf(r).getElementType());
+      std::string ty = e.ctype(r.getType());
       out << "  for (int64_t j = 0; j < " << outN << "LL; ++j) " << result(r)
           << "[j] = detail::conv<" << ty << ">("
-          << (isa<ReduceMeanOp>(op)
+          << (cast<tcck::ReduceOp>(op).getMean()
                   ? (count == 0 ? std::string("std::numeric_limits<double>::quiet_NaN()")
                                 : acc[&op] + "[j] * (1.0 / (double)" + std::to_string(count) +
                                       ")")
                   : acc[&op] + "[j]")
           << ");\n";
     }
+  }
+  MemRefType output(Value r) {
+    return cast<MemRefType>(loop.getOuts()[resultIndex.lookup(r)].getType());
   }
   std::string result(Value r) { return e.ref(loop.getOuts()[resultIndex.lookup(r)]); }
 
@@ -183,8 +183,9 @@ private:
   }
   std::string rowStatistic(Operation &op, const std::string &sum, const std::string &ty) override {
     return "detail::conv<" + ty + ">(" + sum +
-           (isa<ReduceMeanOp>(op) ? " * (1.0 / (double)" + std::to_string(rowLength) + ")"
-                                  : std::string()) +
+           (cast<tcck::ReduceOp>(op).getMean()
+                ? " * (1.0 / (double)" + std::to_string(rowLength) + ")"
+                : std::string()) +
            ")";
   }
   std::string load(Value arg, const std::string &at) override {
@@ -209,7 +210,7 @@ private:
         continue;
       std::string name = fresh("e");
       std::string at = elementIndex(arg);
-      out << indent << "const " << e.ctype(typeOf(arg).getElementType()) << " " << name << " = "
+      out << indent << "const " << e.ctype(arg.getType()) << " " << name << " = "
           << load(arg, at) << ";\n";
       scalar[arg] = name;
     }
@@ -219,17 +220,24 @@ private:
     out << indent << result(r) << "[i] = " << x << ";\n";
   }
   void accumulate(Operation &op, const std::string &x, StringRef indent) override {
-    if (kindOf(op) == Kind::RowReduction)
+    if (kindOf(op) == Kind::RowReduction) {
       out << indent << rowAcc[&op] << " += (double)" << x << ";\n";
-    else
-      out << indent << acc[&op] << "[" << broadcastIndexOf(keep[&op], shape, outStrides)
-          << "] += (double)" << x << ";\n";
+      return;
+    }
+    Value r = op.getResult(0);
+    if (!isResult(r)) // read by nothing
+      return;
+    // The output's element at this point of the space: its map drops (or
+    // reads at 0) the reduced dimensions.
+    out << indent << acc[&op] << "["
+        << mapIndexOf(loop.getOutputMap(resultIndex.lookup(r)), output(r).getShape(), shape,
+                      outStrides, "i")
+        << "] += (double)" << x << ";\n";
   }
   void closeElements(ArrayRef<Operation *>) override { out << "    }\n"; }
 
   CpuEmitter &e;
   llvm::DenseMap<Operation *, std::string> acc;
-  llvm::DenseMap<Operation *, SmallVector<int64_t>> keep;
 };
 
 LogicalResult CpuEmitter::emitLoop(tcck::LoopOp loop) {

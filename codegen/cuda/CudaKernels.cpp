@@ -392,11 +392,11 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
   Block &body = loop.getBody().front();
   auto yield = cast<tcck::YieldOp>(body.getTerminator());
   ValueRange ins = loop.getIns(), outs = loop.getOuts();
-  ArrayRef<int64_t> shape = tensor(outs[0]).getShape();
+  ArrayRef<int64_t> shape = loop.getSpace();
   for (Value r : outs)
     if (tensor(r).getShape() != shape)
       return loop.emitOpError("results of different shapes cannot share a kernel");
-  int64_t n = tensor(outs[0]).getNumElements();
+  int64_t n = ShapedType::getNumElements(shape);
   SmallVector<int64_t> outStrides = stridesOf(shape);
 
   SmallVector<std::string> outTypes, params, args;
@@ -418,12 +418,13 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
     params.push_back("const " + b.type + " *" + restrictFor(ins, outs, input) + "a" +
                      std::to_string(k));
     args.push_back(b.name);
-    auto t = tensor(input);
-    bool same = broadcastIndex(input, shape, outStrides, n) == "i";
-    int64_t last = t.getRank() == 0 ? 1 : t.getShape().back();
-    if (same || (last == inner && inner % 8 == 0 && last > 1))
+    // Along the innermost dimension (8 consecutive elements), or one
+    // element for all 8 (its last dimension is a broadcast).
+    bool same = loopInputIndex(loop, k, outStrides) == "i";
+    bool along = readsAlongLast(loop.getInputMap(k), shape);
+    if (same || (along && inner % 8 == 0))
       lanes.push_back(Lanes::Row);
-    else if (last == 1 && inner % 8 == 0)
+    else if (!along && inner % 8 == 0)
       lanes.push_back(Lanes::Splat);
     else
       vec = false;
@@ -451,8 +452,8 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
           "v < nv; v += (int64_t)gridDim.x * blockDim.x) {\n"
        << "    const int64_t i = v * 8;\n";
     for (auto [j, input] : llvm::enumerate(ins)) {
-      std::string at = broadcastIndex(input, shape, outStrides, n);
-      std::string ty = computeType(tensor(body.getArgument(j)).getElementType());
+      std::string at = loopInputIndex(loop, j, outStrides);
+      std::string ty = computeType(body.getArgument(j).getType());
       std::string x = "x" + std::to_string(j), a = "a" + std::to_string(j);
       if (lanes[j] == Lanes::Splat)
         ks << "    " << ty << " " << x << "[8];\n    { const " << ty << " s = ld(" << a << "["
@@ -469,7 +470,7 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
     ks << "#pragma unroll\n    for (int j = 0; j < 8; ++j) {\n";
     for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
       std::string e = "e" + std::to_string(id++);
-      ks << "      const " << computeType(tensor(arg).getElementType()) << " " << e << " = x"
+      ks << "      const " << computeType(arg.getType()) << " " << e << " = x"
          << j << "[j];\n";
       scalar[arg] = e;
     }
@@ -487,8 +488,8 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
     for (auto [j, pair] : llvm::enumerate(llvm::zip(ins, body.getArguments()))) {
       auto [input, arg] = pair;
       std::string e = "e" + std::to_string(id++);
-      ks << "    const " << computeType(tensor(arg).getElementType()) << " " << e << " = ld(a"
-         << j << "[" << broadcastIndex(input, shape, outStrides, n) << "]);\n";
+      ks << "    const " << computeType(arg.getType()) << " " << e << " = ld(a" << j << "["
+         << loopInputIndex(loop, j, outStrides) << "]);\n";
       scalar[arg] = e;
     }
     if (failed(bodyText("    ")))
@@ -560,8 +561,9 @@ private:
     return e.scalarLocal(op, scalar, name, indent, out);
   }
   std::string rowStatistic(Operation &op, const std::string &sum, const std::string &) override {
-    return sum + (isa<ReduceMeanOp>(op) ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
-                                        : std::string());
+    return sum + (cast<tcck::ReduceOp>(op).getMean()
+                      ? " * (1.0f / (float)" + std::to_string(rowLength) + ")"
+                      : std::string());
   }
   std::string load(Value arg, const std::string &at) override {
     return "ld(" + argName[arg] + "[" + at + "])";
@@ -586,9 +588,9 @@ private:
       if (!needed.contains(arg))
         continue;
       std::string at = elementIndex(arg);
-      std::string ty = computeType(typeOf(arg).getElementType());
+      std::string ty = computeType(arg.getType());
       std::string name = fresh("e");
-      if (!vec || !readAlongRow(typeOf(arg).getShape(), rowLength)) {
+      if (!vec || !alongRow(arg)) {
         // One value (a row statistic's input is not along the row).
         out << "      const " << ty << " " << name << " = " << load(arg, at) << ";\n";
         scalar[arg] = name;
@@ -620,7 +622,7 @@ private:
       out << "#pragma unroll\n      for (int j = 0; j < 8; ++j) {\n";
       for (auto &[arg, x] : lanes) {
         std::string name = fresh("e");
-        out << indent << "const " << computeType(typeOf(arg).getElementType()) << " " << name
+        out << indent << "const " << computeType(arg.getType()) << " " << name
             << " = " << x << "[j];\n";
         scalar[arg] = name;
       }

@@ -127,12 +127,18 @@ LogicalResult CopyOp::verify() {
   return success();
 }
 
+static bool isScalar(Type t) { return t.isIntOrIndexOrFloat(); }
+
+/// Whether an elementwise kind takes two operands (else one).
+static bool isBinary(tcc::EwKind k) {
+  return k <= tcc::EwKind::Or || (k >= tcc::EwKind::LessOrEqual && k <= tcc::EwKind::Min);
+}
+
 LogicalResult ElementwiseOp::verify() {
   std::optional<tcc::EwKind> kind = tcc::symbolizeEwKind(getKind());
   if (!kind)
     return emitOpError("names no elementwise computation: '") << getKind() << "'";
-  tcc::EwKind k = *kind;
-  bool binary = k <= tcc::EwKind::Or || (k >= tcc::EwKind::LessOrEqual && k <= tcc::EwKind::Min);
+  bool binary = isBinary(*kind);
   if (getIns().size() != (binary ? 2u : 1u))
     return emitOpError("'") << getKind() << "' takes "
                             << (binary ? 2 : 1) << " inputs, not " << getIns().size();
@@ -263,11 +269,139 @@ static LogicalResult verifyFusedBody(Operation *op, Region &body, size_t ins, si
 LogicalResult LoopOp::verify() {
   if (failed(verifyFusedBody(*this, getBody(), getIns().size(), getOuts().size())))
     return failure();
-  if (getPasses() < 0)
+  if (getPassesAttr().getInt() < 0)
     return emitOpError("has a negative number of passes");
-  for (Operation &op : getBody().front().without_terminator())
-    if (!op.hasAttr(kRoleAttr))
+  ArrayRef<int64_t> space = getSpace();
+  if (llvm::any_of(space, [](int64_t d) { return d < 0; }))
+    return emitOpError("has a space with a negative dimension");
+  if (getRows() && space.empty())
+    return emitOpError("is a loop over rows of a rank-0 space");
+  // One map per buffer, from the space to that buffer's elements.
+  size_t numIns = getIns().size();
+  if (getIndexingMaps().size() != numIns + getOuts().size())
+    return emitOpError("has ") << getIndexingMaps().size() << " indexing maps for "
+                               << numIns + getOuts().size() << " inputs and outputs";
+  for (auto [k, buffer] : llvm::enumerate(getOperands())) {
+    std::string what = k < numIns ? "input " + std::to_string(k)
+                                  : "output " + std::to_string(k - numIns);
+    auto mapAttr = dyn_cast<AffineMapAttr>(getIndexingMaps()[k]);
+    if (!mapAttr)
+      return emitOpError("has an indexing map for ") << what << " that is not an affine map";
+    AffineMap map = mapAttr.getValue();
+    ArrayRef<int64_t> shape = cast<MemRefType>(buffer.getType()).getShape();
+    if (map.getNumDims() != space.size() || map.getNumSymbols() != 0)
+      return emitOpError("has an indexing map for ")
+             << what << " over " << map.getNumDims() << " dimensions (and "
+             << map.getNumSymbols() << " symbols); the space has " << space.size();
+    if (map.getNumResults() != shape.size())
+      return emitOpError("has an indexing map for ")
+             << what << " with " << map.getNumResults() << " results; its buffer has rank "
+             << shape.size();
+    for (auto [d, e] : llvm::enumerate(map.getResults())) {
+      if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+        if (shape[d] != space[dim.getPosition()])
+          return emitOpError("maps dimension ")
+                 << d << " of " << what << " (size " << shape[d] << ") to dimension "
+                 << dim.getPosition() << " of the space (size " << space[dim.getPosition()]
+                 << ")";
+        continue;
+      }
+      auto c = dyn_cast<AffineConstantExpr>(e);
+      if (!c || c.getValue() != 0 || shape[d] != 1)
+        return emitOpError("maps dimension ")
+               << d << " of " << what
+               << " to something other than a dimension of the space or 0 for a size-1 dimension";
+    }
+  }
+  return success();
+}
+
+/// The body, after its ops have verified themselves (their roles name one).
+LogicalResult LoopOp::verifyRegions() {
+  ArrayRef<int64_t> space = getSpace();
+  // A scalar body: one scalar per input, scalar ops with a role, a scalar
+  // yielded per output.
+  Block &body = getBody().front();
+  for (BlockArgument a : body.getArguments())
+    if (!isScalar(a.getType()))
+      return emitOpError("has a body argument of type ") << a.getType() << "; a scalar expected";
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<ScalarEwOp, SelectOp, ConvertOp, GeluOp, GeluGradOp, ReduceOp>(op))
+      return op.emitOpError("is not a scalar op of a tcck.loop body");
+    auto role = op.getAttrOfType<StringAttr>(kRoleAttr);
+    if (!role)
       return op.emitOpError("in a tcck.loop has no '") << kRoleAttr << "'";
+    if (!op.hasAttr(kStageAttr))
+      return op.emitOpError("in a tcck.loop has no '") << kStageAttr << "'";
+    std::optional<LoopRole> r = symbolizeLoopRole(role.getValue());
+    bool reduction = r == LoopRole::RowReduction || r == LoopRole::Reduction;
+    if (reduction != isa<ReduceOp>(op))
+      return op.emitOpError("has the role '") << role.getValue() << "'; "
+             << (reduction ? "only tcck.reduce reduces" : "a tcck.reduce's role is a reduction");
+    if (auto red = dyn_cast<ReduceOp>(op)) {
+      llvm::SmallDenseSet<int64_t> seen;
+      for (int64_t d : red.getDims())
+        if (d < 0 || d >= (int64_t)space.size() || !seen.insert(d).second)
+          return op.emitOpError("reduces dimension ")
+                 << d << ", which is not a dimension of the space (once)";
+      if (r == LoopRole::RowReduction &&
+          (!getRows() || red.getDims().size() != 1 || red.getDims()[0] != (int64_t)space.size() - 1))
+        return op.emitOpError("is a row reduction of a loop that is not over rows, or not over "
+                              "the last dimension");
+    }
+  }
+  // Each output is written as its value's role says: an element at each
+  // point (the output laid out as the space), a row value once per row, a
+  // reduction across rows at each point of the dimensions it keeps.
+  for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+    if (!isScalar(v.getType()))
+      return emitOpError("yields a value of type ") << v.getType() << "; a scalar expected";
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &body)
+      return emitOpError("yields for output ") << k << " a value its body does not compute";
+    LoopRole role = *symbolizeLoopRole(def->getAttrOfType<StringAttr>(kRoleAttr).getValue());
+    AffineMap map = getOutputMap(k);
+    auto dimAt = [&](unsigned d) -> std::optional<unsigned> {
+      if (auto dim = dyn_cast<AffineDimExpr>(map.getResult(d)))
+        return dim.getPosition();
+      return std::nullopt;
+    };
+    bool ok = true;
+    if (role == LoopRole::Reduction) {
+      ArrayRef<int64_t> reduced = cast<ReduceOp>(def).getDims();
+      int64_t last = -1;
+      for (unsigned d = 0; d < map.getNumResults(); ++d)
+        if (std::optional<unsigned> p = dimAt(d)) {
+          ok &= !llvm::is_contained(reduced, (int64_t)*p) && (int64_t)*p > last;
+          last = *p;
+        }
+    } else {
+      bool row = role != LoopRole::Element;
+      ok = map.getNumResults() == space.size();
+      for (unsigned d = 0; ok && d < map.getNumResults(); ++d) {
+        std::optional<unsigned> p = dimAt(d);
+        ok = p ? *p == d && !(row && d + 1 == space.size()) : true;
+      }
+    }
+    if (!ok)
+      return emitOpError("writes output ")
+             << k << " (" << (role == LoopRole::Element ? "an " : "a ") << stringifyLoopRole(role)
+             << " value) through a map that does not lay it out "
+             << (role == LoopRole::Reduction ? "over the dimensions its reduction keeps"
+                 : role == LoopRole::Element ? "as the space"
+                                             : "one element per row");
+  }
+  return success();
+}
+
+LogicalResult ScalarEwOp::verify() {
+  std::optional<tcc::EwKind> kind = tcc::symbolizeEwKind(getKind());
+  if (!kind)
+    return emitOpError("names no elementwise computation: '") << getKind() << "'";
+  unsigned arity = isBinary(*kind) ? 2 : 1;
+  if (getOperands().size() != arity)
+    return emitOpError("'") << getKind() << "' takes " << arity << " operands, not "
+                            << getOperands().size();
   return success();
 }
 

@@ -21,6 +21,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/ControlFlowInterfaces.td"
 include "compiler/Dialect/TccBase.td"
 include "compiler/Kernel/TcckEnums.td"
@@ -34,8 +35,10 @@ def Tcck_Dialect : Dialect {
     and results are memrefs (the arena slots of the parameters, inputs and
     results; their element type is the storage type) and whose body is a
     sequence of kernels. Fused kernels (`tcck.loop`, `tcck.copy_loop`, a
-    `tcck.matmul` with an epilogue) keep their scalar body as a region of
-    tcc elementwise ops, whose value shapes give each operand's broadcast.
+    `tcck.matmul` with an epilogue) keep their body as a region: a loop's is
+    scalar (the scalar ops below, with an indexing map per operand); a copy
+    loop's and an epilogue's are still tcc ops, whose value shapes give each
+    operand's broadcast.
   }];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
   let hasOperationAttrVerify = 1;
@@ -367,22 +370,127 @@ def Tcck_MatMulOp : Tcck_Op<"matmul", [AttrSizedOperandSegments]> {
 def Tcck_LoopOp : Tcck_Op<"loop", [AttrSizedOperandSegments]> {
   let summary = "A fused elementwise or reduction kernel";
   let description = [{
-    One loop nest over `space`. The body's ops are tcc elementwise ops and
-    reductions over block arguments (one per input, broadcast by shape); it
-    yields one value per output. tcc-lower-to-kernels records the loop's
-    structure: `rows` when the nest is a loop over rows of the last
-    dimension with `passes` passes over each row, and on every body op
-    `tcck.role` (an element of the space, a row value, a row reduction or a
-    reduction across rows) and `tcck.stage` (the pass that computes it).
+    One loop nest over `space`, with a scalar body. `indexing_maps` has one
+    map per input and then one per output, from a point of the space to the
+    element of that buffer it reads or writes (as linalg.generic's): a
+    result of a map is a dimension of the space, or 0 for a dimension of
+    size 1 (a broadcast). An output's map may drop dimensions: a reduction
+    across rows writes each element once per reduced point. The body gets
+    one scalar per input, computes with the scalar ops of this dialect
+    (tcck.scalar, tcck.select, tcck.convert, tcck.gelu, tcck.gelu_grad,
+    tcck.reduce) and yields one scalar per output.
+
+    tcc-lower-to-kernels records the loop's structure: `rows` when the nest
+    is a loop over rows of the last dimension with `passes` passes over each
+    row, and on every body op `tcck.role` (an element of the space, a row
+    value, a row reduction or a reduction across rows) and `tcck.stage` (the
+    pass that computes it; a reduction's, the pass that reads its operand).
+
+        tcck.loop ins(%x, %b : memref<4x8xf16>, memref<8xf16>) outs(%y : memref<4x8xf16>)
+            space [4, 8] rows false passes 0
+            maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>,
+                  affine_map<(d0, d1) -> (d0, d1)>] {
+        ^bb0(%a: f32, %c: f32):
+          %s = tcck.scalar "Add" %a, %c {tcck.role = "element", tcck.stage = 0 : i64} : (f32, f32) -> f32
+          tcck.yield %s : f32
+        }
   }];
   let arguments = (ins Variadic<Tcck_Buffer>:$ins, Variadic<Tcck_Buffer>:$outs,
-                       DenseI64ArrayAttr:$space, BoolAttr:$rows, I64Attr:$passes);
+                       DenseI64ArrayAttr:$space, BoolAttr:$rows, I64Attr:$passes,
+                       AffineMapArrayAttr:$indexing_maps);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `ins` `(` ($ins^ `:` type($ins))? `)` `outs` `(` $outs `:` type($outs) `)`
-    `space` $space `rows` $rows `passes` $passes $body attr-dict
+    `space` $space `rows` $rows `passes` $passes `maps` $indexing_maps $body attr-dict
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The map of input `k` (k < number of inputs) or of output
+    /// `k - number of inputs`.
+    ::mlir::AffineMap getMap(unsigned k) {
+      return ::llvm::cast<::mlir::AffineMapAttr>(getIndexingMaps()[k]).getValue();
+    }
+    ::mlir::AffineMap getInputMap(unsigned k) { return getMap(k); }
+    ::mlir::AffineMap getOutputMap(unsigned k) { return getMap(getIns().size() + k); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// The scalar body of a fused loop
+//===----------------------------------------------------------------------===//
+
+def Tcck_Scalar : AnyTypeOf<[AnyFloat, AnySignlessInteger]>;
+
+// An op of a tcck.loop's body: it computes one element (or one row value)
+// from scalars.
+class Tcck_ScalarOp<string mnemonic, list<Trait> traits = []>
+    : Tcck_Op<mnemonic, !listconcat([Pure, HasParent<"LoopOp">], traits)>;
+
+def Tcck_ScalarEwOp : Tcck_ScalarOp<"scalar"> {
+  let summary = "An elementwise computation on scalars";
+  let description = [{
+    `kind` names the computation (tcc's EwKind: "Add", "Exp", ...); binary
+    kinds take two operands, the others one. "Identity" is its operand.
+
+        %s = tcck.scalar "Mul" %a, %b : (f32, f32) -> f32
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<Tcck_Scalar>:$operands);
+  let results = (outs Tcck_Scalar:$result);
+  let assemblyFormat = "$kind $operands attr-dict `:` functional-type($operands, $result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The computation (the verifier checks that `kind` names one).
+    ::mlir::tcc::EwKind getEwKind() { return *::mlir::tcc::symbolizeEwKind(getKind()); }
+  }];
+}
+
+def Tcck_SelectOp : Tcck_ScalarOp<"select", [AllTypesMatch<["x", "y", "result"]>]> {
+  let summary = "`condition ? x : y` (ONNX Where, on one element)";
+  let arguments = (ins I1:$condition, Tcck_Scalar:$x, Tcck_Scalar:$y);
+  let results = (outs Tcck_Scalar:$result);
+  let assemblyFormat = "$condition `,` $x `,` $y attr-dict `:` type($result)";
+}
+
+def Tcck_ConvertOp : Tcck_ScalarOp<"convert"> {
+  let summary = "A scalar in another type (ONNX Cast, on one element)";
+  let description = [{
+    Floats to integers truncate toward zero; anything to `i1` tests for
+    non-zero.
+  }];
+  let arguments = (ins Tcck_Scalar:$input);
+  let results = (outs Tcck_Scalar:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+def Tcck_GeluOp : Tcck_ScalarOp<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU of a scalar: exact (erf), or the tanh approximation with `tanh`";
+  let arguments = (ins AnyFloat:$input, UnitAttr:$tanh);
+  let results = (outs AnyFloat:$result);
+  let assemblyFormat = "$input (`tanh` $tanh^)? attr-dict `:` type($result)";
+}
+
+def Tcck_GeluGradOp : Tcck_ScalarOp<"gelu_grad", [SameOperandsAndResultType]> {
+  let summary = "The gradient through GELU: `grad * gelu'(input)`";
+  let arguments = (ins AnyFloat:$grad, AnyFloat:$input, UnitAttr:$tanh);
+  let results = (outs AnyFloat:$result);
+  let assemblyFormat = "$grad `,` $input (`tanh` $tanh^)? attr-dict `:` type($result)";
+}
+
+def Tcck_ReduceOp : Tcck_ScalarOp<"reduce", [SameOperandsAndResultType]> {
+  let summary = "A sum or mean of the loop's values over dimensions of its space";
+  let description = [{
+    Sums (or averages, with `mean`) `input` over the dimensions `dims` of
+    the loop's space. A row reduction (`tcck.role = "row_reduction"`)
+    reduces the last dimension, and its result is a row value the next
+    pass reads; a reduction across rows (`"reduction"`) is yielded, and its
+    output's map drops or zeroes the reduced dimensions.
+
+        %m = tcck.reduce %x dims [1] mean {tcck.role = "row_reduction", tcck.stage = 0 : i64} : f32
+  }];
+  let arguments = (ins AnyFloat:$input, DenseI64ArrayAttr:$dims, UnitAttr:$mean);
+  let results = (outs AnyFloat:$result);
+  let assemblyFormat = "$input `dims` $dims (`mean` $mean^)? attr-dict `:` type($result)";
 }
 
 def Tcck_CopyLoopOp : Tcck_Op<"copy_loop", [AttrSizedOperandSegments]> {

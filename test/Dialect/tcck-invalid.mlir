@@ -50,11 +50,12 @@ func.func @copy(%x: memref<4xf32>, %y: memref<8xf32>) {
 // -----
 
 func.func @role(%x: memref<4xf32>) {
-  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0 {
-  ^bb0(%a: tensor<4xf32>):
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>] {
+  ^bb0(%a: f32):
     // expected-error @+1 {{in a tcck.loop has no 'tcck.role'}}
-    %e = tcc.exp %a : (tensor<4xf32>) -> tensor<4xf32>
-    tcck.yield %e : tensor<4xf32>
+    %e = tcck.scalar "Exp" %a : (f32) -> f32
+    tcck.yield %e : f32
   }
   return
 }
@@ -63,11 +64,150 @@ func.func @role(%x: memref<4xf32>) {
 
 func.func @yield(%x: memref<4xf32>) {
   // expected-error @+1 {{has a body that does not yield one value per output}}
-  tcck.loop ins(%x : memref<4xf32>) outs(%x, %x : memref<4xf32>, memref<4xf32>) space [4] rows false passes 0 {
+  tcck.loop ins(%x : memref<4xf32>) outs(%x, %x : memref<4xf32>, memref<4xf32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>] {
+  ^bb0(%a: f32):
+    %e = tcck.scalar "Exp" %a {tcck.role = "element", tcck.stage = 0 : i64} : (f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @map_count(%x: memref<4xf32>) {
+  // expected-error @+1 {{has 1 indexing maps for 2 inputs and outputs}}
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>] {
+  ^bb0(%a: f32):
+    %e = tcck.scalar "Exp" %a {tcck.role = "element", tcck.stage = 0 : i64} : (f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @map_rank(%x: memref<4x8xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{has an indexing map for input 1 with 2 results; its buffer has rank 1}}
+  tcck.loop ins(%x, %b : memref<4x8xf32>, memref<8xf32>) outs(%x : memref<4x8xf32>) space [4, 8] rows false passes 0
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>] {
+  ^bb0(%a: f32, %c: f32):
+    %e = tcck.scalar "Add" %a, %c {tcck.role = "element", tcck.stage = 0 : i64} : (f32, f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @map_size(%x: memref<4x8xf32>, %b: memref<4xf32>) {
+  // expected-error @+1 {{maps dimension 0 of input 1 (size 4) to dimension 1 of the space (size 8)}}
+  tcck.loop ins(%x, %b : memref<4x8xf32>, memref<4xf32>) outs(%x : memref<4x8xf32>) space [4, 8] rows false passes 0
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>] {
+  ^bb0(%a: f32, %c: f32):
+    %e = tcck.scalar "Add" %a, %c {tcck.role = "element", tcck.stage = 0 : i64} : (f32, f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @map_constant(%x: memref<4x8xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{maps dimension 0 of input 1 to something other than a dimension of the space or 0 for a size-1 dimension}}
+  tcck.loop ins(%x, %b : memref<4x8xf32>, memref<8xf32>) outs(%x : memref<4x8xf32>) space [4, 8] rows false passes 0
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1 + 1)>, affine_map<(d0, d1) -> (d0, d1)>] {
+  ^bb0(%a: f32, %c: f32):
+    %e = tcck.scalar "Add" %a, %c {tcck.role = "element", tcck.stage = 0 : i64} : (f32, f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @tensor_body(%x: memref<4xf32>) {
+  // expected-error @+1 {{has a body argument of type 'tensor<4xf32>'; a scalar expected}}
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>] {
   ^bb0(%a: tensor<4xf32>):
     %e = tcc.exp %a {tcck.role = "element", tcck.stage = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
     tcck.yield %e : tensor<4xf32>
   }
+  return
+}
+
+// -----
+
+func.func @arity(%x: memref<4xf32>) {
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>] {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{'Add' takes 2 operands, not 1}}
+    %e = tcck.scalar "Add" %a {tcck.role = "element", tcck.stage = 0 : i64} : (f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @reduce_role(%x: memref<4xf32>, %s: memref<f32>) {
+  tcck.loop ins(%x : memref<4xf32>) outs(%s : memref<f32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>] {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{has the role 'element'; a tcck.reduce's role is a reduction}}
+    %e = tcck.reduce %a dims [0] {tcck.role = "element", tcck.stage = 0 : i64} : f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @row_reduction(%x: memref<4x8xf32>, %s: memref<4x1xf32>) {
+  tcck.loop ins(%x : memref<4x8xf32>) outs(%s : memref<4x1xf32>) space [4, 8] rows true passes 0
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>] {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{is a row reduction of a loop that is not over rows, or not over the last dimension}}
+    %e = tcck.reduce %a dims [0] {tcck.role = "row_reduction", tcck.stage = 0 : i64} : f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @reduced_output(%x: memref<4x8xf32>, %s: memref<4xf32>) {
+  // expected-error @+1 {{writes output 0 (a reduction value) through a map that does not lay it out over the dimensions its reduction keeps}}
+  tcck.loop ins(%x : memref<4x8xf32>) outs(%s : memref<4xf32>) space [4, 8] rows false passes 0
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>] {
+  ^bb0(%a: f32):
+    %e = tcck.reduce %a dims [0] {tcck.role = "reduction", tcck.stage = 0 : i64} : f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @element_output(%x: memref<8x8xf32>) {
+  // expected-error @+1 {{writes output 0 (an element value) through a map that does not lay it out as the space}}
+  tcck.loop ins(%x : memref<8x8xf32>) outs(%x : memref<8x8xf32>) space [8, 8] rows false passes 0
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1, d0)>] {
+  ^bb0(%a: f32):
+    %e = tcck.scalar "Exp" %a {tcck.role = "element", tcck.stage = 0 : i64} : (f32) -> f32
+    tcck.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+func.func @scalar_outside(%a: f32) {
+  // expected-error @+1 {{expects parent op 'tcck.loop'}}
+  %e = tcck.scalar "Exp" %a : (f32) -> f32
   return
 }
 
@@ -85,11 +225,12 @@ func.func @epilogue(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>)
 // -----
 
 func.func @role_name(%x: memref<4xf32>) {
-  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0 {
-  ^bb0(%a: tensor<4xf32>):
+  tcck.loop ins(%x : memref<4xf32>) outs(%x : memref<4xf32>) space [4] rows false passes 0
+      maps [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>] {
+  ^bb0(%a: f32):
     // expected-error @+1 {{'tcck.role' must name a loop role}}
-    %e = tcc.exp %a {tcck.role = "diagonal", tcck.stage = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
-    tcck.yield %e : tensor<4xf32>
+    %e = tcck.scalar "Exp" %a {tcck.role = "diagonal", tcck.stage = 0 : i64} : (f32) -> f32
+    tcck.yield %e : f32
   }
   return
 }

@@ -30,18 +30,39 @@ func.func @kernels(%x: memref<4x8xf32>, %w: memref<8x8xf32>) {
 // -----
 
 // CHECK-LABEL: func.func @fused
-// CHECK: tcck.loop ins(%arg0 : memref<4x8xf32>) outs(%arg1 : memref<4x8xf32>) space [4, 8] rows true passes 1 {
-// CHECK: tcc.reduce_mean {{.*}}tcck.role = "row_reduction", tcck.stage = 0
-// CHECK: tcck.yield
+// CHECK: tcck.loop ins(%arg0, %arg4 : memref<4x8xf32>, memref<8xf16>) outs(%arg1, %arg5 : memref<4x8xf32>, memref<4x1xf32>) space [4, 8] rows true passes 1 maps [#map, #map1, #map, #map2] {
+// CHECK: ^bb0(%[[A:.*]]: f32, %[[C:.*]]: f32):
+// CHECK: %[[M:.*]] = tcck.reduce %[[A]] dims [1] mean {tcck.role = "row_reduction", tcck.stage = 0 : i64} : f32
+// CHECK: %[[D:.*]] = tcck.scalar "Sub" %[[A]], %[[M]] {tcck.role = "element", tcck.stage = 1 : i64} : (f32, f32) -> f32
+// CHECK: %[[P:.*]] = tcck.scalar "Greater" %[[D]], %[[C]] {{.*}} : (f32, f32) -> i1
+// CHECK: %[[S:.*]] = tcck.select %[[P]], %[[D]], %[[C]] {{.*}} : f32
+// CHECK: %[[G:.*]] = tcck.gelu %[[S]] tanh {{.*}} : f32
+// CHECK: %[[H:.*]] = tcck.gelu_grad %[[G]], %[[S]] {{.*}} : f32
+// CHECK: %[[F:.*]] = tcck.convert %[[P]] {{.*}} : i1 to f32
+// CHECK: %[[R:.*]] = tcck.scalar "Mul" %[[H]], %[[F]] {tcck.role = "element", tcck.stage = 1 : i64}
+// CHECK: tcck.yield %[[R]], %[[M]] : f32, f32
 // CHECK: tcck.matmul outs(%arg1 : memref<4x8xf32>) ins(%arg0, %arg2 : memref<4x8xf32>, memref<8x8xf32>) epilogue(%arg3 : memref<8xf32>) {
 // CHECK: tcc.add
 // CHECK: tcck.yield
-func.func @fused(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>) {
-  tcck.loop ins(%x : memref<4x8xf32>) outs(%y : memref<4x8xf32>) space [4, 8] rows true passes 1 {
-  ^bb0(%a: tensor<4x8xf32>):
-    %m = tcc.reduce_mean %a {axes = array<i64: 1>, tcck.role = "row_reduction", tcck.stage = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x1xf32>
-    %d = tcc.sub %a, %m {tcck.role = "element", tcck.stage = 1 : i64} : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
-    tcck.yield %d : tensor<4x8xf32>
+func.func @fused(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>,
+                 %c: memref<8xf16>, %mean: memref<4x1xf32>) {
+  // A scalar body: one f32 per input (the fp16 bias is loaded as f32), the
+  // row mean, then the elements that read it; the mean is also an output,
+  // written once per row.
+  tcck.loop ins(%x, %c : memref<4x8xf32>, memref<8xf16>) outs(%y, %mean : memref<4x8xf32>, memref<4x1xf32>)
+      space [4, 8] rows true passes 1
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>,
+            affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>] {
+  ^bb0(%a: f32, %cc: f32):
+    %m = tcck.reduce %a dims [1] mean {tcck.role = "row_reduction", tcck.stage = 0 : i64} : f32
+    %d = tcck.scalar "Sub" %a, %m {tcck.role = "element", tcck.stage = 1 : i64} : (f32, f32) -> f32
+    %p = tcck.scalar "Greater" %d, %cc {tcck.role = "element", tcck.stage = 1 : i64} : (f32, f32) -> i1
+    %s = tcck.select %p, %d, %cc {tcck.role = "element", tcck.stage = 1 : i64} : f32
+    %g = tcck.gelu %s tanh {tcck.role = "element", tcck.stage = 1 : i64} : f32
+    %h = tcck.gelu_grad %g, %s {tcck.role = "element", tcck.stage = 1 : i64} : f32
+    %f = tcck.convert %p {tcck.role = "element", tcck.stage = 1 : i64} : i1 to f32
+    %r = tcck.scalar "Mul" %h, %f {tcck.role = "element", tcck.stage = 1 : i64} : (f32, f32) -> f32
+    tcck.yield %r, %m : f32, f32
   }
   tcck.matmul outs(%y : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) epilogue(%b : memref<8xf32>) {
   ^bb0(%p: tensor<4x8xf32>, %bias: tensor<8xf32>):

@@ -65,11 +65,12 @@ func.func @micro_step(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %seed: memref<f3
 // CHECK: return 0;
 module attributes {tcc.target = #tcc.target<kind = cpu, storage = f64, arch = 0>} {
 func.func @fused(%x: memref<4x8xf64>, %y: memref<4x8xf64>, %w: memref<8x8xf64>, %b: memref<8xf64>) {
-  tcck.loop ins(%x : memref<4x8xf64>) outs(%y : memref<4x8xf64>) space [4, 8] rows true passes 1 {
-  ^bb0(%a: tensor<4x8xf64>):
-    %m = tcc.reduce_mean %a {axes = array<i64: 1>, tcck.role = "row_reduction", tcck.stage = 0 : i64} : (tensor<4x8xf64>) -> tensor<4x1xf64>
-    %d = tcc.sub %a, %m {tcck.role = "element", tcck.stage = 1 : i64} : (tensor<4x8xf64>, tensor<4x1xf64>) -> tensor<4x8xf64>
-    tcck.yield %d : tensor<4x8xf64>
+  tcck.loop ins(%x : memref<4x8xf64>) outs(%y : memref<4x8xf64>) space [4, 8] rows true passes 1
+      maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>] {
+  ^bb0(%a: f64):
+    %m = tcck.reduce %a dims [1] mean {tcck.role = "row_reduction", tcck.stage = 0 : i64} : f64
+    %d = tcck.scalar "Sub" %a, %m {tcck.role = "element", tcck.stage = 1 : i64} : (f64, f64) -> f64
+    tcck.yield %d : f64
   }
   tcck.matmul outs(%y : memref<4x8xf64>) ins(%x, %w : memref<4x8xf64>, memref<8x8xf64>) epilogue(%b : memref<8xf64>) {
   ^bb0(%p: tensor<4x8xf64>, %bias: tensor<8xf64>):
@@ -95,6 +96,33 @@ func.func @calls(%table: memref<10x4xf32>, %ids: memref<3xi64>) {
   tcck.call gather outs(%g : memref<3x4xf32>) ins(%table, %ids : memref<10x4xf32>, memref<3xi64>) {axis = 0 : i64}
   %y = tcck.view 64 : memref<3x4xf32>
   tcck.call gelu outs(%y : memref<3x4xf32>) ins(%g : memref<3x4xf32>) {tanh = true}
+  return
+}
+}
+
+// -----
+
+// The emitter reads each buffer through its indexing map, not its shape:
+// the input is read transposed, and the column sums (a reduction across
+// rows, in double) are added at the output's element, its map dropping
+// the reduced dimension.
+// CHECK-LABEL: from @maps (CPU target).
+// CHECK: std::vector<double> [[ACC:acc[0-9]+]](8, 0.0);
+// CHECK: for (int64_t i = 0; i < 32LL; ++i) {
+// CHECK-NEXT: const F [[A:e[0-9]+]] = arg0[((i / 8LL) % 4LL) + ((i / 1LL) % 8LL) * 4LL];
+// CHECK-NEXT: const F [[E:e[0-9]+]] = unary_scalar<UnaryOp::Exp>([[A]]);
+// CHECK-NEXT: arg1[i] = [[E]];
+// CHECK-NEXT: [[ACC]][((i / 1LL) % 8LL)] += (double)[[E]];
+// CHECK: for (int64_t j = 0; j < 8LL; ++j) arg2[j] = detail::conv<F>([[ACC]][j]);
+module attributes {tcc.target = #tcc.target<kind = cpu, storage = f64, arch = 0>} {
+func.func @maps(%x: memref<8x4xf64>, %y: memref<4x8xf64>, %z: memref<8xf64>) {
+  tcck.loop ins(%x : memref<8x4xf64>) outs(%y, %z : memref<4x8xf64>, memref<8xf64>) space [4, 8] rows false passes 0
+      maps [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%a: f64):
+    %e = tcck.scalar "Exp" %a {tcck.role = "element", tcck.stage = 0 : i64} : (f64) -> f64
+    %s = tcck.reduce %e dims [0] {tcck.role = "reduction", tcck.stage = 0 : i64} : f64
+    tcck.yield %e, %s : f64, f64
+  }
   return
 }
 }

@@ -1,5 +1,5 @@
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s
-// RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-fuse --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=FUSED
+// RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-fuse --tcc-plan-memory --tcc-lower-to-kernels --mlir-print-local-scope | FileCheck %s --check-prefix=FUSED
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cuda" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=CUDA
 // tcc-lower-to-kernels, per pattern family: each value's kernel writes a
 // view at its planned offset; library ops get their options resolved
@@ -100,15 +100,17 @@ func.func @micro_step(%w: tensor<4x8xf32> {tcc.param = "w"}, %b: tensor<8xf32> {
 // -----
 
 // A row reduction fused with its consumers: one loop over rows, two passes
-// (the mean, then the elements that read it), recorded on the body's ops.
+// (the mean, then the elements that read it), recorded on the body's
+// scalar ops.
 // FUSED-LABEL: func.func @loop
 // FUSED: %[[Y:.*]] = tcck.view {{[0-9]+}} : memref<4x8xf32>
-// FUSED-NEXT: tcck.loop ins(%arg0 : memref<4x8xf32>) outs(%[[Y]] : memref<4x8xf32>) space [4, 8] rows true passes 1 {
-// FUSED-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>):
-// FUSED-NEXT: %[[M:.*]] = tcc.reduce_mean %[[A]] {axes = array<i64: 1>, tcck.role = "row_reduction", tcck.stage = 0 : i64}
-// FUSED-NEXT: %[[D:.*]] = tcc.sub %[[A]], %[[M]] {tcck.role = "element", tcck.stage = 1 : i64}
-// FUSED-NEXT: %[[E:.*]] = tcc.exp %[[D]] {tcck.role = "element", tcck.stage = 1 : i64}
-// FUSED-NEXT: tcck.yield %[[E]] : tensor<4x8xf32>
+// FUSED-NEXT: tcck.loop ins(%arg0 : memref<4x8xf32>) outs(%[[Y]] : memref<4x8xf32>) space [4, 8] rows true passes 1
+// FUSED-SAME: maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>] {
+// FUSED-NEXT: ^bb0(%[[A:.*]]: f32):
+// FUSED-NEXT: %[[M:.*]] = tcck.reduce %[[A]] dims [1] mean {tcck.role = "row_reduction", tcck.stage = 0 : i64} : f32
+// FUSED-NEXT: %[[D:.*]] = tcck.scalar "Sub" %[[A]], %[[M]] {tcck.role = "element", tcck.stage = 1 : i64} : (f32, f32) -> f32
+// FUSED-NEXT: %[[E:.*]] = tcck.scalar "Exp" %[[D]] {tcck.role = "element", tcck.stage = 1 : i64} : (f32) -> f32
+// FUSED-NEXT: tcck.yield %[[E]] : f32
 // FUSED-NEXT: }
 // FUSED-NEXT: tcck.mark "tcc.fusion (tcc.reduce_mean tcc.sub tcc.exp)"
 // FUSED-NEXT: tcck.store %[[Y]] to slot 128 : memref<4x8xf32>
@@ -119,3 +121,26 @@ func.func @loop(%x: tensor<4x8xf32> {tcc.input = "x"}) -> (tensor<4x8xf32> {tcc.
   return %e : tensor<4x8xf32>
 }
 
+// -----
+
+// Each buffer's indexing map: the bias is read along the row (d1), the
+// per-row scale once per row (d0, 0); the column sums' output drops the
+// reduced dimension. Gelu's approximation is an attribute of its scalar op.
+// FUSED-LABEL: func.func @maps
+// FUSED: tcck.loop ins(%arg0, %arg1, %arg2 : memref<4x8xf32>, memref<8xf32>, memref<4x1xf32>)
+// FUSED-SAME: space [4, 8] rows false passes 0
+// FUSED-SAME: maps [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1)>] {
+// FUSED-NEXT: ^bb0(%[[X:.*]]: f32, %[[B:.*]]: f32, %[[S:.*]]: f32):
+// FUSED-NEXT: %[[A:.*]] = tcck.scalar "Add" %[[X]], %[[B]] {tcck.role = "element", tcck.stage = 0 : i64}
+// FUSED-NEXT: %[[M:.*]] = tcck.scalar "Mul" %[[A]], %[[S]]
+// FUSED-NEXT: %[[G:.*]] = tcck.gelu %[[M]] tanh {tcck.role = "element", tcck.stage = 0 : i64} : f32
+// FUSED-NEXT: %[[Z:.*]] = tcck.reduce %[[G]] dims [0] {tcck.role = "reduction", tcck.stage = 0 : i64} : f32
+// FUSED-NEXT: tcck.yield %[[G]], %[[Z]] : f32, f32
+func.func @maps(%x: tensor<4x8xf32> {tcc.input = "x"}, %b: tensor<8xf32> {tcc.input = "b"}, %s: tensor<4x1xf32> {tcc.input = "s"})
+    -> (tensor<4x8xf32> {tcc.output = "y"}, tensor<8xf32> {tcc.output = "z"}) {
+  %a = tcc.add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %m = tcc.mul %a, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %g = tcc.gelu %m {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %z = tcc.reduce_sum %g {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<4x8xf32>) -> tensor<8xf32>
+  return %g, %z : tensor<4x8xf32>, tensor<8xf32>
+}
