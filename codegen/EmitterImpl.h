@@ -13,7 +13,6 @@
 #define TCC_CODEGEN_EMITTERIMPL_H
 
 #include "codegen/StepEmitter.h"
-#include "passes/fusion/CublasLtEpilogue.h"
 #include "passes/fusion/LoopStructure.h"
 #include "passes/PlanMemory.h"
 #include "runtime/tcc_random.h"
@@ -344,22 +343,17 @@ std::string cstring(StringRef text);
 /// `ctype` after `qualifiers` ("static const ", ...), 16 to a line.
 std::string constantArray(StringRef qualifiers, StringRef ctype, StringRef name,
                           DenseElementsAttr value);
-/// The element of a tensor of `t` shape (rank <= the loop's, numpy
-/// broadcasting) read at output index `var` of a loop over `shape`.
-std::string broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,
-                             ArrayRef<int64_t> outStrides, StringRef var = "i");
-/// The element of fused input `v` read at output index `i` of a loop over
-/// `shape` (numpy broadcasting), as a C++ expression.
-std::string broadcastIndex(Value v, ArrayRef<int64_t> shape, ArrayRef<int64_t> outStrides,
-                           int64_t n);
 /// The element of a buffer of `shape` that `map` (a tcck.loop's indexing
 /// map) names at index `var` of the loop's space `space` (row-major
 /// strides `outStrides`), as a C++ expression.
 std::string mapIndexOf(AffineMap map, ArrayRef<int64_t> shape, ArrayRef<int64_t> space,
                        ArrayRef<int64_t> outStrides, StringRef var);
-/// The element of input `k` of `loop` read at index `i` of its space: `i`
-/// itself when the input is laid out as the space, `0` when it is one
-/// element read everywhere.
+/// The element of a buffer of `shape` that `map` names at index `i` of a
+/// space `space`: `i` itself when the buffer is laid out as the space, `0`
+/// when it is one element read everywhere, else mapIndexOf's expression.
+std::string readIndex(AffineMap map, ArrayRef<int64_t> shape, ArrayRef<int64_t> space,
+                      ArrayRef<int64_t> outStrides);
+/// readIndex of input `k` of `loop`.
 std::string loopInputIndex(tcck::LoopOp loop, unsigned k, ArrayRef<int64_t> outStrides);
 /// Whether `map` reads consecutive elements along the last dimension of
 /// `space`, a dimension longer than 1 (along a row, rather than once per

@@ -12,8 +12,6 @@
 #include "codegen/cpu/CpuEmitter.h"
 #include "codegen/cuda/CudaEmitter.h"
 #include "passes/PlanMemory.h"
-#include "passes/fusion/CublasLtEpilogue.h"
-#include "passes/fusion/FusionCostModel.h"
 #include "passes/fusion/LoopStructure.h"
 #include "passes/LowerToKernels.h"
 #include "passes/Pipeline.h"
@@ -181,39 +179,6 @@ std::string mlir::tcc::codegen::constantArray(StringRef qualifiers, StringRef ct
   return text;
 }
 
-/// The element of a tensor of `t` shape (rank <= the loop's, numpy
-/// broadcasting) read at output index `i` of a loop over `shape`.
-std::string mlir::tcc::codegen::broadcastIndexOf(ArrayRef<int64_t> t, ArrayRef<int64_t> shape,
-                                    ArrayRef<int64_t> outStrides,
-                                    StringRef var) {
-  std::string expr;
-  int64_t offset = shape.size() - t.size(), stride = 1;
-  for (int64_t d = (int64_t)shape.size() - 1; d >= offset; --d) {
-    int64_t dim = t[d - offset];
-    if (dim != 1) {
-      std::string term = "((" + var.str() + " / " + std::to_string(outStrides[d]) + "LL) % " +
-                         std::to_string(shape[d]) + "LL)";
-      if (stride != 1)
-        term += " * " + std::to_string(stride) + "LL";
-      expr = expr.empty() ? term : expr + " + " + term;
-    }
-    stride *= dim;
-  }
-  return expr.empty() ? "0" : expr;
-}
-
-/// The element of fused input `v` read at output index `i` of a loop over
-/// `shape` (numpy broadcasting), as a C++ expression.
-std::string mlir::tcc::codegen::broadcastIndex(Value v, ArrayRef<int64_t> shape,
-                                  ArrayRef<int64_t> outStrides, int64_t n) {
-  auto t = cast<ShapedType>(v.getType());
-  if (t.getNumElements() == n && t.getShape() == shape)
-    return "i";
-  if (t.getNumElements() == 1)
-    return "0";
-  return broadcastIndexOf(t.getShape(), shape, outStrides);
-}
-
 std::string mlir::tcc::codegen::mapIndexOf(AffineMap map, ArrayRef<int64_t> shape,
                                           ArrayRef<int64_t> space, ArrayRef<int64_t> outStrides,
                                           StringRef var) {
@@ -235,9 +200,14 @@ std::string mlir::tcc::codegen::mapIndexOf(AffineMap map, ArrayRef<int64_t> shap
 
 std::string mlir::tcc::codegen::loopInputIndex(tcck::LoopOp loop, unsigned k,
                                               ArrayRef<int64_t> outStrides) {
-  AffineMap map = loop.getInputMap(k);
-  ArrayRef<int64_t> shape = cast<MemRefType>(loop.getIns()[k].getType()).getShape();
-  ArrayRef<int64_t> space = loop.getSpace();
+  return readIndex(loop.getInputMap(k),
+                   cast<MemRefType>(loop.getIns()[k].getType()).getShape(), loop.getSpace(),
+                   outStrides);
+}
+
+std::string mlir::tcc::codegen::readIndex(AffineMap map, ArrayRef<int64_t> shape,
+                                         ArrayRef<int64_t> space,
+                                         ArrayRef<int64_t> outStrides) {
   auto laidOutAsSpace = [&] {
     if (shape != space)
       return false;
@@ -258,68 +228,48 @@ bool mlir::tcc::codegen::readsAlongLast(AffineMap map, ArrayRef<int64_t> space) 
   return dim && dim.getPosition() == space.size() - 1;
 }
 
-/// The scalar expression of one op of a fused body, over its operands'
-/// scalar names; `ty` is the type it computes in. A tcck.loop's body is
-/// tcck scalar ops; a GEMM epilogue's is still tcc ops on tensors.
+/// The scalar expression of one scalar op of a fused body (a tcck.loop's,
+/// a GEMM epilogue's), over its operands' scalar names; `ty` is the type it
+/// computes in.
 FailureOr<std::string>
 Emitter::scalarExpr(Operation &op, llvm::function_ref<std::string(unsigned)> arg,
                     const std::string &ty) {
-  auto binary = [&](EwKind kind) {
-    return "binary_scalar<BinaryOp::" + stringifyEwKind(kind).str() + ", " + ty + ">(" + arg(0) +
-           ", " + arg(1) + ")";
-  };
-  auto unary = [&](EwKind kind) {
-    return "unary_scalar<UnaryOp::" + stringifyEwKind(kind).str() + ">(" + arg(0) + ")";
-  };
-  auto ew = [&](EwKind kind) {
-    if (kind == EwKind::Identity)
-      return arg(0);
-    return op.getNumOperands() == 2 ? binary(kind) : unary(kind);
-  };
-  auto select = [&] { return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")"; };
-  auto convertTo = [&](Type to) {
-    return to.isInteger(1) ? "(uint8_t)(" + arg(0) + " != 0)" : convert(ty, arg(0));
-  };
-  auto flag = [](bool t) { return t ? "true" : "false"; };
-  auto gelu = [&](bool tanh) { return "gelu_scalar(" + arg(0) + ", " + flag(tanh) + ")"; };
-  auto geluGrad = [&](bool tanh) {
-    return "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " + flag(tanh) + ")";
-  };
-  std::string expr;
-  if (auto s = dyn_cast<tcck::ScalarEwOp>(op))
-    expr = ew(s.getEwKind());
-  else if (isa<tcck::SelectOp>(op))
-    expr = select();
-  else if (auto c = dyn_cast<tcck::ConvertOp>(op))
-    expr = convertTo(c.getType());
-  else if (auto g = dyn_cast<tcck::GeluOp>(op))
-    expr = gelu(g.getTanh());
-  else if (auto g = dyn_cast<tcck::GeluGradOp>(op))
-    expr = geluGrad(g.getTanh());
-  // A GEMM epilogue's tcc ops.
-  else if (std::optional<EwKind> kind = runtimeEwKind(&op))
-    expr = ew(*kind);
-  else if (isa<IdentityOp>(op))
-    expr = arg(0);
-  else if (isa<WhereOp>(op))
-    expr = select();
-  else if (auto c = dyn_cast<CastOp>(op))
-    expr = convertTo(c.getTo());
-  else if (auto g = dyn_cast<GeluOp>(op))
-    expr = gelu(g.getApproximate() == "tanh");
-  else if (auto g = dyn_cast<GeluGradOp>(op))
-    expr = geluGrad(g.getApproximate() == "tanh");
-  else
-    return op.emitOpError("cannot be part of a fused loop on the ")
-           << targetName() << " target";
-  return expr;
+  auto flag = [](bool t) { return std::string(t ? "true" : "false"); };
+  using Expr = FailureOr<std::string>;
+  return llvm::TypeSwitch<Operation *, Expr>(&op)
+      .Case([&](tcck::ScalarEwOp s) -> Expr {
+        EwKind kind = s.getEwKind();
+        if (kind == EwKind::Identity)
+          return arg(0);
+        std::string name = stringifyEwKind(kind).str();
+        if (s.getOperands().size() == 2)
+          return "binary_scalar<BinaryOp::" + name + ", " + ty + ">(" + arg(0) + ", " + arg(1) +
+                 ")";
+        return "unary_scalar<UnaryOp::" + name + ">(" + arg(0) + ")";
+      })
+      .Case([&](tcck::SelectOp) -> Expr {
+        return "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+      })
+      .Case([&](tcck::ConvertOp c) -> Expr {
+        return c.getType().isInteger(1) ? "(uint8_t)(" + arg(0) + " != 0)" : convert(ty, arg(0));
+      })
+      .Case([&](tcck::GeluOp g) -> Expr {
+        return "gelu_scalar(" + arg(0) + ", " + flag(g.getTanh()) + ")";
+      })
+      .Case([&](tcck::GeluGradOp g) -> Expr {
+        return "gelu_grad_scalar(" + arg(0) + ", " + arg(1) + ", " + flag(g.getTanh()) + ")";
+      })
+      .Default([&](Operation *o) -> Expr {
+        return o->emitOpError("cannot be part of a fused loop on the ")
+               << targetName() << " target";
+      });
 }
 
 LogicalResult Emitter::scalarLocal(Operation &op, llvm::DenseMap<Value, std::string> &scalar,
                                    const std::string &name, StringRef indent,
                                    llvm::raw_ostream &out) {
   Value r = op.getResult(0);
-  std::string ty = computeType(getElementTypeOrSelf(r.getType()));
+  std::string ty = computeType(r.getType());
   FailureOr<std::string> expr =
       scalarExpr(op, [&](unsigned k) { return scalar.lookup(op.getOperand(k)); }, ty);
   if (failed(expr))

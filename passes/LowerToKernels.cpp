@@ -557,7 +557,8 @@ struct MatMulLowering : KernelPattern<MatMulOp> {
     Value acc = directAccumulator(rewriter, m, 0);
     Value out = acc ? acc : resultView(rewriter, m, 0);
     rewriter.create<tcck::MatMulOp>(m.getLoc(), ValueRange{out}, adaptor.getLhs(),
-                                    adaptor.getRhs(), ValueRange{}, false, false, bool(acc));
+                                    adaptor.getRhs(), ValueRange{}, false, false, bool(acc),
+                                    ArrayAttr(), tcck::CublasLtAttr());
     done(rewriter, m, out);
     return success();
   }
@@ -709,6 +710,126 @@ static LogicalResult buildScalarBody(ConversionPatternRewriter &rewriter, Fusion
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// GEMM epilogues
+//===----------------------------------------------------------------------===//
+
+/// On the CUDA target, what cuBLASLt computes for the epilogue of the GEMM
+/// fusion `g` of `fusion`, decided once with the matcher tcc-fuse used to
+/// build it; `read`: the fusion inputs the epilogue reads (its
+/// epilogue_ins), `ins` their buffers by input.
+static FailureOr<tcck::CublasLtAttr> cublasLtEpilogue(FusionOp fusion, GemmFusion g,
+                                                      ArrayRef<BlockArgument> read,
+                                                      ValueRange ins, Value lhs, Value rhs) {
+  Block &body = fusion.getBody().front();
+  ValueRange yielded = body.getTerminator()->getOperands();
+  auto isInput = [&](Value v) {
+    auto a = dyn_cast<BlockArgument>(v);
+    return a && a.getOwner() == &body;
+  };
+  std::string why;
+  FailureOr<CublasLtEpilogue> e = matchCublasLtEpilogue(
+      cast<ShapedType>(lhs.getType()), cast<ShapedType>(rhs.getType()), g.matmul.getResult(),
+      g.transLhs, g.epilogue, [&](Value v) { return llvm::is_contained(yielded, v); },
+      [&](Value v) {
+        return isInput(v) && cast<MemRefType>(ins[cast<BlockArgument>(v).getArgNumber()].getType())
+                                 .getElementType()
+                                 .isF16();
+      },
+      why);
+  if (failed(e))
+    return fusion.emitOpError("is not a GEMM epilogue cuBLASLt computes (")
+           << why << "; run tcc-fuse with cublaslt-epilogues)";
+  auto indexIn = [&](Value v) -> int64_t {
+    auto it = llvm::find(read, v);
+    return it == read.end() ? -1 : it - read.begin();
+  };
+  int64_t bias = indexIn(e->bias), residual = e->residual ? indexIn(e->residual) : -1;
+  if (bias < 0 || (e->residual && residual < 0))
+    return fusion.emitOpError("has a cuBLASLt epilogue whose bias or residual is not an input");
+  int64_t result = -1, aux = -1;
+  for (auto [k, v] : llvm::enumerate(yielded)) {
+    if (v == e->last)
+      result = k;
+    else if (v == e->biased && e->gelu)
+      aux = k;
+    else
+      return fusion.emitOpError("yields a value cuBLASLt's epilogue does not write");
+  }
+  if (result < 0)
+    return fusion.emitOpError("does not yield its epilogue's last value");
+  return tcck::CublasLtAttr::get(fusion.getContext(), bias, residual, e->gelu, result, aux);
+}
+
+/// The GEMM fusion `g` of `fusion` (inputs' buffers `ins`, results'
+/// `outs`, the GEMM's operands' `lhs` and `rhs`) as a tcck.matmul with its epilogue: the fusion inputs the
+/// epilogue reads are its epilogue_ins, each read through its map from the
+/// outputs' space, and the epilogue ops are scalar ops over the product's
+/// element and theirs. On CUDA, what cuBLASLt computes is recorded.
+static LogicalResult lowerGemmEpilogue(ConversionPatternRewriter &rewriter, FusionOp fusion,
+                                       GemmFusion g, ValueRange ins, ValueRange outs,
+                                       Value lhs, Value rhs, bool cuda) {
+  MLIRContext *ctx = fusion.getContext();
+  Location loc = fusion.getLoc();
+  Block &body = fusion.getBody().front();
+  SmallVector<BlockArgument> read;
+  for (BlockArgument a : body.getArguments())
+    if (llvm::any_of(g.epilogue, [&](Operation *op) { return llvm::is_contained(op->getOperands(), a); }))
+      read.push_back(a);
+  ArrayRef<int64_t> space = cast<MemRefType>(outs[0].getType()).getShape();
+  SmallVector<Value> epilogueIns;
+  SmallVector<Attribute> maps;
+  SmallVector<Type> argTypes{getElementTypeOrSelf(g.matmul.getType())};
+  SmallVector<Location> argLocs{loc};
+  for (BlockArgument a : read) {
+    Value buffer = ins[a.getArgNumber()];
+    FailureOr<AffineMap> m =
+        broadcastMap(cast<MemRefType>(buffer.getType()).getShape(), space, ctx);
+    if (failed(m))
+      return fusion.emitOpError("has an epilogue input of type ")
+             << buffer.getType() << ", which does not broadcast to its product";
+    epilogueIns.push_back(buffer);
+    maps.push_back(AffineMapAttr::get(*m));
+    argTypes.push_back(getElementTypeOrSelf(a.getType()));
+    argLocs.push_back(a.getLoc());
+  }
+  tcck::CublasLtAttr lt;
+  if (cuda) {
+    FailureOr<tcck::CublasLtAttr> decided = cublasLtEpilogue(fusion, g, read, ins, lhs, rhs);
+    if (failed(decided))
+      return failure();
+    lt = *decided;
+  }
+  auto mm = rewriter.create<tcck::MatMulOp>(loc, outs, lhs, rhs, epilogueIns, g.transLhs,
+                                            g.transRhs, false, ArrayAttr::get(ctx, maps), lt);
+  OpBuilder::InsertionGuard guard(rewriter);
+  Block *epi = rewriter.createBlock(&mm.getEpilogue(), {}, argTypes, argLocs);
+  IRMapping map;
+  map.map(g.matmul.getResult(), epi->getArgument(0));
+  for (auto [k, a] : llvm::enumerate(read))
+    map.map(a, epi->getArgument(k + 1));
+  for (Operation *op : g.epilogue) {
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands()) {
+      if (!map.contains(v))
+        return op->emitOpError("in a GEMM epilogue reads a value that is neither the product, "
+                               "an input nor an earlier epilogue value");
+      operands.push_back(map.lookup(v));
+    }
+    Operation *scalar = isa<ReduceSumOp, ReduceMeanOp>(op)
+                            ? nullptr
+                            : scalarOp(rewriter, *op, operands, space);
+    if (!scalar)
+      return op->emitOpError("cannot be computed in a GEMM epilogue (no scalar form)");
+    map.map(op->getResult(0), scalar->getResult(0));
+  }
+  SmallVector<Value> yielded;
+  for (Value v : body.getTerminator()->getOperands())
+    yielded.push_back(map.lookup(v));
+  rewriter.create<tcck::YieldOp>(loc, yielded);
+  return success();
+}
+
 struct FusionLowering : KernelPattern<FusionOp> {
   using KernelPattern::KernelPattern;
   LogicalResult matchAndRewrite(FusionOp fusion, OpAdaptor adaptor,
@@ -739,34 +860,15 @@ struct FusionLowering : KernelPattern<FusionOp> {
                                   "an epilogue");
       if (g->epilogue.empty()) {
         rewriter.create<tcck::MatMulOp>(loc, outs, inputOf(g->lhs), inputOf(g->rhs),
-                                        ValueRange{}, g->transLhs, g->transRhs, bool(acc));
+                                        ValueRange{}, g->transLhs, g->transRhs, bool(acc),
+                                        ArrayAttr(), tcck::CublasLtAttr());
         break;
       }
       if (acc)
         return fusion.emitOpError("adds a GEMM with an epilogue into an accumulator");
-      // The epilogue's region: the product, then one argument per fusion
-      // input; its ops are the fusion's after the product.
-      auto mm = rewriter.create<tcck::MatMulOp>(loc, outs, inputOf(g->lhs), inputOf(g->rhs), ins,
-                                                g->transLhs, g->transRhs, false);
-      OpBuilder::InsertionGuard guard(rewriter);
-      Block &body = fusion.getBody().front();
-      SmallVector<Type> argTypes{g->matmul.getType()};
-      SmallVector<Location> argLocs{loc};
-      for (BlockArgument a : body.getArguments()) {
-        argTypes.push_back(a.getType());
-        argLocs.push_back(a.getLoc());
-      }
-      Block *epi = rewriter.createBlock(&mm.getEpilogue(), {}, argTypes, argLocs);
-      IRMapping map;
-      map.map(g->matmul.getResult(), epi->getArgument(0));
-      for (BlockArgument a : body.getArguments())
-        map.map(a, epi->getArgument(a.getArgNumber() + 1));
-      for (Operation *op : g->epilogue)
-        rewriter.clone(*op, map);
-      SmallVector<Value> yielded;
-      for (Value v : body.getTerminator()->getOperands())
-        yielded.push_back(map.lookup(v));
-      rewriter.create<tcck::YieldOp>(loc, yielded);
+      if (failed(lowerGemmEpilogue(rewriter, fusion, *g, ins, outs, inputOf(g->lhs),
+                                   inputOf(g->rhs), plan.cuda)))
+        return failure();
       break;
     }
     case FusionKind::Loop:

@@ -350,7 +350,6 @@ LogicalResult CpuEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
 LogicalResult CpuEmitter::emitGemmEpilogue(tcck::MatMulOp mm) {
   Block &body = mm.getEpilogue().front();
   ArrayRef<int64_t> outShape = tensor(mm.getOuts()[0]).getShape();
-  int64_t n = tensor(mm.getOuts()[0]).getNumElements();
   SmallVector<int64_t> outStrides(outShape.size(), 1);
   for (int64_t d = (int64_t)outShape.size() - 2; d >= 0; --d)
     outStrides[d] = outStrides[d + 1] * outShape[d + 1];
@@ -377,18 +376,20 @@ LogicalResult CpuEmitter::emitGemmEpilogue(tcck::MatMulOp mm) {
       auto arg = dyn_cast<BlockArgument>(v);
       if (!arg || arg.getArgNumber() == 0 || rowStart.count(v))
         continue;
-      Value input = mm.getEpilogueIns()[arg.getArgNumber() - 1];
-      auto t = tensor(input);
-      int64_t last = t.getRank() ? t.getShape().back() : 1;
-      if (last != rowLength && last != 1)
-        return mm.emitOpError("an epilogue operand's last dimension is "
-                                  "neither the row's nor 1");
+      unsigned k = arg.getArgNumber() - 1;
+      Value input = mm.getEpilogueIns()[k];
+      AffineMap map = mm.getEpilogueMap(k);
+      // Along the row (its last dimension is the row's), or once per row.
+      bool along = readsAlongLast(map, outShape);
+      if (!along && rowLength != 1 && !outShape.empty() &&
+          map.isFunctionOfDim(outShape.size() - 1))
+        return mm.emitOpError("reads epilogue input ")
+               << k << " across the product's rows, not along them or once per row";
       std::string j = "j" + std::to_string(nextId++);
       os << "    const int64_t " << j << " = "
-         << broadcastIndex(input, outShape, outStrides, n) << ";\n";
+         << readIndex(map, tensor(input).getShape(), outShape, outStrides) << ";\n";
       rowStart[v] = j;
-      loads.push_back({v, ref(input) + "[" + j +
-                              (last == rowLength && rowLength != 1 ? " + k]" : "]")});
+      loads.push_back({v, ref(input) + "[" + j + (along ? " + k]" : "]")});
     }
   os << "    (void)i;\n"
      << "    for (int64_t k = 0; k < count; ++k) {\n"
@@ -397,7 +398,7 @@ LogicalResult CpuEmitter::emitGemmEpilogue(tcck::MatMulOp mm) {
   scalar[body.getArgument(0)] = "c";
   for (auto &[v, load] : loads) {
     std::string name = "e" + std::to_string(nextId++);
-    os << "    const " << ctype(tensor(v).getElementType()) << " " << name
+    os << "    const " << ctype(v.getType()) << " " << name
        << " = " << load << ";\n";
     scalar[v] = name;
   }

@@ -267,46 +267,18 @@ LogicalResult CudaEmitter::emitMatMul(tcck::MatMulOp m) {
 }
 
 LogicalResult CudaEmitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
-  Block &body = mm.getEpilogue().front();
-  auto yield = cast<tcck::YieldOp>(body.getTerminator());
-  auto yielded = [&](Value v) { return llvm::is_contained(yield.getValues(), v); };
-  // The epilogue region's argument k > 0 is epilogue input k - 1.
-  auto inputOf = [&](Value v) -> Value {
-    auto arg = dyn_cast_or_null<BlockArgument>(v);
-    if (!arg || arg.getOwner() != &body || arg.getArgNumber() == 0)
-      return Value();
-    return mm.getEpilogueIns()[arg.getArgNumber() - 1];
-  };
-  SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator())
-    ops.push_back(&op);
-  std::string why;
-  FailureOr<CublasLtEpilogue> e = matchCublasLtEpilogue(
-      tensor(mm.getLhs()), tensor(mm.getRhs()), body.getArgument(0), mm.getTransLhs(), ops,
-      yielded,
-      [&](Value v) {
-        Value in = inputOf(v);
-        return in && buffers.lookup(in).type == "__half";
-      },
-      why);
-  if (failed(e))
-    return mm.emitOpError("is not a GEMM epilogue cuBLASLt computes (")
-           << why << "; run tcc-fuse with cublaslt-epilogues)";
-  Value bias = inputOf(e->bias);
-  Value residual = e->residual ? inputOf(e->residual) : Value();
-  std::string out, aux = "nullptr";
-  for (auto [r, v] : llvm::zip(mm.getOuts(), yield.getValues())) {
-    if (v == e->last)
-      out = ref(r);
-    else if (v == e->biased && e->gelu)
-      aux = ref(r);
-    else
-      return mm.emitOpError("yields a value cuBLASLt's epilogue does not write");
+  // What cuBLASLt computes, as tcc-lower-to-kernels decided it.
+  tcck::CublasLtAttr e = mm.getCublasltAttr();
+  if (!e)
+    return mm.emitOpError("has an epilogue without a cuBLASLt decision (tcc-lower-to-kernels "
+                          "records one for the CUDA target)");
+  Value bias = mm.getEpilogueIns()[e.getBias()];
+  Value residual = e.getResidual() >= 0 ? Value(mm.getEpilogueIns()[e.getResidual()]) : Value();
+  std::string out = ref(mm.getOuts()[e.getResult()]);
+  std::string aux = e.getAux() >= 0 ? ref(mm.getOuts()[e.getAux()]) : std::string("nullptr");
+  for (Value r : mm.getOuts())
     if (buffers.lookup(r).type != "__half")
       return mm.emitOpError("the CUDA target writes GEMM results in fp16");
-  }
-  if (out.empty())
-    return mm.emitOpError("does not yield its epilogue's last value");
   for (Value v : {Value(mm.getLhs()), Value(mm.getRhs()), bias, residual})
     if (v && buffers.lookup(v).type != "__half")
       return mm.emitOpError("cuBLASLt's epilogue reads fp16 operands; one is stored as ")
@@ -317,7 +289,7 @@ LogicalResult CudaEmitter::emitCublasLtEpilogue(tcck::MatMulOp mm) {
      << shape(mm.getLhs()) << ", " << flag(mm.getTransLhs()) << ", " << ref(mm.getRhs()) << ", "
      << shape(mm.getRhs()) << ", " << flag(mm.getTransRhs()) << ", " << ref(bias) << ", "
      << (residual ? ref(residual) : std::string("nullptr")) << ", " << aux << ", "
-     << flag(e->gelu) << ") != 0) return gemm_failed();\n";
+     << flag(e.getGelu()) << ") != 0) return gemm_failed();\n";
   return success();
 }
 

@@ -12,8 +12,14 @@ using namespace mlir::tcck;
 
 #include "compiler/Kernel/TcckEnums.cpp.inc"
 #include "compiler/Kernel/TcckOpsDialect.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "compiler/Kernel/TcckAttrs.cpp.inc"
 
 void TcckDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "compiler/Kernel/TcckAttrs.cpp.inc"
+      >();
   addOperations<
 #define GET_OP_LIST
 #include "compiler/Kernel/TcckOps.cpp.inc"
@@ -128,6 +134,57 @@ LogicalResult CopyOp::verify() {
 }
 
 static bool isScalar(Type t) { return t.isIntOrIndexOrFloat(); }
+
+/// An indexing map `attr` of a fused kernel over `space`, for `buffer`
+/// (named `what` in errors): one result per dimension of the buffer, each a
+/// dimension of the space of the same size, or 0 for a size-1 dimension.
+static LogicalResult verifyIndexingMap(Operation *op, Attribute attr, Value buffer,
+                                       ArrayRef<int64_t> space, const std::string &what) {
+  auto mapAttr = dyn_cast<AffineMapAttr>(attr);
+  if (!mapAttr)
+    return op->emitOpError("has an indexing map for ") << what << " that is not an affine map";
+  AffineMap map = mapAttr.getValue();
+  ArrayRef<int64_t> shape = cast<MemRefType>(buffer.getType()).getShape();
+  if (map.getNumDims() != space.size() || map.getNumSymbols() != 0)
+    return op->emitOpError("has an indexing map for ")
+           << what << " over " << map.getNumDims() << " dimensions (and "
+           << map.getNumSymbols() << " symbols); the space has " << space.size();
+  if (map.getNumResults() != shape.size())
+    return op->emitOpError("has an indexing map for ")
+           << what << " with " << map.getNumResults() << " results; its buffer has rank "
+           << shape.size();
+  for (auto [d, e] : llvm::enumerate(map.getResults())) {
+    if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+      if (shape[d] != space[dim.getPosition()])
+        return op->emitOpError("maps dimension ")
+               << d << " of " << what << " (size " << shape[d] << ") to dimension "
+               << dim.getPosition() << " of the space (size " << space[dim.getPosition()] << ")";
+      continue;
+    }
+    auto c = dyn_cast<AffineConstantExpr>(e);
+    if (!c || c.getValue() != 0 || shape[d] != 1)
+      return op->emitOpError("maps dimension ")
+             << d << " of " << what
+             << " to something other than a dimension of the space or 0 for a size-1 dimension";
+  }
+  return success();
+}
+
+/// A scalar body (a tcck.loop's, a tcck.matmul's epilogue): scalar
+/// arguments, the dialect's scalar ops, scalars yielded.
+static LogicalResult verifyScalarBody(Operation *owner, Block &body) {
+  for (BlockArgument a : body.getArguments())
+    if (!isScalar(a.getType()))
+      return owner->emitOpError("has a body argument of type ")
+             << a.getType() << "; a scalar expected";
+  for (Operation &op : body.without_terminator())
+    if (!isa<ScalarEwOp, SelectOp, ConvertOp, GeluOp, GeluGradOp, ReduceOp>(op))
+      return op.emitOpError("is not a scalar op of a fused kernel's body");
+  for (Value v : body.getTerminator()->getOperands())
+    if (!isScalar(v.getType()))
+      return owner->emitOpError("yields a value of type ") << v.getType() << "; a scalar expected";
+  return success();
+}
 
 /// Whether an elementwise kind takes two operands (else one).
 static bool isBinary(tcc::EwKind k) {
@@ -250,7 +307,36 @@ LogicalResult MatMulOp::verify() {
   auto yield = dyn_cast<YieldOp>(b.getTerminator());
   if (!yield || yield.getValues().size() != getOuts().size())
     return emitOpError("has an epilogue that does not yield one value per output");
+  // Every output is an element of the product: one space, the outputs'.
+  ArrayRef<int64_t> space = cast<MemRefType>(getOuts()[0].getType()).getShape();
+  for (Value out : getOuts())
+    if (cast<MemRefType>(out.getType()).getShape() != space)
+      return emitOpError("has outputs of different shapes");
+  if (!getEpilogueMaps() || getEpilogueMaps()->size() != getEpilogueIns().size())
+    return emitOpError("needs one indexing map per epilogue input");
+  for (auto [k, in] : llvm::enumerate(getEpilogueIns()))
+    if (failed(verifyIndexingMap(*this, (*getEpilogueMaps())[k], in, space,
+                                 "epilogue input " + std::to_string(k))))
+      return failure();
+  if (CublasLtAttr lt = getCublasltAttr()) {
+    int64_t ins = getEpilogueIns().size(), outs = getOuts().size();
+    auto in = [](int64_t k, int64_t n, bool optional) {
+      return (k >= 0 && k < n) || (optional && k == -1);
+    };
+    if (!in(lt.getBias(), ins, false) || !in(lt.getResidual(), ins, true) ||
+        !in(lt.getResult(), outs, false) || !in(lt.getAux(), outs, true) ||
+        lt.getAux() == lt.getResult() || (lt.getAux() >= 0 && !lt.getGelu()) ||
+        (lt.getGelu() && lt.getResidual() >= 0) || outs != 1 + (lt.getAux() >= 0))
+      return emitOpError("has a cuBLASLt epilogue whose operands or outputs are not its own "
+                         "(a bias input, an optional residual input without a GELU, the "
+                         "result and, with a GELU, an optional auxiliary output)");
+  }
   return success();
+}
+
+LogicalResult MatMulOp::verifyRegions() {
+  Region &r = getEpilogue();
+  return r.empty() ? success() : verifyScalarBody(*this, r.front());
 }
 
 /// A fused body: one block argument per input, a tcck.yield of one value
@@ -284,34 +370,8 @@ LogicalResult LoopOp::verify() {
   for (auto [k, buffer] : llvm::enumerate(getOperands())) {
     std::string what = k < numIns ? "input " + std::to_string(k)
                                   : "output " + std::to_string(k - numIns);
-    auto mapAttr = dyn_cast<AffineMapAttr>(getIndexingMaps()[k]);
-    if (!mapAttr)
-      return emitOpError("has an indexing map for ") << what << " that is not an affine map";
-    AffineMap map = mapAttr.getValue();
-    ArrayRef<int64_t> shape = cast<MemRefType>(buffer.getType()).getShape();
-    if (map.getNumDims() != space.size() || map.getNumSymbols() != 0)
-      return emitOpError("has an indexing map for ")
-             << what << " over " << map.getNumDims() << " dimensions (and "
-             << map.getNumSymbols() << " symbols); the space has " << space.size();
-    if (map.getNumResults() != shape.size())
-      return emitOpError("has an indexing map for ")
-             << what << " with " << map.getNumResults() << " results; its buffer has rank "
-             << shape.size();
-    for (auto [d, e] : llvm::enumerate(map.getResults())) {
-      if (auto dim = dyn_cast<AffineDimExpr>(e)) {
-        if (shape[d] != space[dim.getPosition()])
-          return emitOpError("maps dimension ")
-                 << d << " of " << what << " (size " << shape[d] << ") to dimension "
-                 << dim.getPosition() << " of the space (size " << space[dim.getPosition()]
-                 << ")";
-        continue;
-      }
-      auto c = dyn_cast<AffineConstantExpr>(e);
-      if (!c || c.getValue() != 0 || shape[d] != 1)
-        return emitOpError("maps dimension ")
-               << d << " of " << what
-               << " to something other than a dimension of the space or 0 for a size-1 dimension";
-    }
+    if (failed(verifyIndexingMap(*this, getIndexingMaps()[k], buffer, space, what)))
+      return failure();
   }
   return success();
 }
@@ -322,12 +382,9 @@ LogicalResult LoopOp::verifyRegions() {
   // A scalar body: one scalar per input, scalar ops with a role, a scalar
   // yielded per output.
   Block &body = getBody().front();
-  for (BlockArgument a : body.getArguments())
-    if (!isScalar(a.getType()))
-      return emitOpError("has a body argument of type ") << a.getType() << "; a scalar expected";
+  if (failed(verifyScalarBody(*this, body)))
+    return failure();
   for (Operation &op : body.without_terminator()) {
-    if (!isa<ScalarEwOp, SelectOp, ConvertOp, GeluOp, GeluGradOp, ReduceOp>(op))
-      return op.emitOpError("is not a scalar op of a tcck.loop body");
     auto role = op.getAttrOfType<StringAttr>(kRoleAttr);
     if (!role)
       return op.emitOpError("in a tcck.loop has no '") << kRoleAttr << "'";
@@ -354,8 +411,6 @@ LogicalResult LoopOp::verifyRegions() {
   // point (the output laid out as the space), a row value once per row, a
   // reduction across rows at each point of the dimensions it keeps.
   for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
-    if (!isScalar(v.getType()))
-      return emitOpError("yields a value of type ") << v.getType() << "; a scalar expected";
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != &body)
       return emitOpError("yields for output ") << k << " a value its body does not compute";

@@ -13,6 +13,9 @@
 
 #include "compiler/Kernel/TcckEnums.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "compiler/Kernel/TcckAttrs.h.inc"
+
 #define GET_OP_CLASSES
 #include "compiler/Kernel/TcckOps.h.inc"
 

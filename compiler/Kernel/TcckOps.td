@@ -18,6 +18,7 @@
 #define TCC_KERNEL_TCCKOPS_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -35,13 +36,39 @@ def Tcck_Dialect : Dialect {
     and results are memrefs (the arena slots of the parameters, inputs and
     results; their element type is the storage type) and whose body is a
     sequence of kernels. Fused kernels (`tcck.loop`, `tcck.copy_loop`, a
-    `tcck.matmul` with an epilogue) keep their body as a region: a loop's is
-    scalar (the scalar ops below, with an indexing map per operand); a copy
-    loop's and an epilogue's are still tcc ops, whose value shapes give each
-    operand's broadcast.
+    `tcck.matmul` with an epilogue) keep their body as a region: a loop's
+    and an epilogue's are scalar (the scalar ops below, with an indexing map
+    per operand); a copy loop's is still the tcc views and transposes it
+    moves elements through.
   }];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
   let hasOperationAttrVerify = 1;
+  let useDefaultAttributePrinterParser = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+def Tcck_CublasLtAttr : AttrDef<Tcck_Dialect, "CublasLt"> {
+  let mnemonic = "cublaslt";
+  let summary = "the epilogue a CUDA GEMM leaves to cuBLASLt";
+  let description = [{
+    What tcc-lower-to-kernels decided, on the CUDA target, that cuBLASLt's
+    epilogue computes for a `tcck.matmul` (runtime/cuda/gemm.cuh's
+    matmul_epilogue): `D = product + bias`, a vector along D's rows, then a
+    tanh GELU (`gelu`) or `+ residual`, a tensor of D's shape. `bias` and
+    `residual` (-1: none) are indices into the matmul's `epilogue_ins`;
+    `result` is the output D is written to, and `aux` (-1: none) the one
+    the biased value is written to before its GELU. The epilogue region
+    says the same computation; the decision is made once, by the same
+    matcher tcc-fuse used to build the fusion.
+
+        #tcck.cublaslt<bias = 0, residual = -1, gelu = true, result = 0, aux = 1>
+  }];
+  let parameters = (ins "int64_t":$bias, "int64_t":$residual, "bool":$gelu, "int64_t":$result,
+                        "int64_t":$aux);
+  let assemblyFormat = "`<` struct(params) `>`";
 }
 
 def Tcck_Buffer : StaticShapeMemRefOf<[AnyType]>;
@@ -350,22 +377,41 @@ def Tcck_MatMulOp : Tcck_Op<"matmul", [AttrSizedOperandSegments]> {
   let description = [{
     `outs[0] = op(lhs) x op(rhs)` with NumPy matmul batching. With an
     epilogue, the region computes each output element from the product's
-    (its first argument) and the elements of `epilogue_ins` (the next
-    arguments, broadcast by their shapes), and yields one value per output.
-    With `accumulate` (CUDA: a weight's gradient, accumulatedInPlace), the
+    (its first argument, a scalar) and one element of each of
+    `epilogue_ins` (the next arguments), read through its map in
+    `epilogue_maps` from the outputs' space (their common shape), with the
+    scalar ops of tcck.loop's body; it yields one scalar per output. On the
+    CUDA target `cublaslt` records what cuBLASLt's epilogue computes. With
+    `accumulate` (CUDA: a weight's gradient, accumulatedInPlace), the
     product is added into `outs[0]`, the gradient's fp32 accumulator.
+
+        tcck.matmul outs(%y : memref<4x8xf16>) ins(%x, %w : memref<4x16xf16>, memref<16x8xf16>)
+            epilogue(%b : memref<8xf16>) maps [affine_map<(d0, d1) -> (d1)>] {
+        ^bb0(%p: f32, %c: f32):
+          %s = tcck.scalar "Add" %p, %c : (f32, f32) -> f32
+          tcck.yield %s : f32
+        } {trans_lhs = false, trans_rhs = false}
   }];
   let arguments = (ins Variadic<Tcck_Buffer>:$outs, Tcck_Buffer:$lhs, Tcck_Buffer:$rhs,
                        Variadic<Tcck_Buffer>:$epilogue_ins,
-                       BoolAttr:$trans_lhs, BoolAttr:$trans_rhs, UnitAttr:$accumulate);
+                       BoolAttr:$trans_lhs, BoolAttr:$trans_rhs, UnitAttr:$accumulate,
+                       OptionalAttr<AffineMapArrayAttr>:$epilogue_maps,
+                       OptionalAttr<Tcck_CublasLtAttr>:$cublaslt);
   let regions = (region AnyRegion:$epilogue);
   let assemblyFormat = [{
     `outs` `(` $outs `:` type($outs) `)` `ins` `(` $lhs `,` $rhs `:` type($lhs) `,` type($rhs) `)`
-    (`epilogue` `(` $epilogue_ins^ `:` type($epilogue_ins) `)` $epilogue)? attr-dict
+    (`epilogue` `(` $epilogue_ins^ `:` type($epilogue_ins) `)` `maps` $epilogue_maps $epilogue)?
+    attr-dict
   }];
   let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The map of epilogue input `k`.
+    ::mlir::AffineMap getEpilogueMap(unsigned k) {
+      return ::llvm::cast<::mlir::AffineMapAttr>((*getEpilogueMaps())[k]).getValue();
+    }
+  }];
 }
-
 
 def Tcck_LoopOp : Tcck_Op<"loop", [AttrSizedOperandSegments]> {
   let summary = "A fused elementwise or reduction kernel";
@@ -422,10 +468,10 @@ def Tcck_LoopOp : Tcck_Op<"loop", [AttrSizedOperandSegments]> {
 
 def Tcck_Scalar : AnyTypeOf<[AnyFloat, AnySignlessInteger]>;
 
-// An op of a tcck.loop's body: it computes one element (or one row value)
-// from scalars.
+// An op of a tcck.loop's body or a tcck.matmul's epilogue: it computes one
+// element (or one row value) from scalars.
 class Tcck_ScalarOp<string mnemonic, list<Trait> traits = []>
-    : Tcck_Op<mnemonic, !listconcat([Pure, HasParent<"LoopOp">], traits)>;
+    : Tcck_Op<mnemonic, !listconcat([Pure, ParentOneOf<["LoopOp", "MatMulOp"]>], traits)>;
 
 def Tcck_ScalarEwOp : Tcck_ScalarOp<"scalar"> {
   let summary = "An elementwise computation on scalars";

@@ -206,7 +206,7 @@ func.func @element_output(%x: memref<8x8xf32>) {
 // -----
 
 func.func @scalar_outside(%a: f32) {
-  // expected-error @+1 {{expects parent op 'tcck.loop'}}
+  // expected-error @+1 {{expects parent op to be one of 'tcck.loop, tcck.matmul'}}
   %e = tcck.scalar "Exp" %a : (f32) -> f32
   return
 }
@@ -215,10 +215,51 @@ func.func @scalar_outside(%a: f32) {
 
 func.func @epilogue(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>) {
   // expected-error @+1 {{has an epilogue of 1 arguments; it takes the product and 1 epilogue inputs}}
-  tcck.matmul outs(%x : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) epilogue(%b : memref<8xf32>) {
-  ^bb0(%p: tensor<4x8xf32>):
-    tcck.yield %p : tensor<4x8xf32>
+  tcck.matmul outs(%x : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>)
+      epilogue(%b : memref<8xf32>) maps [affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%p: f32):
+    tcck.yield %p : f32
   } {trans_lhs = false, trans_rhs = false}
+  return
+}
+
+// -----
+
+func.func @epilogue_map(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<4xf32>) {
+  // expected-error @+1 {{maps dimension 0 of epilogue input 0 (size 4) to dimension 1 of the space (size 8)}}
+  tcck.matmul outs(%x : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>)
+      epilogue(%b : memref<4xf32>) maps [affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%p: f32, %c: f32):
+    %s = tcck.scalar "Add" %p, %c : (f32, f32) -> f32
+    tcck.yield %s : f32
+  } {trans_lhs = false, trans_rhs = false}
+  return
+}
+
+// -----
+
+func.func @epilogue_tensor(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>) {
+  // expected-error @+1 {{has a body argument of type 'tensor<4x8xf32>'; a scalar expected}}
+  tcck.matmul outs(%x : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>)
+      epilogue(%b : memref<8xf32>) maps [affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%p: tensor<4x8xf32>, %c: tensor<8xf32>):
+    %s = tcc.add %p, %c : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    tcck.yield %s : tensor<4x8xf32>
+  } {trans_lhs = false, trans_rhs = false}
+  return
+}
+
+// -----
+
+func.func @cublaslt_aux(%x: memref<4x8xf16>, %w: memref<8x8xf16>, %b: memref<8xf16>) {
+  // expected-error @+1 {{has a cuBLASLt epilogue whose operands or outputs are not its own}}
+  tcck.matmul outs(%x : memref<4x8xf16>) ins(%x, %w : memref<4x8xf16>, memref<8x8xf16>)
+      epilogue(%b : memref<8xf16>) maps [affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%p: f32, %c: f32):
+    %s = tcck.scalar "Add" %p, %c : (f32, f32) -> f32
+    tcck.yield %s : f32
+  } {cublaslt = #tcck.cublaslt<bias = 0, residual = -1, gelu = false, result = 0, aux = 1>,
+     trans_lhs = false, trans_rhs = false}
   return
 }
 

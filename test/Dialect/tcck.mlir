@@ -41,9 +41,10 @@ func.func @kernels(%x: memref<4x8xf32>, %w: memref<8x8xf32>) {
 // CHECK: %[[F:.*]] = tcck.convert %[[P]] {{.*}} : i1 to f32
 // CHECK: %[[R:.*]] = tcck.scalar "Mul" %[[H]], %[[F]] {tcck.role = "element", tcck.stage = 1 : i64}
 // CHECK: tcck.yield %[[R]], %[[M]] : f32, f32
-// CHECK: tcck.matmul outs(%arg1 : memref<4x8xf32>) ins(%arg0, %arg2 : memref<4x8xf32>, memref<8x8xf32>) epilogue(%arg3 : memref<8xf32>) {
-// CHECK: tcc.add
+// CHECK: tcck.matmul outs(%arg1 : memref<4x8xf32>) ins(%arg0, %arg2 : memref<4x8xf32>, memref<8x8xf32>) epilogue(%arg3 : memref<8xf32>) maps [#map1] {
+// CHECK: tcck.scalar "Add"
 // CHECK: tcck.yield
+// CHECK: } {cublaslt = #tcck.cublaslt<bias = 0, residual = -1, gelu = false, result = 0, aux = -1>, trans_lhs = false, trans_rhs = false}
 func.func @fused(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %w: memref<8x8xf32>, %b: memref<8xf32>,
                  %c: memref<8xf16>, %mean: memref<4x1xf32>) {
   // A scalar body: one f32 per input (the fp16 bias is loaded as f32), the
@@ -64,11 +65,14 @@ func.func @fused(%x: memref<4x8xf32>, %y: memref<4x8xf32>, %w: memref<8x8xf32>, 
     %r = tcck.scalar "Mul" %h, %f {tcck.role = "element", tcck.stage = 1 : i64} : (f32, f32) -> f32
     tcck.yield %r, %m : f32, f32
   }
-  tcck.matmul outs(%y : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) epilogue(%b : memref<8xf32>) {
-  ^bb0(%p: tensor<4x8xf32>, %bias: tensor<8xf32>):
-    %s = tcc.add %p, %bias : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-    tcck.yield %s : tensor<4x8xf32>
-  } {trans_lhs = false, trans_rhs = false}
+  // A GEMM with its bias add, and what cuBLASLt computes of it.
+  tcck.matmul outs(%y : memref<4x8xf32>) ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>)
+      epilogue(%b : memref<8xf32>) maps [affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%p: f32, %bias: f32):
+    %s = tcck.scalar "Add" %p, %bias : (f32, f32) -> f32
+    tcck.yield %s : f32
+  } {cublaslt = #tcck.cublaslt<bias = 0, residual = -1, gelu = false, result = 0, aux = -1>,
+     trans_lhs = false, trans_rhs = false}
   return
 }
 

@@ -72,10 +72,11 @@ func.func @fused(%x: memref<4x8xf64>, %y: memref<4x8xf64>, %w: memref<8x8xf64>, 
     %d = tcck.scalar "Sub" %a, %m {tcck.role = "element", tcck.stage = 1 : i64} : (f64, f64) -> f64
     tcck.yield %d : f64
   }
-  tcck.matmul outs(%y : memref<4x8xf64>) ins(%x, %w : memref<4x8xf64>, memref<8x8xf64>) epilogue(%b : memref<8xf64>) {
-  ^bb0(%p: tensor<4x8xf64>, %bias: tensor<8xf64>):
-    %s = tcc.add %p, %bias : (tensor<4x8xf64>, tensor<8xf64>) -> tensor<4x8xf64>
-    tcck.yield %s : tensor<4x8xf64>
+  tcck.matmul outs(%y : memref<4x8xf64>) ins(%x, %w : memref<4x8xf64>, memref<8x8xf64>)
+      epilogue(%b : memref<8xf64>) maps [affine_map<(d0, d1) -> (d1)>] {
+  ^bb0(%p: f64, %bias: f64):
+    %s = tcck.scalar "Add" %p, %bias : (f64, f64) -> f64
+    tcck.yield %s : f64
   } {trans_lhs = false, trans_rhs = false}
   return
 }

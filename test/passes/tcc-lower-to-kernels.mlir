@@ -1,6 +1,7 @@
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cpu" --tcc-fuse --tcc-plan-memory --tcc-lower-to-kernels --mlir-print-local-scope | FileCheck %s --check-prefix=FUSED
 // RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cuda" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=CUDA
+// RUN: tcc-opt %s --split-input-file --tcc-set-target="target=cuda" --tcc-fuse --tcc-plan-memory --tcc-lower-to-kernels --mlir-print-local-scope | FileCheck %s --check-prefix=CUDA-FUSED
 // tcc-lower-to-kernels, per pattern family: each value's kernel writes a
 // view at its planned offset; library ops get their options resolved
 // (softmax's axis -1 is 1, a reduce's axes a mask, a slice's negative start
@@ -69,14 +70,19 @@
 // CHECK-NEXT: tcck.store %[[LOSS]] to slot 896 : memref<f32>
 // CHECK-NEXT: return %[[LOSS]], %[[GW]], %[[GB]] : memref<f32>, memref<4x8xf32>, memref<8xf32>
 
-// Fused: the bias add is the GEMM's epilogue (its region takes the product
-// and the fusion's inputs), and the transpose is the GEMM's trans_lhs.
+// Fused: the bias add is the GEMM's epilogue (its scalar region takes the
+// product's element and the bias's, read along the row through its map),
+// and the transpose is the GEMM's trans_lhs. On CUDA, the lowering records
+// what cuBLASLt computes: the bias add, nothing after it.
 // FUSED-LABEL: func.func @micro_step
-// FUSED: tcck.matmul outs(%{{.*}} : memref<2x8xf32>) ins(%[[X:.*]], %[[W:.*]] : memref<2x4xf32>, memref<4x8xf32>) epilogue(%[[X]], %[[W]], %[[B:.*]] : memref<2x4xf32>, memref<4x8xf32>, memref<8xf32>) {
-// FUSED-NEXT: ^bb0(%[[P:.*]]: tensor<2x8xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<4x8xf32>, %[[BA:.*]]: tensor<8xf32>):
-// FUSED-NEXT: %[[S:.*]] = tcc.add %[[P]], %[[BA]]
-// FUSED-NEXT: tcck.yield %[[S]] : tensor<2x8xf32>
+// FUSED: tcck.matmul outs(%{{.*}} : memref<2x8xf32>) ins(%[[X:.*]], %[[W:.*]] : memref<2x4xf32>, memref<4x8xf32>) epilogue(%[[B:.*]] : memref<8xf32>) maps [affine_map<(d0, d1) -> (d1)>] {
+// FUSED-NEXT: ^bb0(%[[P:.*]]: f32, %[[BA:.*]]: f32):
+// FUSED-NEXT: %[[S:.*]] = tcck.scalar "Add" %[[P]], %[[BA]] : (f32, f32) -> f32
+// FUSED-NEXT: tcck.yield %[[S]] : f32
 // FUSED-NEXT: } {trans_lhs = false, trans_rhs = false}
+// CUDA-FUSED-LABEL: func.func @micro_step
+// CUDA-FUSED: tcck.matmul outs(%{{.*}} : memref<2x8xf16>) ins(%{{.*}}, %{{.*}} : memref<2x4xf16>, memref<4x8xf16>) epilogue(%{{.*}} : memref<8xf16>)
+// CUDA-FUSED: } {cublaslt = #tcck.cublaslt<bias = 0, residual = -1, gelu = false, result = 0, aux = -1>, trans_lhs = false, trans_rhs = false}
 // FUSED-NEXT: tcck.mark "tcc.fusion (tcc.matmul tcc.add)"
 // FUSED: tcck.matmul outs(%{{.*}} : memref<4x8xf32>) ins(%[[X]], %{{.*}} : memref<2x4xf32>, memref<2x8xf32>) {trans_lhs = true, trans_rhs = false}
 func.func @micro_step(%w: tensor<4x8xf32> {tcc.param = "w"}, %b: tensor<8xf32> {tcc.param = "b"},
@@ -143,4 +149,22 @@ func.func @maps(%x: tensor<4x8xf32> {tcc.input = "x"}, %b: tensor<8xf32> {tcc.in
   %g = tcc.gelu %m {approximate = "tanh"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %z = tcc.reduce_sum %g {axes = array<i64: 0>, keepdims = 0 : i64} : (tensor<4x8xf32>) -> tensor<8xf32>
   return %g, %z : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A bias and a tanh GELU: cuBLASLt's GELU epilogue, recorded once.
+// CUDA-FUSED-LABEL: func.func @gelu_epilogue
+// CUDA-FUSED: tcck.matmul outs(%{{.*}} : memref<8x32xf16>) ins(%arg0, %arg1 : memref<8x16xf16>, memref<16x32xf16>) epilogue(%arg2 : memref<32xf16>) maps [affine_map<(d0, d1) -> (d1)>] {
+// CUDA-FUSED-NEXT: ^bb0(%[[P:.*]]: f32, %[[B:.*]]: f32):
+// CUDA-FUSED-NEXT: %[[S:.*]] = tcck.scalar "Add" %[[P]], %[[B]] : (f32, f32) -> f32
+// CUDA-FUSED-NEXT: %[[G:.*]] = tcck.gelu %[[S]] tanh : f32
+// CUDA-FUSED-NEXT: tcck.yield %[[G]] : f32
+// CUDA-FUSED-NEXT: } {cublaslt = #tcck.cublaslt<bias = 0, residual = -1, gelu = true, result = 0, aux = -1>, trans_lhs = false, trans_rhs = false}
+func.func @gelu_epilogue(%x: tensor<8x16xf32> {tcc.input = "x"}, %w: tensor<16x32xf32> {tcc.param = "w"}, %b: tensor<32xf32> {tcc.param = "b"})
+    -> (tensor<8x32xf32> {tcc.output = "y"}) {
+  %0 = tcc.matmul %x, %w : (tensor<8x16xf32>, tensor<16x32xf32>) -> tensor<8x32xf32>
+  %1 = tcc.add %0, %b : (tensor<8x32xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %2 = tcc.gelu %1 {approximate = "tanh"} : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %2 : tensor<8x32xf32>
 }
