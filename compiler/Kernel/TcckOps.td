@@ -466,7 +466,7 @@ def Tcck_LoopOp : Tcck_Op<"loop", [AttrSizedOperandSegments]> {
 // The scalar body of a fused loop
 //===----------------------------------------------------------------------===//
 
-def Tcck_Scalar : AnyTypeOf<[AnyFloat, AnySignlessInteger]>;
+def Tcck_Scalar : AnyTypeOf<[AnyFloat, AnyInteger]>;
 
 // An op of a tcck.loop's body or a tcck.matmul's epilogue: it computes one
 // element (or one row value) from scalars.
