@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 #include <string>
 
@@ -33,6 +34,24 @@ func::FuncOp applyFunction(Operation *op);
 /// waits for the whole update (tcck.await_update), which reads and zeroes
 /// them.
 void placeHostAwaits(func::FuncOp step, LayoutAttr layout);
+
+struct GemmFusion;
+
+/// The loop or reduction fusion `fusion` (its inputs' buffers `ins`, its
+/// results' `outs`) as a tcck.loop at the rewriter's insertion point: its
+/// indexing maps and scalar body (LowerFusedBodies.cpp).
+LogicalResult lowerLoopFusion(ConversionPatternRewriter &rewriter, FusionOp fusion,
+                              ValueRange ins, ValueRange outs);
+
+/// The GEMM fusion `g` of `fusion` (inputs' buffers `ins`, results' `outs`,
+/// the GEMM's operands' `lhs` and `rhs`) as a tcck.matmul with its
+/// epilogue: the fusion inputs the epilogue reads are its epilogue_ins,
+/// each read through its map from the outputs' space, and the epilogue ops
+/// are scalar ops over the product's element and theirs. On CUDA (`cuda`),
+/// what cuBLASLt computes is recorded (LowerFusedBodies.cpp).
+LogicalResult lowerGemmEpilogue(ConversionPatternRewriter &rewriter, FusionOp fusion,
+                                GemmFusion g, ValueRange ins, ValueRange outs, Value lhs,
+                                Value rhs, bool cuda);
 
 } // namespace mlir::tcc
 
