@@ -10,7 +10,7 @@ For each model and target it measures, in the same run:
   tcc only       `tcc --emit=planned` (everything before the compilers);
   cold           `-o step.so` with an empty cache (TCC_CACHE_DIR): the step's
                  generated half and its fixed half (CUDA: runtime/cuda/
-                 step_host.cu, gemm.cu, and kernels.cu, the prebuilt
+                 step_host.cu, step_comm.cu, gemm.cu, and kernels.cu, the prebuilt
                  launchers; CPU: runtime/cpu/kernels.cpp, the prebuilt
                  kernels) are compiled, in parallel, and with GCC the
                  precompiled prelude;

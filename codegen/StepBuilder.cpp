@@ -137,11 +137,12 @@ std::string mlir::tcc::prebuiltRuntimeVariant(const EmittedStep &step,
 }
 
 /// The units of a step's fixed half, each one object compiled once into
-/// tcc's cache. CUDA (runtime/cuda): the host code, the GEMMs and the kernel
+/// tcc's cache. CUDA (runtime/cuda): the host code (the arena and the
+/// micro-step; the communicator and ZeRO-1), the GEMMs and the kernel
 /// library's most used launchers (prebuilt.cuh); CPU (runtime/cpu): the
 /// kernel library's kernels (prebuilt.h).
 static ArrayRef<const char *> fixedUnits(const tcc::EmittedStep &step) {
-  static const char *const kCuda[] = {"step_host", "gemm", "kernels"};
+  static const char *const kCuda[] = {"step_host", "step_comm", "gemm", "kernels"};
   static const char *const kCpu[] = {"kernels"};
   if (isCuda(step))
     return kCuda;
@@ -465,139 +466,188 @@ private:
 };
 } // namespace
 
-LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
-                                             StringRef weights,
-                                             StringRef outPath, Location loc,
-                                             const StepBuildOptions &options) {
+/// The compiler that builds `step`: nvcc for a CUDA step, the host C++
+/// compiler for a CPU step or an emulated one; "" after a diagnostic when
+/// there is none.
+static std::string stepCompiler(const tcc::EmittedStep &step, const tcc::StepBuildOptions &options,
+                                StringRef outPath, Location loc) {
   const bool nvcc = isCuda(step) && !options.cudaEmulation;
   std::string cxx = nvcc ? findNvcc(options) : findCompiler(options);
   if (cxx.empty() && nvcc)
-    return emitError(loc) << "nvcc not found (looked for $CUDACXX, "
-                             "/usr/local/cuda/bin/nvcc and PATH); the CUDA "
-                             "target needs it to build "
-                          << outPath
-                          << " (use --emit=source -o DIR and build it on a "
-                             "machine with the CUDA toolkit, or --target=cpu "
-                             "for the CPU step)";
-  if (cxx.empty())
-    return emitError(loc) << "no C++ compiler found (looked for $CXX, c++, "
-                             "g++, clang++); the CPU target and the CUDA "
-                             "emulation need one to build "
-                          << outPath;
-  // Declared before the folder's cleanup, so that a signal is raised again
-  // only after the folder is gone.
-  BuildSignals signals;
-  SmallString<256> dir;
-  if (std::error_code ec =
-          llvm::sys::fs::createUniqueDirectory("tcc-step", dir))
-    return emitError(loc) << "cannot create a build folder: " << ec.message();
-  auto cleanup = llvm::make_scope_exit([&] {
-    if (!options.keepTemps)
-      llvm::sys::fs::remove_directories(dir);
-  });
-  if (failed(writeStepSources(step, dir, loc, options)))
-    return failure();
-  SmallString<256> weightsPath(dir), source(dir), library(dir), log(dir);
-  llvm::sys::path::append(weightsPath, "weights.bin");
-  llvm::sys::path::append(source, isCuda(step) ? "step.cu" : "step.cpp");
-  llvm::sys::path::append(library, "step.so");
-  llvm::sys::path::append(log, "compile.log");
-  if (failed(writeFile(weightsPath, weights, loc)))
-    return failure();
+    emitError(loc) << "nvcc not found (looked for $CUDACXX, "
+                      "/usr/local/cuda/bin/nvcc and PATH); the CUDA "
+                      "target needs it to build "
+                   << outPath
+                   << " (use --emit=source -o DIR and build it on a "
+                      "machine with the CUDA toolkit, or --target=cpu "
+                      "for the CPU step)";
+  else if (cxx.empty())
+    emitError(loc) << "no C++ compiler found (looked for $CXX, c++, "
+                      "g++, clang++); the CPU target and the CUDA "
+                      "emulation need one to build "
+                   << outPath;
+  return cxx;
+}
 
-  // The fixed half of a step is the same for every model: compiled once per
-  // runtime, compiler and flags into tcc's cache, and reused.
-  std::vector<std::string> cachedFixed;
-  SmallString<256> cacheDir = runtimeCacheDir(step, options, cxx);
-  // The precompiled prelude: linked into the build folder beside the
-  // header when the cache has it (GCC checks that it matches), else
-  // compiled with the step's units, for the next step. A compiler that
-  // could not compile it leaves a marker, and is not asked again.
-  const bool pch = !cacheDir.empty() && usesGccPch(step, options, cxx);
-  SmallString<256> cachedPch(cacheDir), pchFailed(cacheDir);
-  llvm::sys::path::append(cachedPch, preludeHeader(step).str() + ".gch");
-  llvm::sys::path::append(pchFailed, preludeHeader(step).str() + ".gch.failed");
-  bool buildPch = false;
-  auto lookUp = [&] {
-    buildPch = pch && !llvm::sys::fs::exists(cachedPch) && !llvm::sys::fs::exists(pchFailed);
-    cachedFixed.clear();
-    if (cacheDir.empty())
+/// Copies `from` to `to` through a temporary name beside `to`, so that a
+/// reader sees the whole file or none; a failure leaves `to` as it was.
+static std::error_code copyWhole(StringRef from, StringRef to) {
+  SmallString<256> tmp(to);
+  tmp += ".tmp-" + std::to_string(::getpid());
+  std::error_code ec = llvm::sys::fs::copy_file(from, tmp);
+  if (!ec)
+    ec = llvm::sys::fs::rename(tmp, to);
+  llvm::sys::fs::remove(tmp);
+  return ec;
+}
+
+namespace {
+/// tcc's cache of what is the same for every step of one runtime, compiler
+/// and flags (runtimeCacheDir): the fixed half's objects and, for GCC, the
+/// precompiled prelude. A build looks up what the cache has, compiles what
+/// it lacks (one tcc at a time: the others wait on the folder's lock, then
+/// find it there), and stores it afterwards. A cache that cannot be read or
+/// written only makes builds slower.
+class RuntimeCache {
+public:
+  RuntimeCache(const tcc::EmittedStep &step, const tcc::StepBuildOptions &options,
+               StringRef compiler)
+      : step(step), dir(runtimeCacheDir(step, options, compiler)),
+        gccPch(!dir.empty() && usesGccPch(step, options, compiler)) {
+    pch = failedPch = dir;
+    llvm::sys::path::append(pch, preludeHeader(step).str() + ".gch");
+    llvm::sys::path::append(failedPch, preludeHeader(step).str() + ".gch.failed");
+    lookUp();
+  }
+  ~RuntimeCache() {
+    if (lock >= 0)
+      ::close(lock); // releases the lock
+  }
+
+  /// The cached objects of the fixed half; empty when it must be compiled.
+  ArrayRef<std::string> fixedObjects() const { return fixed; }
+  /// Whether this build compiles the precompiled prelude, for the next ones.
+  bool buildsPch() const { return buildPch; }
+  /// The prelude's compile failed: the compiler is not asked again.
+  void pchFailed() {
+    buildPch = false;
+    if (BuildSignals::interrupted())
       return;
-    for (const char *unit : fixedUnits(step)) {
-      SmallString<256> obj(cacheDir);
-      llvm::sys::path::append(obj, std::string(unit) + ".o");
-      if (!llvm::sys::fs::exists(obj)) {
-        cachedFixed.clear();
-        return;
-      }
-      cachedFixed.push_back(obj.str().str());
-    }
-  };
-  lookUp();
-  // What the cache lacks, one tcc compiles while the others wait for it
-  // (an exclusive lock on the cache folder's .lock, held until this build
-  // ends): concurrent first builds would each compile the fixed half.
-  int cacheLock = -1;
-  auto unlock = llvm::make_scope_exit([&] {
-    if (cacheLock >= 0)
-      ::close(cacheLock); // releases the lock
-  });
-  if (!cacheDir.empty() && (buildPch || cachedFixed.empty()) &&
-      !llvm::sys::fs::create_directories(cacheDir)) {
-    SmallString<256> lockPath(cacheDir);
+    std::error_code ec;
+    llvm::raw_fd_ostream marker(failedPch, ec);
+  }
+
+  /// When the cache lacks something, takes the folder's lock (waiting for
+  /// another tcc that holds it) and looks again. Fails only when
+  /// interrupted while waiting.
+  LogicalResult lockIfMissing(Location loc) {
+    if (dir.empty() || (!buildPch && !fixed.empty()) || llvm::sys::fs::create_directories(dir))
+      return success();
+    SmallString<256> lockPath(dir);
     llvm::sys::path::append(lockPath, ".lock");
-    cacheLock = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (cacheLock >= 0 && ::flock(cacheLock, LOCK_EX | LOCK_NB) != 0) {
+    lock = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0) {
       // Progress for a terminal only: logs and tests see the same lines
       // whichever build came first.
       if (llvm::errs().is_displayed())
-        llvm::errs() << "tcc: waiting for another tcc to compile the runtime into " << cacheDir
-                     << "\n";
-      while (::flock(cacheLock, LOCK_EX) != 0) {
+        llvm::errs() << "tcc: waiting for another tcc to compile the runtime into " << dir << "\n";
+      while (::flock(lock, LOCK_EX) != 0) {
         if (errno != EINTR || BuildSignals::interrupted())
           return emitError(loc) << (BuildSignals::interrupted() ? "interrupted" : "cannot lock")
-                                << " while waiting for " << cacheDir;
+                                << " while waiting for " << dir;
       }
     }
     lookUp(); // what the other tcc compiled meanwhile
-    if (cachedFixed.empty() && llvm::errs().is_displayed())
+    if (fixed.empty() && llvm::errs().is_displayed())
       llvm::errs() << "tcc: compiling the " << (isCuda(step) ? "CUDA" : "CPU")
-                   << " step's fixed half into " << cacheDir
+                   << " step's fixed half into " << dir
                    << " (once for this compiler and its flags)\n";
+    return success();
   }
-  if (pch && !buildPch && llvm::sys::fs::exists(cachedPch)) {
-    SmallString<256> linked(dir);
-    llvm::sys::path::append(linked, preludeHeader(step).str() + ".gch");
-    (void)llvm::sys::fs::create_link(cachedPch, linked); // else the header is read
-  }
-  std::vector<BuildCommand> commands = stepBuildCommands(step, options, cachedFixed);
-  // Not under the name GCC looks for: the step's own compile, at the same
-  // time, must not read a half-written one.
-  const char *const kBuiltPch = "prelude.pch.tmp";
-  if (buildPch)
-    commands.insert(commands.begin(), preludeCommand(step, options, kBuiltPch));
 
-  // The assembler's .incbin finds weights.bin relative to the working
-  // folder of the compiler, so the compilers run inside the build folder;
-  // the units at once, then the link.
-  auto run = [&](ArrayRef<const BuildCommand *> batch) -> LogicalResult {
-    std::vector<std::pair<Child, const BuildCommand *>> running;
+  /// Links the cached precompiled prelude into `buildDir`, beside the
+  /// header (GCC checks that it matches the compile's flags, and else reads
+  /// the header).
+  void linkPchInto(StringRef buildDir) const {
+    if (!gccPch || buildPch || !llvm::sys::fs::exists(pch))
+      return;
+    SmallString<256> linked(buildDir);
+    llvm::sys::path::append(linked, preludeHeader(step).str() + ".gch");
+    (void)llvm::sys::fs::create_link(pch, linked);
+  }
+
+  /// After a successful build in `buildDir`: stores what the cache lacked
+  /// (the prelude compiled as `builtPch`, the fixed half's objects).
+  void store(StringRef buildDir, StringRef builtPch) const {
+    if (dir.empty() || llvm::sys::fs::create_directories(dir))
+      return;
+    if (buildPch) {
+      SmallString<256> built(buildDir);
+      llvm::sys::path::append(built, builtPch);
+      (void)copyWhole(built, pch);
+    }
+    if (!fixed.empty())
+      return;
+    for (const char *unit : fixedUnits(step)) {
+      SmallString<256> built(buildDir), obj(dir);
+      llvm::sys::path::append(built, std::string(unit) + ".o");
+      llvm::sys::path::append(obj, std::string(unit) + ".o");
+      (void)copyWhole(built, obj);
+    }
+  }
+
+private:
+  void lookUp() {
+    buildPch = gccPch && !llvm::sys::fs::exists(pch) && !llvm::sys::fs::exists(failedPch);
+    fixed.clear();
+    if (dir.empty())
+      return;
+    for (const char *unit : fixedUnits(step)) {
+      SmallString<256> obj(dir);
+      llvm::sys::path::append(obj, std::string(unit) + ".o");
+      if (!llvm::sys::fs::exists(obj)) {
+        fixed.clear();
+        return;
+      }
+      fixed.push_back(obj.str().str());
+    }
+  }
+
+  const tcc::EmittedStep &step;
+  SmallString<256> dir;
+  const bool gccPch; // the compiler is GCC and there is a cache
+  SmallString<256> pch, failedPch;
+  bool buildPch = false;
+  std::vector<std::string> fixed;
+  int lock = -1;
+};
+
+/// One batch of a step's build: its commands run at once with `compiler`
+/// inside `dir` (the assembler's .incbin finds weights.bin relative to the
+/// compiler's working folder); the first failure is reported with the end
+/// of its log.
+struct BuildBatch {
+  const tcc::EmittedStep &step;
+  const tcc::StepBuildOptions &options;
+  StringRef compiler, dir, outPath;
+  Location loc;
+  RuntimeCache &cache;
+
+  LogicalResult run(ArrayRef<const tcc::BuildCommand *> batch) const {
+    std::vector<std::pair<Child, const tcc::BuildCommand *>> running;
     SmallString<256> cwd;
     llvm::sys::fs::current_path(cwd);
     llvm::sys::fs::set_current_path(dir);
-    for (const BuildCommand *c : batch) {
+    for (const tcc::BuildCommand *c : batch) {
       if (BuildSignals::interrupted())
         break; // the wait below reports it
-      SmallString<256> log(dir);
-      llvm::sys::path::append(log, c->log);
-      Child child = spawnCompiler(cxx, c->args, log);
-      running.push_back({child, c});
+      running.push_back({spawnCompiler(compiler.str(), c->args, logOf(*c)), c});
     }
     llvm::sys::fs::set_current_path(cwd);
     LogicalResult result = success();
     for (auto &[child, c] : running) {
-      std::string waitMessage = child.error;
-      int rc = child.pid > 0 ? waitCompiler(child.pid, waitMessage) : -1;
+      std::string why = child.error;
+      int rc = child.pid > 0 ? waitCompiler(child.pid, why) : -1;
       if (BuildSignals::interrupted()) {
         if (succeeded(result))
           emitError(loc) << "interrupted: the build of " << outPath << " was stopped";
@@ -607,24 +657,10 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
       if (rc == 0 || failed(result))
         continue;
       if (c->optional) {
-        buildPch = false;
-        if (!BuildSignals::interrupted()) {
-          std::error_code ec;
-          llvm::raw_fd_ostream marker(pchFailed, ec);
-        }
+        cache.pchFailed();
         continue;
       }
-      SmallString<256> log(dir);
-      llvm::sys::path::append(log, c->log);
-      auto text = llvm::MemoryBuffer::getFile(log);
-      const std::string &why = waitMessage;
-      InFlightDiagnostic diag = emitError(loc)
-                                << (c->link ? "linking" : "compiling") << " the "
-                                << (nvcc ? "CUDA" : isCuda(step) ? "emulated CUDA" : "CPU")
-                                << " step with " << cxx << " failed (exit code " << rc << ")"
-                                << (why.empty() ? "" : ": " + why);
-      if (text)
-        diag.attachNote() << (*text)->getBuffer().take_back(4000);
+      reportFailure(*c, rc, why);
       result = failure();
     }
     if (BuildSignals::interrupted() && succeeded(result)) {
@@ -632,38 +668,31 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
       result = failure();
     }
     return result;
-  };
-  SmallVector<const BuildCommand *> units, links;
-  for (const BuildCommand &c : commands)
-    (c.link ? links : units).push_back(&c);
-  if (failed(run(units)) || failed(run(links)))
-    return failure();
-  if (buildPch && !llvm::sys::fs::create_directories(cacheDir)) {
-    SmallString<256> built(dir), tmp(cachedPch);
-    llvm::sys::path::append(built, kBuiltPch);
-    tmp += ".tmp-" + std::to_string(::getpid());
-    if (!llvm::sys::fs::copy_file(built, tmp))
-      (void)llvm::sys::fs::rename(tmp, cachedPch);
-    llvm::sys::fs::remove(tmp);
-  }
-  if (cachedFixed.empty() && !cacheDir.empty() &&
-      !llvm::sys::fs::create_directories(cacheDir)) {
-    // Into the cache through temporary names, so that a concurrent build
-    // sees a whole object or none; a cache that cannot be written is only
-    // slower.
-    for (const char *unit : fixedUnits(step)) {
-      SmallString<256> built(dir), tmp(cacheDir), obj(cacheDir);
-      llvm::sys::path::append(built, std::string(unit) + ".o");
-      llvm::sys::path::append(obj, std::string(unit) + ".o");
-      llvm::sys::path::append(tmp, std::string(unit) + ".o.tmp-" + std::to_string(::getpid()));
-      if (!llvm::sys::fs::copy_file(built, tmp))
-        (void)llvm::sys::fs::rename(tmp, obj);
-      llvm::sys::fs::remove(tmp);
-    }
   }
 
-  // Copy beside the destination (a name of this process's own), then rename
-  // over it: never a partial file.
+private:
+  SmallString<256> logOf(const tcc::BuildCommand &c) const {
+    SmallString<256> log(dir);
+    llvm::sys::path::append(log, c.log);
+    return log;
+  }
+
+  void reportFailure(const tcc::BuildCommand &c, int rc, StringRef why) const {
+    const bool nvcc = isCuda(step) && !options.cudaEmulation;
+    InFlightDiagnostic diag = emitError(loc)
+                              << (c.link ? "linking" : "compiling") << " the "
+                              << (nvcc ? "CUDA" : isCuda(step) ? "emulated CUDA" : "CPU")
+                              << " step with " << compiler << " failed (exit code " << rc << ")"
+                              << (why.empty() ? "" : ": " + why.str());
+    if (auto text = llvm::MemoryBuffer::getFile(logOf(c)))
+      diag.attachNote() << (*text)->getBuffer().take_back(4000);
+  }
+};
+} // namespace
+
+/// Copies the built `library` beside `outPath` (under a name of this
+/// process's own), then renames it over `outPath`: never a partial file.
+static LogicalResult installLibrary(StringRef library, StringRef outPath, Location loc) {
   SmallString<256> partial(outPath);
   partial += ".partial-" + std::to_string(::getpid());
   if (std::error_code ec = llvm::sys::fs::copy_file(library, partial)) {
@@ -678,6 +707,58 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
     llvm::sys::fs::remove(partial);
     return emitError(loc) << "cannot write " << outPath << ": " << ec.message();
   }
+  return success();
+}
+
+LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
+                                             StringRef weights,
+                                             StringRef outPath, Location loc,
+                                             const StepBuildOptions &options) {
+  std::string cxx = stepCompiler(step, options, outPath, loc);
+  if (cxx.empty())
+    return failure();
+  // Declared before the folder's cleanup, so that a signal is raised again
+  // only after the folder is gone.
+  BuildSignals signals;
+  SmallString<256> dir;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("tcc-step", dir))
+    return emitError(loc) << "cannot create a build folder: " << ec.message();
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (!options.keepTemps)
+      llvm::sys::fs::remove_directories(dir);
+  });
+  if (failed(writeStepSources(step, dir, loc, options)))
+    return failure();
+  SmallString<256> weightsPath(dir), library(dir);
+  llvm::sys::path::append(weightsPath, "weights.bin");
+  llvm::sys::path::append(library, "step.so");
+  if (failed(writeFile(weightsPath, weights, loc)))
+    return failure();
+
+  // The fixed half of a step is the same for every model: compiled once per
+  // runtime, compiler and flags into tcc's cache, and reused.
+  RuntimeCache cache(step, options, cxx);
+  if (failed(cache.lockIfMissing(loc)))
+    return failure();
+  cache.linkPchInto(dir);
+  std::vector<BuildCommand> commands = stepBuildCommands(step, options, cache.fixedObjects());
+  // Not under the name GCC looks for: the step's own compile, at the same
+  // time, must not read a half-written one.
+  const char *const kBuiltPch = "prelude.pch.tmp";
+  if (cache.buildsPch())
+    commands.insert(commands.begin(), preludeCommand(step, options, kBuiltPch));
+
+  // The units at once, then the link.
+  SmallVector<const BuildCommand *> units, links;
+  for (const BuildCommand &c : commands)
+    (c.link ? links : units).push_back(&c);
+  BuildBatch batch{step, options, cxx, dir, outPath, loc, cache};
+  if (failed(batch.run(units)) || failed(batch.run(links)))
+    return failure();
+  cache.store(dir, kBuiltPch);
+  if (failed(installLibrary(library, outPath, loc)))
+    return failure();
   if (options.keepTemps)
     llvm::errs() << "tcc: kept the build folder " << dir << "\n";
   return success();

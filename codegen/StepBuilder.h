@@ -36,8 +36,9 @@ struct BuildCommand {
 
 /// What build.sh in an --emit=source folder runs, and tcc too: a step's
 /// generated half (step.cu or step.cpp) and its fixed half, linked. The
-/// fixed half is runtime/cuda's step_host.cu, gemm.cu and kernels.cu for the
-/// CUDA target and runtime/cpu/kernels.cpp for the CPU target, or
+/// fixed half is runtime/cuda's step_host.cu, step_comm.cu, gemm.cu and
+/// kernels.cu for the CUDA target and runtime/cpu/kernels.cpp for the CPU
+/// target, or
 /// `prebuiltFixed`: their objects, compiled before with the same compiler
 /// and flags.
 std::vector<BuildCommand> stepBuildCommands(const EmittedStep &step,

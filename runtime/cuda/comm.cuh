@@ -21,7 +21,7 @@
 // reduce-scatter of the accumulators, in the same buckets, overlapped the
 // same way: each bucket's part in chunk r is summed into rank r's shard
 // buffer (grouped ncclReduce calls, root r); the updated parameters are
-// then all-gathered (step_host.cu's tcc_step_shard_apply).
+// then all-gathered (step_comm.cu's tcc_step_shard_apply).
 //
 // NCCL itself is loaded with dlopen (libnccl.so.2) when a communicator is
 // opened, so a step that trains on one GPU does not need it installed. In

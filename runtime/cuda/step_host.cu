@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "step_host.h"
+#include "step_state.cuh"
 
 #include "comm.cuh"
-#include "tcc_comm.h"
 #include "gemm.cuh"
 #include "host_tier.cuh"
 #include "optimizer.cuh"
@@ -30,21 +30,25 @@ namespace tcc::cuda::host {
 int g_prof = 0;
 double *g_scratch = nullptr;
 
-namespace {
-
 const StepDesc &desc() {
   static const StepDesc &d = generated_step();
   return d;
 }
 
+// Shared with step_comm.cu (step_state.cuh).
+char *g_arena = nullptr;
+int g_graph_mode = -1; // the micro-step as a CUDA graph: -1 undecided, 0 off, 1 on
+cudaGraphExec_t g_graph = nullptr;
+GradReduce g_comm; // data parallelism: the gradient all-reduce (comm.cuh)
+std::vector<cudaEvent_t> g_prof_events; // TCC_CUDA_PROFILE and trace marks (below)
+tcc_step_trace_hook g_hook = nullptr;
+
+namespace {
+
 uint64_t g_baseline = 0, g_peak = 0;
 bool g_params_dirty = false;
-// The micro-step as a CUDA graph: -1 undecided, 0 off, 1 on.
-int g_graph_mode = -1;
 int g_graph_calls = 0;
-cudaGraphExec_t g_graph = nullptr;
 void *g_graph_arena = nullptr;
-char *g_arena = nullptr;
 // The optimizer's tables: every trainable parameter's gradient (the norm),
 // and the rows the device updates (g_table: those not in the host tier).
 ApplyTensor *g_norm_table = nullptr, *g_table = nullptr;
@@ -55,26 +59,16 @@ std::vector<int> g_row_param; // g_rows[i]'s parameter
 HostTier g_host;              // host_tier.cuh: the host buffer and its rows
 bool g_host_dirty = false;    // masters written on the host: refresh the fp16 copies
 InputStaging g_staging; // the next micro-step's inputs (staging.cuh)
-GradReduce g_comm;      // data parallelism: the gradient all-reduce (comm.cuh)
-// ZeRO-1 (StepDesc::shards): this rank's parts of the parameters, in its
-// chunk of the flat space, with their gradients' world sums and state; set
-// when the communicator opens, which names the rank.
-MultiTensor g_shard;
-std::vector<ApplyTensor> g_shard_rows;
-std::vector<int> g_shard_param; // g_shard_rows[i]'s parameter
-int g_shard_rank = -1;
 
-// TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step; at
-// close, the ops that took the most time (event pairs, so launch gaps count
-// to the next op). Not with CUDA graphs. A trace hook (tcc-run --trace) uses
-// the same events, and is called with each mark's time when a micro-step
-// ends.
-std::vector<cudaEvent_t> g_prof_events;
+// TCC_CUDA_PROFILE=1: a CUDA event after each op of the micro-step
+// (g_prof_events); at close, the ops that took the most time (event pairs,
+// so launch gaps count to the next op). Not with CUDA graphs. A trace hook
+// (tcc-run --trace, g_hook) uses the same events, and is called with each
+// mark's time when a micro-step ends.
 std::vector<double> g_prof_ms;
 int64_t g_prof_steps = 0;
 bool g_prof_warmed = false; // the first micro-step ran (it is not counted)
 bool g_profile = false; // TCC_CUDA_PROFILE=1
-tcc_step_trace_hook g_hook = nullptr;
 void *g_hook_ctx = nullptr;
 
 int marks() { return desc().info->num_ops + 1; }
@@ -193,6 +187,8 @@ int fail(cudaError_t e, const char *what, char *err, uint64_t len) {
   return 1;
 }
 
+} // namespace
+
 int check_device(const char *what) {
   cudaError_t e = cudaStreamSynchronize(stream());
   if (e == cudaSuccess)
@@ -207,6 +203,8 @@ int check_device(const char *what) {
   }
   return 0;
 }
+
+namespace {
 
 // Runs the body as a CUDA graph captured (unless TCC_CUDA_GRAPHS=0) on the
 // second call (the first creates the GEMM plans) and replayed after; a
@@ -459,10 +457,7 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
       cudaFree(t);
   g_norm_table = nullptr;
   g_norm_chunks = nullptr;
-  g_shard.reset();
-  g_shard_rows.clear();
-  g_shard_param.clear();
-  g_shard_rank = -1;
+  close_shard();
   if (g_scratch)
     cudaFree(g_scratch);
   if (g_graph)
@@ -816,267 +811,5 @@ TCC_EXPORT int tcc_step_set_device(int32_t device, char *err, uint64_t err_len) 
   }
   if ((e = cudaSetDevice(device)) != cudaSuccess)
     return fail(e, "cudaSetDevice", err, err_len);
-  return 0;
-}
-
-namespace tcc::cuda::host {
-namespace {
-/// ZeRO-1: the update's table for `rank`'s chunk of the flat space (every
-/// parameter's part in it), and the communicator's reduce-scatter. False on
-/// a CUDA error.
-bool open_shard(int rank) {
-  const StepDesc &d = desc();
-  const tcc_shard_info &sh = *d.shards;
-  const int64_t lo = static_cast<int64_t>(rank) * static_cast<int64_t>(sh.chunk_elems);
-  const int64_t hi = lo + static_cast<int64_t>(sh.chunk_elems);
-  float *grads = reinterpret_cast<float *>(g_arena + sh.shard_grads_offset);
-  float *s0 = reinterpret_cast<float *>(g_arena + d.shard_s0);
-  float *s1 = d.adamw ? reinterpret_cast<float *>(g_arena + d.shard_s1) : nullptr;
-  g_shard_rows.clear();
-  g_shard_param.clear();
-  uint64_t elements = 0;
-  for (int i = 0; i < d.num_shard_rows; ++i) {
-    const ShardRow &r = d.shard_rows[i];
-    elements += static_cast<uint64_t>(r.n);
-    const int64_t a = std::max(r.flat, lo), b = std::min(r.flat + r.n, hi);
-    if (a >= b)
-      continue;
-    ApplyTensor t{};
-    t.p = reinterpret_cast<float *>(g_arena + r.p) + (a - r.flat);
-    t.p16 = r.p16 == ~0ULL ? nullptr : reinterpret_cast<__half *>(g_arena + r.p16) + (a - r.flat);
-    t.g = grads + (a - lo);
-    t.s0 = s0 + (a - lo);
-    t.s1 = s1 ? s1 + (a - lo) : nullptr;
-    t.n = b - a;
-    g_shard_rows.push_back(t);
-    g_shard_param.push_back(r.param);
-  }
-  g_shard_rank = rank;
-  g_comm.shard(reinterpret_cast<float *>(g_arena + sh.grads_offset), grads, sh.chunk_elems, elements);
-  return g_shard.upload(g_shard_rows.data(), static_cast<int>(g_shard_rows.size()));
-}
-} // namespace
-} // namespace tcc::cuda::host
-
-TCC_EXPORT int tcc_step_comm_id(unsigned char *id, char *err, uint64_t err_len) {
-  static_assert(sizeof(ncclUniqueId) == TCC_STEP_COMM_ID_BYTES, "NCCL's unique id is 128 bytes");
-  if (std::string why = nccl().load(); !why.empty()) {
-    std::snprintf(err, err_len, "%s", why.c_str());
-    return 1;
-  }
-  ncclUniqueId u;
-  if (ncclResult_t r = nccl().getUniqueId(&u)) {
-    std::snprintf(err, err_len, "ncclGetUniqueId: %s", nccl().getErrorString(r));
-    return 1;
-  }
-  std::memcpy(id, u.internal, sizeof u.internal);
-  return 0;
-}
-
-TCC_EXPORT int tcc_step_comm_open(void *arena, const unsigned char *id, int32_t nranks, int32_t rank, char *err,
-                                  uint64_t err_len) {
-  if (!arena || arena != g_arena) {
-    std::snprintf(err, err_len, "the arena is not the open one");
-    return 1;
-  }
-  if (desc().num_host_grads > 0) {
-    std::snprintf(err, err_len, "its gradient accumulators are in host memory (tcc --offload=all or a budget "
-                  "that needs it), which the NCCL all-reduce does not reach yet; build it with "
-                  "--offload=auto or =none and a larger --mem-budget");
-    return 1;
-  }
-  if (g_graph_mode == 1 && g_graph) {
-    std::snprintf(err, err_len, "the communicator opens before the first micro-step");
-    return 1;
-  }
-  const StepDesc &d = desc();
-  if (d.shards && nranks != d.shards->ranks) {
-    std::snprintf(err, err_len, "its optimizer state is sharded across %d ranks (tcc --data-parallel=%d), not %d",
-                  (int)d.shards->ranks, (int)d.shards->ranks, (int)nranks);
-    return 1;
-  }
-  ncclUniqueId u;
-  std::memcpy(u.internal, id, sizeof u.internal);
-  if (std::string why = g_comm.open(u, nranks, rank); !why.empty()) {
-    std::snprintf(err, err_len, "%s", why.c_str());
-    return 1;
-  }
-  g_graph_mode = -1; // decided again, without graphs
-  if (d.shards && !open_shard(rank)) {
-    cudaError_t e = cudaGetLastError();
-    std::snprintf(err, err_len, "%s: cannot upload the ZeRO-1 update's table", cudaGetErrorName(e));
-    return 1;
-  }
-  return 0;
-}
-
-// ZeRO-1's entry points (runtime/tcc_step.h): every step exports them, and
-// tcc_step_get_shards says whether this one is sharded.
-
-TCC_EXPORT const tcc_shard_info *tcc_step_get_shards(void) { return desc().shards; }
-
-TCC_EXPORT int tcc_step_shard_sumsq(void *arena, int32_t rank, double *sumsq) {
-  const StepDesc &d = desc();
-  if (!d.shards || !arena || arena != g_arena || rank != g_shard_rank)
-    return 4;
-  // The world's sums of this rank's chunk (the reduce-scatter queued after
-  // the last micro-step); the accumulators then start the next optimizer
-  // step at zero. Without it the shard would hold last step's sums.
-  if (g_comm.open() && !g_comm.armed()) {
-    std::fprintf(stderr, "tcc step: apply: the ZeRO-1 reduce-scatter was not armed "
-                         "(tcc_step_comm_reduce_next before the optimizer step's last micro-step)\n");
-    return 6;
-  }
-  if (std::string err = g_comm.finish(stream()); !err.empty()) {
-    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
-    return 6;
-  }
-  d.zero_grads(g_arena);
-  *sumsq = g_shard.ntensors() ? sum_squares_all(g_shard.table(), g_shard.chunk_start(), g_shard.ntensors(),
-                                                g_shard.nchunks(), g_scratch)
-                              : 0.0;
-  if (std::string err = g_comm.error(); !err.empty()) {
-    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
-    return 6;
-  }
-  return check_device("apply");
-}
-
-TCC_EXPORT int tcc_step_shard_apply(void *arena, int32_t rank, tcc_optim_args *a, double world_sumsq) {
-  const StepDesc &d = desc();
-  if (!d.shards || !arena || arena != g_arena || rank != g_shard_rank)
-    return 4;
-  const double unscale = a->loss_scale > 0.0 ? 1.0 / a->loss_scale : 1.0;
-  const double norm = std::sqrt(world_sumsq) * unscale;
-  a->grad_norm = norm;
-  // Every rank has the world's norm: every rank skips, or none.
-  if (!std::isfinite(norm))
-    return 2;
-  double clip = 1.0;
-  if (a->clip_norm > 0.0 && a->clip_norm / (norm + 1e-6) < 1.0)
-    clip = a->clip_norm / (norm + 1e-6);
-  bool changed = false;
-  for (size_t i = 0; i < g_shard_rows.size(); ++i) {
-    const int param = g_shard_param[i];
-    const float wd = (a->decay && !a->decay[param]) ? 0.0f : (float)a->weight_decay;
-    if (g_shard_rows[i].weight_decay != wd) {
-      g_shard_rows[i].weight_decay = wd;
-      changed = true;
-    }
-  }
-  const int n = g_shard.ntensors();
-  if (changed && n)
-    cudaMemcpyAsync(const_cast<ApplyTensor *>(g_shard.table()), g_shard_rows.data(), sizeof(ApplyTensor) * n,
-                    cudaMemcpyHostToDevice, stream());
-  const double mult = clip * unscale;
-  if (n && d.adamw)
-    adamw_multi(g_shard.table(), g_shard.chunk_start(), n, g_shard.nchunks(), a->lr, a->beta1, a->beta2, a->eps,
-                a->step, mult);
-  else if (n)
-    sgd_multi(g_shard.table(), g_shard.chunk_start(), n, g_shard.nchunks(), a->lr, a->momentum, a->nesterov != 0,
-              a->step, mult);
-  // Every rank's chunk of the fp32 masters, then the fp16 working copies
-  // of all of them. Waited for here, so that a peer that never joins the
-  // all-gather stops this call (which tcc-run watches), not a later one.
-  std::string err = g_comm.gather(reinterpret_cast<float *>(g_arena + d.shards->params_offset), stream());
-  if (err.empty()) {
-    d.refresh_shadows(g_arena);
-    cudaStreamSynchronize(stream());
-    err = g_comm.error();
-  }
-  if (!err.empty()) {
-    std::fprintf(stderr, "tcc step: apply: %s\n", err.c_str());
-    return 6;
-  }
-  return check_device("apply");
-}
-
-namespace tcc::cuda::host {
-namespace {
-// tcc_step_comm_api: tcc-run's collectives over the step's communicator.
-int said(const std::string &err, char *e, uint64_t l) {
-  if (err.empty())
-    return 0;
-  std::snprintf(e, l, "%s", err.c_str());
-  return 1;
-}
-int api_init(int *rank, int *size, int *local, char *, uint64_t) {
-  *rank = g_comm.rank();
-  *size = g_comm.ranks();
-  *local = -1; // tcc-run knows it from the launcher
-  return 0;
-}
-int api_sum_f32(float *b, uint64_t n, char *e, uint64_t l) {
-  return said(g_comm.host_allreduce(b, n, 4, ncclFloat32, ncclSum, "an fp32 sum over NCCL"), e, l);
-}
-int api_sum_f64(double *b, uint64_t n, char *e, uint64_t l) {
-  return said(g_comm.host_allreduce(b, n, 8, ncclFloat64, ncclSum, "an fp64 sum over NCCL"), e, l);
-}
-int api_max_i64(int64_t *v, char *e, uint64_t l) {
-  return said(g_comm.host_allreduce(v, 1, 8, ncclInt64, ncclMax, "a maximum over NCCL"), e, l);
-}
-int api_gather_f32(const float *send, uint64_t n, float *recv, int root, char *e, uint64_t l) {
-  std::vector<float> all(static_cast<size_t>(n) * static_cast<size_t>(g_comm.ranks()));
-  if (int rc = said(g_comm.host_allgather(send, 4 * n, all.data(), "a gather over NCCL"), e, l))
-    return rc;
-  if (g_comm.rank() == root)
-    std::memcpy(recv, all.data(), all.size() * sizeof(float));
-  return 0;
-}
-int api_bcast(void *buf, uint64_t bytes, int root, char *e, uint64_t l) {
-  return said(g_comm.host_broadcast(buf, bytes, root, "a broadcast over NCCL"), e, l);
-}
-int api_barrier(char *e, uint64_t l) {
-  int32_t one = 1;
-  return said(g_comm.host_allreduce(&one, 1, 4, ncclInt32, ncclSum, "a barrier over NCCL"), e, l);
-}
-void api_abort(int code) {
-  g_comm.abort();
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(code);
-}
-int api_finalize() { return 0; }
-int api_reduce_scatter(const void *, void *, uint64_t, int, char *e, uint64_t l) {
-  return said("the step's collectives have no host reduce-scatter (a CPU step's ZeRO-1 runs over MPI)", e, l);
-}
-// `buf` (ranks * chunk elements) gets every rank's chunk r from rank r.
-int api_allgather(void *buf, uint64_t chunk, int elem, char *e, uint64_t l) {
-  const uint64_t bytes = chunk * static_cast<uint64_t>(elem);
-  char *b = static_cast<char *>(buf);
-  return said(g_comm.host_allgather(b + bytes * static_cast<uint64_t>(g_comm.rank()), bytes, b,
-                                    "an all-gather over NCCL"),
-              e, l);
-}
-const tcc_comm_api kHostApi = {TCC_COMM_ABI_VERSION, "NCCL (the step's communicator)", api_init, api_sum_f32,
-                               api_sum_f64, api_gather_f32, api_bcast, api_max_i64, api_barrier, api_abort,
-                               api_finalize, api_reduce_scatter, api_allgather};
-} // namespace
-} // namespace tcc::cuda::host
-
-TCC_EXPORT const tcc_comm_api *tcc_step_comm_api(void *arena) {
-  if (!arena || arena != g_arena || !g_comm.open())
-    return nullptr;
-  return &kHostApi;
-}
-
-TCC_EXPORT int tcc_step_comm_trace(void *arena, double *start, double *end, uint64_t *bytes, const char **names,
-                                   int32_t max) {
-  if (!arena || arena != g_arena || !g_comm.open() || !g_hook || g_prof_events.empty())
-    return -1;
-  return g_comm.timings(g_prof_events[0], start, end, bytes, names, max);
-}
-
-TCC_EXPORT int tcc_step_comm_reduce_next(void *arena) {
-  if (!arena || arena != g_arena || !g_comm.open())
-    return 1;
-  g_comm.arm();
-  return 0;
-}
-
-TCC_EXPORT int tcc_step_comm_info(void *arena, char *text, uint64_t len) {
-  if (!arena || arena != g_arena || !g_comm.open())
-    return 1;
-  std::snprintf(text, len, "%s", g_comm.describe().c_str());
   return 0;
 }

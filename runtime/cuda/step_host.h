@@ -6,7 +6,8 @@
 //    of tcc_step_info, the fusion kernels, and the micro-step's body, which
 //    launches them and the library kernels (kernels.cuh, gemm.cuh,
 //    attention.cuh) at the memory plan's arena offsets;
-//  * the fixed half (step_host.cu, the same for every model): the tcc_step
+//  * the fixed half (step_host.cu and step_comm.cu, the same for every
+//    model; what they share is in step_state.cuh): the tcc_step
 //    ABI's entry points (runtime/tcc_step.h) over those tables: opening the
 //    device arena, init, copies, input staging, the micro-step as a CUDA
 //    graph, the optimizer's apply, profiling.
