@@ -74,16 +74,6 @@ struct ShardRowFields {
   int64_t flat, elements;
 };
 
-/// How a copy loop's text names its buffers (Emitter::moveLoopText): inline
-/// on the CPU, in a kernel's body (device code) on CUDA.
-struct MoveLoopStyle {
-  SmallVector<std::string> outs, ins; // the results' and the inputs' pointers
-  /// Device code: the results' storage types (each copied element is
-  /// loaded and converted), a grid-stride loop, no static locals.
-  SmallVector<std::string> outTypes;
-  bool deviceCode = false;
-};
-
 /// The step emitter's target-neutral half: the frame (tables, init, the
 /// optimizer's rows, from the kernel function's signature, #tcc.layout and
 /// @apply), the buffers, the library calls and the scalar expressions both
@@ -197,12 +187,6 @@ protected:
   /// An unfused elementwise kernel (the library's binary or unary).
   LogicalResult emitElementwise(tcck::ElementwiseOp e);
   LogicalResult emitAttentionCall(tcck::CallOp call);
-  /// The general copy loop (index arithmetic per element) of a copy loop's
-  /// body, one loop over `n` elements written to `out` in `style`: inline on
-  /// the CPU, a kernel's body on CUDA. Sets `n`.
-  LogicalResult moveLoopText(Operation *owner, Block &body, ValueRange inputs,
-                             ValueRange results, const MoveLoopStyle &style,
-                             llvm::raw_ostream &out, int64_t &n);
   /// An op of a fused loop's body as a C++ expression over its operands'
   /// scalars (`arg(k)`), computed in `ty`.
   FailureOr<std::string> scalarExpr(Operation &op,
@@ -253,83 +237,6 @@ protected:
 };
 
 
-/// A value read as a strided view of a buffer: element `c` of `shape` is at
-/// `offset + sum c[i] * strides[i]`.
-struct StridedView {
-  SmallVector<int64_t> shape, strides;
-  int64_t offset = 0;
-
-  static StridedView contiguous(ArrayRef<int64_t> shape) {
-    StridedView v;
-    v.shape.assign(shape.begin(), shape.end());
-    v.strides.assign(shape.size(), 1);
-    for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-      v.strides[d] = v.strides[d + 1] * shape[d + 1];
-    return v;
-  }
-
-  /// The same elements in `to`'s shape, without a copy (numpy's rule: each
-  /// group of dimensions that is merged or split must be contiguous).
-  bool reshape(ArrayRef<int64_t> to) {
-    SmallVector<int64_t> os, ost;
-    for (auto [d, st] : llvm::zip(shape, strides))
-      if (d != 1) {
-        os.push_back(d);
-        ost.push_back(st);
-      }
-    SmallVector<int64_t> ns(to.begin(), to.end()), nst(to.size(), 0);
-    SmallVector<size_t> big;
-    for (size_t i = 0; i < ns.size(); ++i)
-      if (ns[i] != 1)
-        big.push_back(i);
-    size_t oi = 0, bi = 0;
-    while (oi < os.size() && bi < big.size()) {
-      int64_t op = os[oi], np = ns[big[bi]];
-      size_t oj = oi + 1, bj = bi + 1;
-      while (op != np) {
-        if (np < op) {
-          if (bj >= big.size())
-            return false;
-          np *= ns[big[bj++]];
-        } else {
-          if (oj >= os.size())
-            return false;
-          op *= os[oj++];
-        }
-      }
-      for (size_t k = oi; k + 1 < oj; ++k)
-        if (ost[k] != os[k + 1] * ost[k + 1])
-          return false;
-      nst[big[bj - 1]] = ost[oj - 1];
-      for (size_t k = bj - 1; k > bi; --k)
-        nst[big[k - 1]] = nst[big[k]] * ns[big[k]];
-      oi = oj;
-      bi = bj;
-    }
-    if (oi != os.size() || bi != big.size())
-      return false;
-    shape = ns;
-    strides = nst;
-    return true;
-  }
-
-  /// Through `op` (a view or a transpose) from its operand to its result.
-  bool through(Operation *op) {
-    auto out = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
-    if (auto t = dyn_cast<TransposeOp>(op)) {
-      SmallVector<int64_t> sh, st;
-      for (int64_t p : t.getPermutation()) {
-        sh.push_back(shape[p]);
-        st.push_back(strides[p]);
-      }
-      shape = sh;
-      strides = st;
-      return true;
-    }
-    return reshape(out);
-  }
-};
-
 /// The loop structure tcc-lower-to-kernels recorded on a tcck.loop: each
 /// body op's role and the pass that computes it (a reduction's, the pass
 /// reading its operand; a row reduction's result is complete after that
@@ -359,10 +266,10 @@ std::string loopInputIndex(tcck::LoopOp loop, unsigned k, ArrayRef<int64_t> outS
 /// `space`, a dimension longer than 1 (along a row, rather than once per
 /// row).
 bool readsAlongLast(AffineMap map, ArrayRef<int64_t> space);
-/// A loop nest that copies `from` (a strided view of `src`) into `to` (one of
-/// `dst`), both of the same shape.
-std::string stridedCopy(const std::string &dst, const StridedView &to, const std::string &src,
-                        const StridedView &from);
+/// The one result of `map` (a #tcck.copy's flat index) as a C++ expression
+/// over the loop variables `dims` (floordiv and mod of non-negative values
+/// are C++'s / and %).
+std::string flatIndex(AffineMap map, ArrayRef<std::string> dims);
 
 } // namespace mlir::tcc::codegen
 

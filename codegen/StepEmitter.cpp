@@ -279,159 +279,47 @@ LogicalResult Emitter::scalarLocal(Operation &op, llvm::DenseMap<Value, std::str
   return success();
 }
 
-/// The C++ array of a shape (at least one element, for rank 0).
-static std::string dimsArray(ArrayRef<int64_t> shape) {
-  std::string s = "{";
-  for (auto [k, d] : llvm::enumerate(shape))
-    s += (k ? ", " : "") + std::to_string(d) + "LL";
-  return s + (shape.empty() ? "1LL}" : "}");
-}
-
-/// Code that moves the coordinates `c` of an element of `from`'s value to
-/// those of the same element in `to`'s value, through the view or transpose
-/// `op` (forward: from its operand to its result; else back).
-static std::string moveCoords(Operation *op, bool forward, bool deviceCode = false) {
-  // Device code has no static locals: the shape arrays are plain constants.
-  const std::string constArray = deviceCode ? "const int64_t" : "static const int64_t";
-  auto in = cast<RankedTensorType>(op->getOperand(0).getType());
-  auto out = cast<RankedTensorType>(op->getResult(0).getType());
-  if (auto t = dyn_cast<TransposeOp>(op)) {
-    int64_t rank = in.getRank();
-    SmallVector<int64_t> perm = t.getPermutation();
-    // result[i] = operand[perm[i]]
-    std::string s = "      { int64_t t[8]; for (int d = 0; d < " + std::to_string(rank) +
-                    "; ++d) t[d] = c[d];";
-    for (int64_t i = 0; i < rank; ++i)
-      s += forward ? " c[" + std::to_string(i) + "] = t[" + std::to_string(perm[i]) + "];"
-                   : " c[" + std::to_string(perm[i]) + "] = t[" + std::to_string(i) + "];";
-    return s + " }\n";
+/// `e` as a C++ expression over `dims`, parenthesised where it is not a
+/// single term.
+static std::string cExpr(AffineExpr e, ArrayRef<std::string> dims) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return std::to_string(c.getValue()) + "LL";
+  if (auto d = dyn_cast<AffineDimExpr>(e))
+    return dims[d.getPosition()];
+  auto bin = cast<AffineBinaryOpExpr>(e);
+  std::string lhs = cExpr(bin.getLHS(), dims), rhs = cExpr(bin.getRHS(), dims);
+  switch (e.getKind()) {
+  case AffineExprKind::Add:
+    return "(" + lhs + " + " + rhs + ")";
+  case AffineExprKind::Mul:
+    return lhs + " * " + rhs;
+  case AffineExprKind::FloorDiv:
+    return "(" + lhs + " / " + rhs + ")";
+  case AffineExprKind::Mod:
+    return "(" + lhs + " % " + rhs + ")";
+  default: // the verifier allows no ceildiv: it is not in a flat index
+    return "(" + lhs + " + " + rhs + " - 1) / " + rhs;
   }
-  // A view: the same flat index in the other shape.
-  auto fromShape = forward ? in.getShape() : out.getShape();
-  auto toShape = forward ? out.getShape() : in.getShape();
-  return "      { " + constArray + " sf[] = " + dimsArray(fromShape) +
-         ", st[] = " + dimsArray(toShape) + "; move_delin(move_lin(c, sf, " +
-         std::to_string(fromShape.size()) + "), st, " + std::to_string(toShape.size()) +
-         ", c); }\n";
 }
 
-
-/// A loop nest that copies `from` (a strided view of `src`) into `to` (one of
-/// `dst`), both of the same shape.
-std::string mlir::tcc::codegen::stridedCopy(const std::string &dst, const StridedView &to,
-                               const std::string &src, const StridedView &from) {
-  std::string s, indent = "  ";
-  for (size_t d = 0; d < from.shape.size(); ++d) {
-    s += indent + "for (int64_t i" + std::to_string(d) + " = 0; i" + std::to_string(d) +
-         " < " + std::to_string(from.shape[d]) + "LL; ++i" + std::to_string(d) + ")\n";
-    indent += "  ";
-  }
-  auto index = [](const StridedView &v) {
-    std::string e = std::to_string(v.offset) + "LL";
-    for (size_t d = 0; d < v.shape.size(); ++d)
-      if (v.shape[d] != 1)
-        e += " + i" + std::to_string(d) + " * " + std::to_string(v.strides[d]) + "LL";
-    return e;
-  };
-  return s + indent + dst + "[" + index(to) + "] = " + src + "[" + index(from) + "];\n";
-}
-
-LogicalResult Emitter::moveLoopText(Operation *owner, Block &body, ValueRange inputs,
-                                    ValueRange results, const MoveLoopStyle &style,
-                                    llvm::raw_ostream &out, int64_t &n) {
-  ValueRange yielded = body.getTerminator()->getOperands();
-  auto argInput = [&](Value v) {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg ? inputs[arg.getArgNumber()] : Value();
-  };
-  const bool device = style.deviceCode;
-  const std::string constArray = device ? "const int64_t" : "static const int64_t";
-  auto inputName = [&](Value input) -> std::string {
-    return style.ins[llvm::find(inputs, input) - inputs.begin()];
-  };
-  auto copy = [&](unsigned result, const std::string &src) {
-    return device ? "conv<" + style.outTypes[result] + ">(ld(" + src + "))" : src;
-  };
-  auto loop = [&](int64_t count) {
-    n = count;
-    return device ? "  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " +
-                        std::to_string(count) + "LL; i += (int64_t)gridDim.x * blockDim.x) {\n"
-                  : "  for (int64_t i = 0; i < " + std::to_string(count) + "LL; ++i) {\n";
-  };
-  out << "  {\n";
-  for (Operation &op : body.without_terminator()) {
-    auto split = dyn_cast<SplitOp>(op);
-    if (!split)
-      continue;
-    // Scatter: one loop over the split's input; each element goes to its
-    // part, through the part's views and transposes, to the result.
-    Value input = argInput(split.getInput());
-    if (!input)
-      return owner->emitOpError("a split in a copy loop must read a fusion input");
-    auto t = tensor(split.getInput());
-    int64_t rank = t.getRank();
-    int64_t axis = *normalizeAxis(split.getAxis(), rank);
-    out << loop(t.getNumElements()) << "    " << constArray
-        << " sx[] = " << dimsArray(t.getShape()) << ";\n"
-        << "    int64_t c[8];\n    move_delin(i, sx, " << rank << ", c);\n";
-    int64_t offset = 0;
-    for (auto [k, part] : llvm::enumerate(split.getResults())) {
-      int64_t size = split.getSplit()[k];
-      out << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
-          << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
-      offset += size;
-      Value v = part;
-      while (!llvm::is_contained(yielded, v)) {
-        if (!v.hasOneUse())
-          return owner->emitOpError("a split part in a copy loop must end at a result");
-        Operation *u = *v.getUsers().begin();
-        out << moveCoords(u, /*forward=*/true, device);
-        v = u->getResult(0);
-      }
-      unsigned k2 = llvm::find(yielded, v) - yielded.begin();
-      auto rt = tensor(v);
-      out << "      " << constArray << " so[] = " << dimsArray(rt.getShape()) << ";\n"
-          << "      " << style.outs[k2] << "[move_lin(c, so, " << rt.getRank() << ")] = "
-          << copy(k2, inputName(input) + "[i]") << ";\n    }\n";
+std::string mlir::tcc::codegen::flatIndex(AffineMap map, ArrayRef<std::string> dims) {
+  // The outermost sum without its parentheses: i0 * 24LL + i1 * 6LL + 3LL.
+  SmallVector<AffineExpr> terms;
+  std::function<void(AffineExpr)> collect = [&](AffineExpr e) {
+    if (e.getKind() == AffineExprKind::Add) {
+      auto bin = cast<AffineBinaryOpExpr>(e);
+      collect(bin.getLHS());
+      collect(bin.getRHS());
+      return;
     }
-    out << "  }\n  }\n";
-    return success();
-  }
-  // Gather: one loop over the concat's result; each element comes from its
-  // operand, back through that operand's transposes and views, from an input.
-  auto concat = dyn_cast_or_null<ConcatOp>(yielded[0].getDefiningOp());
-  if (!concat || results.size() != 1)
-    return owner->emitOpError("a copy loop is a split or ends in a concat");
-  auto t = tensor(concat.getResult());
-  int64_t rank = t.getRank();
-  int64_t axis = *normalizeAxis(concat.getAxis(), rank);
-  out << loop(t.getNumElements()) << "    " << constArray << " sy[] = " << dimsArray(t.getShape())
-      << ";\n"
-      << "    int64_t c[8];\n    move_delin(i, sy, " << rank << ", c);\n";
-  int64_t offset = 0;
-  for (auto [k, operand] : llvm::enumerate(concat.getInputs())) {
-    int64_t size = tensor(operand).getShape()[axis];
-    out << "    " << (k ? "else " : "") << "if (c[" << axis << "] < " << offset + size
-        << "LL) {\n      c[" << axis << "] -= " << offset << "LL;\n";
-    offset += size;
-    Value v = operand;
-    while (Operation *def = v.getDefiningOp()) {
-      out << moveCoords(def, /*forward=*/false, device);
-      v = def->getOperand(0);
-    }
-    Value input = argInput(v);
-    if (!input)
-      return owner->emitOpError("a concat operand's chain in a copy loop must start at an input");
-    auto st = tensor(v);
-    out << "      " << constArray << " ss[] = " << dimsArray(st.getShape()) << ";\n"
-        << "      " << style.outs[0] << "[i] = "
-        << copy(0, inputName(input) + "[move_lin(c, ss, " + std::to_string(st.getRank()) + ")]")
-        << ";\n    }\n";
-  }
-  out << "  }\n  }\n";
-  return success();
+    terms.push_back(e);
+  };
+  collect(map.getResult(0));
+  std::string s;
+  for (AffineExpr t : terms)
+    s += (s.empty() ? "" : " + ") + cExpr(t, dims);
+  return s;
 }
-
 
 std::string Emitter::descriptor(StringRef name, Value v, uint64_t offset,
                                 uint64_t bytes) {

@@ -564,15 +564,6 @@ struct MatMulLowering : KernelPattern<MatMulOp> {
   }
 };
 
-/// Moves a fusion's body into `into`'s region, its tcc.yield replaced by a
-/// tcck.yield.
-void moveBody(ConversionPatternRewriter &rewriter, FusionOp fusion, Region &into) {
-  rewriter.inlineRegionBefore(fusion.getBody(), into, into.end());
-  Operation *yield = into.front().getTerminator();
-  rewriter.setInsertionPoint(yield);
-  rewriter.replaceOpWithNewOp<tcck::YieldOp>(yield, yield->getOperands());
-}
-
 struct FusionLowering : KernelPattern<FusionOp> {
   using KernelPattern::KernelPattern;
   LogicalResult matchAndRewrite(FusionOp fusion, OpAdaptor adaptor,
@@ -590,12 +581,10 @@ struct FusionLowering : KernelPattern<FusionOp> {
       return ins[k];
     };
     switch (fusion.getKind()) {
-    case FusionKind::Move: {
-      auto loop = rewriter.create<tcck::CopyLoopOp>(loc, ins, outs);
-      OpBuilder::InsertionGuard guard(rewriter);
-      moveBody(rewriter, fusion, loop.getBody());
+    case FusionKind::Move:
+      if (failed(lowerCopyFusion(rewriter, fusion, ins, outs)))
+        return failure();
       break;
-    }
     case FusionKind::Gemm: {
       std::optional<GemmFusion> g = asGemmFusion(fusion);
       if (!g)
@@ -874,11 +863,6 @@ private:
     legal.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp) { return signatureDone; });
     legal.addDynamicallyLegalOp<func::ReturnOp>(
         [&](func::ReturnOp r) { return llvm::none_of(r.getOperandTypes(), isTensor); });
-    // The bodies of copy loops and GEMM epilogues stay tcc ops.
-    legal.markUnknownOpDynamicallyLegal([](Operation *op) {
-      Operation *parent = op->getParentOp();
-      return parent && isa<tcck::TcckDialect>(parent->getDialect());
-    });
 
     RewritePatternSet patterns(ctx);
     patterns.add<SignatureLowering>(ctx, argTypes, signatureDone);

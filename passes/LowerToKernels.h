@@ -37,6 +37,12 @@ void placeHostAwaits(func::FuncOp step, LayoutAttr layout);
 
 struct GemmFusion;
 
+/// The data-movement fusion `fusion` (a split, or a concat, through views
+/// and transposes) as a tcck.copy_loop: one #tcck.copy per part or operand
+/// (LowerCopyLoops.cpp).
+LogicalResult lowerCopyFusion(ConversionPatternRewriter &rewriter, FusionOp fusion,
+                              ValueRange ins, ValueRange outs);
+
 /// The loop or reduction fusion `fusion` (its inputs' buffers `ins`, its
 /// results' `outs`) as a tcck.loop at the rewriter's insertion point: its
 /// indexing maps and scalar body (LowerFusedBodies.cpp).

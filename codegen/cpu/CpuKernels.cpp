@@ -247,104 +247,33 @@ LogicalResult CpuEmitter::emitLoop(tcck::LoopOp loop) {
   return LoopWriter(*this, loop, lf).write();
 }
 
+/// Each #tcck.copy as a loop nest over its space: the destination's element
+/// at its flat index gets the source's (a strided copy when the maps are
+/// linear, as for the heads' split and merge).
 LogicalResult CpuEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
-  // Every result (a split's part, or a concat's operand region) as a
-  // strided loop nest reading its input, when the chain's views are
-  // strided views (they are for the head split and merge); else the
-  // general copy loop.
-  // Every result (a split's part, or a concat's operand region) as a
-  // strided loop nest reading its input, when the chain's views are
-  // strided views (they are for the head split and merge); else the
-  // general copy loop below.
-  Block &body = loop.getBody().front();
-  auto yield = cast<tcck::YieldOp>(body.getTerminator());
-  std::string code;
-  bool strided = true;
-  auto argInput = [&](Value v) {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg ? loop.getIns()[arg.getArgNumber()] : Value();
-  };
-  SmallVector<std::string> outs;
-  for (Value r : loop.getOuts())
-    outs.push_back(ref(r));
-  auto split = llvm::find_if(body, [](Operation &o) { return isa<SplitOp>(o); });
-  if (split != body.end()) {
-    auto sp = cast<SplitOp>(*split);
-    Value input = argInput(sp.getInput());
-    auto t = tensor(sp.getInput());
-    int64_t axis = *normalizeAxis(sp.getAxis(), t.getRank());
-    int64_t offset = 0;
-    for (auto [k, part] : llvm::enumerate(sp.getResults())) {
-      StridedView v = StridedView::contiguous(t.getShape());
-      v.offset = offset * v.strides[axis];
-      v.shape[axis] = sp.getSplit()[k];
-      offset += sp.getSplit()[k];
-      Value cur = part;
-      while (strided && input && !llvm::is_contained(yield.getValues(), cur) && cur.hasOneUse()) {
-        Operation *u = *cur.getUsers().begin();
-        strided = v.through(u);
-        cur = u->getResult(0);
+  os << "  {\n";
+  for (Attribute a : loop.getCopies()) {
+    auto copy = cast<tcck::CopyAttr>(a);
+    Value out = loop.getOuts()[copy.getOut()];
+    const Buffer &dst = buffers.count(out) ? buffers[out] : define(out);
+    SmallVector<std::string> dims;
+    std::string indent = "  ";
+    for (auto [d, size] : llvm::enumerate(copy.getShape().asArrayRef())) {
+      if (size == 1) {
+        dims.push_back("0LL");
+        continue;
       }
-      strided &= input && llvm::is_contained(yield.getValues(), cur);
-      if (!strided)
-        break;
-      unsigned r = llvm::find(yield.getValues(), cur) - yield.getValues().begin();
-      code += stridedCopy(outs[r], StridedView::contiguous(tensor(cur).getShape()),
-                          ref(input), v);
+      dims.push_back("i" + std::to_string(d));
+      os << indent << "for (int64_t " << dims.back() << " = 0; " << dims.back() << " < " << size
+         << "LL; ++" << dims.back() << ")\n";
+      indent += "  ";
     }
-  } else if (auto concat = dyn_cast_or_null<ConcatOp>(yield.getValues()[0].getDefiningOp())) {
-    auto t = tensor(concat.getResult());
-    int64_t axis = *normalizeAxis(concat.getAxis(), t.getRank());
-    int64_t offset = 0;
-    for (Value operand : concat.getInputs()) {
-      SmallVector<Operation *> chain;
-      Value root = operand;
-      while (Operation *def = root.getDefiningOp()) {
-        chain.push_back(def);
-        root = def->getOperand(0);
-      }
-      Value input = argInput(root);
-      std::reverse(chain.begin(), chain.end()); // root first
-      // The source through the chain's prefix that stays a strided view;
-      // the rest must be views, which the destination (a strided region
-      // of the concat) takes back instead: the loop runs over the shape
-      // between them (the heads' merge: transpose, then reshape).
-      StridedView v = StridedView::contiguous(tensor(root).getShape());
-      size_t k = 0;
-      for (; k < chain.size(); ++k) {
-        StridedView next = v;
-        if (!next.through(chain[k]))
-          break;
-        v = next;
-      }
-      StridedView to = StridedView::contiguous(t.getShape());
-      to.offset = offset * to.strides[axis];
-      to.shape[axis] = tensor(operand).getShape()[axis];
-      offset += to.shape[axis];
-      strided &= bool(input) && llvm::all_of(ArrayRef(chain).drop_front(k), [](Operation *o) {
-        return isAliasView(o);
-      });
-      if (strided && k < chain.size())
-        strided = to.reshape(v.shape);
-      if (!strided)
-        break;
-      code += stridedCopy(outs[0], to, ref(input), v);
-    }
-  } else {
-    strided = false;
+    os << indent << dst.name << "[" << flatIndex(copy.getTo(), dims)
+       << "] = " << ref(loop.getIns()[copy.getIn()]) << "[" << flatIndex(copy.getFrom(), dims)
+       << "];\n";
   }
-  if (strided) {
-    os << "  {\n" << code << "  }\n";
-    return success();
-  }
-  // The general copy loop, inline.
-  MoveLoopStyle style;
-  for (Value r : loop.getOuts())
-    style.outs.push_back((buffers.count(r) ? buffers[r] : define(r)).name);
-  for (Value input : loop.getIns())
-    style.ins.push_back(ref(input));
-  int64_t n = 0;
-  return moveLoopText(loop, body, loop.getIns(), loop.getOuts(), style, os, n);
+  os << "  }\n";
+  return success();
 }
 
 LogicalResult CpuEmitter::emitGemmEpilogue(tcck::MatMulOp mm) {

@@ -311,26 +311,27 @@ LogicalResult CudaEmitter::emitCall(tcck::CallOp c) {
   return emitLibraryCall(c);
 }
 
-/// The general copy loop as a kernel: one thread per element, grid-stride,
-/// over parameters o<k> (results) and a<k> (inputs).
+/// A copy loop as one kernel: a grid-stride loop over the copies' spaces one
+/// after another; each element's coordinates in its copy's space give the
+/// flat indices of its source and destination (#tcck.copy's maps). Kernel
+/// parameters o<k> are the outputs, a<k> the inputs.
 LogicalResult CudaEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
   ValueRange inputs = loop.getIns(), results = loop.getOuts();
-  MoveLoopStyle style;
-  style.deviceCode = true;
-  SmallVector<std::string> params, args;
+  SmallVector<std::string> params, args, outTypes;
   for (auto [k, r] : llvm::enumerate(results)) {
     const Buffer &b = buffers.count(r) ? buffers[r] : define(r);
-    style.outs.push_back("o" + std::to_string(k));
-    style.outTypes.push_back(b.type);
+    outTypes.push_back(b.type);
     params.push_back(b.type + " *" + restrictFor(inputs, results, r) + "o" + std::to_string(k));
     args.push_back(b.name);
   }
   for (auto [k, input] : llvm::enumerate(inputs)) {
-    style.ins.push_back("a" + std::to_string(k));
     params.push_back("const " + buffers.lookup(input).type + " *" +
                      restrictFor(inputs, results, input) + "a" + std::to_string(k));
     args.push_back(buffers.lookup(input).name);
   }
+  int64_t n = 0;
+  for (Attribute a : loop.getCopies())
+    n += ShapedType::getNumElements(cast<tcck::CopyAttr>(a).getShape().asArrayRef());
   std::string name = "move" + std::to_string(nextKernel++);
   std::string text;
   llvm::raw_string_ostream ks(text);
@@ -338,11 +339,36 @@ LogicalResult CudaEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
      << "__global__ void __launch_bounds__(256) " << name << "(";
   for (auto [k, p] : llvm::enumerate(params))
     ks << (k ? ", " : "") << p;
-  ks << ") {\n";
-  int64_t n = 0;
-  if (failed(moveLoopText(loop, loop.getBody().front(), inputs, results, style, ks, n)))
-    return failure();
-  ks << "}\n\n";
+  ks << ") {\n  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
+     << "LL; i += (int64_t)gridDim.x * blockDim.x) {\n";
+  int64_t start = 0;
+  for (auto [k, a] : llvm::enumerate(loop.getCopies())) {
+    auto copy = cast<tcck::CopyAttr>(a);
+    ArrayRef<int64_t> shape = copy.getShape().asArrayRef();
+    int64_t count = ShapedType::getNumElements(shape);
+    ks << "    " << (k ? "else " : "") << "if (i < " << start + count << "LL) {\n"
+       << "      int64_t j = i - " << start << "LL;\n";
+    start += count;
+    // The coordinates, innermost first.
+    SmallVector<std::string> dims(shape.size(), "0LL");
+    int64_t outer = 0; // the first dimension longer than 1: j itself
+    while (outer < (int64_t)shape.size() && shape[outer] == 1)
+      ++outer;
+    for (int64_t d = (int64_t)shape.size() - 1; d >= outer; --d) {
+      if (shape[d] == 1)
+        continue;
+      dims[d] = "c" + std::to_string(d);
+      if (d == outer)
+        ks << "      const int64_t " << dims[d] << " = j;\n";
+      else
+        ks << "      const int64_t " << dims[d] << " = j % " << shape[d] << "LL; j /= " << shape[d]
+           << "LL;\n";
+    }
+    ks << "      o" << copy.getOut() << "[" << flatIndex(copy.getTo(), dims) << "] = conv<"
+       << outTypes[copy.getOut()] << ">(ld(a" << copy.getIn() << "["
+       << flatIndex(copy.getFrom(), dims) << "]));\n    }\n";
+  }
+  ks << "  }\n}\n\n";
   addKernel(text);
   launched = name;
   os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << n << "LL), 256, 0, stream(), " << name

@@ -460,8 +460,89 @@ LogicalResult ScalarEwOp::verify() {
   return success();
 }
 
+/// The least and the greatest value `e` takes for dimensions in [0, size)
+/// of `shape` (interval arithmetic: exact for a linear map, which names each
+/// dimension once, and a bound that contains the values otherwise); none
+/// for an expression that is not affine in constants.
+static std::optional<std::pair<int64_t, int64_t>> valueRange(AffineExpr e,
+                                                             ArrayRef<int64_t> shape) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return std::make_pair(c.getValue(), c.getValue());
+  if (auto d = dyn_cast<AffineDimExpr>(e)) {
+    if (d.getPosition() >= shape.size())
+      return std::nullopt;
+    return std::make_pair(int64_t(0), shape[d.getPosition()] - 1);
+  }
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return std::nullopt;
+  auto lhs = valueRange(bin.getLHS(), shape), rhs = valueRange(bin.getRHS(), shape);
+  if (!lhs || !rhs)
+    return std::nullopt;
+  auto [a, b] = *lhs;
+  if (e.getKind() == AffineExprKind::Add)
+    return std::make_pair(a + rhs->first, b + rhs->second);
+  // The other kinds take a constant on the right.
+  if (rhs->first != rhs->second)
+    return std::nullopt;
+  int64_t k = rhs->first;
+  switch (e.getKind()) {
+  case AffineExprKind::Mul:
+    return k >= 0 ? std::make_pair(a * k, b * k) : std::make_pair(b * k, a * k);
+  case AffineExprKind::FloorDiv:
+    if (k <= 0)
+      return std::nullopt;
+    return std::make_pair(llvm::divideFloorSigned(a, k), llvm::divideFloorSigned(b, k));
+  case AffineExprKind::Mod:
+    if (k <= 0)
+      return std::nullopt;
+    if (llvm::divideFloorSigned(a, k) == llvm::divideFloorSigned(b, k))
+      return std::make_pair(a - k * llvm::divideFloorSigned(a, k), b - k * llvm::divideFloorSigned(b, k));
+    return std::make_pair(int64_t(0), k - 1);
+  default:
+    return std::nullopt;
+  }
+}
+
 LogicalResult CopyLoopOp::verify() {
-  return verifyFusedBody(*this, getBody(), getIns().size(), getOuts().size());
+  SmallVector<int64_t> written(getOuts().size(), 0);
+  for (auto [k, attr] : llvm::enumerate(getCopies())) {
+    auto copy = cast<CopyAttr>(attr);
+    std::string what = "copy " + std::to_string(k);
+    if (copy.getIn() < 0 || copy.getIn() >= (int64_t)getIns().size() || copy.getOut() < 0 ||
+        copy.getOut() >= (int64_t)getOuts().size())
+      return emitOpError() << what << " names input " << copy.getIn() << " and output "
+                           << copy.getOut() << " of " << getIns().size() << " and "
+                           << getOuts().size();
+    ArrayRef<int64_t> shape = copy.getShape().asArrayRef();
+    if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+      return emitOpError() << what << " has a negative dimension";
+    int64_t count = ShapedType::getNumElements(shape);
+    written[copy.getOut()] += count;
+    for (auto [side, map, buffer] :
+         {std::make_tuple("from", copy.getFrom(), getIns()[copy.getIn()]),
+          std::make_tuple("to", copy.getTo(), getOuts()[copy.getOut()])}) {
+      if (map.getNumDims() != shape.size() || map.getNumSymbols() != 0 || map.getNumResults() != 1)
+        return emitOpError() << what << "'s '" << side << "' map " << AffineMapAttr::get(map) << " is not one flat index of "
+                             << shape.size() << " dimensions";
+      if (count == 0)
+        continue;
+      int64_t size = cast<MemRefType>(buffer.getType()).getNumElements();
+      auto range = valueRange(map.getResult(0), shape);
+      if (!range)
+        return emitOpError() << what << "'s '" << side << "' map " << AffineMapAttr::get(map)
+                             << " is not affine in constants";
+      if (range->first < 0 || range->second >= size)
+        return emitOpError() << what << "'s '" << side << "' map " << AffineMapAttr::get(map) << " reaches ["
+                             << range->first << ", " << range->second << "] of a buffer of "
+                             << size << " elements";
+    }
+  }
+  for (auto [k, out] : llvm::enumerate(getOuts()))
+    if (written[k] != cast<MemRefType>(out.getType()).getNumElements())
+      return emitOpError() << "copies " << written[k] << " elements into output " << k << " of "
+                           << cast<MemRefType>(out.getType()).getNumElements();
+  return success();
 }
 
 #define GET_OP_CLASSES

@@ -38,8 +38,9 @@ def Tcck_Dialect : Dialect {
     sequence of kernels. Fused kernels (`tcck.loop`, `tcck.copy_loop`, a
     `tcck.matmul` with an epilogue) keep their body as a region: a loop's
     and an epilogue's are scalar (the scalar ops below, with an indexing map
-    per operand); a copy loop's is still the tcc views and transposes it
-    moves elements through.
+    per operand). A copy loop has no region: it is a list of copies, each
+    an affine map from its iteration space into its source and another into
+    its destination.
   }];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
   let hasOperationAttrVerify = 1;
@@ -68,6 +69,25 @@ def Tcck_CublasLtAttr : AttrDef<Tcck_Dialect, "CublasLt"> {
   }];
   let parameters = (ins "int64_t":$bias, "int64_t":$residual, "bool":$gelu, "int64_t":$result,
                         "int64_t":$aux);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Tcck_CopyAttr : AttrDef<Tcck_Dialect, "Copy"> {
+  let mnemonic = "copy";
+  let summary = "one copy of a tcck.copy_loop: a space and a flat index map on each side";
+  let description = [{
+    Every point `c` of `shape` copies input `in`'s element at flat index
+    `from(c)` into output `out`'s element at flat index `to(c)` (both maps
+    have one dimension per dimension of `shape` and one result). A split's
+    part or a concat's operand moved through views and transposes is one
+    copy: a strided view gives a linear map; a reshape that is not one
+    gives the linearise-delinearise form (`floordiv`, `mod`).
+
+        #tcck.copy<in = 0, out = 1, shape = [2, 3],
+                   from = (d0, d1) -> (d0 * 6 + d1 + 3), to = (d0, d1) -> (d0 * 3 + d1)>
+  }];
+  let parameters = (ins "int64_t":$in, "int64_t":$out, "::mlir::DenseI64ArrayAttr":$shape,
+                        "::mlir::AffineMap":$from, "::mlir::AffineMap":$to);
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
@@ -541,10 +561,25 @@ def Tcck_ReduceOp : Tcck_ScalarOp<"reduce", [SameOperandsAndResultType]> {
 
 def Tcck_CopyLoopOp : Tcck_Op<"copy_loop", [AttrSizedOperandSegments]> {
   let summary = "A fused data-movement kernel: a split or a concat through views and transposes";
-  let arguments = (ins Variadic<Tcck_Buffer>:$ins, Variadic<Tcck_Buffer>:$outs);
-  let regions = (region SizedRegion<1>:$body);
+  let description = [{
+    Copies elements of `ins` into `outs`, one `#tcck.copy` at a time; the
+    copies together write every element of every output once. The head
+    split of attention (a split into Q, K and V, each reshaped and
+    transposed) is one copy per part; a concat is one copy per operand.
+    The maps are what tcc-lower-to-kernels worked out from the fusion's
+    views: a strided view where the chain is one (the CPU emitter writes a
+    loop nest of strided reads and writes), the general form otherwise.
+
+        tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a, %b : memref<2x3xf32>, memref<2x3xf32>)
+          [#tcck.copy<in = 0, out = 0, shape = [2, 3],
+                      from = (d0, d1) -> (d0 * 6 + d1), to = (d0, d1) -> (d0 * 3 + d1)>,
+           #tcck.copy<in = 0, out = 1, shape = [2, 3],
+                      from = (d0, d1) -> (d0 * 6 + d1 + 3), to = (d0, d1) -> (d0 * 3 + d1)>]
+  }];
+  let arguments = (ins Variadic<Tcck_Buffer>:$ins, Variadic<Tcck_Buffer>:$outs,
+                       TypedArrayAttrBase<Tcck_CopyAttr, "copies">:$copies);
   let assemblyFormat = [{
-    `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)` $body attr-dict
+    `ins` `(` $ins `:` type($ins) `)` `outs` `(` $outs `:` type($outs) `)` $copies attr-dict
   }];
   let hasVerifier = 1;
 }

@@ -360,3 +360,45 @@ func.func @await_negative_param() {
   tcck.await_weights "w" param -1
   return
 }
+
+// -----
+
+func.func @copy_index(%x: memref<2x6xf32>, %a: memref<2x6xf32>) {
+  // expected-error @+1 {{copy 0 names input 1 and output 0 of 1 and 1}}
+  tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a : memref<2x6xf32>) [#tcck.copy<in = 1, out = 0, shape = [2, 6], from = (d0, d1) -> (d0 * 6 + d1), to = (d0, d1) -> (d0 * 6 + d1)>]
+  return
+}
+
+// -----
+
+func.func @copy_map_rank(%x: memref<2x6xf32>, %a: memref<2x6xf32>) {
+  // expected-error @+1 {{copy 0's 'from' map affine_map<(d0) -> (d0)> is not one flat index of 2 dimensions}}
+  tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a : memref<2x6xf32>) [#tcck.copy<in = 0, out = 0, shape = [2, 6], from = (d0) -> (d0), to = (d0, d1) -> (d0 * 6 + d1)>]
+  return
+}
+
+// -----
+
+func.func @copy_out_of_bounds(%x: memref<2x6xf32>, %a: memref<2x3xf32>, %b: memref<2x3xf32>) {
+  // expected-error @+1 {{copy 1's 'from' map affine_map<(d0, d1) -> (d0 * 6 + d1 + 4)> reaches [4, 12] of a buffer of 12 elements}}
+  tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a, %b : memref<2x3xf32>, memref<2x3xf32>) [#tcck.copy<in = 0, out = 0, shape = [2, 3], from = (d0, d1) -> (d0 * 6 + d1), to = (d0, d1) -> (d0 * 3 + d1)>, #tcck.copy<in = 0, out = 1, shape = [2, 3], from = (d0, d1) -> (d0 * 6 + d1 + 4), to = (d0, d1) -> (d0 * 3 + d1)>]
+  return
+}
+
+// -----
+
+func.func @copy_partial(%x: memref<2x6xf32>, %a: memref<2x3xf32>, %b: memref<2x3xf32>) {
+  // expected-error @+1 {{copies 0 elements into output 1 of 6}}
+  tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a, %b : memref<2x3xf32>, memref<2x3xf32>) [#tcck.copy<in = 0, out = 0, shape = [2, 3], from = (d0, d1) -> (d0 * 6 + d1), to = (d0, d1) -> (d0 * 3 + d1)>]
+  return
+}
+
+// -----
+
+func.func @copy_delinearized_bounds(%x: memref<2x6xf32>, %a: memref<12xf32>) {
+  // A linearise-delinearise map is bounded by its mod: this one reaches
+  // past the source (the mod 7 is one too many).
+  // expected-error @+1 {{copy 0's 'from' map affine_map<(d0) -> ((d0 floordiv 6) * 6 + d0 mod 7)> reaches [0, 12] of a buffer of 12 elements}}
+  tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a : memref<12xf32>) [#tcck.copy<in = 0, out = 0, shape = [12], from = (d0) -> ((d0 floordiv 6) * 6 + d0 mod 7), to = (d0) -> (d0)>]
+  return
+}
