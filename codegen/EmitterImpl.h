@@ -116,8 +116,9 @@ protected:
   virtual std::string zeroText(uint64_t offset, const std::string &bytes) const = 0;
   /// The C++ storage type of the kernel-IR buffer `v`: its element type.
   virtual std::string storageType(Value v) const { return ctype(tensor(v).getElementType()); }
-  /// The type and bytes of the arena slot that holds `v` (define).
-  virtual std::pair<std::string, uint64_t> slotOf(Value v) const;
+  /// The type and bytes of the arena slot that holds `v` (define): its
+  /// buffer's, or an argument's #tcck.slot.
+  std::pair<std::string, uint64_t> slotOf(Value v) const;
   /// The type fused code computes `elt` in.
   virtual std::string computeType(Type elt) const { return ctype(elt); }
   /// The conversion of `x` to `ty` in fused code.

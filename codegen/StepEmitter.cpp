@@ -116,6 +116,13 @@ int64_t Emitter::plannedOffset(Value v) {
 std::pair<std::string, uint64_t> Emitter::slotOf(Value v) const {
   auto t = tensor(v);
   Type elt = t.getElementType();
+  // An argument whose slot holds another type (#tcck.slot: CUDA's fp32
+  // master of an fp16 working copy).
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()))
+      if (auto slot = fn.getArgAttrOfType<TypeAttr>(arg.getArgNumber(), tcck::kSlotAttr))
+        return {floatType(/*working=*/slot.getValue().isF16()),
+                t.getNumElements() * (slot.getValue().getIntOrFloatBitWidth() / 8)};
   return {storageType(v), t.getNumElements() * (elt.isF16() ? 2 : elementBytes(elt))};
 }
 

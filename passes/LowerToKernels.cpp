@@ -878,6 +878,10 @@ private:
     llvm::BitVector old(2 * n);
     old.set(0, n);
     func.eraseArguments(old);
+    // An fp16 working copy's slot holds the fp32 master.
+    for (auto [i, t] : llvm::enumerate(argTypes))
+      if (plan.cuda && cast<MemRefType>(t).getElementType().isF16())
+        func.setArgAttr(i, tcck::kSlotAttr, TypeAttr::get(builder.getF32Type()));
     func.setType(FunctionType::get(
         ctx, argTypes, func.getBody().front().getTerminator()->getOperandTypes()));
 

@@ -42,7 +42,6 @@ private:
            ", stream());\n";
   }
   std::string storageType(Value v) const override;
-  std::pair<std::string, uint64_t> slotOf(Value v) const override;
   /// Fused code computes every float in fp32.
   std::string computeType(Type elt) const override {
     return isa<FloatType>(elt) ? "float" : ctype(elt);

@@ -25,15 +25,6 @@ std::string CudaEmitter::storageType(Value v) const {
   return ctype(elt);
 }
 
-std::pair<std::string, uint64_t> CudaEmitter::slotOf(Value v) const {
-  // A float argument's slot holds its fp32 master (or fp32 input); the
-  // kernel IR types the argument as the working copy its body reads.
-  auto t = tensor(v);
-  if (isa<BlockArgument>(v) && isa<FloatType>(t.getElementType()))
-    return {"float", t.getNumElements() * 4};
-  return Emitter::slotOf(v);
-}
-
 /// The fp16 working copy of argument `arg` at arena offset `at`, declared in
 /// the body.
 Buffer CudaEmitter::workingCopy(Value arg, int64_t at) {

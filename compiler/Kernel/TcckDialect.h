@@ -15,6 +15,11 @@ inline constexpr llvm::StringLiteral kStageAttr = "tcck.stage";
 /// Marks a kernel module's optimizer function, @apply: the step's
 /// tcck.update (or tcck.shard_update) ops, one per trainable parameter.
 inline constexpr llvm::StringLiteral kApplyAttr = "tcck.apply";
+/// On an argument of the step function whose arena slot holds another
+/// element type than the buffer the body reads: the slot's (CUDA: a float
+/// parameter's or input's fp32 master, whose fp16 working copy the body
+/// reads).
+inline constexpr llvm::StringLiteral kSlotAttr = "tcck.slot";
 
 } // namespace mlir::tcck
 

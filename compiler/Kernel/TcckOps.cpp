@@ -50,6 +50,21 @@ LogicalResult TcckDialect::verifyOperationAttribute(Operation *op, NamedAttribut
   return op->emitError("unknown tcck attribute '") << attr.getName() << "'";
 }
 
+LogicalResult TcckDialect::verifyRegionArgAttribute(Operation *op, unsigned region, unsigned arg,
+                                                    NamedAttribute attr) {
+  if (attr.getName() != kSlotAttr)
+    return op->emitError("unknown tcck argument attribute '") << attr.getName() << "'";
+  auto fn = dyn_cast<func::FuncOp>(op);
+  auto slot = dyn_cast<TypeAttr>(attr.getValue());
+  if (!fn || !slot || !isa<FloatType>(slot.getValue()))
+    return op->emitError("'") << kSlotAttr << "' is a float type on a function argument";
+  auto buffer = dyn_cast<MemRefType>(fn.getArgument(arg).getType());
+  if (!buffer || !isa<FloatType>(buffer.getElementType()))
+    return op->emitError("'") << kSlotAttr << "' is on a float buffer argument, not on argument "
+                              << arg << " of type " << fn.getArgument(arg).getType();
+  return success();
+}
+
 static int64_t numElements(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
 
 /// A buffer made by tcck.host_view (host memory), not tcck.view (the arena).

@@ -44,6 +44,7 @@ def Tcck_Dialect : Dialect {
   }];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
   let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
   let useDefaultAttributePrinterParser = 1;
 }
 

@@ -402,3 +402,17 @@ func.func @copy_delinearized_bounds(%x: memref<2x6xf32>, %a: memref<12xf32>) {
   tcck.copy_loop ins(%x : memref<2x6xf32>) outs(%a : memref<12xf32>) [#tcck.copy<in = 0, out = 0, shape = [12], from = (d0) -> ((d0 floordiv 6) * 6 + d0 mod 7), to = (d0) -> (d0)>]
   return
 }
+
+// -----
+
+// expected-error @+1 {{'tcck.slot' is on a float buffer argument, not on argument 0 of type 'memref<4xi64>'}}
+func.func @slot_on_ints(%x: memref<4xi64> {tcck.slot = f32}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tcck.slot' is a float type on a function argument}}
+func.func @slot_not_a_type(%x: memref<4xf16> {tcck.slot = 4 : i64}) {
+  return
+}

@@ -14,9 +14,11 @@
 // keepsF32 names (reductions, the loss, scalars and what derives from the
 // fp32 seed); a weight's gradient is a GEMM that adds into its fp32
 // accumulator, a bias's a reduce that does, each followed by the
-// all-reduce's hand-off (tcck.grad_ready), with no tcck.accumulate.
+// all-reduce's hand-off (tcck.grad_ready), with no tcck.accumulate. An
+// argument read as its fp16 working copy says that its slot holds the fp32
+// master (tcck.slot).
 // CUDA-LABEL: func.func @micro_step
-// CUDA-SAME: (%[[W:.*]]: memref<4x8xf16> {tcc.param = "w"}, %[[B:.*]]: memref<8xf16> {tcc.param = "b"}, %[[X:.*]]: memref<2x4xf16> {tcc.input = "x"}, %[[SEED:.*]]: memref<f32> {tcc.loss_seed})
+// CUDA-SAME: (%[[W:.*]]: memref<4x8xf16> {tcc.param = "w", tcck.slot = f32}, %[[B:.*]]: memref<8xf16> {tcc.param = "b", tcck.slot = f32}, %[[X:.*]]: memref<2x4xf16> {tcc.input = "x", tcck.slot = f32}, %[[SEED:.*]]: memref<f32> {tcc.loss_seed})
 // CUDA-SAME: -> (memref<f32> {tcc.output = "loss"}, memref<4x8xf32> {tcc.grad = "w"}, memref<8xf32> {tcc.grad = "b"})
 // CUDA: tcck.seed %[[SEED]] : memref<f32>
 // CUDA: tcck.matmul outs(%{{.*}} : memref<2x8xf16>) ins(%[[X]], %[[W]] : memref<2x4xf16>, memref<4x8xf16>)
