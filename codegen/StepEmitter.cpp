@@ -1,7 +1,7 @@
 //===- StepEmitter.cpp - the step's source for the CPU and CUDA targets ---===//
 //
 // emitStep, and the target-neutral half of the emitters (Emitter): types,
-// buffers, scalar expressions, the copy loop's text and the frame (the
+// buffers, scalar expressions, a copy's flat indices and the frame (the
 // tables from the kernel function's signature, #tcc.layout and @apply).
 // Each target's emitter (codegen/cpu/, codegen/cuda/) supplies the rest.
 //
@@ -304,8 +304,8 @@ static std::string cExpr(AffineExpr e, ArrayRef<std::string> dims) {
     return "(" + lhs + " / " + rhs + ")";
   case AffineExprKind::Mod:
     return "(" + lhs + " % " + rhs + ")";
-  default: // the verifier allows no ceildiv: it is not in a flat index
-    return "(" + lhs + " + " + rhs + " - 1) / " + rhs;
+  default:
+    llvm_unreachable("tcck.copy_loop's verifier admits no ceildiv in a flat index");
   }
 }
 

@@ -18,6 +18,7 @@
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Kernel/TcckOps.h"
 
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/AffineMap.h"
 
 using namespace mlir;
@@ -34,9 +35,7 @@ struct StridedView {
   static StridedView contiguous(ArrayRef<int64_t> shape) {
     StridedView v;
     v.shape.assign(shape.begin(), shape.end());
-    v.strides.assign(shape.size(), 1);
-    for (int64_t d = (int64_t)shape.size() - 2; d >= 0; --d)
-      v.strides[d] = v.strides[d + 1] * shape[d + 1];
+    v.strides = computeStrides(shape);
     return v;
   }
 
@@ -117,27 +116,8 @@ using Coords = SmallVector<AffineExpr>;
 ArrayRef<int64_t> shapeOf(Value v) { return cast<ShapedType>(v.getType()).getShape(); }
 
 /// The flat index of coordinates `c` in `shape` (row-major).
-AffineExpr linearize(ArrayRef<AffineExpr> c, ArrayRef<int64_t> shape, MLIRContext *ctx) {
-  AffineExpr e = getAffineConstantExpr(0, ctx);
-  int64_t stride = 1;
-  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
-    if (shape[d] != 1)
-      e = e + c[d] * stride;
-    stride *= shape[d];
-  }
-  return e;
-}
-
-/// The coordinates in `shape` of flat index `flat`.
-Coords delinearize(AffineExpr flat, ArrayRef<int64_t> shape, MLIRContext *ctx) {
-  Coords c(shape.size(), getAffineConstantExpr(0, ctx));
-  int64_t stride = 1;
-  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
-    if (shape[d] != 1)
-      c[d] = d == 0 ? flat.floorDiv(stride) : flat.floorDiv(stride) % shape[d];
-    stride *= shape[d];
-  }
-  return c;
+AffineExpr flat(ArrayRef<AffineExpr> c, ArrayRef<int64_t> shape, MLIRContext *ctx) {
+  return linearize(ctx, c, computeStrides(shape));
 }
 
 /// Coordinates `c` of an element of the operand of `op` (a view or a
@@ -159,7 +139,7 @@ Coords through(Operation *op, const Coords &c, bool forward) {
   ArrayRef<int64_t> from = shapeOf(op->getOperand(0)), to = shapeOf(op->getResult(0));
   if (!forward)
     std::swap(from, to);
-  return delinearize(linearize(c, from, ctx), to, ctx);
+  return delinearize(flat(c, from, ctx), computeStrides(to));
 }
 
 /// The dimensions of `shape` as coordinates, with `offset` added along
@@ -216,11 +196,11 @@ LogicalResult splitCopies(FusionOp fusion, SplitOp split, ValueRange yielded,
       SmallVector<int64_t> partShape(shape);
       partShape[axis] = size;
       Coords c = dims(partShape, axis, 0, ctx);
-      AffineExpr from = linearize(dims(partShape, axis, offset, ctx), shape, ctx);
+      AffineExpr from = flat(dims(partShape, axis, offset, ctx), shape, ctx);
       for (Operation *op : chain)
         c = through(op, c, /*forward=*/true);
       copies.push_back(copyOf(ctx, arg.getArgNumber(), out, partShape, flatMap(partShape, from),
-                              flatMap(partShape, linearize(c, result, ctx))));
+                              flatMap(partShape, flat(c, result, ctx))));
     }
     offset += size;
   }
@@ -275,8 +255,8 @@ LogicalResult concatCopies(FusionOp fusion, ConcatOp concat, SmallVectorImpl<Att
       for (Operation *op : llvm::reverse(chain))
         c = through(op, c, /*forward=*/false);
       copies.push_back(copyOf(ctx, arg.getArgNumber(), 0, part,
-                              flatMap(part, linearize(c, shapeOf(root), ctx)),
-                              flatMap(part, linearize(dims(part, axis, offset, ctx), shape, ctx))));
+                              flatMap(part, flat(c, shapeOf(root), ctx)),
+                              flatMap(part, flat(dims(part, axis, offset, ctx), shape, ctx))));
     }
     offset += part[axis];
   }

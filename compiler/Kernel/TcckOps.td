@@ -35,12 +35,11 @@ def Tcck_Dialect : Dialect {
     The output of `tcc-lower-to-kernels`: a step function whose arguments
     and results are memrefs (the arena slots of the parameters, inputs and
     results; their element type is the storage type) and whose body is a
-    sequence of kernels. Fused kernels (`tcck.loop`, `tcck.copy_loop`, a
-    `tcck.matmul` with an epilogue) keep their body as a region: a loop's
-    and an epilogue's are scalar (the scalar ops below, with an indexing map
-    per operand). A copy loop has no region: it is a list of copies, each
-    an affine map from its iteration space into its source and another into
-    its destination.
+    sequence of kernels. A fused loop (`tcck.loop`) and a `tcck.matmul`'s
+    epilogue keep their body as a region of the scalar ops below, with an
+    indexing map per operand. A fused data movement (`tcck.copy_loop`) has
+    no region: it is a list of copies, each an affine map from its space
+    into its source and another into its destination.
   }];
   let dependentDialects = ["::mlir::tcc::TccDialect"];
   let hasOperationAttrVerify = 1;

@@ -903,22 +903,6 @@ void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks
 
 // ---- reductions and data movement -------------------------------------------
 
-/// The flat index of coordinates `c` in a row-major shape `s` of rank `r`.
-inline int64_t move_lin(const int64_t *c, const int64_t *s, int r) {
-  int64_t f = 0;
-  for (int d = 0; d < r; ++d)
-    f = f * s[d] + c[d];
-  return f;
-}
-
-/// The coordinates `c` of flat index `f` in a row-major shape `s` of rank `r`.
-inline void move_delin(int64_t f, const int64_t *s, int r, int64_t *c) {
-  for (int d = r - 1; d >= 0; --d) {
-    c[d] = f % s[d];
-    f /= s[d];
-  }
-}
-
 // Mean over an empty set of elements is NaN (as NumPy); a sum is 0.
 template <class T> void reduce(T *out, const T *in, const Shape &is, uint32_t axes_mask, bool mean) {
   uint32_t mask = 0;

@@ -366,23 +366,6 @@ __device__ __forceinline__ float gelu_grad_scalar(float g, float x, bool tanh_ap
   return g * d;
 }
 
-/// The flat index of coordinates `c` in a row-major shape `s` of rank `r`
-/// (the generated copy loops of data-movement fusions).
-__host__ __device__ inline int64_t move_lin(const int64_t *c, const int64_t *s, int r) {
-  int64_t f = 0;
-  for (int d = 0; d < r; ++d)
-    f = f * s[d] + c[d];
-  return f;
-}
-
-/// The coordinates `c` of flat index `f` in a row-major shape `s` of rank `r`.
-__host__ __device__ inline void move_delin(int64_t f, const int64_t *s, int r, int64_t *c) {
-  for (int d = r - 1; d >= 0; --d) {
-    c[d] = f % s[d];
-    f /= s[d];
-  }
-}
-
 /// Eight halves (16 bytes).
 struct alignas(16) half8 {
   __half h[8];

@@ -36,15 +36,15 @@ func.func @strided(%x: tensor<2x12xf32> {tcc.input = "x"}) -> (tensor<2x2x2xf32>
 // A concat operand whose chain is no strided view (a transpose, a reshape
 // that merges dimensions the transpose made non-contiguous, a transpose):
 // the copy runs over the operand, fetching each element back through the
-// chain (floordiv and mod). u[d0, d1] is y[d1, d0 mod 2, d0 floordiv 2];
-// the map says the same for d0 < 6. The second operand is a plain copy to
+// chain (floordiv and mod, mlir::linearize and delinearize). u[d0, d1] is
+// y[d1, d0 mod 2, d0 floordiv 2]; the map says the same for d0 < 6. The second operand is a plain copy to
 // rows 6 to 11.
 // CHECK-LABEL: func.func @gather
 // CHECK: tcck.copy_loop ins(%arg0, %arg1 : memref<2x2x3xf32>, memref<6x2xf32>) outs(%{{.*}} : memref<12x2xf32>)
-// CHECK-SAME: [#tcck.copy<in = 0, out = 0, shape = [6, 2], from = (d0, d1) -> ((d0 floordiv 2) mod 3 + (d0 mod 2) * 3 + (d0 floordiv 6 + d1) * 6), to = (d0, d1) -> (d1 + d0 * 2)>,
+// CHECK-SAME: [#tcck.copy<in = 0, out = 0, shape = [6, 2], from = (d0, d1) -> ((d1 + d0 floordiv 6) * 6 + (d0 mod 2) * 3 + (d0 mod 6) floordiv 2), to = (d0, d1) -> (d0 * 2 + d1)>,
 // CHECK-SAME: #tcck.copy<in = 1, out = 0, shape = [6, 2], from = (d0, d1) -> (d0 * 2 + d1), to = (d0, d1) -> (d0 * 2 + d1 + 12)>]
 // CPP-LABEL: from @gather
-// CPP: [[C:v[0-9]+]][i1 + i0 * 2LL] = arg0[((i0 / 2LL) % 3LL) + (i0 % 2LL) * 3LL + ((i0 / 6LL) + i1) * 6LL];
+// CPP: [[C:v[0-9]+]][i0 * 2LL + i1] = arg0[(i1 + (i0 / 6LL)) * 6LL + (i0 % 2LL) * 3LL + ((i0 % 6LL) / 2LL)];
 // CPP: [[C]][i0 * 2LL + i1 + 12LL] = arg1[i0 * 2LL + i1];
 // One kernel on CUDA, the copies one after another along its index.
 // CU-LABEL: __global__ void __launch_bounds__(256) move0(__half *__restrict__ o0, const __half *__restrict__ a0, const __half *__restrict__ a1) {
@@ -53,7 +53,7 @@ func.func @strided(%x: tensor<2x12xf32> {tcc.input = "x"}) -> (tensor<2x2x2xf32>
 // CU-NEXT: int64_t j = i - 0LL;
 // CU-NEXT: const int64_t c1 = j % 2LL; j /= 2LL;
 // CU-NEXT: const int64_t c0 = j;
-// CU-NEXT: o0[c1 + c0 * 2LL] = conv<__half>(ld(a0[((c0 / 2LL) % 3LL) + (c0 % 2LL) * 3LL + ((c0 / 6LL) + c1) * 6LL]));
+// CU-NEXT: o0[c0 * 2LL + c1] = conv<__half>(ld(a0[(c1 + (c0 / 6LL)) * 6LL + (c0 % 2LL) * 3LL + ((c0 % 6LL) / 2LL)]));
 // CU-NEXT: }
 // CU-NEXT: else if (i < 24LL) {
 // CU-NEXT: int64_t j = i - 12LL;
