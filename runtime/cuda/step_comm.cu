@@ -21,8 +21,6 @@
 #include <string>
 #include <vector>
 
-#define TCC_EXPORT extern "C" __attribute__((visibility("default")))
-
 using namespace tcc::cuda;
 using namespace tcc::cuda::host;
 

@@ -23,8 +23,6 @@
 #include <cstring>
 #include <vector>
 
-#define TCC_EXPORT extern "C" __attribute__((visibility("default")))
-
 namespace tcc::cuda::host {
 
 int g_prof = 0;

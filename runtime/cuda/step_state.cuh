@@ -14,6 +14,9 @@
 
 #include <vector>
 
+/// A tcc_step entry point: exported from step.so, which hides the rest.
+#define TCC_EXPORT extern "C" __attribute__((visibility("default")))
+
 namespace tcc::cuda::host {
 
 /// The generated half's tables (generated_step(), looked up once).
