@@ -33,7 +33,12 @@
 //              one op later; when it ends, a host thread adds the copies
 //              into the accumulators in the order they were queued, while
 //              the next micro-step runs up to its first copy (join():
-//              before anything reads the accumulators or the staging).
+//              before anything reads the accumulators or the staging). The
+//              step's stream waits for the last copy at the end
+//              (join_copies()), so a CUDA graph can capture the micro-step:
+//              `down` forks from the step's stream and joins it again, and
+//              the graph replays the copies (before_graph() readies the
+//              staging for them).
 //
 // In the CUDA emulation, TCC_CUDA_EMU_STREAMS=deferred runs the copies as
 // late as the events allow, so a missing wait shows as stale gradients or
@@ -88,7 +93,7 @@ struct HostTier {
   uint16_t *halves[2] = {nullptr, nullptr};  // pinned staging
   int64_t stage = 0;                         // elements per slot
   cudaStream_t down = nullptr, up = nullptr;
-  cudaEvent_t got[2] = {nullptr, nullptr}, sent[2] = {nullptr, nullptr}, ready = nullptr;
+  cudaEvent_t got[2] = {nullptr, nullptr}, sent[2] = {nullptr, nullptr}, ready = nullptr, joined = nullptr;
   int threads = 1;
   std::vector<HostGradCopy> copies;
   bool copies_pending = false; // copies queued since the last accumulate()
@@ -122,7 +127,8 @@ struct HostTier {
       threads = std::max(1, std::atoi(t));
     if ((e = cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess)
+        (e = cudaEventCreateWithFlags(&ready, cudaEventDisableTiming)) != cudaSuccess ||
+        (e = cudaEventCreateWithFlags(&joined, cudaEventDisableTiming)) != cudaSuccess)
       return e;
     for (int s = 0; s < 2; ++s)
       if ((e = cudaEventCreateWithFlags(&got[s], cudaEventDisableTiming)) != cudaSuccess ||
@@ -167,6 +173,28 @@ struct HostTier {
   /// `compute` waits for copy k (its source buffer may be reused after).
   cudaError_t wait_grad(int k, cudaStream_t compute) {
     return cudaStreamWaitEvent(compute, copies[static_cast<size_t>(k)].done, 0);
+  }
+
+  /// At the end of a micro-step that copied gradients: `compute` waits for
+  /// the last of them, so `down` joins back (a CUDA graph's capture needs
+  /// every stream it forked to be joined before it ends).
+  cudaError_t join_copies(cudaStream_t compute) {
+    if (!copies_pending)
+      return cudaSuccess;
+    cudaError_t e = cudaEventRecord(joined, down);
+    return e == cudaSuccess ? cudaStreamWaitEvent(compute, joined, 0) : e;
+  }
+
+  /// Before a CUDA graph of the micro-step is launched: its copies will
+  /// overwrite the staging, so the adder must be done with it, and
+  /// accumulate() must add them after (the graph queues them, not
+  /// copy_grad()).
+  cudaError_t before_graph() {
+    if (copies.empty())
+      return cudaSuccess;
+    cudaError_t e = join();
+    copies_pending = true;
+    return e;
   }
 
   /// After a micro-step: waits for its copies, then starts the adder, which
@@ -261,15 +289,16 @@ struct HostTier {
     }
     copies.clear();
     copies_pending = false;
-    if (ready)
-      cudaEventDestroy(ready);
+    for (cudaEvent_t e : {ready, joined})
+      if (e)
+        cudaEventDestroy(e);
     if (down)
       cudaStreamDestroy(down);
     if (up)
       cudaStreamDestroy(up);
     if (buffer)
       cudaFreeHost(buffer);
-    ready = nullptr;
+    ready = joined = nullptr;
     down = up = nullptr;
     buffer = nullptr;
     bytes = 0;

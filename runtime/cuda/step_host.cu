@@ -46,6 +46,7 @@ namespace {
 uint64_t g_baseline = 0, g_peak = 0;
 bool g_params_dirty = false;
 int g_graph_calls = 0;
+uint64_t g_graph_launches = 0; // micro-steps run as the graph (TCC_HOST_TIER_STATS)
 void *g_graph_arena = nullptr;
 // The optimizer's tables: every trainable parameter's gradient (the norm),
 // and the rows the device updates (g_table: those not in the host tier).
@@ -118,12 +119,10 @@ void decide_modes() {
     g_prof_steps = 0;
     g_prof_warmed = false;
   }
-  // Copies of gradients to host accumulators run on a second stream; the
-  // graph capture does not take them, so those steps run op by op.
-  if (desc().num_host_grads > 0)
-    g_graph_mode = 0;
-  // Nor does it take the gradient all-reduce's collectives, which only the
-  // optimizer step's last micro-step queues.
+  // The capture does not take the gradient all-reduce's collectives, which
+  // only the optimizer step's last micro-step queues. (Copies of gradients
+  // to host accumulators it does take: their stream forks from the step's
+  // and joins it again, host_tier.cuh.)
   if (g_comm.open())
     g_graph_mode = 0;
   g_prof = g_profile || g_hook ? 1 : 0;
@@ -208,19 +207,35 @@ namespace {
 // second call (the first creates the GEMM plans) and replayed after; a
 // capture that fails falls back to direct launches, with a note.
 int launch_graph() {
-  cudaError_t e = cudaGraphLaunch(g_graph, stream());
+  cudaError_t e = g_host.before_graph();
   if (e == cudaSuccess)
+    e = cudaGraphLaunch(g_graph, stream());
+  if (e == cudaSuccess) {
+    ++g_graph_launches;
     return 0;
+  }
   std::fprintf(stderr, "tcc step: launching the micro-step's CUDA graph: %s (%s)\n", cudaGetErrorName(e),
                cudaGetErrorString(e));
   return 5;
+}
+
+/// The micro-step's kernels, queued on the step's stream, which waits at the
+/// end for the copies to host accumulators, if any.
+int queue_body(void *arena_) {
+  int rc = desc().micro_step_body(arena_);
+  if (cudaError_t e = g_host.join_copies(stream())) {
+    std::fprintf(stderr, "tcc step: waiting for the copies of gradients to the host: %s (%s)\n",
+                 cudaGetErrorName(e), cudaGetErrorString(e));
+    return rc ? rc : 5;
+  }
+  return rc;
 }
 
 int run_micro_step(void *arena_) {
   // A host update in flight goes on while the body runs op by op (its
   // tcck.await_weights); apply starts one only when the body runs so.
   if (g_graph_mode == 0 || g_hook || g_graph_calls++ == 0 || g_host.in_flight())
-    return desc().micro_step_body(arena_);
+    return queue_body(arena_);
   if (g_graph && g_graph_arena == arena_)
     return launch_graph();
   if (g_graph) {
@@ -229,7 +244,7 @@ int run_micro_step(void *arena_) {
   }
   cudaGraph_t graph = nullptr;
   cudaError_t e = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
-  int rc = e == cudaSuccess ? desc().micro_step_body(arena_) : 0;
+  int rc = e == cudaSuccess ? queue_body(arena_) : 0;
   if (e == cudaSuccess)
     e = cudaStreamEndCapture(stream(), &graph);
   if (e == cudaSuccess && rc == 0)
@@ -243,7 +258,7 @@ int run_micro_step(void *arena_) {
     cudaGetLastError();
     g_graph = nullptr;
     g_graph_mode = 0;
-    return desc().micro_step_body(arena_);
+    return queue_body(arena_);
   }
   g_graph_arena = arena_;
   return launch_graph();
@@ -446,8 +461,10 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   // TCC_HOST_TIER_STATS=1: how much of the host update overlapped the
   // next micro-step (the tests check it ran that way).
   if (const char *st = std::getenv("TCC_HOST_TIER_STATS"); st && std::strcmp(st, "1") == 0 && g_host.active())
-    std::fprintf(stderr, "tcc step: host update: %llu chunks updated, %llu of them while the next micro-step was queued\n",
-                 (unsigned long long)g_host.updated_chunks, (unsigned long long)g_host.overlapped_chunks);
+    std::fprintf(stderr, "tcc step: host update: %llu chunks updated, %llu of them while the next micro-step was queued; "
+                 "%llu micro-steps run as a CUDA graph\n",
+                 (unsigned long long)g_host.updated_chunks, (unsigned long long)g_host.overlapped_chunks,
+                 (unsigned long long)g_graph_launches);
   g_host.close();
   g_host_dirty = false;
   for (void *t : {(void *)g_table, (void *)g_chunks, (void *)g_norm_table, (void *)g_norm_chunks})
@@ -463,6 +480,7 @@ TCC_EXPORT int tcc_step_device_close(void *arena) {
   g_graph = nullptr;
   g_graph_arena = nullptr;
   g_graph_calls = 0;
+  g_graph_launches = 0;
   g_table = nullptr;
   g_chunks = nullptr;
   g_scratch = nullptr;

@@ -25,7 +25,10 @@ without them ends. Checked, each as a case:
                 --offload=all, the gradient accumulators on the host too: the
                 same run against the device update (byte for byte, or within
                 1e-5 relative where the norm's summation order shows through
-                clipping), and with deferred streams equal to itself;
+                clipping); the micro-step replayed as a CUDA graph (the
+                copies to the host in it, TCC_HOST_TIER_STATS counting the
+                launches) and run op by op (--no-cuda-graphs), with deferred
+                streams too, all equal to it byte for byte;
   sgd           the same with SGD, momentum 0.9, Nesterov;
   mixed         --offload=auto under a budget that puts one parameter's
                 state on the host and recomputes activations: device and host
@@ -239,11 +242,24 @@ def adamw_accumulators_case():
         require(worst < 1e-5, "%d files differ, worst relative %.2e: %s" % (len(bad), worst, bad[:4]))
         detail = "%d of %d files differ, by %.1e relative at most (the norm's summation order)" % (
             len(bad), len(ref), worst)
-    for label, env in (("deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}),
-                       ("deferred-first", {"TCC_CUDA_EMU_STREAMS": "deferred-first"})):
-        train(host, out + "-host-x", 3, env=env)
+    # The runs above replay the micro-step as a CUDA graph (its copies to the
+    # host included); op by op, the copies are queued as each op is.
+    graphs = {}
+    for label, env, more in (("graph", {}, []),
+                             ("graph, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, []),
+                             ("graph, deferred-first", {"TCC_CUDA_EMU_STREAMS": "deferred-first"}, []),
+                             ("op by op", {}, ["--no-cuda-graphs"]),
+                             ("op by op, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, ["--no-cuda-graphs"])):
+        log = train(host, out + "-host-x", 3, *more, env=dict(env, TCC_HOST_TIER_STATS="1"))
         require_equal(got, files(out + "-host-x"), "accumulators on the host (%s)" % label)
-    return detail + "; the same with deferred streams"
+        m = re.search(r"(\d+) micro-steps run as a CUDA graph", log)
+        require(m, "%s: no graph count: %r" % (label, log[-400:]))
+        graphs[label] = int(m.group(1))
+    # 6 micro-steps: the first runs op by op, the second is captured.
+    require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
+            all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
+            "micro-steps run as a CUDA graph: %s" % graphs)
+    return detail + "; the same as a CUDA graph (5 of 6 micro-steps) and op by op, with deferred streams too"
 
 
 @case("sgd")

@@ -301,6 +301,56 @@ int main() {
         "the legacy stream during a capture invalidates it");
   cudaGetLastError();
 
+  // A second stream joins the capture through an event recorded in it (a
+  // fork) and is waited on before the capture ends (a join): its work is
+  // replayed by each launch, in the order the events give. Without the join
+  // the capture fails; a wait on an event recorded outside it fails too.
+  cudaStream_t side = nullptr;
+  cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  cudaEvent_t fork = nullptr, joined = nullptr, outside = nullptr;
+  cudaEventCreate(&fork);
+  cudaEventCreate(&joined);
+  cudaEventCreate(&outside);
+  float y = 0.0f, copied[3] = {0.0f, 0.0f, 0.0f};
+  x = 0.0f;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  TCC_LAUNCH(1, 32, 0, s, add_one)(&x, 1);
+  ok = cudaEventRecord(fork, s) == cudaSuccess && cudaStreamWaitEvent(side, fork, 0) == cudaSuccess;
+  int launch = 0;
+  ok = ok && cudaMemcpyAsync(&y, &x, 4, cudaMemcpyDeviceToHost, side) == cudaSuccess;
+  ok = ok && cudaEventRecord(joined, side) == cudaSuccess && cudaStreamWaitEvent(s, joined, 0) == cudaSuccess;
+  TCC_LAUNCH(1, 32, 0, s, add_one)(&x, 1);
+  ok = ok && cudaStreamEndCapture(s, &g) == cudaSuccess && cudaGraphInstantiate(&e, g, 0) == cudaSuccess;
+  for (; ok && launch < 3; ++launch) {
+    ok = cudaGraphLaunch(e, s) == cudaSuccess && cudaStreamSynchronize(s) == cudaSuccess;
+    copied[launch] = y;
+  }
+  check(ok && x == 6.0f && copied[0] == 1.0f && copied[1] == 3.0f && copied[2] == 5.0f,
+        "a forked stream's captured copy runs between the kernels around it in every launch");
+  cudaGraphExecDestroy(e);
+  cudaGraphDestroy(g);
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  cudaEventRecord(fork, s);
+  cudaStreamWaitEvent(side, fork, 0);
+  cudaMemcpyAsync(&y, &x, 4, cudaMemcpyDeviceToHost, side);
+  g = nullptr;
+  check(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureUnjoined && !g,
+        "a forked stream not joined back fails the capture");
+  cudaGetLastError();
+  cudaEventRecord(outside, side);
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  const bool isolated = cudaStreamWaitEvent(s, outside, 0) == cudaErrorStreamCaptureIsolation;
+  check(isolated && cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated,
+        "waiting on an event recorded outside the capture invalidates it");
+  cudaGetLastError();
+  ok = cudaMemcpyAsync(&y, &x, 4, cudaMemcpyDeviceToHost, side) == cudaSuccess &&
+       cudaStreamSynchronize(side) == cudaSuccess;
+  check(ok && y == 6.0f, "a stream that was forked into a capture runs its own work again after it");
+  cudaEventDestroy(fork);
+  cudaEventDestroy(joined);
+  cudaEventDestroy(outside);
+  cudaStreamDestroy(side);
+
   // cuBLASLt: C(2x2) = A(2x3) B(3x2), column-major, then the same with a
   // D pointer less aligned than the plan promised.
   cublasLtHandle_t h;

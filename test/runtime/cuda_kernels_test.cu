@@ -1090,6 +1090,36 @@ static void test_graph_capture() {
   expect_close(red.get(), rw, 1e-3, 1e-3, "graph replay");
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+
+  // A copy stream forked from the capture and joined again, as a step with
+  // gradient accumulators in host memory captures its copies to pinned
+  // staging (host_tier.cuh: copy_grad, join_copies).
+  cudaStream_t down;
+  cudaEvent_t fork, joined;
+  float *pinned = nullptr;
+  CK(cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking));
+  CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  CK(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+  CK(cudaMallocHost(reinterpret_cast<void **>(&pinned), 8 * sizeof(float)));
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  gpu::reduce(red.p, sm.p, gpu::Shape{2, {32, 8}}, 1u, false);
+  CK(cudaEventRecord(fork, s));
+  CK(cudaStreamWaitEvent(down, fork, 0));
+  CK(cudaMemcpyAsync(pinned, red.p, 8 * sizeof(float), cudaMemcpyDeviceToHost, down));
+  CK(cudaEventRecord(joined, down));
+  CK(cudaStreamWaitEvent(s, joined, 0));
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  std::fill(pinned, pinned + 8, 0.0f);
+  CK(cudaGraphLaunch(exec, s));
+  CK(cudaStreamSynchronize(s));
+  expect_close(std::vector<float>(pinned, pinned + 8), rw, 1e-3, 1e-3, "graph replay: a forked copy to pinned memory");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  CK(cudaFreeHost(pinned));
+  CK(cudaEventDestroy(fork));
+  CK(cudaEventDestroy(joined));
+  CK(cudaStreamDestroy(down));
   gpu::stream() = 0;
   CK(cudaStreamDestroy(s));
 }

@@ -28,7 +28,14 @@
 //  * streams run their work at once, in order. Stream capture records the
 //    work instead, and cudaGraphLaunch replays it; as with
 //    cudaStreamCaptureModeThreadLocal, a synchronising call or work on the
-//    legacy stream during a capture fails and invalidates the capture.
+//    legacy stream during a capture fails and invalidates the capture. As in
+//    CUDA, another stream joins the capture by waiting on an event recorded
+//    in it (a fork), and must be waited on by a capturing stream after its
+//    last captured work (a join), or cudaStreamEndCapture fails with
+//    cudaErrorStreamCaptureUnjoined; waiting on an event recorded outside
+//    the capture fails with cudaErrorStreamCaptureIsolation. The graph
+//    replays the captured work in the order it was captured, which respects
+//    every captured dependency.
 //  * TCC_CUDA_EMU_STREAMS=deferred: work on a created stream runs as late as
 //    CUDA allows instead: when the host synchronises with it
 //    (cudaStreamSynchronize, cudaEventSynchronize on an event recorded on it,
@@ -89,6 +96,7 @@
 #ifndef TCC_CUDA_EMU_H
 #define TCC_CUDA_EMU_H
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -152,8 +160,10 @@ enum cudaError_t {
   cudaErrorLaunchFailure = 719,
   cudaErrorStreamCaptureUnsupported = 900,
   cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureUnjoined = 904,
+  cudaErrorStreamCaptureIsolation = 905,
   cudaErrorStreamCaptureImplicit = 906,
-  cudaErrorStreamCaptureIsolation = 903,
   cudaErrorIllegalState = 401,
   cudaErrorNotReady = 600,
 };
@@ -177,6 +187,10 @@ struct Stream {
   bool deferred = false;                     // its work waits (TCC_CUDA_EMU_STREAMS)
   std::deque<std::function<void()>> pending; // deferred: not run yet
   uint64_t issued = 0, done = 0;             // work items enqueued, run
+  // A stream that joined the origin's capture (a fork):
+  bool joined = false;
+  uint64_t captured = 0; // work items it added to the capture
+  uint64_t rejoined = 0; // of those, the ones a capturing stream waited for
 };
 struct Graph {
   std::vector<std::function<void()>> work;
@@ -196,7 +210,8 @@ struct State {
   cudaError_t last = cudaSuccess; // what cudaGetLastError returns
   std::map<const void *, size_t> allocations;
   size_t allocated = 0;
-  Stream *capturing = nullptr; // the stream being captured, if any
+  Stream *capturing = nullptr; // the stream being captured (the origin), if any
+  std::vector<Stream *> forks;  // the streams that joined its capture
   Graph *capture = nullptr;
   bool capture_invalid = false;
   bool initialised = false;
@@ -257,8 +272,9 @@ inline cudaError_t sync_allowed() {
 inline cudaError_t enqueue(cudaStream_t st, std::function<void()> work) {
   State &s = state();
   if (s.capturing) {
-    if (st == s.capturing) {
+    if (st == s.capturing || (st && st->joined)) {
       s.capture->work.push_back(std::move(work));
+      ++st->captured;
       return cudaSuccess;
     }
     if (!st) {
@@ -688,6 +704,8 @@ inline const char *cudaGetErrorName(cudaError_t e) {
   case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
   case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
   case cudaErrorStreamCaptureIsolation: return "cudaErrorStreamCaptureIsolation";
+  case cudaErrorStreamCaptureUnmatched: return "cudaErrorStreamCaptureUnmatched";
+  case cudaErrorStreamCaptureUnjoined: return "cudaErrorStreamCaptureUnjoined";
   }
   return "cudaErrorUnknown";
 }
@@ -903,6 +921,7 @@ inline cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode
   s.capturing = st;
   s.capture = new tcc_emu::Graph;
   s.capture_invalid = false;
+  st->captured = 0;
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph) {
@@ -911,6 +930,17 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph) {
   if (st != s.capturing || !st)
     return tcc_emu::record(cudaErrorIllegalState);
   s.capturing = nullptr;
+  bool unjoined = false;
+  for (tcc_emu::Stream *f : s.forks) {
+    unjoined |= f->rejoined < f->captured;
+    f->joined = false;
+  }
+  s.forks.clear();
+  if (unjoined && !s.capture_invalid) {
+    delete s.capture;
+    s.capture = nullptr;
+    return tcc_emu::record(cudaErrorStreamCaptureUnjoined);
+  }
   if (s.capture_invalid) {
     delete s.capture;
     s.capture = nullptr;
@@ -972,7 +1002,16 @@ struct Event {
   double ms = 0.0;
   Stream *stream = nullptr; // where it was last recorded (null: complete)
   uint64_t seq = 0;         // the stream's work item it completes after
+  // Recorded in a capture: the graph, the capturing stream and its count of
+  // captured items then.
+  Graph *capture = nullptr;
+  Stream *capture_stream = nullptr;
+  uint64_t capture_seq = 0;
 };
+/// Whether stream st's work goes into the capture under way.
+inline bool captured(Stream *st) {
+  return state().capturing && st && (st == state().capturing || st->joined);
+}
 inline double now_ms() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -991,8 +1030,16 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st = nullptr) {
+  const bool in_capture = tcc_emu::captured(st);
   cudaError_t r = tcc_emu::record(tcc_emu::enqueue(st, [e]() { e->ms = tcc_emu::now_ms(); }));
-  if (r == cudaSuccess && !tcc_emu::state().capturing) {
+  if (r != cudaSuccess)
+    return r;
+  if (in_capture) {
+    e->capture = tcc_emu::state().capture;
+    e->capture_stream = st;
+    e->capture_seq = st->captured;
+  } else {
+    e->capture = nullptr;
     e->stream = st;
     e->seq = st ? st->issued : 0;
   }
@@ -1006,14 +1053,29 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   return cudaSuccess;
 }
 /// Work on st after this waits for the work before e's last record. An
-/// event never recorded is complete. During a capture, only events recorded
-/// in the same capture could be waited on; the emulation has none, so a wait
-/// there fails and invalidates the capture (cudaErrorStreamCaptureIsolation).
+/// event never recorded is complete. During a capture, an event recorded in
+/// it orders captured work (the replay keeps the capture's order, so the
+/// wait adds nothing to it) and makes a stream outside the capture join it;
+/// a capturing stream waiting on an event recorded outside the capture
+/// fails and invalidates it (cudaErrorStreamCaptureIsolation).
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned = 0) {
   if (!e)
     return tcc_emu::record(cudaErrorInvalidResourceHandle);
-  if (tcc_emu::state().capturing) {
-    tcc_emu::state().capture_invalid = true;
+  tcc_emu::State &s = tcc_emu::state();
+  if (s.capturing && e->capture && e->capture == s.capture) {
+    if (!st)
+      return tcc_emu::record(cudaErrorStreamCaptureImplicit);
+    if (!tcc_emu::captured(st)) {
+      st->joined = true;
+      st->captured = st->rejoined = 0;
+      s.forks.push_back(st);
+    }
+    if (e->capture_stream != st)
+      e->capture_stream->rejoined = std::max(e->capture_stream->rejoined, e->capture_seq);
+    return cudaSuccess;
+  }
+  if (tcc_emu::captured(st)) {
+    s.capture_invalid = true;
     return tcc_emu::record(cudaErrorStreamCaptureIsolation);
   }
   if (!e->stream || e->stream == st)
