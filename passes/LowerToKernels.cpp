@@ -550,6 +550,53 @@ struct DropoutLowering : KernelPattern<DropoutOp> {
 // GEMMs and fusions
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Activation swapping (CUDA)
+//===----------------------------------------------------------------------===//
+
+int64_t hostOffset(Operation *op) {
+  return op->getAttrOfType<IntegerAttr>(kHostOffsetAttr).getInt();
+}
+
+/// The copy out; the value in host memory has no device buffer, so the
+/// swap's result stands for the value's own (only tcc.swap_in reads it,
+/// by its host offset).
+struct SwapOutLowering : KernelPattern<SwapOutOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(SwapOutOp s, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    rewriter.create<tcck::SwapOutOp>(s.getLoc(), adaptor.getValue(),
+                                     rewriter.getI64IntegerAttr(hostOffset(s)), s.getSwapAttr());
+    done(rewriter, s, adaptor.getValue());
+    return success();
+  }
+};
+
+struct SwapInLowering : KernelPattern<SwapInOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(SwapInOp s, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Value out = resultView(rewriter, s, 0);
+    rewriter.create<tcck::SwapInOp>(s.getLoc(), out, rewriter.getI64IntegerAttr(hostOffset(s)),
+                                    s.getSwapAttr());
+    done(rewriter, s, out);
+    return success();
+  }
+};
+
+struct SwapWaitLowering : KernelPattern<SwapWaitOp> {
+  using KernelPattern::KernelPattern;
+  LogicalResult matchAndRewrite(SwapWaitOp w, OpAdaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    if (w.isSwapIn())
+      rewriter.create<tcck::WaitSwapInOp>(w.getLoc(), w.getSwapAttr());
+    else
+      rewriter.create<tcck::WaitSwapOutOp>(w.getLoc(), w.getSwapAttr());
+    rewriter.eraseOp(w);
+    return success();
+  }
+};
+
 struct MatMulLowering : KernelPattern<MatMulOp> {
   using KernelPattern::KernelPattern;
   LogicalResult matchAndRewrite(MatMulOp m, OpAdaptor adaptor,
@@ -753,6 +800,14 @@ LogicalResult checkContract(Operation &op, bool cuda) {
   if (cuda && isa<GemmOp>(op))
     return op.emitOpError("reaches the CUDA target's lowering; tcc-legalize lowers Gemm to "
                           "matmul first");
+  if (isa<SwapOutOp, SwapInOp, SwapWaitOp>(op)) {
+    if (!cuda)
+      return op.emitOpError("swaps activations to host memory, which only the CUDA target does");
+    if (!isa<SwapWaitOp>(op) && !op.getAttrOfType<IntegerAttr>(kHostOffsetAttr))
+      return op.emitOpError("has no place in the host buffer (tcc.host_offset): run "
+                            "tcc-plan-memory first");
+    return success();
+  }
   if (isa<ConstantOp, ConstantOfShapeOp, ShapeOp>(op)) {
     Attribute value = op.getAttr("value");
     if (!isa<ShapeOp>(op) && !isa_and_nonnull<DenseElementsAttr>(value))
@@ -817,7 +872,7 @@ private:
     std::vector<int64_t> live = timeline.liveBytes();
     int64_t persistent = layout.getArenaBytes() - layout.getTemporaryBytes();
     for (auto [k, op] : llvm::enumerate(timeline.ops))
-      if (!isa<func::ReturnOp>(op) && !isAliasView(op) && !isa<ConstantOp>(op))
+      if (!isa<func::ReturnOp, ConstantOp, SwapWaitOp>(op) && !isAliasView(op))
         plan.marks[op] = {opTableLabel(op), persistent + live[k]};
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
       if (!func.getResultAttr(i, kGradAttr))
@@ -869,7 +924,8 @@ private:
     patterns.add<ConstantLowering<ConstantOp>, ConstantLowering<ConstantOfShapeOp>,
                  ConstantLowering<ShapeOp>, SliceLowering<SliceOp>, SliceLowering<SliceGradOp>,
                  SliceLowering<SplitOp>, DropoutLowering, MatMulLowering, FusionLowering,
-                 ReturnLowering, AliasLowering, ElementwiseLowering, LibraryLowering>(ctx, plan);
+                 ReturnLowering, AliasLowering, ElementwiseLowering, LibraryLowering,
+                 SwapOutLowering, SwapInLowering, SwapWaitLowering>(ctx, plan);
     if (failed(applyFullConversion(func, legal, std::move(patterns))) || plan.failed)
       return failure();
     // The old arguments are unused now; the results' types are the buffers

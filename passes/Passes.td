@@ -286,6 +286,50 @@ def Remat : Pass<"tcc-remat", "ModuleOp"> {
   let dependentDialects = ["::mlir::tcc::TccDialect"];
 }
 
+def SwapActivations : Pass<"tcc-swap-activations", "ModuleOp"> {
+  let summary = "Swaps saved activations to host memory instead of recomputing them (CUDA)";
+  let description = [{
+    Runs after tcc-remat on a CUDA step. For each forward value that
+    tcc-remat recomputes for the backward pass (a `tcc.remat` clone whose
+    result a backward op reads, traced back to the forward op it copies),
+    the step can instead copy the value to pinned host memory and back:
+
+        %h = tcc.swap_out %v swap 0     right after the op that makes %v
+        tcc.swap_wait %v swap 0         2 ops later: %v's buffer lives to here
+        %v2 = tcc.swap_in %h swap 0     2 ops before the first backward reader
+        tcc.swap_wait %v2 swap 0        right before it
+
+    The backward readers then read `%v2`, and the clones nothing reads any
+    more are erased. The copies run on their own streams (runtime:
+    host_tier.cuh), so they overlap the passes; the values are the forward
+    pass's own bits, so the step computes exactly what the recomputing one
+    does. tcc-plan-memory places each swapped value in the host buffer
+    (`tcc.host_offset`). A clone that is not an exact copy of a forward op
+    (a multi-output fusion's recomputed tail) stays a recomputation.
+
+    `mode`: `none` leaves the step alone; `all` swaps every such value;
+    `auto` swaps them all when the estimate says it pays: the copies'
+    time at `pcie-gbps` (one direction each way), less what the forward
+    and backward passes hide (their roofline times), against the
+    recomputation's roofline time; and only when the swapped plan still
+    fits `budget`. The choice and its figures are recorded in `tcc.swaps`
+    on the function.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"none\"",
+           "none, auto or all (see the description)">,
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "the most bytes the plan may take (0: no limit); auto keeps recomputation above it">,
+    Option<"pcieGbps", "pcie-gbps", "double", /*default=*/"31.5",
+           "host-device bandwidth per direction in GB/s (PCIe 4.0 x16)">,
+    Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",
+           "optimizer state tensors per trainable parameter (as tcc-plan-memory's option)">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "ranks the optimizer state is sharded across (as tcc-plan-memory's option)">,
+  ];
+  let dependentDialects = ["::mlir::tcc::TccDialect"];
+}
+
 def SetTarget : Pass<"tcc-set-target", "ModuleOp"> {
   let summary = "Records the compilation target on the module (#tcc.target)";
   let description = [{

@@ -73,6 +73,15 @@ void mlir::tcc::buildPlanPipeline(OpPassManager &pm, const PipelineConfig &confi
     remat.dataParallel = config.dataParallel;
     pm.addPass(createRemat(remat));
   }
+  if (cuda && config.swapActivations != "none") {
+    SwapActivationsOptions swap;
+    swap.mode = config.swapActivations;
+    swap.budget = config.budget;
+    swap.pcieGbps = config.pcieGbps;
+    swap.statePerParam = config.statePerParam;
+    swap.dataParallel = config.dataParallel;
+    pm.addPass(createSwapActivations(swap));
+  }
   PlanMemoryOptions plan;
   plan.budget = config.budget;
   plan.statePerParam = config.statePerParam;
@@ -126,6 +135,10 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
   Option<int64_t> hostBudget{*this, "host-budget",
                              llvm::cl::desc("host bytes the plan may use (-1: MemAvailable)"),
                              llvm::cl::init(-1)};
+  Option<std::string> swapActivations{
+      *this, "swap-activations",
+      llvm::cl::desc("none, auto or all (saved activations in host memory instead of recomputed)"),
+      llvm::cl::init("none")};
   Option<int64_t> dataParallel{*this, "data-parallel",
                                llvm::cl::desc("ranks the optimizer state is sharded across (ZeRO-1)"),
                                llvm::cl::init(1)};
@@ -147,6 +160,7 @@ struct PipelineOptions : public PassPipelineOptions<PipelineOptions> {
     c.pcieGbps = pcieGbps;
     c.hostGbps = hostGbps;
     c.hostBudget = hostBudget;
+    c.swapActivations = swapActivations;
     c.dataParallel = dataParallel;
     return c;
   }

@@ -45,6 +45,9 @@ struct PipelineConfig {
   double pcieGbps = 31.5;
   double hostGbps = 30.0;
   int64_t hostBudget = -1; // bytes; -1: MemAvailable
+  // Saved activations copied to host memory instead of recomputed
+  // (tcc-swap-activations; CUDA only): none, auto or all.
+  std::string swapActivations = "none";
   // ZeRO-1: the ranks the optimizer state is sharded across (1: none).
   int64_t dataParallel = 1;
 };

@@ -203,6 +203,10 @@ static bool onlyScalarReductionsRead(Value v) {
   return !v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *u) {
     if (isAliasView(u))
       return onlyScalarReductionsRead(u->getResult(0));
+    // Swapping a value out (tcc-swap-activations) does not change how it
+    // is stored: its copy back is stored as it is.
+    if (isa<SwapOutOp, SwapWaitOp>(u))
+      return true;
     return isa<ReduceSumOp, ReduceMeanOp>(u) &&
            cast<RankedTensorType>(u->getResult(0).getType()).getNumElements() == 1;
   });
@@ -232,6 +236,9 @@ bool mlir::tcc::keepsF32(Value v) {
   Operation *op = v.getDefiningOp();
   if (!op)
     return false;
+  // A swapped value's bytes in host memory and back are the original's.
+  if (isa<SwapOutOp, SwapInOp>(op))
+    return keepsF32(op->getOperand(0));
   // What only reductions to one element read (a composite loss: the squared
   // errors of an MSE, a per-token loss before its mean), directly or through
   // views, is the loss's input, computed in fp32 as the loss is (fp16
@@ -265,6 +272,12 @@ bool mlir::tcc::keepsF32(Value v) {
   if (isa<ExpandOp, TransposeOp, ReshapeOp, SqueezeOp, UnsqueezeOp, IdentityOp>(op))
     return keepsF32(op->getOperand(0));
   return false;
+}
+
+int64_t mlir::tcc::swappedActivationBytes(func::FuncOp func) {
+  int64_t bytes = 0;
+  func.walk([&](SwapOutOp out) { bytes += valueBytes(out.getValue(), kMixedPrecision); });
+  return bytes;
 }
 
 int64_t mlir::tcc::valueBytes(Value v, int64_t floatBytes) {
@@ -402,6 +415,9 @@ static Temporaries collectTemporaries(func::FuncOp func, int64_t floatBytes) {
             std::max(intervals[it->second].end, lastUse(r, index[&op]));
       continue;
     }
+    // A value swapped out lies in host memory (planFunction places it).
+    if (isa<SwapOutOp>(op))
+      continue;
     for (auto [k, r] : llvm::enumerate(op.getResults())) {
       // A gradient its op adds into its accumulator has no buffer.
       if (accumulatedInPlace(r, floatBytes))
@@ -566,6 +582,17 @@ int64_t mlir::tcc::planFunction(func::FuncOp func, int64_t floatBytes,
       stateBytes += sharded ? 0 : bytes;
     }
   }
+  // Swapped activations (tcc-swap-activations): each tcc.swap_out's bytes
+  // in the host buffer, after the tiers', for its tcc.swap_in to read back.
+  int64_t hostSwapBytes = 0;
+  for (Operation &op : body)
+    if (auto out = dyn_cast<SwapOutOp>(op)) {
+      IntegerAttr at =
+          b.getI64IntegerAttr(takeHost(valueBytes(out.getValue(), floatBytes), hostSwapBytes));
+      out->setAttr(kHostOffsetAttr, at);
+      for (Operation *in : out.getHost().getUsers())
+        in->setAttr(kHostOffsetAttr, at);
+    }
   // ZeRO-1: one chunk per state kind, and the chunk the gradients are
   // reduce-scattered into.
   ShardsAttr shards;

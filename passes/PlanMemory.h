@@ -15,6 +15,13 @@
 
 namespace mlir::tcc {
 
+/// The byte offset in the step's host buffer that tcc-plan-memory gives a
+/// swapped value (on its tcc.swap_out and tcc.swap_in).
+inline constexpr llvm::StringLiteral kHostOffsetAttr = "tcc.host_offset";
+
+/// Bytes of the activations `func` swaps to host memory (tcc.swap_out).
+int64_t swappedActivationBytes(func::FuncOp func);
+
 /// Byte alignment of every arena slot.
 inline constexpr int64_t kArenaAlignment = 64;
 

@@ -108,6 +108,9 @@ private:
   /// initializers, in the order the micro-step queues them).
   std::string hostGradTable;
   int hostGradCount = 0;
+  /// The swapped activations (SwapRow initializers, by swap number).
+  std::string swapTable;
+  int swapCount = 0;
   // ZeRO-1: the shard tables, and their part of the StepDesc.
   std::string shards, shardDesc;
 };

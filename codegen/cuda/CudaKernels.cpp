@@ -156,6 +156,33 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
         os << "  host_grad_wait(" << w.getCopy() << ");\n";
         return success();
       })
+      .Case<tcck::SwapOutOp>([&](tcck::SwapOutOp s) -> LogicalResult {
+        // The fixed half's table of swaps (SwapRow: host offset, bytes),
+        // by swap number, in the order the copies out are queued.
+        if (s.getSwap() != static_cast<uint64_t>(swapCount))
+          return s.emitOpError("is swap ") << s.getSwap() << ", but " << swapCount
+                                           << " swaps come before it";
+        auto t = cast<MemRefType>(s.getValue().getType());
+        int64_t bytes = t.getNumElements() * (t.getElementTypeBitWidth() / 8);
+        swapTable += "    {" + std::to_string(s.getHostSlot()) + "ULL, " + std::to_string(bytes) + "ULL},\n";
+        ++swapCount;
+        os << "  swap_out(" << s.getSwap() << ", " << ref(s.getValue()) << ");\n";
+        return success();
+      })
+      .Case<tcck::SwapInOp>([&](tcck::SwapInOp s) -> LogicalResult {
+        if (s.getSwap() >= static_cast<uint64_t>(swapCount))
+          return s.emitOpError("copies back swap ") << s.getSwap() << " before its copy out";
+        os << "  swap_in(" << s.getSwap() << ", " << ref(s.getValue()) << ");\n";
+        return success();
+      })
+      .Case<tcck::WaitSwapOutOp>([&](tcck::WaitSwapOutOp w) -> LogicalResult {
+        os << "  swap_out_wait(" << w.getSwap() << ");\n";
+        return success();
+      })
+      .Case<tcck::WaitSwapInOp>([&](tcck::WaitSwapInOp w) -> LogicalResult {
+        os << "  swap_in_wait(" << w.getSwap() << ");\n";
+        return success();
+      })
       .Case<tcck::AwaitWeightsOp>([&](tcck::AwaitWeightsOp w) -> LogicalResult {
         os << "  host_await(" << w.getParam() << "); // " << w.getName() << "\n";
         return success();

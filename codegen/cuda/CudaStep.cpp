@@ -128,6 +128,8 @@ std::string CudaEmitter::assemble(const Frame &f) {
     << (numTrainable ? "" : "    {0, 0, 0, 0, 0, 0, 0, 0},\n") << "};\n"
     << "static const HostGradRow kHostGrads[] = {\n"
     << (hostGradTable.empty() ? std::string("    {0, 0, 0},\n") : hostGradTable) << "};\n"
+    << "static const SwapRow kSwaps[] = {\n"
+    << (swapTable.empty() ? std::string("    {0, 0},\n") : swapTable) << "};\n"
     << shards
     << "static const ConstRow kConsts[] = {\n"
     << (constTable.empty() ? "    {nullptr, 0, 0},\n" : constTable) << "};\n"
@@ -164,7 +166,7 @@ std::string CudaEmitter::assemble(const Frame &f) {
     << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
     << "      read_error_flags, kHostGrads, " << hostGradCount << ",\n"
     << "      " << (shardDesc.empty() ? "nullptr, nullptr, 0, 0ULL, 0ULL" : shardDesc)
-    << "};\n"
+    << ", kSwaps, " << swapCount << "};\n"
     << "  return d;\n}\n";
   // The kernels' unit: device code only (they take every buffer as a
   // parameter and set no error flag, which is per unit: read_error_flags

@@ -284,6 +284,49 @@ def Tcck_WaitHostCopyOp : Tcck_Op<"wait_host_copy"> {
   let assemblyFormat = "$copy attr-dict";
 }
 
+def Tcck_SwapOutOp : Tcck_Op<"swap_out"> {
+  let summary = "Copies a saved activation to host memory (CUDA, activation swapping)";
+  let description = [{
+    Queues the copy of `value` to byte offset `host_slot` of the pinned host
+    buffer on the step's copy-out stream, after the work queued so far;
+    `tcck.wait_swap_out` of the same `swap` makes the step's stream wait for
+    it before the plan reuses the buffer. `swap` numbers the swaps in the
+    order their copies out are queued (tcc.swap_out).
+
+        tcck.swap_out %3 to host_slot 0 swap 0 : memref<4x64xf16>
+  }];
+  let arguments = (ins Tcck_Buffer:$value, ConfinedAttr<I64Attr, [IntNonNegative]>:$host_slot,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$swap);
+  let assemblyFormat = "$value `to` `host_slot` $host_slot `swap` $swap attr-dict `:` type($value)";
+}
+
+def Tcck_SwapInOp : Tcck_Op<"swap_in"> {
+  let summary = "Copies a swapped activation back from host memory (CUDA, activation swapping)";
+  let description = [{
+    Queues the copy of the host bytes at `host_slot` into `value` on the
+    step's copy-in stream, after the work queued so far (the buffer's last
+    other use); `tcck.wait_swap_in` of the same `swap` makes the step's
+    stream wait for it before the first reader.
+
+        tcck.swap_in %7 from host_slot 0 swap 0 : memref<4x64xf16>
+  }];
+  let arguments = (ins Tcck_Buffer:$value, ConfinedAttr<I64Attr, [IntNonNegative]>:$host_slot,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$swap);
+  let assemblyFormat = "$value `from` `host_slot` $host_slot `swap` $swap attr-dict `:` type($value)";
+}
+
+def Tcck_WaitSwapOutOp : Tcck_Op<"wait_swap_out"> {
+  let summary = "The step's stream waits for a swap's copy to the host";
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$swap);
+  let assemblyFormat = "$swap attr-dict";
+}
+
+def Tcck_WaitSwapInOp : Tcck_Op<"wait_swap_in"> {
+  let summary = "The step's stream waits for a swap's copy back to the device";
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$swap);
+  let assemblyFormat = "$swap attr-dict";
+}
+
 def Tcck_AwaitWeightsOp : Tcck_Op<"await_weights"> {
   let summary = "The step's stream waits for a parameter's new fp16 copy from the host update (CUDA, offload)";
   let description = [{

@@ -66,9 +66,18 @@ LogicalResult mlir::tcc::writeFusionReport(func::FuncOp func, StringRef path) {
 /// bytes out during the forward pass and back during the backward pass
 /// (PCIe is full duplex: one direction each), hidden where the pass is
 /// longer than its copies; it pays where the exposed copy time is less than
-/// the recomputation's. tcc has no swap path: this is the estimate that
-/// says whether one would pay. None without recomputation.
+/// the recomputation's. With --swap-activations, what tcc-swap-activations
+/// decided and its figures (`tcc.swaps`) instead. None without either.
 static std::optional<llvm::json::Object> activationSwap(func::FuncOp func, double pcieGbps) {
+  if (auto swaps = func->getAttrOfType<DictionaryAttr>("tcc.swaps")) {
+    llvm::json::Object o = toJson(swaps);
+    o["note"] = "--swap-activations: the recomputed values tcc-swap-activations found (candidates), "
+                "whether it swapped them, and its estimate (seconds by the roofline model at the "
+                "device's published rates, copies at pcie_gbps hidden under their pass as far as "
+                "it is long: estimates, not measurements)";
+    o["host_bytes"] = ::mlir::tcc::swappedActivationBytes(func);
+    return o;
+  }
   ::mlir::tcc::TargetAttr target = ::mlir::tcc::TargetAttr::of(func);
   auto decisions = func->getAttrOfType<ArrayAttr>("tcc.remat_decisions");
   if (!target || !target.isCuda() || !decisions || decisions.empty())
@@ -96,7 +105,7 @@ static std::optional<llvm::json::Object> activationSwap(func::FuncOp func, doubl
       {"note", "estimates, not measurements, optimistic for the swap (each copy hidden under its "
                "pass as far as the pass is long): swapping the recomputed values' saved bytes to host "
                "memory after their forward use and back before their backward use, instead of "
-               "recomputing them; tcc has no swap path"},
+               "recomputing them; tcc --swap-activations=auto|all does it"},
       {"bytes", bytes},
       {"pcie_gbps", pcie / 1e9},
       {"copy_seconds_each_way", oneWay},
@@ -160,6 +169,12 @@ LogicalResult mlir::tcc::writeMemoryReport(func::FuncOp func, int64_t budget, do
   }
   if (auto swap = activationSwap(func, pcieGbps))
     report["activation_swap"] = std::move(*swap);
+  if (int64_t swapped = ::mlir::tcc::swappedActivationBytes(func);
+      swapped > 0 && !::mlir::tcc::TiersAttr::of(func))
+    report["host"] = llvm::json::Object{
+        {"bytes", layout.getHostBytes()},
+        {"categories", llvm::json::Object{{"swapped_activations", swapped}}},
+    };
   if (::mlir::tcc::TiersAttr tiers = ::mlir::tcc::TiersAttr::of(func)) {
     ::mlir::tcc::TargetAttr target = ::mlir::tcc::TargetAttr::of(func);
     ::mlir::tcc::TierEstimate e = ::mlir::tcc::estimateTiers(func, tiers, target.getFloatBytes(),
@@ -180,6 +195,7 @@ LogicalResult mlir::tcc::writeMemoryReport(func::FuncOp func, int64_t budget, do
              {"parameters", layout.getHostParamBytes()},
              {"gradients", layout.getHostGradBytes()},
              {"optimizer_state", layout.getHostStateBytes()},
+             {"swapped_activations", ::mlir::tcc::swappedActivationBytes(func)},
          }},
         {"state_on_host", argNames(tiers.getHostState().asArrayRef())},
         {"gradients_on_host", argNames(tiers.getHostGrads().asArrayRef())},

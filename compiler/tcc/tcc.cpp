@@ -160,6 +160,17 @@ static cl::opt<int> dataParallel(
              "(default): every rank keeps the whole state, as without data "
              "parallelism"),
     cl::value_desc("N"), cl::init(1), cl::cat(tccCategory));
+static cl::opt<std::string> swapActivations(
+    "swap-activations",
+    cl::desc("With --target=cuda and a --mem-budget that recomputes "
+             "activations: copy them to pinned host memory after the forward "
+             "pass and back before the backward pass instead. none "
+             "(default); auto: where the copies, at --pcie-gbps and hidden "
+             "under the passes, cost less than the recomputation and the plan "
+             "still fits; all: every value recomputed from an exact copy of a "
+             "forward op. --memory-report's activation_swap says what was "
+             "chosen"),
+    cl::value_desc("none|auto|all"), cl::init("none"), cl::cat(tccCategory));
 static cl::opt<double> pcieGbps(
     "pcie-gbps",
     cl::desc("Host-device bandwidth per direction the --offload cost model "
@@ -432,6 +443,26 @@ static std::string humanBytes(int64_t bytes) {
                 : llvm::formatv("{0:F1} {1}", v, units[u]).str();
 }
 
+/// "; pinned host memory N (...)" for a plan with a host buffer, else "".
+static std::string hostSummary(func::FuncOp func) {
+  tcc::LayoutAttr layout = tcc::LayoutAttr::of(func);
+  if (layout.getHostBytes() <= 0)
+    return "";
+  int64_t swapped = tcc::swappedActivationBytes(func);
+  int64_t tiers = layout.getHostParamBytes() + layout.getHostStateBytes() + layout.getHostGradBytes();
+  SmallVector<std::string> parts;
+  if (tiers > 0) {
+    parts.push_back("master weights " + humanBytes(layout.getHostParamBytes()));
+    parts.push_back("optimizer state " + humanBytes(layout.getHostStateBytes()));
+    if (layout.getHostGradBytes() > 0)
+      parts.push_back("gradient accumulators " + humanBytes(layout.getHostGradBytes()));
+  }
+  if (swapped > 0)
+    parts.push_back("swapped activations " + humanBytes(swapped));
+  return "; pinned host memory " + humanBytes(layout.getHostBytes()) + " (" +
+         llvm::join(parts, ", ") + (tiers > 0 ? ", updated on the host)" : ")");
+}
+
 /// The memory plot's data for a planned function (see MemoryPlot.h).
 static tcc::plot::MemoryPlan plotData(func::FuncOp func, int64_t floatBytes,
                                       int64_t budget, StringRef title) {
@@ -607,6 +638,17 @@ static LogicalResult parseFlags(Driver &d) {
                     "memory, so there is nothing to move to the host\n";
     return failure();
   }
+  if (swapActivations != "none" && swapActivations != "auto" && swapActivations != "all") {
+    llvm::errs() << "tcc: error: --swap-activations=" << swapActivations
+                 << ": expected none, auto or all\n";
+    return failure();
+  }
+  if (swapActivations != "none" && target != Target::Cuda) {
+    llvm::errs() << "tcc: error: --swap-activations=" << swapActivations
+                 << " applies to --target=cuda only: the CPU target's step has one "
+                    "memory, so there is nothing to move to the host\n";
+    return failure();
+  }
   if (!(pcieGbps > 0) || !(hostGbps > 0)) {
     llvm::errs() << "tcc: error: --pcie-gbps and --host-gbps must be positive\n";
     return failure();
@@ -729,6 +771,7 @@ static LogicalResult parseFlags(Driver &d) {
   d.pipeline.pcieGbps = pcieGbps;
   d.pipeline.hostGbps = hostGbps;
   d.pipeline.hostBudget = hostBudgetBytes;
+  d.pipeline.swapActivations = swapActivations;
   d.pipeline.attentionFusion = !noAttentionFusion;
   d.pipeline.fusion = !noFusion;
   return success();
@@ -923,16 +966,7 @@ static int emitOutput(ModuleOp module, const Driver &d) {
                              humanBytes(layout.getDeviceReserveBytes())
                        : std::string())
                << ")" << (d.budget ? ", budget " + humanBytes(d.budget) : "")
-               << (layout.getHostBytes() > 0
-                       ? "; pinned host memory " + humanBytes(layout.getHostBytes()) +
-                             " (master weights " + humanBytes(layout.getHostParamBytes()) +
-                             ", optimizer state " + humanBytes(layout.getHostStateBytes()) +
-                             (layout.getHostGradBytes() > 0
-                                  ? ", gradient accumulators " + humanBytes(layout.getHostGradBytes())
-                                  : std::string()) +
-                             ", updated on the host)"
-                       : std::string())
-               << "\n";
+               << hostSummary(*module.getOps<func::FuncOp>().begin()) << "\n";
   return 0;
 }
 

@@ -39,6 +39,14 @@
 //              `down` forks from the step's stream and joins it again, and
 //              the graph replays the copies (before_graph() readies the
 //              staging for them).
+//   swap_out(), swap_in() and their waits
+//              saved activations swapped to the host buffer instead of
+//              recomputed (tcc --swap-activations): copied out on `down`
+//              after the op that makes them, waited for a few ops later
+//              (the plan keeps the buffer until then), copied back on `up`
+//              a few ops before their first backward reader, which waits
+//              for the copy. Every copy forks from the step's stream and is
+//              joined by its wait, so a CUDA graph captures them.
 //
 // In the CUDA emulation, TCC_CUDA_EMU_STREAMS=deferred runs the copies as
 // late as the events allow, so a missing wait shows as stale gradients or
@@ -81,6 +89,15 @@ struct HostGradCopy {
   cudaEvent_t done;    // down stream, after the copy
 };
 
+/// An activation swapped to host memory (SwapRow), with the events of its
+/// two copies.
+struct SwapCopy {
+  char *host;      // in the host buffer
+  uint64_t bytes;
+  cudaEvent_t out; // down stream, after the copy to the host
+  cudaEvent_t in;  // up stream, after the copy back
+};
+
 /// Elements per staging chunk: 4M (16 MiB of fp32 gradients, 8 MiB of
 /// fp16 weights per slot).
 inline constexpr int64_t kStageElements = int64_t(1) << 22;
@@ -97,6 +114,7 @@ struct HostTier {
   int threads = 1;
   std::vector<HostGradCopy> copies;
   bool copies_pending = false; // copies queued since the last accumulate()
+  std::vector<SwapCopy> swaps;
   std::thread adder;           // adds the last micro-step's copies (no CUDA calls)
 
   /// Ends an update in flight (settle()) and waits for the adder: before
@@ -173,6 +191,47 @@ struct HostTier {
   /// `compute` waits for copy k (its source buffer may be reused after).
   cudaError_t wait_grad(int k, cudaStream_t compute) {
     return cudaStreamWaitEvent(compute, copies[static_cast<size_t>(k)].done, 0);
+  }
+
+  /// The swapped activations: their places in the host buffer and events.
+  cudaError_t open_swaps(const SwapRow *rows, int n) {
+    cudaError_t e;
+    for (int k = 0; k < n; ++k) {
+      swaps.push_back({buffer + rows[k].host, rows[k].bytes, nullptr, nullptr});
+      if ((e = cudaEventCreateWithFlags(&swaps.back().out, cudaEventDisableTiming)) != cudaSuccess ||
+          (e = cudaEventCreateWithFlags(&swaps.back().in, cudaEventDisableTiming)) != cudaSuccess)
+        return e;
+    }
+    return cudaSuccess;
+  }
+
+  /// Swap k's copy of `src` to the host, on `down` behind the work queued
+  /// on `compute`; wait_swap_out(k) makes `compute` wait for it.
+  cudaError_t swap_out(int k, const void *src, cudaStream_t compute) {
+    SwapCopy &s = swaps[static_cast<size_t>(k)];
+    cudaError_t e;
+    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(s.host, src, s.bytes, cudaMemcpyDeviceToHost, down)) != cudaSuccess)
+      return e;
+    return cudaEventRecord(s.out, down);
+  }
+  cudaError_t wait_swap_out(int k, cudaStream_t compute) {
+    return cudaStreamWaitEvent(compute, swaps[static_cast<size_t>(k)].out, 0);
+  }
+
+  /// Swap k's copy back into `dst`, on `up` behind the work queued on
+  /// `compute` (the buffer's last other reader); wait_swap_in(k) makes
+  /// `compute` wait for it.
+  cudaError_t swap_in(int k, void *dst, cudaStream_t compute) {
+    SwapCopy &s = swaps[static_cast<size_t>(k)];
+    cudaError_t e;
+    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(up, ready, 0)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(dst, s.host, s.bytes, cudaMemcpyHostToDevice, up)) != cudaSuccess)
+      return e;
+    return cudaEventRecord(s.in, up);
+  }
+  cudaError_t wait_swap_in(int k, cudaStream_t compute) {
+    return cudaStreamWaitEvent(compute, swaps[static_cast<size_t>(k)].in, 0);
   }
 
   /// At the end of a micro-step that copied gradients: `compute` waits for
@@ -289,6 +348,11 @@ struct HostTier {
     }
     copies.clear();
     copies_pending = false;
+    for (SwapCopy &s : swaps)
+      for (cudaEvent_t e : {s.out, s.in})
+        if (e)
+          cudaEventDestroy(e);
+    swaps.clear();
     for (cudaEvent_t e : {ready, joined})
       if (e)
         cudaEventDestroy(e);

@@ -275,6 +275,18 @@ void host_grad_copy(int k, const void *src) {
                  cudaGetErrorString(e));
 }
 void host_grad_wait(int k) { g_host.wait_grad(k, stream()); }
+
+namespace {
+void swap_failed(cudaError_t e, const char *what) {
+  if (e != cudaSuccess)
+    std::fprintf(stderr, "tcc step: %s a swapped activation: %s (%s)\n", what, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+}
+} // namespace
+void swap_out(int k, const void *src) { swap_failed(g_host.swap_out(k, src, stream()), "copying out"); }
+void swap_out_wait(int k) { swap_failed(g_host.wait_swap_out(k, stream()), "waiting for the copy out of"); }
+void swap_in(int k, void *dst) { swap_failed(g_host.swap_in(k, dst, stream()), "copying back"); }
+void swap_in_wait(int k) { swap_failed(g_host.wait_swap_in(k, stream()), "waiting for the copy back of"); }
 namespace {
 /// Reports a failure of the host update (host_tier.cuh) seen `where`;
 /// returns 5, the step's code for it, or 0 for none.
@@ -415,14 +427,17 @@ TCC_EXPORT int tcc_step_device_open(void **arena_out, char *err, uint64_t err_le
   for (int k = 0; k < d.num_host_grads && copies_fit; ++k)
     copies_fit = d.host_grads[k].n >= 0 && d.host_grads[k].acc <= g_host.bytes &&
                  4 * (uint64_t)d.host_grads[k].n <= g_host.bytes - d.host_grads[k].acc;
+  for (int k = 0; k < d.num_swaps && copies_fit; ++k)
+    copies_fit = g_host.active() && d.swaps[k].host <= g_host.bytes && d.swaps[k].bytes <= g_host.bytes - d.swaps[k].host;
   if (!copies_fit) {
     tcc_step_device_close(arena);
     if (err && err_len)
-      std::snprintf(err, err_len, "the step's host gradient copies lie outside its host buffer");
+      std::snprintf(err, err_len, "the step's host gradient copies or swapped activations lie outside its host buffer");
     return 1;
   }
   if ((e = g_host.open_staging()) != cudaSuccess ||
-      (d.num_host_grads && (e = g_host.open_copies(d.host_grads, d.num_host_grads)) != cudaSuccess)) {
+      (d.num_host_grads && (e = g_host.open_copies(d.host_grads, d.num_host_grads)) != cudaSuccess) ||
+      (d.num_swaps && (e = g_host.open_swaps(d.swaps, d.num_swaps)) != cudaSuccess)) {
     tcc_step_device_close(arena);
     return fail(e, "cannot allocate the host update's pinned staging buffers", err, err_len);
   }

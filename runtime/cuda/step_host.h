@@ -49,6 +49,12 @@ struct HostGradRow {
   int half;
 };
 
+/// A saved activation swapped to host memory (tcc --swap-activations): its
+/// offset in the host buffer and its bytes.
+struct SwapRow {
+  uint64_t host, bytes;
+};
+
 /// ZeRO-1 (tcc --data-parallel=N): where a trainable parameter lies in the
 /// flat space (tcc_shard_info): its first element's index there, its
 /// element count, its master weights' and fp16 working copy's arena offsets
@@ -98,6 +104,9 @@ struct StepDesc {
   const ShardRow *shard_rows;
   int num_shard_rows;
   uint64_t shard_s0, shard_s1;
+  /// The swapped activations, by swap number (swap_out k).
+  const SwapRow *swaps;
+  int num_swaps;
 };
 
 /// Defined by the generated half.
@@ -114,6 +123,17 @@ int gemm_failed();  // reports the GEMM's error; 4
 /// when the micro-step ends.
 void host_grad_copy(int k, const void *src);
 void host_grad_wait(int k);
+/// Swap k (StepDesc::swaps): swap_out queues the copy of the activation at
+/// `src` to the host buffer on a copy stream, after the work queued so far,
+/// and swap_out_wait makes the step's stream wait for it (before the plan
+/// reuses the buffer); swap_in queues the copy back into `dst` on another,
+/// after the work queued so far, and swap_in_wait makes the step's stream
+/// wait for it (before the first reader). A failure is reported when the
+/// micro-step ends.
+void swap_out(int k, const void *src);
+void swap_out_wait(int k);
+void swap_in(int k, void *dst);
+void swap_in_wait(int k);
 /// The host update of the last optimizer step, if it still runs (tcc-run
 /// overlaps it with the next micro-step): host_await(p) runs it as far as
 /// parameter p (kParams index) and makes the step's stream wait for p's

@@ -72,7 +72,7 @@ void reportDeviceMemory(const Step &step, const tcc::dp::World &world, uint64_t 
                                       : std::string("no budget")) +
                      (total ? ", device " + formatBytes(total) : "") + ")" +
                      (info.host_bytes ? "; pinned host buffer " + formatBytes(info.host_bytes) +
-                                            " (tcc --offload: updated on the host)"
+                                            " (tcc --offload, --swap-activations)"
                                       : std::string());
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

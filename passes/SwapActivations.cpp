@@ -1,0 +1,326 @@
+//===- SwapActivations.cpp - swap saved activations to host memory --------===//
+//
+// tcc-swap-activations (Passes.td): where tcc-remat recomputes a forward
+// value for the backward pass, copy it to pinned host memory after the
+// forward pass makes it and back before the backward pass reads it. The
+// candidates are found from remat's clones (`originalOf`), the choice is
+// made by the roofline estimate (`estimate`), and the rewrite is `swap`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/PlanMemory.h"
+#include "passes/Passes.h"
+#include "passes/tiers/TierCostModel.h"
+
+#include "compiler/Dialect/TccOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OperationSupport.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::tcc {
+#define GEN_PASS_DEF_SWAPACTIVATIONS
+#include "passes/Passes.h.inc"
+} // namespace mlir::tcc
+
+using namespace mlir;
+using namespace mlir::tcc;
+
+namespace {
+
+/// Ops the copy out may take before the step reuses the value's buffer
+/// (the value lives in the plan until its tcc.swap_wait), and ops ahead of
+/// the first backward reader that the copy back is queued.
+constexpr int64_t kSwapOutLagOps = 2;
+constexpr int64_t kSwapInLeadOps = 2;
+
+constexpr llvm::StringLiteral kRematAttr = "tcc.remat";
+
+bool isSwapOp(Operation *op) { return isa<SwapOutOp, SwapInOp, SwapWaitOp>(op); }
+
+/// The forward op each of tcc-remat's clones copies: same name, operands
+/// (a cloned operand standing for its original), result types, attributes
+/// (but the clone's mark and the plan's offsets) and regions.
+class CloneOrigins {
+public:
+  CloneOrigins(const llvm::DenseMap<Operation *, int64_t> &index, int64_t boundary)
+      : index(index), boundary(boundary) {}
+
+  /// The forward op `clone` recomputes, or null when none matches.
+  Operation *originalOf(Operation *clone) {
+    if (auto it = memo.find(clone); it != memo.end())
+      return it->second;
+    memo[clone] = nullptr;
+    SmallVector<Value> operands;
+    for (Value x : clone->getOperands()) {
+      Operation *def = x.getDefiningOp();
+      if (def && def->hasAttr(kRematAttr)) {
+        Operation *original = originalOf(def);
+        if (!original)
+          return nullptr;
+        operands.push_back(original->getResult(cast<OpResult>(x).getResultNumber()));
+      } else {
+        operands.push_back(x);
+      }
+    }
+    if (operands.empty())
+      return nullptr;
+    for (Operation *candidate : operands.front().getUsers())
+      if (matches(candidate, clone, operands))
+        return memo[clone] = candidate;
+    return nullptr;
+  }
+
+private:
+  bool matches(Operation *candidate, Operation *clone, ArrayRef<Value> operands) const {
+    if (candidate == clone || candidate->hasAttr(kRematAttr) ||
+        index.lookup(candidate) >= boundary || candidate->getName() != clone->getName() ||
+        !llvm::equal(candidate->getOperands(), operands) ||
+        candidate->getResultTypes() != clone->getResultTypes() ||
+        candidate->getPropertiesAsAttribute() != clone->getPropertiesAsAttribute() ||
+        candidate->getNumRegions() != clone->getNumRegions())
+      return false;
+    auto kept = [](Operation *op) {
+      SmallVector<NamedAttribute> attrs;
+      for (NamedAttribute a : op->getDiscardableAttrs())
+        if (a.getName() != kRematAttr && a.getName() != "tcc.offsets")
+          attrs.push_back(a);
+      return attrs;
+    };
+    if (kept(candidate) != kept(clone))
+      return false;
+    for (auto [a, b] : llvm::zip(candidate->getRegions(), clone->getRegions()))
+      if (!OperationEquivalence::isRegionEquivalentTo(&a, &b,
+                                                      OperationEquivalence::IgnoreLocations))
+        return false;
+    return true;
+  }
+
+  const llvm::DenseMap<Operation *, int64_t> &index;
+  int64_t boundary;
+  llvm::DenseMap<Operation *, Operation *> memo;
+};
+
+/// A forward value to swap: the clones' results that stand for it, and the
+/// backward ops' uses of them.
+struct Swap {
+  Value original;
+  SmallVector<OpOperand *> uses;
+};
+
+/// What swapping would move and save, by the tier cost model's rooflines.
+struct Estimate {
+  int64_t bytes = 0;           // one way
+  double copySeconds = 0;      // each way
+  double forwardSeconds = 0, backwardSeconds = 0;
+  double recomputeSeconds = 0; // the clones that would go
+  double exposedSeconds() const {
+    return std::max(0.0, copySeconds - forwardSeconds) +
+           std::max(0.0, copySeconds - backwardSeconds);
+  }
+  bool pays() const { return exposedSeconds() < recomputeSeconds; }
+};
+
+class SwapActivationsPass : public tcc::impl::SwapActivationsBase<SwapActivationsPass> {
+public:
+  using SwapActivationsBase::SwapActivationsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (mode != "none" && mode != "auto" && mode != "all") {
+      module.emitError("tcc-swap-activations: unknown mode \"") << mode << "\" (none, auto or all)";
+      return signalPassFailure();
+    }
+    if (mode == "none")
+      return;
+    TargetAttr target = TargetAttr::of(module);
+    if (!target || !target.isCuda()) {
+      module.emitError("tcc-swap-activations needs the CUDA target: the CPU target has one memory");
+      return signalPassFailure();
+    }
+    if (!(pcieGbps > 0)) {
+      module.emitError("tcc-swap-activations: pcie-gbps must be positive");
+      return signalPassFailure();
+    }
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      if (func.getSymName() == kMicroStepName)
+        run(func, target);
+  }
+
+private:
+  void run(func::FuncOp func, TargetAttr target) {
+    Block &body = func.getBody().front();
+    Operation *lossOp = body.getTerminator()->getNumOperands()
+                            ? body.getTerminator()->getOperand(0).getDefiningOp()
+                            : nullptr;
+    if (!lossOp)
+      return;
+    llvm::DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : body)
+      index[&op] = n++;
+    const int64_t boundary = index[lossOp] + 1;
+
+    // The forward values remat's clones stand for, and the backward uses.
+    CloneOrigins origins(index, boundary);
+    llvm::MapVector<Value, Swap> swaps;
+    for (Operation &op : body) {
+      if (!op.hasAttr(kRematAttr))
+        continue;
+      Operation *original = origins.originalOf(&op);
+      if (!original)
+        continue;
+      for (OpResult r : op.getResults())
+        for (OpOperand &use : r.getUses())
+          if (!use.getOwner()->hasAttr(kRematAttr)) {
+            Swap &s = swaps[original->getResult(r.getResultNumber())];
+            s.original = original->getResult(r.getResultNumber());
+            s.uses.push_back(&use);
+          }
+    }
+    if (swaps.empty())
+      return;
+
+    Estimate e = estimate(func, target, swaps);
+    Builder b(func.getContext());
+    auto record = [&](bool swapped) {
+      func->setAttr("tcc.swaps",
+                    b.getDictionaryAttr({
+                        b.getNamedAttr("mode", b.getStringAttr(mode)),
+                        b.getNamedAttr("swapped", b.getBoolAttr(swapped)),
+                        b.getNamedAttr("values", b.getI64IntegerAttr(swapped ? swaps.size() : 0)),
+                        b.getNamedAttr("candidates", b.getI64IntegerAttr(swaps.size())),
+                        b.getNamedAttr("bytes", b.getI64IntegerAttr(e.bytes)),
+                        b.getNamedAttr("copy_seconds_each_way", b.getF64FloatAttr(e.copySeconds)),
+                        b.getNamedAttr("exposed_copy_seconds", b.getF64FloatAttr(e.exposedSeconds())),
+                        b.getNamedAttr("recompute_seconds", b.getF64FloatAttr(e.recomputeSeconds)),
+                        b.getNamedAttr("pcie_gbps", b.getF64FloatAttr(pcieGbps)),
+                    }));
+    };
+    if (mode == "auto" && !e.pays()) {
+      record(false);
+      return;
+    }
+    func::FuncOp recomputing = mode == "auto" ? func.clone() : func::FuncOp();
+    swap(func, swaps, lossOp);
+    if (recomputing) {
+      // The copies keep each value a few ops longer than the recomputing
+      // plan does: keep that plan where the swapped one is over budget.
+      const int64_t floatBytes = kMixedPrecision;
+      bool fits = budget <= 0 || planFunction(func, floatBytes, statePerParam, dataParallel) <= budget;
+      if (!fits) {
+        func.getBody().takeBody(recomputing.getBody());
+        recomputing.erase();
+        record(false);
+        return;
+      }
+      recomputing.erase();
+    }
+    record(true);
+  }
+
+  Estimate estimate(func::FuncOp func, TargetAttr target, llvm::MapVector<Value, Swap> &swaps) {
+    Estimate e;
+    DeviceRates rates = deviceRatesForArch(target.getArch());
+    const int64_t floatBytes = kMixedPrecision;
+    for (auto &[value, s] : swaps)
+      e.bytes += valueBytes(value, floatBytes);
+    e.copySeconds = static_cast<double>(e.bytes) / (pcieGbps * 1e9);
+    Block &body = func.getBody().front();
+    bool backward = false;
+    Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
+    for (Operation &op : body) {
+      double t = rooflineSeconds(&op, floatBytes, rates);
+      if (op.hasAttr(kRematAttr))
+        e.recomputeSeconds += t;
+      else if (backward)
+        e.backwardSeconds += t;
+      else
+        e.forwardSeconds += t;
+      backward |= &op == lossOp;
+    }
+    return e;
+  }
+
+  /// The op `count` ops after `op` that are not swap ops, stopping before
+  /// the terminator.
+  static Operation *after(Operation *op, int64_t count) {
+    Operation *at = op;
+    while (count > 0) {
+      Operation *next = at->getNextNode();
+      if (!next || next->hasTrait<OpTrait::IsTerminator>())
+        break;
+      at = next;
+      if (!isSwapOp(at))
+        --count;
+    }
+    return at;
+  }
+
+  /// The op `count` ops before `op` that are neither swap ops nor remat
+  /// clones, staying after `limit`.
+  static Operation *before(Operation *op, int64_t count, Operation *limit) {
+    Operation *at = op;
+    while (count > 0) {
+      Operation *prev = at->getPrevNode();
+      if (!prev || prev == limit)
+        break;
+      at = prev;
+      if (!isSwapOp(at) && !at->hasAttr(kRematAttr))
+        --count;
+    }
+    return at;
+  }
+
+  /// Rewrites `func` to swap `swaps`' values; `lossOp` ends the forward
+  /// pass.
+  static void swap(func::FuncOp func, llvm::MapVector<Value, Swap> &swaps, Operation *lossOp) {
+    Block &body = func.getBody().front();
+    OpBuilder b(func.getContext());
+    int64_t id = 0;
+    for (auto &[value, s] : swaps) {
+      Operation *def = value.getDefiningOp();
+      Location loc = value.getLoc();
+      b.setInsertionPointAfter(def);
+      auto out = b.create<SwapOutOp>(loc, value, b.getI64IntegerAttr(id));
+      // The copy out is waited for kSwapOutLagOps ops on, and not after the
+      // forward pass.
+      Operation *waitAfter = after(out, kSwapOutLagOps);
+      b.setInsertionPointAfter(lossOp->isBeforeInBlock(waitAfter) ? lossOp : waitAfter);
+      b.create<SwapWaitOp>(loc, value, b.getI64IntegerAttr(id));
+      // The copy back, kSwapInLeadOps ops ahead of the first reader.
+      Operation *first = s.uses.front()->getOwner();
+      for (OpOperand *use : s.uses)
+        if (use->getOwner()->isBeforeInBlock(first))
+          first = use->getOwner();
+      b.setInsertionPoint(before(first, kSwapInLeadOps, lossOp));
+      auto in = b.create<SwapInOp>(loc, out.getHost(), b.getI64IntegerAttr(id));
+      b.setInsertionPoint(first);
+      b.create<SwapWaitOp>(loc, in.getValue(), b.getI64IntegerAttr(id));
+      for (OpOperand *use : s.uses)
+        use->set(in.getValue());
+      ++id;
+    }
+    // The clones nothing reads any more.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (op.hasAttr(kRematAttr) && op.use_empty())
+        op.erase();
+    // Number the swaps in the order their copies out are queued.
+    llvm::DenseMap<int64_t, int64_t> number;
+    for (Operation &op : body)
+      if (auto o = dyn_cast<SwapOutOp>(op))
+        number.try_emplace(o.getSwap(), number.size());
+    auto renumber = [&](Operation &op, int64_t old) {
+      op.setAttr("swap", b.getI64IntegerAttr(number.lookup(old)));
+    };
+    for (Operation &op : body) {
+      if (auto o = dyn_cast<SwapOutOp>(op))
+        renumber(op, o.getSwap());
+      else if (auto i = dyn_cast<SwapInOp>(op))
+        renumber(op, i.getSwap());
+      else if (auto w = dyn_cast<SwapWaitOp>(op))
+        renumber(op, w.getSwap());
+    }
+  }
+};
+
+} // namespace
