@@ -14,7 +14,8 @@
 
 using namespace mlir;
 
-/// A dictionary of integer, bool and string attributes as a JSON object.
+/// A dictionary of integer, float, bool and string attributes as a JSON
+/// object.
 static llvm::json::Object toJson(DictionaryAttr dict) {
   llvm::json::Object o;
   for (NamedAttribute f : dict) {
@@ -22,6 +23,8 @@ static llvm::json::Object toJson(DictionaryAttr dict) {
       o[f.getName().getValue()] = b.getValue();
     else if (auto i = dyn_cast<IntegerAttr>(f.getValue()))
       o[f.getName().getValue()] = i.getInt();
+    else if (auto x = dyn_cast<FloatAttr>(f.getValue()))
+      o[f.getName().getValue()] = x.getValueAsDouble();
     else if (auto s = dyn_cast<StringAttr>(f.getValue()))
       o[f.getName().getValue()] = s.getValue().str();
   }
@@ -76,6 +79,8 @@ static std::optional<llvm::json::Object> activationSwap(func::FuncOp func, doubl
                 "device's published rates, copies at pcie_gbps hidden under their pass as far as "
                 "it is long: estimates, not measurements)";
     o["host_bytes"] = ::mlir::tcc::swappedActivationBytes(func);
+    if (o.getNumber("exposed_copy_seconds") && o.getNumber("recompute_seconds"))
+      o["swap_pays"] = *o.getNumber("exposed_copy_seconds") < *o.getNumber("recompute_seconds");
     return o;
   }
   ::mlir::tcc::TargetAttr target = ::mlir::tcc::TargetAttr::of(func);

@@ -558,3 +558,47 @@ func.func @tiers_no_bandwidth() attributes {tcc.tiers = #tcc.tiers<host_state = 
 func.func @tiers_untyped() attributes {tcc.tiers = {host_state = [0]}} {
   return
 }
+
+// -----
+
+func.func @swap_read_by_other(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tcc.swap_out' op swap 0 is read by tcc.exp; only tcc.swap_in ops of the same swap may read it}}
+  %h = tcc.swap_out %x swap 0 : tensor<4xf32>
+  %y = tcc.exp %h : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @swap_in_other_swap(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tcc.swap_out' op swap 0 is read by tcc.swap_in}}
+  %h = tcc.swap_out %x swap 0 : tensor<4xf32>
+  %y = tcc.swap_in %h swap 1 : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @swap_in_unswapped(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tcc.swap_in' op swap 1 reads a value that no tcc.swap_out of the same swap made}}
+  %y = tcc.swap_in %x swap 1 : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @swap_wait_unswapped(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'tcc.swap_wait' op swap 2: the value is neither copied out by a tcc.swap_out nor copied back by a tcc.swap_in of that swap}}
+  tcc.swap_wait %x swap 2 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @swap_wait_wrong_swap(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = tcc.swap_out %x swap 0 : tensor<4xf32>
+  %y = tcc.swap_in %h swap 0 : tensor<4xf32>
+  // expected-error @+1 {{'tcc.swap_wait' op waits for swap 1 on the result of swap 0}}
+  tcc.swap_wait %y swap 1 : tensor<4xf32>
+  return %y : tensor<4xf32>
+}

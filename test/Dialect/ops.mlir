@@ -260,3 +260,20 @@ func.func @planned(%x: tensor<16xf32> {tcc.input = "x"}) -> (tensor<16xf32> {tcc
 // CHECK: module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>}
 module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {
 }
+
+// -----
+
+// Activation swapping (tcc-swap-activations): out, the wait for it, back,
+// the wait for that.
+// CHECK-LABEL: func.func @swaps
+// CHECK: %[[H:.+]] = tcc.swap_out %[[X:.+]] swap 3 : tensor<4x8xf32>
+// CHECK-NEXT: tcc.swap_wait %[[X]] swap 3 : tensor<4x8xf32>
+// CHECK-NEXT: %[[Y:.+]] = tcc.swap_in %[[H]] swap 3 : tensor<4x8xf32>
+// CHECK-NEXT: tcc.swap_wait %[[Y]] swap 3 : tensor<4x8xf32>
+func.func @swaps(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %h = tcc.swap_out %x swap 3 : tensor<4x8xf32>
+  tcc.swap_wait %x swap 3 : tensor<4x8xf32>
+  %y = tcc.swap_in %h swap 3 : tensor<4x8xf32>
+  tcc.swap_wait %y swap 3 : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

@@ -106,3 +106,21 @@ func.func @awaits() {
   tcck.await_update
   return
 }
+
+// -----
+
+// Activation swapping (CUDA): the copies and their waits.
+// CHECK-LABEL: func.func @swaps
+// CHECK: tcck.swap_out %{{.+}} to host_slot 64 swap 0 : memref<4x8xf16>
+// CHECK-NEXT: tcck.wait_swap_out 0
+// CHECK-NEXT: tcck.swap_in %{{.+}} from host_slot 64 swap 0 : memref<4x8xf16>
+// CHECK-NEXT: tcck.wait_swap_in 0
+func.func @swaps() {
+  %a = tcck.view 0 : memref<4x8xf16>
+  %b = tcck.view 128 : memref<4x8xf16>
+  tcck.swap_out %a to host_slot 64 swap 0 : memref<4x8xf16>
+  tcck.wait_swap_out 0
+  tcck.swap_in %b from host_slot 64 swap 0 : memref<4x8xf16>
+  tcck.wait_swap_in 0
+  return
+}

@@ -35,6 +35,11 @@ without them ends. Checked, each as a case:
                 rows in one apply; its losses, weights and state equal, byte
                 for byte, those of the step planned without host memory under
                 the budget that recomputes the same FLOPs;
+  swap          --swap-activations=all under the budget that recomputes:
+                the recomputed values copied to the host buffer and back
+                instead; byte for byte the recomputing step's run, as a CUDA
+                graph and op by op, with deferred and deferred-first streams
+                (a missing wait for a copy shows as stale activations);
   parity        tiny_gpt_opset17's loss and gradients (--grads-only), with
                 state and with accumulators on the host, against the CPU
                 target's, within the 1e-2 fp16 bound (bench/gpu/compare.py),
@@ -296,6 +301,46 @@ def mixed_case():
                                                               ", ".join(on_host), flops[0]))
 
 
+@case("swap")
+def swap_case():
+    """--swap-activations=all under REMAT_BUDGET: the values the plan
+    recomputes are copied to the host buffer after the forward pass and
+    back before the backward pass instead; the step must compute what the
+    recomputing one does, bit for bit, whatever order the copy streams run
+    in, as a CUDA graph and op by op."""
+    reports = {k: os.path.join(ARGS.workdir, "demo-%s-report.json" % k) for k in ("remat", "swap")}
+    remat = build("demo-remat-swapcase", DEMO, "--mem-budget=%d" % REMAT_BUDGET, "--memory-report", reports["remat"])
+    swap = build("demo-swap-swapcase", DEMO, "--mem-budget=%d" % REMAT_BUDGET, "--swap-activations=all",
+                 "--memory-report", reports["swap"])
+    rr, sr = (json.load(open(reports[k])) for k in ("remat", "swap"))
+    s = sr["activation_swap"]
+    require(s["swapped"] and s["values"] > 0 and s["host_bytes"] > 0, "nothing swapped: %s" % s)
+    require(sr["recomputed_flops"] < rr["recomputed_flops"],
+            "recomputed FLOPs %d with swapping, %d without" % (sr["recomputed_flops"], rr["recomputed_flops"]))
+    require(sr["planned_peak_bytes"] <= REMAT_BUDGET, "the swapped plan takes %d bytes" % sr["planned_peak_bytes"])
+    out = os.path.join(ARGS.workdir, "swap")
+    train(remat, out + "-remat", 3)
+    ref = files(out + "-remat")
+    graphs = {}
+    for label, env, more in (("graph", {}, []),
+                             ("graph, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, []),
+                             ("graph, deferred-first", {"TCC_CUDA_EMU_STREAMS": "deferred-first"}, []),
+                             ("op by op", {}, ["--no-cuda-graphs"]),
+                             ("op by op, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, ["--no-cuda-graphs"])):
+        log = train(swap, out + "-x", 3, *more, env=dict(env, TCC_HOST_TIER_STATS="1"))
+        require_equal(ref, files(out + "-x"), "swapped activations (%s) vs recomputed" % label)
+        m = re.search(r"(\d+) micro-steps run as a CUDA graph", log)
+        require(m, "%s: no graph count: %r" % (label, log[-400:]))
+        graphs[label] = int(m.group(1))
+    require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
+            all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
+            "micro-steps run as a CUDA graph: %s" % graphs)
+    return ("%d of %d recomputed values swapped (%d bytes of host memory; recomputed FLOPs %d -> %d, plan %d "
+            "-> %d bytes): byte for byte the recomputing step's, as a CUDA graph and op by op, with deferred "
+            "streams too" % (s["values"], s["candidates"], s["host_bytes"], rr["recomputed_flops"],
+                             sr["recomputed_flops"], rr["planned_peak_bytes"], sr["planned_peak_bytes"]))
+
+
 @case("parity")
 def parity_case():
     roots = {}
@@ -400,7 +445,8 @@ def main():
     shutil.rmtree(ARGS.workdir, ignore_errors=True)  # steps built by an older tcc
     os.makedirs(ARGS.workdir)
     case_harness.WORKDIR = ARGS.workdir
-    for c in (tables_case, adamw_case, overlap_case, adamw_accumulators_case, sgd_case, mixed_case, parity_case, skip_case, kill_resume_case, save_case):
+    for c in (tables_case, adamw_case, overlap_case, adamw_accumulators_case, sgd_case, mixed_case, swap_case,
+              parity_case, skip_case, kill_resume_case, save_case):
         c()
     return summary()
 
