@@ -5,7 +5,7 @@ plans and its cost model's estimates, not measurements).
 
 Usage: /usr/bin/python3 bench/offload_plans.py --tcc build/bin/tcc
            [--workdir DIR] [--models gpt2-xl,tinyllama] [--budgets 24G,16G,12G,8G]
-           [--arch 86] [--flags "..."]
+           [--arch 86] [--flags="..."]
 
 Exports each model once (bench/export_large.py: GPT-2 XL's and TinyLlama
 1.1B's shapes, micro-batch 1 x 2048, weights as unwritten external data),
@@ -20,6 +20,10 @@ the unconstrained plan's (roofline per op at the GPU's published rates,
 PCIe and host memory at --pcie-gbps and --host-gbps, no overlap counted).
 A second table weighs swapping the recomputed activations to host memory
 against recomputing them (the memory report's activation_swap estimate).
+With --flags "--swap-activations=auto" (or =all) tcc swaps them where that
+estimate says so and the plan still fits: the first table's plans are then
+those, their est. step time adds the copies' exposed time, and the second
+table says what was swapped.
 
 The default --arch 86 is an RTX 3090 (24 GB, 71 TFLOP/s fp16, 936 GB/s),
 the consumer card the issue names.
@@ -117,26 +121,34 @@ def main():
             if "activation_swap" in r:
                 swaps.append((name, b, r["activation_swap"]))
             step = e["step_seconds_accum_1"]
+            pcie = e["pcie_bytes_per_optimizer_step"] + e["pcie_bytes_per_micro_step"]
+            if r.get("activation_swap", {}).get("swapped", False):
+                # The copies' time not hidden under the passes; their bytes,
+                # out and back.
+                step += r["activation_swap"]["exposed_copy_seconds"]
+                pcie += 2 * r["activation_swap"]["host_bytes"]
             print("| %s | %s | yes | %.2f | %.2f | %d | %d | %.2f%% | %.2f | %.3f | %.2fx "
                   "| %.2fx | %s | %.1f s |" % (
                       name, b, r["planned_peak_bytes"] / GIB, h["bytes"] / GIB,
                       len(h["state_on_host"]), len(h["gradients_on_host"]),
                       100.0 * r["recomputed_flops"] / r["step_flops"],
-                      (e["pcie_bytes_per_optimizer_step"] + e["pcie_bytes_per_micro_step"]) / 1e9,
+                      pcie / 1e9,
                       step, step / base, per_micro(e, K) / base_k, without, secs))
     if swaps:
-        # Swapping instead of recomputing (tcc has no swap path): does it pay?
+        # Swapping instead of recomputing: does it pay, and was it done?
         print("\nSwapping the recomputed activations to host memory instead of recomputing "
               "them, per micro-step (the memory report's activation_swap: copies out in the "
               "forward pass and back in the backward pass at --pcie-gbps, hidden under their "
               "pass as far as it is long, which favours the swap):\n")
         print("| model | `--mem-budget` | GB each way | copy s each way | exposed copy s "
-              "| recompute s | swap pays |")
-        print("|---|---|---|---|---|---|---|")
+              "| recompute s | swap pays | swapped (--swap-activations) |")
+        print("|---|---|---|---|---|---|---|---|")
         for name, b, w in swaps:
-            print("| %s | %s | %.2f | %.3f | %.3f | %.3f | %s |" % (
+            done = ("%s: %d of %d values" % ("yes" if w["swapped"] else "no", w["values"], w["candidates"])
+                    if "swapped" in w else "not asked")
+            print("| %s | %s | %.2f | %.3f | %.3f | %.3f | %s | %s |" % (
                 name, b, w["bytes"] / 1e9, w["copy_seconds_each_way"], w["exposed_copy_seconds"],
-                w["recompute_seconds"], "yes" if w["swap_pays"] else "no"))
+                w["recompute_seconds"], "yes" if w["swap_pays"] else "no", done))
     print("\nDeepSpeed ZeRO-Offload, as published (Ren et al., USENIX ATC 2021, "
           "arXiv:2101.06840): over 13B parameters trained on one GPU; 40 TFLOP/s on one "
           "V100 for a 10B-parameter GPT-2 against 30 TFLOP/s for PyTorch's largest "

@@ -309,17 +309,25 @@ def SwapActivations : Pass<"tcc-swap-activations", "ModuleOp"> {
 
     `mode`: `none` leaves the step alone; `all` swaps every such value;
     `auto` swaps them all when the estimate says it pays: the copies'
-    time at `pcie-gbps` (one direction each way), less what the forward
-    and backward passes hide (their roofline times), against the
-    recomputation's roofline time; and only when the swapped plan still
-    fits `budget`. The choice and its figures are recorded in `tcc.swaps`
-    on the function.
+    time at `pcie-gbps` (one direction each way; the plan's #tcc.tiers
+    rate where it has host tiers, whose own traffic then shares the link),
+    less what the forward and backward passes hide (their roofline times),
+    against the recomputation's roofline time. The swapped plan must still fit
+    `budget` (the copies keep each value a few ops longer) and its host
+    buffer (host tiers included) `host-budget`: where swapping every
+    candidate does not fit, auto swaps the most candidates, first ones
+    first, that do (by bisection), and none when none fit; `all` fails
+    when the host buffer does not fit. The choice and
+    its figures are recorded in `tcc.swaps` on the function.
   }];
   let options = [
     Option<"mode", "mode", "std::string", /*default=*/"\"none\"",
            "none, auto or all (see the description)">,
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "the most bytes the plan may take (0: no limit); auto keeps recomputation above it">,
+    Option<"hostBudget", "host-budget", "int64_t", /*default=*/"-1",
+           "bytes of host memory the plan may use, host tiers included (-1: what the machine "
+           "has available, MemAvailable); auto keeps recomputation above it, all fails">,
     Option<"pcieGbps", "pcie-gbps", "double", /*default=*/"31.5",
            "host-device bandwidth per direction in GB/s (PCIe 4.0 x16)">,
     Option<"statePerParam", "state-per-param", "int64_t", /*default=*/"2",

@@ -78,6 +78,7 @@ void mlir::tcc::buildPlanPipeline(OpPassManager &pm, const PipelineConfig &confi
     swap.mode = config.swapActivations;
     swap.budget = config.budget;
     swap.pcieGbps = config.pcieGbps;
+    swap.hostBudget = config.hostBudget;
     swap.statePerParam = config.statePerParam;
     swap.dataParallel = config.dataParallel;
     pm.addPass(createSwapActivations(swap));

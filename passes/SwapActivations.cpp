@@ -113,9 +113,18 @@ struct Estimate {
   double copySeconds = 0;      // each way
   double forwardSeconds = 0, backwardSeconds = 0;
   double recomputeSeconds = 0; // the clones that would go
+  /// Each direction's share of the host tiers' own PCIe traffic per
+  /// micro-step (one micro-step per optimizer step, the costliest case):
+  /// the link the copies would share.
+  double linkBusySeconds = 0;
+  double pcieBytesPerSecond = 0;
+  /// What the copies add to the time the passes cannot hide, beyond what
+  /// the tiers' traffic already leaves exposed.
   double exposedSeconds() const {
-    return std::max(0.0, copySeconds - forwardSeconds) +
-           std::max(0.0, copySeconds - backwardSeconds);
+    auto exposed = [&](double link) {
+      return std::max(0.0, link - forwardSeconds) + std::max(0.0, link - backwardSeconds);
+    };
+    return exposed(copySeconds + linkBusySeconds) - exposed(linkBusySeconds);
   }
   bool pays() const { return exposedSeconds() < recomputeSeconds; }
 };
@@ -147,20 +156,21 @@ public:
   }
 
 private:
-  void run(func::FuncOp func, TargetAttr target) {
+  /// The loss op of a training step (it ends the forward pass), or null.
+  static Operation *lossOf(func::FuncOp func) {
+    Operation *ret = func.getBody().front().getTerminator();
+    return ret->getNumOperands() ? ret->getOperand(0).getDefiningOp() : nullptr;
+  }
+
+  /// The forward values of `func` that remat's clones stand for, in the
+  /// order their clones come, with their backward uses.
+  static llvm::MapVector<Value, Swap> candidates(func::FuncOp func, Operation *lossOp) {
     Block &body = func.getBody().front();
-    Operation *lossOp = body.getTerminator()->getNumOperands()
-                            ? body.getTerminator()->getOperand(0).getDefiningOp()
-                            : nullptr;
-    if (!lossOp)
-      return;
     llvm::DenseMap<Operation *, int64_t> index;
     int64_t n = 0;
     for (Operation &op : body)
       index[&op] = n++;
     const int64_t boundary = index[lossOp] + 1;
-
-    // The forward values remat's clones stand for, and the backward uses.
     CloneOrigins origins(index, boundary);
     llvm::MapVector<Value, Swap> swaps;
     for (Operation &op : body) {
@@ -177,45 +187,103 @@ private:
             s.uses.push_back(&use);
           }
     }
+    // A value the backward pass also reads directly stays on the device
+    // anyway: swapping it would only add copies.
+    swaps.remove_if([&](const std::pair<Value, Swap> &s) {
+      return llvm::any_of(s.first.getUsers(), [&](Operation *u) {
+        return !u->hasAttr(kRematAttr) && index.lookup(u) >= boundary;
+      });
+    });
+    return swaps;
+  }
+
+  void run(func::FuncOp func, TargetAttr target) {
+    Operation *lossOp = lossOf(func);
+    if (!lossOp)
+      return;
+    llvm::MapVector<Value, Swap> swaps = candidates(func, lossOp);
     if (swaps.empty())
       return;
-
     Estimate e = estimate(func, target, swaps);
+    const size_t found = swaps.size();
     Builder b(func.getContext());
-    auto record = [&](bool swapped) {
+    auto record = [&](size_t swapped) {
       func->setAttr("tcc.swaps",
                     b.getDictionaryAttr({
                         b.getNamedAttr("mode", b.getStringAttr(mode)),
-                        b.getNamedAttr("swapped", b.getBoolAttr(swapped)),
-                        b.getNamedAttr("values", b.getI64IntegerAttr(swapped ? swaps.size() : 0)),
-                        b.getNamedAttr("candidates", b.getI64IntegerAttr(swaps.size())),
+                        b.getNamedAttr("swapped", b.getBoolAttr(swapped > 0)),
+                        b.getNamedAttr("values", b.getI64IntegerAttr(swapped)),
+                        b.getNamedAttr("candidates", b.getI64IntegerAttr(found)),
                         b.getNamedAttr("bytes", b.getI64IntegerAttr(e.bytes)),
                         b.getNamedAttr("copy_seconds_each_way", b.getF64FloatAttr(e.copySeconds)),
                         b.getNamedAttr("exposed_copy_seconds", b.getF64FloatAttr(e.exposedSeconds())),
                         b.getNamedAttr("recompute_seconds", b.getF64FloatAttr(e.recomputeSeconds)),
-                        b.getNamedAttr("pcie_gbps", b.getF64FloatAttr(pcieGbps)),
+                        b.getNamedAttr("link_busy_seconds", b.getF64FloatAttr(e.linkBusySeconds)),
+                        b.getNamedAttr("pcie_gbps", b.getF64FloatAttr(e.pcieBytesPerSecond / 1e9)),
                     }));
     };
     if (mode == "auto" && !e.pays()) {
-      record(false);
+      record(0);
       return;
     }
-    func::FuncOp recomputing = mode == "auto" ? func.clone() : func::FuncOp();
-    swap(func, swaps, lossOp);
-    if (recomputing) {
-      // The copies keep each value a few ops longer than the recomputing
-      // plan does: keep that plan where the swapped one is over budget.
-      const int64_t floatBytes = kMixedPrecision;
-      bool fits = budget <= 0 || planFunction(func, floatBytes, statePerParam, dataParallel) <= budget;
-      if (!fits) {
-        func.getBody().takeBody(recomputing.getBody());
-        recomputing.erase();
-        record(false);
-        return;
+    int64_t hostLimit = hostBudget >= 0 ? int64_t(hostBudget) : availableHostMemory().value_or(0);
+    if (mode == "all") {
+      swap(func, swaps, lossOp);
+      planFunction(func, kMixedPrecision, statePerParam, dataParallel);
+      int64_t hostBytes = LayoutAttr::of(func).getHostBytes();
+      if (hostBytes > hostLimit) {
+        func.emitError("swapping activations needs ")
+            << hostBytes << " bytes of host memory but the host budget is " << hostLimit
+            << " bytes";
+        return signalPassFailure();
       }
-      recomputing.erase();
+      record(found);
+      return;
     }
-    record(true);
+    // auto: the copies keep each value a few ops longer than the
+    // recomputing plan does, and the values take host memory. Where
+    // swapping every candidate is over either budget, the most candidates
+    // (the first ones, in the order of their clones) that fit, by
+    // bisection; none fit: the recomputing plan stays.
+    func::FuncOp recomputing = func.clone();
+    auto trial = [&](size_t k) -> func::FuncOp {
+      func::FuncOp t = recomputing.clone();
+      Operation *loss = lossOf(t);
+      llvm::MapVector<Value, Swap> some = candidates(t, loss);
+      while (some.size() > k)
+        some.pop_back();
+      swap(t, some, loss);
+      int64_t planned = planFunction(t, kMixedPrecision, statePerParam, dataParallel);
+      if ((budget <= 0 || planned <= budget) && LayoutAttr::of(t).getHostBytes() <= hostLimit)
+        return t;
+      t.erase();
+      return func::FuncOp();
+    };
+    size_t taken = 0;
+    func::FuncOp best = trial(found);
+    if (best) {
+      taken = found;
+    } else {
+      size_t lo = 1, hi = found - 1;
+      while (lo <= hi && hi > 0) {
+        size_t mid = (lo + hi) / 2;
+        if (func::FuncOp t = trial(mid)) {
+          if (best)
+            best.erase();
+          best = t;
+          taken = mid;
+          lo = mid + 1;
+        } else {
+          hi = mid - 1;
+        }
+      }
+    }
+    if (best) {
+      func.getBody().takeBody(best.getBody());
+      best.erase();
+    }
+    recomputing.erase();
+    record(taken);
   }
 
   Estimate estimate(func::FuncOp func, TargetAttr target, llvm::MapVector<Value, Swap> &swaps) {
@@ -224,7 +292,14 @@ private:
     const int64_t floatBytes = kMixedPrecision;
     for (auto &[value, s] : swaps)
       e.bytes += valueBytes(value, floatBytes);
-    e.copySeconds = static_cast<double>(e.bytes) / (pcieGbps * 1e9);
+    double pcie = pcieGbps * 1e9;
+    if (TiersAttr tiers = TiersAttr::of(func)) {
+      pcie = TierRates::of(tiers).pcieBytesPerSecond;
+      TierEstimate t = estimateTiers(func, tiers, floatBytes, statePerParam);
+      e.linkBusySeconds = (t.pcieBytesPerMicroStep + t.pcieBytesPerStep) / 2.0 / pcie;
+    }
+    e.pcieBytesPerSecond = pcie;
+    e.copySeconds = static_cast<double>(e.bytes) / pcie;
     Block &body = func.getBody().front();
     bool backward = false;
     Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();

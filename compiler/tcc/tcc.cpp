@@ -183,7 +183,7 @@ static cl::opt<double> hostGbps(
     cl::init(30.0), cl::cat(tccCategory));
 static cl::opt<std::string> hostBudget(
     "host-budget",
-    cl::desc("The most host memory an --offload plan may use, a size as for "
+    cl::desc("The most host memory an --offload or --swap-activations plan may use, a size as for "
              "--mem-budget (default: what this machine has available)"),
     cl::value_desc("size"), cl::cat(tccCategory));
 static cl::opt<std::string> lossChunkRows(

@@ -5,6 +5,8 @@
 // RUN: tcc-opt %s --tcc-build-backward --canonicalize --cse --tcc-remat="budget=100671000" --cse --tcc-swap-activations="mode=all" --tcc-plan-memory --tcc-lower-to-kernels | FileCheck %s --check-prefix=KERNEL
 // RUN: tcc-opt %s --tcc-build-backward --canonicalize --cse --tcc-remat="budget=100671000" --cse --tcc-swap-activations="mode=all" --tcc-plan-memory --tcc-lower-to-kernels | tcc-translate --tcck-to-cu | FileCheck %s --check-prefix=CU
 // RUN: not tcc-opt %s --tcc-swap-activations="mode=sometimes" 2>&1 | FileCheck %s --check-prefix=BADMODE
+// RUN: not tcc-opt %s --tcc-build-backward --canonicalize --cse --tcc-remat="budget=100671000" --cse --tcc-swap-activations="mode=all host-budget=500" 2>&1 | FileCheck %s --check-prefix=HOSTFULL
+// RUN: tcc-opt %s --tcc-build-backward --canonicalize --cse --tcc-remat="budget=100671000" --cse --tcc-swap-activations="mode=auto pcie-gbps=1e9 host-budget=500" --tcc-plan-memory | FileCheck %s --check-prefix=AUTO-HOSTFULL
 //
 // loss = sum(tanh(tanh(exp(w)))) on the CUDA target, w of 256 elements.
 // Under a budget 488 bytes below the unconstrained plan (100671488 bytes), tcc-remat drops
@@ -74,6 +76,12 @@
 // CU: swap_out_wait(0);
 // CU: swap_in(0, v[[W:[0-9]+]]);
 // CU: swap_in_wait(0);
+
+// The host buffer must fit the host budget: all fails, auto recomputes.
+// HOSTFULL: error: swapping activations needs 512 bytes of host memory but the host budget is 500 bytes
+// AUTO-HOSTFULL-LABEL: func.func @micro_step
+// AUTO-HOSTFULL-SAME: swapped = false
+// AUTO-HOSTFULL: tcc.remat
 
 // BADMODE: error: tcc-swap-activations: unknown mode "sometimes" (none, auto or all)
 module attributes {tcc.target = #tcc.target<kind = cuda, storage = f16, arch = 90>} {
