@@ -316,7 +316,8 @@ def SwapActivations : Pass<"tcc-swap-activations", "ModuleOp"> {
     `budget` (the copies keep each value a few ops longer) and its host
     buffer (host tiers included) `host-budget`: where swapping every
     candidate does not fit, auto swaps the most candidates, first ones
-    first, that do (by bisection), and none when none fit; `all` fails
+    first, that do (by bisection) if those pay by the same estimate, and
+    none otherwise; `all` fails
     when the host buffer does not fit. The choice and
     its figures are recorded in `tcc.swaps` on the function.
   }];

@@ -244,15 +244,32 @@ private:
     // recomputing plan does, and the values take host memory. Where
     // swapping every candidate is over either budget, the most candidates
     // (the first ones, in the order of their clones) that fit, by
-    // bisection; none fit: the recomputing plan stays.
+    // bisection, if they pay by themselves; else the recomputing plan
+    // stays. The record gives the estimate of what was swapped.
     func::FuncOp recomputing = func.clone();
-    auto trial = [&](size_t k) -> func::FuncOp {
+    DeviceRates rates = deviceRatesForArch(target.getArch());
+    auto rematSeconds = [&](func::FuncOp f) {
+      double t = 0;
+      for (Operation &op : f.getBody().front())
+        if (op.hasAttr(kRematAttr))
+          t += rooflineSeconds(&op, kMixedPrecision, rates);
+      return t;
+    };
+    const double recomputeBefore = rematSeconds(recomputing);
+    Estimate chosen = e; // of the swaps taken
+    auto trial = [&](size_t k, Estimate &sub) -> func::FuncOp {
       func::FuncOp t = recomputing.clone();
       Operation *loss = lossOf(t);
       llvm::MapVector<Value, Swap> some = candidates(t, loss);
       while (some.size() > k)
         some.pop_back();
+      sub = e;
+      sub.bytes = 0;
+      for (auto &[value, sw] : some)
+        sub.bytes += valueBytes(value, kMixedPrecision);
+      sub.copySeconds = static_cast<double>(sub.bytes) / e.pcieBytesPerSecond;
       swap(t, some, loss);
+      sub.recomputeSeconds = recomputeBefore - rematSeconds(t);
       int64_t planned = planFunction(t, kMixedPrecision, statePerParam, dataParallel);
       if ((budget <= 0 || planned <= budget) && LayoutAttr::of(t).getHostBytes() <= hostLimit)
         return t;
@@ -260,29 +277,41 @@ private:
       return func::FuncOp();
     };
     size_t taken = 0;
-    func::FuncOp best = trial(found);
+    Estimate sub;
+    func::FuncOp best = trial(found, sub);
     if (best) {
       taken = found;
+      chosen = sub;
     } else {
       size_t lo = 1, hi = found - 1;
       while (lo <= hi && hi > 0) {
         size_t mid = (lo + hi) / 2;
-        if (func::FuncOp t = trial(mid)) {
+        if (func::FuncOp t = trial(mid, sub)) {
           if (best)
             best.erase();
           best = t;
           taken = mid;
+          chosen = sub;
           lo = mid + 1;
         } else {
           hi = mid - 1;
         }
       }
     }
+    // The swaps taken must pay by themselves (the first candidates may
+    // save little recomputation).
+    if (best && !chosen.pays()) {
+      best.erase();
+      best = func::FuncOp();
+      taken = 0;
+      chosen = e;
+    }
     if (best) {
       func.getBody().takeBody(best.getBody());
       best.erase();
     }
     recomputing.erase();
+    e = chosen;
     record(taken);
   }
 
