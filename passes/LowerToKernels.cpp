@@ -592,6 +592,8 @@ struct SwapWaitLowering : KernelPattern<SwapWaitOp> {
       rewriter.create<tcck::WaitSwapInOp>(w.getLoc(), w.getSwapAttr());
     else
       rewriter.create<tcck::WaitSwapOutOp>(w.getLoc(), w.getSwapAttr());
+    // The waits for copies to the host the plan places after this op.
+    finish(rewriter, w, {});
     rewriter.eraseOp(w);
     return success();
   }

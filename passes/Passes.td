@@ -300,8 +300,9 @@ def SwapActivations : Pass<"tcc-swap-activations", "ModuleOp"> {
         tcc.swap_wait %v2 swap 0        right before it
 
     The backward readers then read `%v2`, and the clones nothing reads any
-    more are erased. The copies run on their own streams (runtime:
-    host_tier.cuh), so they overlap the passes; the values are the forward
+    more are erased. The copies run on the host tier's copy streams
+    (runtime: host_tier.cuh), so they overlap the kernels around them, as
+    far as the two ops each has allow; the values are the forward
     pass's own bits, so the step computes exactly what the recomputing one
     does. tcc-plan-memory places each swapped value in the host buffer
     (`tcc.host_offset`). A clone that is not an exact copy of a forward op

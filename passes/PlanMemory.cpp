@@ -203,10 +203,12 @@ static bool onlyScalarReductionsRead(Value v) {
   return !v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *u) {
     if (isAliasView(u))
       return onlyScalarReductionsRead(u->getResult(0));
-    // Swapping a value out (tcc-swap-activations) does not change how it
-    // is stored: its copy back is stored as it is.
-    if (isa<SwapOutOp, SwapWaitOp>(u))
+    // A swapped value (tcc-swap-activations) is read where its copy back
+    // is read; its copy back is stored as it is.
+    if (isa<SwapWaitOp>(u))
       return true;
+    if (isa<SwapOutOp, SwapInOp>(u))
+      return onlyScalarReductionsRead(u->getResult(0));
     return isa<ReduceSumOp, ReduceMeanOp>(u) &&
            cast<RankedTensorType>(u->getResult(0).getType()).getNumElements() == 1;
   });

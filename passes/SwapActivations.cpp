@@ -187,12 +187,22 @@ private:
             s.uses.push_back(&use);
           }
     }
-    // A value the backward pass also reads directly stays on the device
-    // anyway: swapping it would only add copies.
-    swaps.remove_if([&](const std::pair<Value, Swap> &s) {
-      return llvm::any_of(s.first.getUsers(), [&](Operation *u) {
-        return !u->hasAttr(kRematAttr) && index.lookup(u) >= boundary;
+    // A value the backward pass also reads directly (or through views)
+    // stays on the device anyway: swapping it would only add copies. The
+    // loss, and views of arguments or of constants kept in the library,
+    // are not the forward pass's activations.
+    std::function<bool(Value)> readLate = [&](Value v) {
+      return llvm::any_of(v.getUsers(), [&](Operation *u) {
+        if (u->hasAttr(kRematAttr))
+          return false;
+        return index.lookup(u) >= boundary || (isAliasView(u) && readLate(u->getResult(0)));
       });
+    };
+    swaps.remove_if([&](const std::pair<Value, Swap> &s) {
+      Value root = viewRoot(s.first);
+      Operation *rootDef = root.getDefiningOp();
+      return readLate(s.first) || s.first.getDefiningOp() == lossOp || !rootDef ||
+             isStaticConstant(rootDef);
     });
     return swaps;
   }
@@ -390,13 +400,15 @@ private:
       // forward pass.
       Operation *waitAfter = after(out, kSwapOutLagOps);
       b.setInsertionPointAfter(lossOp->isBeforeInBlock(waitAfter) ? lossOp : waitAfter);
-      b.create<SwapWaitOp>(loc, value, b.getI64IntegerAttr(id));
+      auto outWait = b.create<SwapWaitOp>(loc, value, b.getI64IntegerAttr(id));
       // The copy back, kSwapInLeadOps ops ahead of the first reader.
       Operation *first = s.uses.front()->getOwner();
       for (OpOperand *use : s.uses)
         if (use->getOwner()->isBeforeInBlock(first))
           first = use->getOwner();
-      b.setInsertionPoint(before(first, kSwapInLeadOps, lossOp));
+      // Not before the wait for the copy out: the copy back reads what it
+      // wrote.
+      b.setInsertionPoint(before(first, kSwapInLeadOps, outWait));
       auto in = b.create<SwapInOp>(loc, out.getHost(), b.getI64IntegerAttr(id));
       b.setInsertionPoint(first);
       b.create<SwapWaitOp>(loc, in.getValue(), b.getI64IntegerAttr(id));

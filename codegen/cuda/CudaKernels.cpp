@@ -163,7 +163,8 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
           return s.emitOpError("is swap ") << s.getSwap() << ", but " << swapCount
                                            << " swaps come before it";
         auto t = cast<MemRefType>(s.getValue().getType());
-        int64_t bytes = t.getNumElements() * (t.getElementTypeBitWidth() / 8);
+        // As the plan sizes buffers (bufferBytes): a boolean is a byte.
+        int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
         swapTable += "    {" + std::to_string(s.getHostSlot()) + "ULL, " + std::to_string(bytes) + "ULL},\n";
         ++swapCount;
         os << "  swap_out(" << s.getSwap() << ", " << ref(s.getValue()) << ");\n";

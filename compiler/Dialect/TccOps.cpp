@@ -1198,7 +1198,14 @@ LogicalResult SwapInOp::verify() {
   if (!out || out.getSwap() != getSwap())
     return emitOpError("swap ") << getSwap()
                                 << " reads a value that no tcc.swap_out of the same swap made";
-  return success();
+  // The copy back reads what the copy out wrote: its wait comes first.
+  for (Operation *user : out.getValue().getUsers())
+    if (auto wait = dyn_cast<SwapWaitOp>(user);
+        wait && wait.getSwap() == getSwap() && wait->getBlock() == (*this)->getBlock() &&
+        wait->isBeforeInBlock(*this))
+      return success();
+  return emitOpError("swap ") << getSwap()
+                              << " is copied back before a tcc.swap_wait of its copy out";
 }
 
 LogicalResult SwapWaitOp::verify() {

@@ -37,12 +37,15 @@
 //              step's stream waits for the last copy at the end
 //              (join_copies()), so a CUDA graph can capture the micro-step:
 //              `down` forks from the step's stream and joins it again, and
-//              the graph replays the copies (before_graph() readies the
-//              staging for them).
+//              the graph replays the copies (before_graph() waits for the
+//              adder, which then does not overlap the graph; after_graph()
+//              arms accumulate()). Such steps run as graphs only when
+//              TCC_CUDA_GRAPHS=1 asks (step_host.cu, decide_modes).
 //   swap_out(), swap_in() and their waits
 //              saved activations swapped to the host buffer instead of
 //              recomputed (tcc --swap-activations): copied out on `down`
-//              after the op that makes them, waited for a few ops later
+//              after the op that makes them (sharing it with the gradient
+//              copies), waited for a few ops later
 //              (the plan keeps the buffer until then), copied back on `up`
 //              a few ops before their first backward reader, which waits
 //              for the copy. Every copy forks from the step's stream and is
@@ -220,12 +223,13 @@ struct HostTier {
   }
 
   /// Swap k's copy back into `dst`, on `up` behind the work queued on
-  /// `compute` (the buffer's last other reader); wait_swap_in(k) makes
-  /// `compute` wait for it.
+  /// `compute` (the buffer's last other reader) and the copy out;
+  /// wait_swap_in(k) makes `compute` wait for it.
   cudaError_t swap_in(int k, void *dst, cudaStream_t compute) {
     SwapCopy &s = swaps[static_cast<size_t>(k)];
     cudaError_t e;
     if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(up, ready, 0)) != cudaSuccess ||
+        (e = cudaStreamWaitEvent(up, s.out, 0)) != cudaSuccess ||
         (e = cudaMemcpyAsync(dst, s.host, s.bytes, cudaMemcpyHostToDevice, up)) != cudaSuccess)
       return e;
     return cudaEventRecord(s.in, up);
@@ -248,13 +252,9 @@ struct HostTier {
   /// overwrite the staging, so the adder must be done with it, and
   /// accumulate() must add them after (the graph queues them, not
   /// copy_grad()).
-  cudaError_t before_graph() {
-    if (copies.empty())
-      return cudaSuccess;
-    cudaError_t e = join();
-    copies_pending = true;
-    return e;
-  }
+  cudaError_t before_graph() { return copies.empty() ? cudaSuccess : join(); }
+  /// After a CUDA graph of the micro-step was launched.
+  void after_graph() { copies_pending = !copies.empty(); }
 
   /// After a micro-step: waits for its copies, then starts the adder, which
   /// adds each into its accumulator in the order they were queued (as the

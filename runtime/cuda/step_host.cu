@@ -119,10 +119,16 @@ void decide_modes() {
     g_prof_steps = 0;
     g_prof_warmed = false;
   }
+  // A step with gradient accumulators in host memory runs op by op unless
+  // TCC_CUDA_GRAPHS=1 asks for graphs: op by op, the host update of the
+  // last optimizer step and the host adder overlap the micro-step, which
+  // as a graph they do not (the capture itself takes the copies to the
+  // host: their stream forks from the step's and joins it again,
+  // host_tier.cuh). Which is faster has not been measured on a GPU.
+  if (desc().num_host_grads > 0 && !asked)
+    g_graph_mode = 0;
   // The capture does not take the gradient all-reduce's collectives, which
-  // only the optimizer step's last micro-step queues. (Copies of gradients
-  // to host accumulators it does take: their stream forks from the step's
-  // and joins it again, host_tier.cuh.)
+  // only the optimizer step's last micro-step queues.
   if (g_comm.open())
     g_graph_mode = 0;
   g_prof = g_profile || g_hook ? 1 : 0;
@@ -206,11 +212,14 @@ namespace {
 // Runs the body as a CUDA graph captured (unless TCC_CUDA_GRAPHS=0) on the
 // second call (the first creates the GEMM plans) and replayed after; a
 // capture that fails falls back to direct launches, with a note.
+int host_update_failed(cudaError_t e, const char *where);
+
 int launch_graph() {
-  cudaError_t e = g_host.before_graph();
-  if (e == cudaSuccess)
-    e = cudaGraphLaunch(g_graph, stream());
+  if (int rc = host_update_failed(g_host.before_graph(), "micro_step"))
+    return rc;
+  cudaError_t e = cudaGraphLaunch(g_graph, stream());
   if (e == cudaSuccess) {
+    g_host.after_graph();
     ++g_graph_launches;
     return 0;
   }

@@ -595,8 +595,19 @@ func.func @swap_wait_unswapped(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @swap_in_before_out_wait(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = tcc.swap_out %x swap 0 : tensor<4xf32>
+  // expected-error @+1 {{'tcc.swap_in' op swap 0 is copied back before a tcc.swap_wait of its copy out}}
+  %y = tcc.swap_in %h swap 0 : tensor<4xf32>
+  tcc.swap_wait %x swap 0 : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 func.func @swap_wait_wrong_swap(%x: tensor<4xf32>) -> tensor<4xf32> {
   %h = tcc.swap_out %x swap 0 : tensor<4xf32>
+  tcc.swap_wait %x swap 0 : tensor<4xf32>
   %y = tcc.swap_in %h swap 0 : tensor<4xf32>
   // expected-error @+1 {{'tcc.swap_wait' op waits for swap 1 on the result of swap 0}}
   tcc.swap_wait %y swap 1 : tensor<4xf32>

@@ -27,8 +27,9 @@ without them ends. Checked, each as a case:
                 1e-5 relative where the norm's summation order shows through
                 clipping); the micro-step replayed as a CUDA graph (the
                 copies to the host in it, TCC_HOST_TIER_STATS counting the
-                launches) and run op by op (--no-cuda-graphs), with deferred
-                streams too, all equal to it byte for byte;
+                launches; TCC_CUDA_GRAPHS=1, as such steps run op by op by
+                default) and run op by op, with deferred streams too, all
+                equal to it byte for byte;
   sgd           the same with SGD, momentum 0.9, Nesterov;
   mixed         --offload=auto under a budget that puts one parameter's
                 state on the host and recomputes activations: device and host
@@ -39,7 +40,8 @@ without them ends. Checked, each as a case:
                 the recomputed values copied to the host buffer and back
                 instead; byte for byte the recomputing step's run, as a CUDA
                 graph and op by op, with deferred and deferred-first streams
-                (a missing wait for a copy shows as stale activations);
+                (a missing wait for a copy shows as stale activations); and
+                with the accumulators on the host too (--offload=all);
   parity        tiny_gpt_opset17's loss and gradients (--grads-only), with
                 state and with accumulators on the host, against the CPU
                 target's, within the 1e-2 fp16 bound (bench/gpu/compare.py),
@@ -96,6 +98,9 @@ MIXED_BUDGET = 103000000
 # The budget under which the plan without host memory recomputes what
 # MIXED_BUDGET's does.
 REMAT_BUDGET = 103200000
+# A budget under which --offload=all (accumulators on the host) recomputes
+# activations too.
+ALL_REMAT_BUDGET = 101600000
 
 ARGS = None
 
@@ -247,14 +252,16 @@ def adamw_accumulators_case():
         require(worst < 1e-5, "%d files differ, worst relative %.2e: %s" % (len(bad), worst, bad[:4]))
         detail = "%d of %d files differ, by %.1e relative at most (the norm's summation order)" % (
             len(bad), len(ref), worst)
-    # The runs above replay the micro-step as a CUDA graph (its copies to the
-    # host included); op by op, the copies are queued as each op is.
+    # The runs above go op by op (the default for such steps: the host work
+    # overlaps the micro-step); TCC_CUDA_GRAPHS=1 replays the micro-step as
+    # a CUDA graph, its copies to the host included.
     graphs = {}
-    for label, env, more in (("graph", {}, []),
-                             ("graph, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, []),
-                             ("graph, deferred-first", {"TCC_CUDA_EMU_STREAMS": "deferred-first"}, []),
-                             ("op by op", {}, ["--no-cuda-graphs"]),
-                             ("op by op, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, ["--no-cuda-graphs"])):
+    g = {"TCC_CUDA_GRAPHS": "1"}
+    for label, env, more in (("graph", g, []),
+                             ("graph, deferred", dict(g, TCC_CUDA_EMU_STREAMS="deferred"), []),
+                             ("graph, deferred-first", dict(g, TCC_CUDA_EMU_STREAMS="deferred-first"), []),
+                             ("op by op", {}, []),
+                             ("op by op, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, [])):
         log = train(host, out + "-host-x", 3, *more, env=dict(env, TCC_HOST_TIER_STATS="1"))
         require_equal(got, files(out + "-host-x"), "accumulators on the host (%s)" % label)
         m = re.search(r"(\d+) micro-steps run as a CUDA graph", log)
@@ -264,7 +271,8 @@ def adamw_accumulators_case():
     require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
             all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
             "micro-steps run as a CUDA graph: %s" % graphs)
-    return detail + "; the same as a CUDA graph (5 of 6 micro-steps) and op by op, with deferred streams too"
+    return detail + ("; the same as a CUDA graph (TCC_CUDA_GRAPHS=1: 5 of 6 micro-steps) and op by op (the "
+                     "default), with deferred streams too")
 
 
 @case("sgd")
@@ -335,9 +343,20 @@ def swap_case():
     require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
             all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
             "micro-steps run as a CUDA graph: %s" % graphs)
+    # With the gradient accumulators on the host too: the swaps' waits and
+    # the gradient copies' waits in one micro-step.
+    flags = ["--offload=all", "--host-budget=1G", "--mem-budget=%d" % ALL_REMAT_BUDGET]
+    all_remat = build("demo-all-remat", DEMO, *flags)
+    all_swap = build("demo-all-swap", DEMO, *flags, "--swap-activations=all")
+    train(all_remat, out + "-all-remat", 3)
+    ref = files(out + "-all-remat")
+    for label, env in (("default", {}), ("deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}),
+                       ("deferred-first", {"TCC_CUDA_EMU_STREAMS": "deferred-first"})):
+        train(all_swap, out + "-all-x", 3, env=env)
+        require_equal(ref, files(out + "-all-x"), "--offload=all, swapped (%s) vs recomputed" % label)
     return ("%d of %d recomputed values swapped (%d bytes of host memory; recomputed FLOPs %d -> %d, plan %d "
             "-> %d bytes): byte for byte the recomputing step's, as a CUDA graph and op by op, with deferred "
-            "streams too" % (s["values"], s["candidates"], s["host_bytes"], rr["recomputed_flops"],
+            "streams too; so with --offload=all" % (s["values"], s["candidates"], s["host_bytes"], rr["recomputed_flops"],
                              sr["recomputed_flops"], rr["planned_peak_bytes"], sr["planned_peak_bytes"]))
 
 

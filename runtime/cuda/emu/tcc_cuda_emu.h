@@ -213,6 +213,7 @@ struct State {
   Stream *capturing = nullptr; // the stream being captured (the origin), if any
   std::vector<Stream *> forks;  // the streams that joined its capture
   Graph *capture = nullptr;
+  uint64_t capture_id = 0; // numbers the captures (events name theirs)
   bool capture_invalid = false;
   bool initialised = false;
   enum class Defer { None, All, First };
@@ -920,6 +921,7 @@ inline cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode
     return tcc_emu::record(cudaErrorIllegalState);
   s.capturing = st;
   s.capture = new tcc_emu::Graph;
+  ++s.capture_id;
   s.capture_invalid = false;
   st->captured = 0;
   return cudaSuccess;
@@ -1002,9 +1004,9 @@ struct Event {
   double ms = 0.0;
   Stream *stream = nullptr; // where it was last recorded (null: complete)
   uint64_t seq = 0;         // the stream's work item it completes after
-  // Recorded in a capture: the graph, the capturing stream and its count of
-  // captured items then.
-  Graph *capture = nullptr;
+  // Recorded in a capture: the capture's number (0: none), the capturing
+  // stream and its count of captured items then.
+  uint64_t capture = 0;
   Stream *capture_stream = nullptr;
   uint64_t capture_seq = 0;
 };
@@ -1035,11 +1037,11 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t st = nullptr) {
   if (r != cudaSuccess)
     return r;
   if (in_capture) {
-    e->capture = tcc_emu::state().capture;
+    e->capture = tcc_emu::state().capture_id;
     e->capture_stream = st;
     e->capture_seq = st->captured;
   } else {
-    e->capture = nullptr;
+    e->capture = 0;
     e->stream = st;
     e->seq = st ? st->issued : 0;
   }
@@ -1062,7 +1064,7 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t e, unsigned 
   if (!e)
     return tcc_emu::record(cudaErrorInvalidResourceHandle);
   tcc_emu::State &s = tcc_emu::state();
-  if (s.capturing && e->capture && e->capture == s.capture) {
+  if (s.capturing && e->capture && e->capture == s.capture_id) {
     if (!st)
       return tcc_emu::record(cudaErrorStreamCaptureImplicit);
     if (!tcc_emu::captured(st)) {
