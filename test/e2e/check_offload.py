@@ -156,6 +156,29 @@ def require_equal(a, b, what):
     require(not bad, "%s: %d of %d files differ: %s" % (what, len(bad), len(a), bad[:6]))
 
 
+def graphs_and_op_by_op(so, out, ref, what, graph_env, op_flags):
+    """Trains `so` 3 steps as a CUDA graph (`graph_env`) and op by op
+    (`op_flags`), with deferred streams too: each run must end byte for
+    byte at `ref`, and TCC_HOST_TIER_STATS must count the micro-steps
+    replayed as a graph (5 of 6: the first runs op by op, the second is
+    captured) or none."""
+    graphs = {}
+    deferred = {"TCC_CUDA_EMU_STREAMS": "deferred"}
+    for label, env, more in (("graph", graph_env, []),
+                             ("graph, deferred", dict(graph_env, **deferred), []),
+                             ("graph, deferred-first", dict(graph_env, TCC_CUDA_EMU_STREAMS="deferred-first"), []),
+                             ("op by op", {}, op_flags),
+                             ("op by op, deferred", deferred, op_flags)):
+        log = train(so, out, 3, *more, env=dict(env, TCC_HOST_TIER_STATS="1"))
+        require_equal(ref, files(out), "%s (%s)" % (what, label))
+        m = re.search(r"(\d+) micro-steps run as a CUDA graph", log)
+        require(m, "%s: no graph count: %r" % (label, log[-400:]))
+        graphs[label] = int(m.group(1))
+    require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
+            all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
+            "micro-steps run as a CUDA graph: %s" % graphs)
+
+
 @case("tables")
 def tables_case():
     dev = build("demo-dev", DEMO)
@@ -255,22 +278,8 @@ def adamw_accumulators_case():
     # The runs above go op by op (the default for such steps: the host work
     # overlaps the micro-step); TCC_CUDA_GRAPHS=1 replays the micro-step as
     # a CUDA graph, its copies to the host included.
-    graphs = {}
-    g = {"TCC_CUDA_GRAPHS": "1"}
-    for label, env, more in (("graph", g, []),
-                             ("graph, deferred", dict(g, TCC_CUDA_EMU_STREAMS="deferred"), []),
-                             ("graph, deferred-first", dict(g, TCC_CUDA_EMU_STREAMS="deferred-first"), []),
-                             ("op by op", {}, []),
-                             ("op by op, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, [])):
-        log = train(host, out + "-host-x", 3, *more, env=dict(env, TCC_HOST_TIER_STATS="1"))
-        require_equal(got, files(out + "-host-x"), "accumulators on the host (%s)" % label)
-        m = re.search(r"(\d+) micro-steps run as a CUDA graph", log)
-        require(m, "%s: no graph count: %r" % (label, log[-400:]))
-        graphs[label] = int(m.group(1))
-    # 6 micro-steps: the first runs op by op, the second is captured.
-    require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
-            all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
-            "micro-steps run as a CUDA graph: %s" % graphs)
+    graphs_and_op_by_op(host, out + "-host-x", got, "accumulators on the host",
+                        {"TCC_CUDA_GRAPHS": "1"}, [])
     return detail + ("; the same as a CUDA graph (TCC_CUDA_GRAPHS=1: 5 of 6 micro-steps) and op by op (the "
                      "default), with deferred streams too")
 
@@ -329,20 +338,8 @@ def swap_case():
     out = os.path.join(ARGS.workdir, "swap")
     train(remat, out + "-remat", 3)
     ref = files(out + "-remat")
-    graphs = {}
-    for label, env, more in (("graph", {}, []),
-                             ("graph, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, []),
-                             ("graph, deferred-first", {"TCC_CUDA_EMU_STREAMS": "deferred-first"}, []),
-                             ("op by op", {}, ["--no-cuda-graphs"]),
-                             ("op by op, deferred", {"TCC_CUDA_EMU_STREAMS": "deferred"}, ["--no-cuda-graphs"])):
-        log = train(swap, out + "-x", 3, *more, env=dict(env, TCC_HOST_TIER_STATS="1"))
-        require_equal(ref, files(out + "-x"), "swapped activations (%s) vs recomputed" % label)
-        m = re.search(r"(\d+) micro-steps run as a CUDA graph", log)
-        require(m, "%s: no graph count: %r" % (label, log[-400:]))
-        graphs[label] = int(m.group(1))
-    require(all(graphs[k] == 5 for k in graphs if k.startswith("graph")) and
-            all(graphs[k] == 0 for k in graphs if k.startswith("op by op")),
-            "micro-steps run as a CUDA graph: %s" % graphs)
+    graphs_and_op_by_op(swap, out + "-x", ref, "swapped activations vs recomputed", {},
+                        ["--no-cuda-graphs"])
     # With the gradient accumulators on the host too: the swaps' waits and
     # the gradient copies' waits in one micro-step.
     flags = ["--offload=all", "--host-budget=1G", "--mem-budget=%d" % ALL_REMAT_BUDGET]
