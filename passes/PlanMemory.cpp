@@ -276,6 +276,18 @@ bool mlir::tcc::keepsF32(Value v) {
   return false;
 }
 
+std::optional<int64_t> mlir::tcc::numberStepOps(Block &body,
+                                               llvm::DenseMap<Operation *, int64_t> &index) {
+  int64_t n = 0;
+  for (Operation &op : body)
+    index[&op] = n++;
+  Operation *ret = body.getTerminator();
+  Operation *lossOp = ret->getNumOperands() ? ret->getOperand(0).getDefiningOp() : nullptr;
+  if (!lossOp)
+    return std::nullopt;
+  return index[lossOp] + 1;
+}
+
 int64_t mlir::tcc::swappedActivationBytes(func::FuncOp func) {
   int64_t bytes = 0;
   func.walk([&](SwapOutOp out) { bytes += valueBytes(out.getValue(), kMixedPrecision); });

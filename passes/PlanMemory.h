@@ -19,6 +19,12 @@ namespace mlir::tcc {
 /// swapped value (on its tcc.swap_out and tcc.swap_in).
 inline constexpr llvm::StringLiteral kHostOffsetAttr = "tcc.host_offset";
 
+/// Numbers the ops of a training step's `body` in program order into
+/// `index` and returns the forward/backward boundary: the position just
+/// after the op that makes the loss (result 0), after which
+/// tcc-build-backward put the backward pass; std::nullopt without one.
+std::optional<int64_t> numberStepOps(Block &body, llvm::DenseMap<Operation *, int64_t> &index);
+
 /// Bytes of the activations `func` swaps to host memory (tcc.swap_out).
 int64_t swappedActivationBytes(func::FuncOp func);
 

@@ -223,19 +223,6 @@ static void undo(Applied &a) {
     clone->erase();
 }
 
-/// Numbers the ops of `body` in program order into `index` and returns the
-/// forward/backward boundary: the position just after the op that makes the
-/// loss (result 0), after which tcc-build-backward put the backward pass.
-static std::optional<int64_t> numberOps(Block &body,
-                                        llvm::DenseMap<Operation *, int64_t> &index) {
-  int64_t n = 0;
-  for (Operation &op : body)
-    index[&op] = n++;
-  Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
-  if (!lossOp)
-    return std::nullopt;
-  return index[lossOp] + 1;
-}
 
 class RematPass : public tcc::impl::RematBase<RematPass> {
 public:
@@ -511,7 +498,7 @@ public:
                              int64_t limit = -1) {
     Block &body = func.getBody().front();
     llvm::DenseMap<Operation *, int64_t> index;
-    std::optional<int64_t> boundary = numberOps(body, index);
+    std::optional<int64_t> boundary = numberStepOps(body, index);
     if (!boundary)
       return 0;
     std::map<int64_t, SmallVector<Operation *>> blocks;
@@ -661,7 +648,7 @@ private:
       while (live > target) {
         Block &body = func.getBody().front();
         llvm::DenseMap<Operation *, int64_t> index;
-        std::optional<int64_t> numbered = numberOps(body, index);
+        std::optional<int64_t> numbered = numberStepOps(body, index);
         if (!numbered)
           break;
         int64_t boundary = *numbered;

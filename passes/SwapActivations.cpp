@@ -4,7 +4,7 @@
 // value for the backward pass, copy it to pinned host memory after the
 // forward pass makes it and back before the backward pass reads it. The
 // candidates are found from remat's clones (`originalOf`), the choice is
-// made by the roofline estimate (`estimate`), and the rewrite is `swap`.
+// made by the tier cost model's SwapEstimate, and the rewrite is `swap`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,34 +100,17 @@ private:
   llvm::DenseMap<Operation *, Operation *> memo;
 };
 
-/// A forward value to swap: the clones' results that stand for it, and the
-/// backward ops' uses of them.
-struct Swap {
-  Value original;
-  SmallVector<OpOperand *> uses;
-};
+/// The forward values to swap, each with the backward ops' uses of the
+/// clones' results that stand for it, in the order the clones come.
+using Swaps = llvm::MapVector<Value, SmallVector<OpOperand *>>;
 
-/// What swapping would move and save, by the tier cost model's rooflines.
-struct Estimate {
-  int64_t bytes = 0;           // one way
-  double copySeconds = 0;      // each way
-  double forwardSeconds = 0, backwardSeconds = 0;
-  double recomputeSeconds = 0; // the clones that would go
-  /// Each direction's share of the host tiers' own PCIe traffic per
-  /// micro-step (one micro-step per optimizer step, the costliest case):
-  /// the link the copies would share.
-  double linkBusySeconds = 0;
-  double pcieBytesPerSecond = 0;
-  /// What the copies add to the time the passes cannot hide, beyond what
-  /// the tiers' traffic already leaves exposed.
-  double exposedSeconds() const {
-    auto exposed = [&](double link) {
-      return std::max(0.0, link - forwardSeconds) + std::max(0.0, link - backwardSeconds);
-    };
-    return exposed(copySeconds + linkBusySeconds) - exposed(linkBusySeconds);
-  }
-  bool pays() const { return exposedSeconds() < recomputeSeconds; }
-};
+/// The bytes `swaps` move each way.
+int64_t swapBytes(const Swaps &swaps) {
+  int64_t bytes = 0;
+  for (auto &[value, uses] : swaps)
+    bytes += valueBytes(value, kMixedPrecision);
+  return bytes;
+}
 
 class SwapActivationsPass : public tcc::impl::SwapActivationsBase<SwapActivationsPass> {
 public:
@@ -164,15 +147,12 @@ private:
 
   /// The forward values of `func` that remat's clones stand for, in the
   /// order their clones come, with their backward uses.
-  static llvm::MapVector<Value, Swap> candidates(func::FuncOp func, Operation *lossOp) {
+  static Swaps candidates(func::FuncOp func, Operation *lossOp) {
     Block &body = func.getBody().front();
     llvm::DenseMap<Operation *, int64_t> index;
-    int64_t n = 0;
-    for (Operation &op : body)
-      index[&op] = n++;
-    const int64_t boundary = index[lossOp] + 1;
+    const int64_t boundary = *numberStepOps(body, index);
     CloneOrigins origins(index, boundary);
-    llvm::MapVector<Value, Swap> swaps;
+    Swaps swaps;
     for (Operation &op : body) {
       if (!op.hasAttr(kRematAttr))
         continue;
@@ -181,11 +161,8 @@ private:
         continue;
       for (OpResult r : op.getResults())
         for (OpOperand &use : r.getUses())
-          if (!use.getOwner()->hasAttr(kRematAttr)) {
-            Swap &s = swaps[original->getResult(r.getResultNumber())];
-            s.original = original->getResult(r.getResultNumber());
-            s.uses.push_back(&use);
-          }
+          if (!use.getOwner()->hasAttr(kRematAttr))
+            swaps[original->getResult(r.getResultNumber())].push_back(&use);
     }
     // A value the backward pass also reads directly (or through views)
     // stays on the device anyway: swapping it would only add copies. The
@@ -198,7 +175,7 @@ private:
         return index.lookup(u) >= boundary || (isAliasView(u) && readLate(u->getResult(0)));
       });
     };
-    swaps.remove_if([&](const std::pair<Value, Swap> &s) {
+    swaps.remove_if([&](const std::pair<Value, SmallVector<OpOperand *>> &s) {
       Value root = viewRoot(s.first);
       Operation *rootDef = root.getDefiningOp();
       return readLate(s.first) || s.first.getDefiningOp() == lossOp || !rootDef ||
@@ -211,10 +188,10 @@ private:
     Operation *lossOp = lossOf(func);
     if (!lossOp)
       return;
-    llvm::MapVector<Value, Swap> swaps = candidates(func, lossOp);
+    Swaps swaps = candidates(func, lossOp);
     if (swaps.empty())
       return;
-    Estimate e = estimate(func, target, swaps);
+    SwapEstimate e = estimateSwap(func, swapBytes(swaps), pcieGbps, statePerParam);
     const size_t found = swaps.size();
     Builder b(func.getContext());
     auto record = [&](size_t swapped) {
@@ -230,6 +207,7 @@ private:
                         b.getNamedAttr("recompute_seconds", b.getF64FloatAttr(e.recomputeSeconds)),
                         b.getNamedAttr("link_busy_seconds", b.getF64FloatAttr(e.linkBusySeconds)),
                         b.getNamedAttr("pcie_gbps", b.getF64FloatAttr(e.pcieBytesPerSecond / 1e9)),
+                        b.getNamedAttr("swap_pays", b.getBoolAttr(e.pays())),
                     }));
     };
     if (mode == "auto" && !e.pays()) {
@@ -258,28 +236,17 @@ private:
     // stays. The record gives the estimate of what was swapped.
     func::FuncOp recomputing = func.clone();
     DeviceRates rates = deviceRatesForArch(target.getArch());
-    auto rematSeconds = [&](func::FuncOp f) {
-      double t = 0;
-      for (Operation &op : f.getBody().front())
-        if (op.hasAttr(kRematAttr))
-          t += rooflineSeconds(&op, kMixedPrecision, rates);
-      return t;
-    };
-    const double recomputeBefore = rematSeconds(recomputing);
-    Estimate chosen = e; // of the swaps taken
-    auto trial = [&](size_t k, Estimate &sub) -> func::FuncOp {
+    const double recomputeBefore = recomputeSeconds(recomputing, rates);
+    SwapEstimate chosen = e; // of the swaps taken
+    auto trial = [&](size_t k, SwapEstimate &sub) -> func::FuncOp {
       func::FuncOp t = recomputing.clone();
       Operation *loss = lossOf(t);
-      llvm::MapVector<Value, Swap> some = candidates(t, loss);
+      Swaps some = candidates(t, loss);
       while (some.size() > k)
         some.pop_back();
-      sub = e;
-      sub.bytes = 0;
-      for (auto &[value, sw] : some)
-        sub.bytes += valueBytes(value, kMixedPrecision);
-      sub.copySeconds = static_cast<double>(sub.bytes) / e.pcieBytesPerSecond;
+      int64_t bytes = swapBytes(some);
       swap(t, some, loss);
-      sub.recomputeSeconds = recomputeBefore - rematSeconds(t);
+      sub = e.with(bytes, recomputeBefore - recomputeSeconds(t, rates));
       int64_t planned = planFunction(t, kMixedPrecision, statePerParam, dataParallel);
       if ((budget <= 0 || planned <= budget) && LayoutAttr::of(t).getHostBytes() <= hostLimit)
         return t;
@@ -287,7 +254,7 @@ private:
       return func::FuncOp();
     };
     size_t taken = 0;
-    Estimate sub;
+    SwapEstimate sub;
     func::FuncOp best = trial(found, sub);
     if (best) {
       taken = found;
@@ -325,36 +292,6 @@ private:
     record(taken);
   }
 
-  Estimate estimate(func::FuncOp func, TargetAttr target, llvm::MapVector<Value, Swap> &swaps) {
-    Estimate e;
-    DeviceRates rates = deviceRatesForArch(target.getArch());
-    const int64_t floatBytes = kMixedPrecision;
-    for (auto &[value, s] : swaps)
-      e.bytes += valueBytes(value, floatBytes);
-    double pcie = pcieGbps * 1e9;
-    if (TiersAttr tiers = TiersAttr::of(func)) {
-      pcie = TierRates::of(tiers).pcieBytesPerSecond;
-      TierEstimate t = estimateTiers(func, tiers, floatBytes, statePerParam);
-      e.linkBusySeconds = (t.pcieBytesPerMicroStep + t.pcieBytesPerStep) / 2.0 / pcie;
-    }
-    e.pcieBytesPerSecond = pcie;
-    e.copySeconds = static_cast<double>(e.bytes) / pcie;
-    Block &body = func.getBody().front();
-    bool backward = false;
-    Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
-    for (Operation &op : body) {
-      double t = rooflineSeconds(&op, floatBytes, rates);
-      if (op.hasAttr(kRematAttr))
-        e.recomputeSeconds += t;
-      else if (backward)
-        e.backwardSeconds += t;
-      else
-        e.forwardSeconds += t;
-      backward |= &op == lossOp;
-    }
-    return e;
-  }
-
   /// The op `count` ops after `op` that are not swap ops, stopping before
   /// the terminator.
   static Operation *after(Operation *op, int64_t count) {
@@ -387,11 +324,11 @@ private:
 
   /// Rewrites `func` to swap `swaps`' values; `lossOp` ends the forward
   /// pass.
-  static void swap(func::FuncOp func, llvm::MapVector<Value, Swap> &swaps, Operation *lossOp) {
+  static void swap(func::FuncOp func, Swaps &swaps, Operation *lossOp) {
     Block &body = func.getBody().front();
     OpBuilder b(func.getContext());
     int64_t id = 0;
-    for (auto &[value, s] : swaps) {
+    for (auto &[value, uses] : swaps) {
       Operation *def = value.getDefiningOp();
       Location loc = value.getLoc();
       b.setInsertionPointAfter(def);
@@ -402,8 +339,8 @@ private:
       b.setInsertionPointAfter(lossOp->isBeforeInBlock(waitAfter) ? lossOp : waitAfter);
       auto outWait = b.create<SwapWaitOp>(loc, value, b.getI64IntegerAttr(id));
       // The copy back, kSwapInLeadOps ops ahead of the first reader.
-      Operation *first = s.uses.front()->getOwner();
-      for (OpOperand *use : s.uses)
+      Operation *first = uses.front()->getOwner();
+      for (OpOperand *use : uses)
         if (use->getOwner()->isBeforeInBlock(first))
           first = use->getOwner();
       // Not before the wait for the copy out: the copy back reads what it
@@ -412,7 +349,7 @@ private:
       auto in = b.create<SwapInOp>(loc, out.getHost(), b.getI64IntegerAttr(id));
       b.setInsertionPoint(first);
       b.create<SwapWaitOp>(loc, in.getValue(), b.getI64IntegerAttr(id));
-      for (OpOperand *use : s.uses)
+      for (OpOperand *use : uses)
         use->set(in.getValue());
       ++id;
     }
@@ -425,17 +362,10 @@ private:
     for (Operation &op : body)
       if (auto o = dyn_cast<SwapOutOp>(op))
         number.try_emplace(o.getSwap(), number.size());
-    auto renumber = [&](Operation &op, int64_t old) {
-      op.setAttr("swap", b.getI64IntegerAttr(number.lookup(old)));
-    };
-    for (Operation &op : body) {
-      if (auto o = dyn_cast<SwapOutOp>(op))
-        renumber(op, o.getSwap());
-      else if (auto i = dyn_cast<SwapInOp>(op))
-        renumber(op, i.getSwap());
-      else if (auto w = dyn_cast<SwapWaitOp>(op))
-        renumber(op, w.getSwap());
-    }
+    for (Operation &op : body)
+      if (isSwapOp(&op))
+        op.setAttr("swap", b.getI64IntegerAttr(
+                               number.lookup(op.getAttrOfType<IntegerAttr>("swap").getInt())));
   }
 };
 

@@ -63,24 +63,20 @@ LogicalResult mlir::tcc::writeFusionReport(func::FuncOp func, StringRef path) {
 }
 
 /// A CUDA plan that recomputes activations: what swapping them to host
-/// memory instead would cost, by the tier cost model (roofline per op at
-/// the device's published rates; PCIe at --pcie-gbps, or the plan's
-/// #tcc.tiers rate). The swap would copy each recomputed value's saved
-/// bytes out during the forward pass and back during the backward pass
-/// (PCIe is full duplex: one direction each), hidden where the pass is
-/// longer than its copies; it pays where the exposed copy time is less than
-/// the recomputation's. With --swap-activations, what tcc-swap-activations
-/// decided and its figures (`tcc.swaps`) instead. None without either.
+/// memory instead would cost, by the tier cost model's SwapEstimate (the
+/// bytes the remat decisions stopped keeping, PCIe at --pcie-gbps or the
+/// plan's #tcc.tiers rate). With --swap-activations, what
+/// tcc-swap-activations decided and its figures (`tcc.swaps`) instead. None
+/// without either.
 static std::optional<llvm::json::Object> activationSwap(func::FuncOp func, double pcieGbps) {
   if (auto swaps = func->getAttrOfType<DictionaryAttr>("tcc.swaps")) {
     llvm::json::Object o = toJson(swaps);
     o["note"] = "--swap-activations: the recomputed values tcc-swap-activations found (candidates), "
                 "whether it swapped them, and its estimate (seconds by the roofline model at the "
                 "device's published rates, copies at pcie_gbps hidden under their pass as far as "
-                "it is long: estimates, not measurements)";
+                "it is long, on a link shared with the host tiers' traffic: estimates, not "
+                "measurements)";
     o["host_bytes"] = ::mlir::tcc::swappedActivationBytes(func);
-    if (o.getNumber("exposed_copy_seconds") && o.getNumber("recompute_seconds"))
-      o["swap_pays"] = *o.getNumber("exposed_copy_seconds") < *o.getNumber("recompute_seconds");
     return o;
   }
   ::mlir::tcc::TargetAttr target = ::mlir::tcc::TargetAttr::of(func);
@@ -91,33 +87,22 @@ static std::optional<llvm::json::Object> activationSwap(func::FuncOp func, doubl
   for (auto d : decisions.getAsRange<DictionaryAttr>())
     if (auto b = d.getAs<IntegerAttr>("bytes"))
       bytes += b.getInt();
-  ::mlir::tcc::DeviceRates rates = ::mlir::tcc::deviceRatesForArch(target.getArch());
-  double pcie = pcieGbps * 1e9;
-  if (::mlir::tcc::TiersAttr tiers = ::mlir::tcc::TiersAttr::of(func))
-    pcie = ::mlir::tcc::TierRates::of(tiers).pcieBytesPerSecond;
-  double compute = 0, recompute = 0;
-  for (Operation &op : func.getBody().front()) {
-    double t = ::mlir::tcc::rooflineSeconds(&op, target.getFloatBytes(), rates);
-    compute += t;
-    if (op.hasAttr("tcc.remat"))
-      recompute += t;
-  }
-  // The forward pass about a third of the step, the backward two thirds.
-  const double oneWay = static_cast<double>(bytes) / pcie;
-  const double forward = (compute - recompute) / 3, backward = 2 * (compute - recompute) / 3;
-  const double exposed = std::max(0.0, oneWay - forward) + std::max(0.0, oneWay - backward);
+  ::mlir::tcc::LayoutAttr layout = ::mlir::tcc::LayoutAttr::of(func);
+  int64_t statePerParam = layout.getState().size() / std::max<size_t>(layout.getParams().size(), 1);
+  ::mlir::tcc::SwapEstimate e = ::mlir::tcc::estimateSwap(func, bytes, pcieGbps, statePerParam);
   return llvm::json::Object{
       {"note", "estimates, not measurements, optimistic for the swap (each copy hidden under its "
                "pass as far as the pass is long): swapping the recomputed values' saved bytes to host "
                "memory after their forward use and back before their backward use, instead of "
                "recomputing them; tcc --swap-activations=auto|all does it"},
       {"bytes", bytes},
-      {"pcie_gbps", pcie / 1e9},
-      {"copy_seconds_each_way", oneWay},
-      {"exposed_copy_seconds", exposed},
-      {"recompute_seconds", recompute},
-      {"micro_step_compute_seconds", compute},
-      {"swap_pays", exposed < recompute},
+      {"pcie_gbps", e.pcieBytesPerSecond / 1e9},
+      {"copy_seconds_each_way", e.copySeconds},
+      {"exposed_copy_seconds", e.exposedSeconds()},
+      {"link_busy_seconds", e.linkBusySeconds},
+      {"recompute_seconds", e.recomputeSeconds},
+      {"micro_step_compute_seconds", e.forwardSeconds + e.backwardSeconds + e.recomputeSeconds},
+      {"swap_pays", e.pays()},
   };
 }
 

@@ -133,3 +133,54 @@ std::optional<int64_t> mlir::tcc::availableHostMemory() {
   }
   return std::nullopt;
 }
+
+double mlir::tcc::recomputeSeconds(func::FuncOp func, const DeviceRates &rates) {
+  double t = 0;
+  for (Operation &op : func.getBody().front())
+    if (op.hasAttr("tcc.remat"))
+      t += rooflineSeconds(&op, kMixedPrecision, rates);
+  return t;
+}
+
+SwapEstimate SwapEstimate::with(int64_t b, double recompute) const {
+  SwapEstimate e = *this;
+  e.bytes = b;
+  e.copySeconds = static_cast<double>(b) / pcieBytesPerSecond;
+  e.recomputeSeconds = recompute;
+  return e;
+}
+
+double SwapEstimate::exposedSeconds() const {
+  auto exposed = [&](double link) {
+    return std::max(0.0, link - forwardSeconds) + std::max(0.0, link - backwardSeconds);
+  };
+  return exposed(copySeconds + linkBusySeconds) - exposed(linkBusySeconds);
+}
+
+SwapEstimate mlir::tcc::estimateSwap(func::FuncOp func, int64_t bytes, double pcieGbps,
+                                     int64_t statePerParam) {
+  SwapEstimate e;
+  TargetAttr target = TargetAttr::of(func);
+  DeviceRates rates = deviceRatesForArch(target ? target.getArch() : 90);
+  e.pcieBytesPerSecond = pcieGbps * 1e9;
+  if (TiersAttr tiers = TiersAttr::of(func)) {
+    e.pcieBytesPerSecond = TierRates::of(tiers).pcieBytesPerSecond;
+    TierEstimate t = estimateTiers(func, tiers, kMixedPrecision, statePerParam);
+    e.linkBusySeconds = (t.pcieBytesPerMicroStep + t.pcieBytesPerStep) / 2.0 / e.pcieBytesPerSecond;
+  }
+  Block &body = func.getBody().front();
+  Operation *ret = body.getTerminator();
+  Operation *lossOp = ret->getNumOperands() ? ret->getOperand(0).getDefiningOp() : nullptr;
+  bool backward = false;
+  for (Operation &op : body) {
+    double t = rooflineSeconds(&op, kMixedPrecision, rates);
+    if (op.hasAttr("tcc.remat"))
+      e.recomputeSeconds += t;
+    else if (backward)
+      e.backwardSeconds += t;
+    else
+      e.forwardSeconds += t;
+    backward |= &op == lossOp;
+  }
+  return e.with(bytes, e.recomputeSeconds);
+}

@@ -87,6 +87,41 @@ struct TierRates {
 TierEstimate estimateTiers(func::FuncOp func, TiersAttr tiers, int64_t floatBytes,
                            int64_t statePerParam);
 
+/// Swapping saved activations to host memory instead of recomputing them
+/// (tcc-swap-activations; --memory-report's activation_swap): `bytes` go
+/// out during the forward pass and back during the backward pass, one
+/// PCIe direction each, hidden under the pass as far as it is long, on a
+/// link the host tiers' own traffic shares; it pays where the time left
+/// exposed is less than the recomputation it replaces.
+struct SwapEstimate {
+  int64_t bytes = 0;      // each way
+  double copySeconds = 0; // each way
+  /// The micro-step's roofline times: up to the loss op, after it, and of
+  /// the recomputing ops (tcc.remat) wherever they are.
+  double forwardSeconds = 0, backwardSeconds = 0, recomputeSeconds = 0;
+  /// Each direction's share of the host tiers' PCIe traffic per micro-step
+  /// (one micro-step per optimizer step, the costliest case).
+  double linkBusySeconds = 0;
+  double pcieBytesPerSecond = 0;
+
+  /// The estimate for `bytes` swapped instead of `recomputeSeconds` of
+  /// recomputation, on the same passes and link.
+  SwapEstimate with(int64_t bytes, double recomputeSeconds) const;
+  /// What the copies add to the time the passes cannot hide, beyond what
+  /// the tiers' traffic already leaves exposed.
+  double exposedSeconds() const;
+  bool pays() const { return exposedSeconds() < recomputeSeconds; }
+};
+
+/// The swap estimate of `func` for `bytes`, against all of its
+/// recomputation: PCIe at `pcieGbps`, or its #tcc.tiers rate where it has
+/// host tiers; `statePerParam` as for estimateTiers.
+SwapEstimate estimateSwap(func::FuncOp func, int64_t bytes, double pcieGbps,
+                          int64_t statePerParam);
+
+/// The roofline seconds of `func`'s recomputing ops (tcc.remat).
+double recomputeSeconds(func::FuncOp func, const DeviceRates &rates);
+
 /// The parameters whose state may move to the host, as argument numbers,
 /// largest first (ties by number): trainable float parameters of rank one
 /// or more, which the step reads through fp16 working copies.
