@@ -209,11 +209,11 @@ int check_device(const char *what) {
 
 namespace {
 
+int host_update_failed(cudaError_t e, const char *where);
+
 // Runs the body as a CUDA graph captured (unless TCC_CUDA_GRAPHS=0) on the
 // second call (the first creates the GEMM plans) and replayed after; a
 // capture that fails falls back to direct launches, with a note.
-int host_update_failed(cudaError_t e, const char *where);
-
 int launch_graph() {
   if (int rc = host_update_failed(g_host.before_graph(), "micro_step"))
     return rc;
