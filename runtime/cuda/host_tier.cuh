@@ -183,7 +183,7 @@ struct HostTier {
     join();
     HostGradCopy &c = copies[static_cast<size_t>(k)];
     cudaError_t e;
-    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess ||
+    if ((e = behind(down, compute)) != cudaSuccess ||
         (e = cudaMemcpyAsync(c.staging, src, static_cast<size_t>(c.n) * (c.half ? 2 : 4), cudaMemcpyDeviceToHost,
                              down)) != cudaSuccess)
       return e;
@@ -213,7 +213,7 @@ struct HostTier {
   cudaError_t swap_out(int k, const void *src, cudaStream_t compute) {
     SwapCopy &s = swaps[static_cast<size_t>(k)];
     cudaError_t e;
-    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(down, ready, 0)) != cudaSuccess ||
+    if ((e = behind(down, compute)) != cudaSuccess ||
         (e = cudaMemcpyAsync(s.host, src, s.bytes, cudaMemcpyDeviceToHost, down)) != cudaSuccess)
       return e;
     return cudaEventRecord(s.out, down);
@@ -228,8 +228,7 @@ struct HostTier {
   cudaError_t swap_in(int k, void *dst, cudaStream_t compute) {
     SwapCopy &s = swaps[static_cast<size_t>(k)];
     cudaError_t e;
-    if ((e = cudaEventRecord(ready, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(up, ready, 0)) != cudaSuccess ||
-        (e = cudaStreamWaitEvent(up, s.out, 0)) != cudaSuccess ||
+    if ((e = behind(up, compute)) != cudaSuccess || (e = cudaStreamWaitEvent(up, s.out, 0)) != cudaSuccess ||
         (e = cudaMemcpyAsync(dst, s.host, s.bytes, cudaMemcpyHostToDevice, up)) != cudaSuccess)
       return e;
     return cudaEventRecord(s.in, up);
@@ -428,9 +427,13 @@ struct HostTier {
   /// Orders the gradient downloads of update() after the work queued on
   /// `compute` so far (the gradients): called before the device update of
   /// the other rows is queued, so that the two run at once.
-  cudaError_t after(cudaStream_t compute) {
+  cudaError_t after(cudaStream_t compute) { return behind(down, compute); }
+
+  /// Work queued on copy stream `copy` from now on waits for the work
+  /// queued on `compute` so far (in a graph capture: `copy` forks from it).
+  cudaError_t behind(cudaStream_t copy, cudaStream_t compute) {
     cudaError_t e = cudaEventRecord(ready, compute);
-    return e == cudaSuccess ? cudaStreamWaitEvent(down, ready, 0) : e;
+    return e == cudaSuccess ? cudaStreamWaitEvent(copy, ready, 0) : e;
   }
 
   /// The optimizer step of every host row, its gradient downloads ordered by
