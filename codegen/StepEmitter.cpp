@@ -643,8 +643,21 @@ FailureOr<EmittedStep> Emitter::run() {
   return std::move(step);
 }
 
+std::string mlir::tcc::objectiveString(ModuleOp module) {
+  auto dict = module->getAttrOfType<DictionaryAttr>(kObjectiveAttr);
+  std::string s;
+  if (!dict)
+    return s;
+  for (StringRef key : {"task", "ids", "labels", "mask", "labels-shift"})
+    if (auto v = dict.getAs<StringAttr>(key))
+      s += (s.empty() ? "" : ";") + key.str() + "=" + v.getValue().str();
+  return s;
+}
+
 FailureOr<EmittedStep> mlir::tcc::emitStep(ModuleOp module,
-                                          const StepEmitOptions &options) {
+                                          const StepEmitOptions &givenOptions) {
+  StepEmitOptions options = givenOptions;
+  options.objective = objectiveString(module);
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
   if (funcs.size() != 1)
     return module.emitError("the step emitter expects one step function");

@@ -46,7 +46,15 @@ struct StepEmitOptions {
   /// Whether the library embeds the initial weights (weights.bin); without,
   /// tcc_step_init zeroes the parameters (tcc --no-weights).
   bool embedWeights = true;
+  /// How the loss reads the step's inputs (tcc_step_info.objective):
+  /// emitStep fills it from the module's tcc.objective ("" without one).
+  std::string objective;
 };
+
+/// The module's tcc.objective as the step records it:
+/// "task=causal-lm;ids=NAME;labels=NAME;mask=NAME;labels-shift=shifted"
+/// (the fields it has, in this order), or "".
+std::string objectiveString(ModuleOp module);
 
 struct EmittedStep {
   std::string source;

@@ -9,7 +9,8 @@ Writes, beside this script:
   data/train.bin        the text as uint16 character ids (nanoGPT's format)
   data/vocab.txt        the characters, one id per line as its code point
   tiny_gpt_demo.onnx    a tiny GPT (2 layers, width 64, context 32, batch 8)
-                        exported with training=TRAINING, do_constant_folding=False
+                        exported with training=TRAINING, do_constant_folding=False,
+                        with its tcc.objective metadata (python/tcc_export.py)
 """
 import os
 import sys
@@ -20,6 +21,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "models"))
 from export_models import TinyGPT  # noqa: E402
+import tcc_export  # noqa: E402  (test/models put python/ on the path)
 
 VOCAB = 80          # room for the corpus' characters
 BLOCK, BATCH = 32, 8
@@ -46,10 +48,20 @@ def main():
                     gelu_approx="tanh")
     model.train()
     idx = torch.zeros(BATCH, BLOCK, dtype=torch.long)
-    torch.onnx.export(model, (idx, idx), os.path.join(HERE, "tiny_gpt_demo.onnx"),
+    path = os.path.join(HERE, "tiny_gpt_demo.onnx")
+    torch.onnx.export(model, (idx, idx), path,
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, opset_version=17,
                       input_names=["idx", "targets"], output_names=["loss"])
+    # The objective, as python/tcc_export.py records it: which input is
+    # which, and that the loss reads its targets aligned (targets[t] is the
+    # token after idx[t]), measured on the module; tcc-run --data reads it.
+    import onnx
+    objective = tcc_export.infer_objective(model, (idx, idx.clone()), ["idx", "targets"])
+    m = onnx.load(path)
+    entry = m.metadata_props.add()
+    entry.key, entry.value = tcc_export.OBJECTIVE_KEY, tcc_export.format_objective(objective)
+    onnx.save(m, path)
     print("corpus: %d characters, %d distinct; model: tiny_gpt_demo.onnx" % (len(text), len(chars)))
 
 

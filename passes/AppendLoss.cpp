@@ -109,7 +109,44 @@ private:
     ret.erase();
     func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
     func.setAllResultAttrs(attrs);
+    if (kind == "cross-entropy")
+      recordObjective(func, targetType);
     return success();
+  }
+
+  /// The appended cross-entropy reads its labels aligned with the logits
+  /// (label t for position t): record it in the module's tcc.objective, so
+  /// that tcc-run --data feeds the next tokens as labels. The token ids are
+  /// the import's record, or the one other integer input of the labels'
+  /// shape.
+  void recordObjective(func::FuncOp func, RankedTensorType labelsType) {
+    auto module = func->getParentOfType<ModuleOp>();
+    if (!module)
+      return;
+    NamedAttrList fields;
+    if (auto old = module->getAttrOfType<DictionaryAttr>(kObjectiveAttr))
+      fields.append(old.getValue());
+    Builder b(func.getContext());
+    if (!fields.get("ids")) {
+      StringRef ids;
+      int candidates = 0;
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        auto n = func.getArgAttrOfType<StringAttr>(i, kInputAttr);
+        auto t = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+        if (!n || n.getValue() == target || !t || !isa<IntegerType>(t.getElementType()) ||
+            t.getShape() != labelsType.getShape())
+          continue;
+        ids = n.getValue();
+        ++candidates;
+      }
+      if (candidates == 1)
+        fields.set("ids", b.getStringAttr(ids));
+    }
+    fields.set("labels", b.getStringAttr(target));
+    fields.set("labels-shift", b.getStringAttr("aligned"));
+    if (!fields.get("task"))
+      fields.set("task", b.getStringAttr("causal-lm"));
+    module->setAttr(kObjectiveAttr, fields.getDictionary(func.getContext()));
   }
 };
 

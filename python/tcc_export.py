@@ -13,12 +13,29 @@ What it does that a plain ``torch.onnx.export`` does not:
   optimizer runs without initializer deduplication and never folds a node that
   reads a parameter, so the shape subgraphs and buffers still fold.
 * It writes ``tcc.trainable`` into the model's ``metadata_props``: the
-  initializer names that are ``named_parameters()`` of the module (every alias
-  of a tied weight). tcc trains exactly those, keeps every other initializer
-  (buffers such as masks and position tables, the exporter's constants) fixed,
-  and reports a listed name the graph lacks. ``tcc --trainable`` and
-  ``--frozen`` override it. This is what ONNX Runtime Training's
-  ``requires_grad`` list does.
+  initializer names that are ``named_parameters()`` of the module with
+  ``requires_grad`` (every alias of a tied weight). tcc trains exactly those,
+  keeps every other initializer (buffers such as masks and position tables,
+  the exporter's constants) fixed, and reports a listed name the graph lacks.
+  Parameters with ``requires_grad=False`` (a LoRA model's base, a frozen
+  embedding) are listed in ``tcc.frozen``: tcc keeps them as fixed step
+  arguments, as ``--frozen`` does, so ``--save`` writes them back unchanged.
+  ``tcc --trainable`` and ``--frozen`` override both. This is what ONNX
+  Runtime Training's ``requires_grad`` list does.
+* It writes ``tcc.objective``: which graph input holds the token ids, the
+  labels and the attention mask, what task the loss is (``causal-lm`` or
+  ``masked-lm``), and whether the model shifts its labels itself
+  (``labels-shift=shifted``: Hugging Face causal LMs, whose loss compares
+  position t with label t + 1, so labels are the ids) or reads them aligned
+  (``aligned``: nanoGPT, whose targets are the next tokens). The shift is
+  measured, not guessed: the module is run in PyTorch (eval mode, no
+  gradients) with the first label changed, then the last; a loss that does
+  not read the first label shifts its labels. ``tcc-run --data`` feeds the
+  inputs by these roles; ``objective=`` gives them explicitly.
+* One tensor passed for two arguments (``labels=input_ids``, the usual HF
+  habit) is exported as two inputs that each feed their own argument
+  (otherwise torch.export reads both from one input and leaves the other
+  unread).
 
 The model should be in ``train()`` mode (dropout is exported as training-mode
 Dropout, which tcc compiles) and should compute its loss, or export logits and
@@ -34,10 +51,168 @@ from __future__ import annotations
 import os
 
 METADATA_KEY = "tcc.trainable"
+FROZEN_KEY = "tcc.frozen"
+OBJECTIVE_KEY = "tcc.objective"
+
+# Input names that say a role, for models exported without objective=.
+ROLE_NAMES = {
+    "ids": ("input_ids", "idx", "ids", "tokens", "input", "x"),
+    "labels": ("labels", "targets", "target", "label", "y"),
+    "mask": ("attention_mask", "mask"),
+}
 
 
 def _parameter_names(module) -> set[str]:
     return {name for name, _ in module.named_parameters(remove_duplicate=False)}
+
+
+def _split_parameters(module) -> tuple[set[str], set[str]]:
+    """(trained, frozen): every name of each parameter, by requires_grad."""
+    trained, frozen = set(), set()
+    for name, p in module.named_parameters(remove_duplicate=False):
+        (trained if p.requires_grad else frozen).add(name)
+    return trained, frozen
+
+
+def _hf_task(module) -> str | None:
+    """"causal-lm" or "masked-lm" for a module that holds a Hugging Face
+    language model (by its class), else None."""
+    for sub in module.modules():
+        cls = type(sub).__name__
+        if cls.endswith("ForMaskedLM"):
+            return "masked-lm"
+        if cls.endswith("ForCausalLM") or cls.endswith("LMHeadModel"):
+            return "causal-lm"
+    return None
+
+
+def probe_labels_shift(module, args, labels_index, kwargs=None) -> str | None:
+    """How the module's loss reads its labels, measured in PyTorch: the
+    module runs in eval mode without gradients on `args`, then with the
+    labels' first column changed, then with their last column changed.
+    Returns "shifted" when the loss does not read the first label but reads
+    the last (position t is compared with label t + 1), "aligned" when it
+    reads both, None when the module does not return a scalar loss or reads
+    neither."""
+    import torch
+
+    def loss_with(labels):
+        a = [x.clone() if torch.is_tensor(x) else x for x in args]
+        a[labels_index] = labels
+        out = module(*a, **(kwargs or {}))
+        if not (torch.is_tensor(out) and out.numel() == 1 and out.is_floating_point()):
+            return None
+        return float(out.detach().double())
+
+    labels = args[labels_index]
+    if not torch.is_tensor(labels) or labels.dim() < 1 or labels.is_floating_point():
+        return None
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            base = loss_with(labels.clone())
+            if base is None:
+                return None
+
+            def reads(col):
+                changed = labels.clone()
+                changed[..., col] = torch.where(changed[..., col] == 0, 1, 0)
+                return loss_with(changed) != base
+
+            first, last = reads(0), reads(-1)
+    finally:
+        module.train(was_training)
+    if last and not first:
+        return "shifted"
+    if last and first:
+        return "aligned"
+    return None
+
+
+def probe_causal(module, args, ids_index, labels_index, shift, kwargs=None) -> bool | None:
+    """Whether the module's loss is a causal LM's, measured in PyTorch: with
+    every label ignored (-100, PyTorch's default ignore_index) but the one
+    that position 0 is compared with, the loss must not change when the last
+    token changes (a bidirectional encoder's does). None when the loss
+    cannot be measured so (it does not ignore -100)."""
+    import torch
+
+    ids, labels = args[ids_index], args[labels_index]
+    if not (torch.is_tensor(ids) and ids.dim() >= 1 and ids.shape[-1] >= 2):
+        return None
+    keep = 1 if shift == "shifted" else 0
+    masked = torch.full_like(labels, -100)
+    masked[..., keep] = labels[..., keep]
+
+    def loss_with(new_ids):
+        a = [x.clone() if torch.is_tensor(x) else x for x in args]
+        a[ids_index] = new_ids
+        a[labels_index] = masked.clone()
+        out = module(*a, **(kwargs or {}))
+        if not (torch.is_tensor(out) and out.numel() == 1 and out.is_floating_point()):
+            return None
+        return float(out.detach().double())
+
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            base = loss_with(ids.clone())
+            changed = ids.clone()
+            changed[..., -1] = torch.where(changed[..., -1] == 0, 1, 0)
+            other = loss_with(changed)
+    except (IndexError, RuntimeError):
+        return None
+    finally:
+        module.train(was_training)
+    if base is None or other is None or base != base:
+        return None
+    return other == base
+
+
+def infer_objective(module, args, input_names, kwargs=None) -> dict | None:
+    """The roles of the graph inputs and how the loss reads its labels, from
+    the input names (ROLE_NAMES) and a probe of the module."""
+    import torch
+
+    if not input_names:
+        return None
+    objective = {}
+    for role, names in ROLE_NAMES.items():
+        for i, n in enumerate(input_names[:len(args)]):
+            integer = torch.is_tensor(args[i]) and not args[i].is_floating_point()
+            if integer and n in names and role not in objective and n not in objective.values():
+                objective[role] = n
+    if "ids" not in objective:
+        return None
+    task = _hf_task(module)
+    if "labels" in objective:
+        li = input_names.index(objective["labels"])
+        shift = probe_labels_shift(module, list(args), li, kwargs)
+        if shift is None:
+            return None
+        objective["labels-shift"] = shift
+        if task is None:
+            causal = probe_causal(module, list(args), input_names.index(objective["ids"]), li,
+                                  shift, kwargs)
+            if causal is not None:
+                task = "causal-lm" if causal else "masked-lm"
+    if task:
+        objective["task"] = task
+    return objective
+
+
+def format_objective(objective: dict) -> str:
+    keys = ("task", "ids", "labels", "mask", "labels-shift")
+    unknown = set(objective) - set(keys)
+    if unknown:
+        raise ValueError("objective: unknown keys %s (known: %s)" % (sorted(unknown), keys))
+    if objective.get("labels-shift") not in (None, "shifted", "aligned"):
+        raise ValueError("objective: labels-shift is 'shifted' or 'aligned'")
+    if objective.get("task") not in (None, "causal-lm", "masked-lm"):
+        raise ValueError("objective: task is 'causal-lm' or 'masked-lm'")
+    return ";".join("%s=%s" % (k, objective[k]) for k in keys if objective.get(k))
 
 
 def _optimize_keeping_parameters(model_ir, parameters: set[str]) -> None:
@@ -81,31 +256,67 @@ def _optimize_keeping_parameters(model_ir, parameters: set[str]) -> None:
     passes(model_ir)
 
 
-def _record_trainable(model_proto, parameters: set[str]) -> list[str]:
-    names = [t.name for t in model_proto.graph.initializer if t.name in parameters]
+def _set_metadata(model_proto, key: str, value: str | None) -> None:
     for p in list(model_proto.metadata_props):
-        if p.key == METADATA_KEY:
+        if p.key == key:
             model_proto.metadata_props.remove(p)
-    entry = model_proto.metadata_props.add()
-    entry.key = METADATA_KEY
-    entry.value = ",".join(names)
+    if value is not None:
+        entry = model_proto.metadata_props.add()
+        entry.key = key
+        entry.value = value
+
+
+def _record_trainable(model_proto, parameters: set[str], frozen: set[str] = frozenset()) -> list[str]:
+    names = [t.name for t in model_proto.graph.initializer if t.name in parameters]
+    _set_metadata(model_proto, METADATA_KEY, ",".join(names))
+    frozen_names = [t.name for t in model_proto.graph.initializer if t.name in frozen]
+    _set_metadata(model_proto, FROZEN_KEY, ",".join(frozen_names) if frozen_names else None)
     return names
 
 
+def _distinct_args(args):
+    """`args` with a tensor that appears twice cloned, so that each argument
+    is its own graph input."""
+    import torch
+    seen, out = set(), []
+    for a in args:
+        if torch.is_tensor(a) and id(a) in seen:
+            a = a.clone()
+        seen.add(id(a))
+        out.append(a)
+    return tuple(out)
+
+
 def export(module, args, path, *, kwargs=None, input_names=None, output_names=None,
-           exporter: str = "dynamo", opset_version: int | None = None) -> list[str]:
-    """Exports `module` to `path` and records its trainable initializers.
-    Returns their names."""
+           exporter: str = "dynamo", opset_version: int | None = None,
+           objective: dict | bool | None = None) -> list[str]:
+    """Exports `module` to `path` and records its trainable initializers, its
+    frozen parameters and its objective. Returns the trainable names.
+
+    `objective`: None infers it (infer_objective: roles from `input_names`,
+    the labels' shift by a probe); a dict gives it ({"ids": NAME, "labels":
+    NAME, "mask": NAME, "task": "causal-lm"|"masked-lm", "labels-shift":
+    "shifted"|"aligned"}); False records none."""
     import onnx
     import torch
 
-    parameters = _parameter_names(module)
+    args = _distinct_args(tuple(args))
+    parameters, frozen = _split_parameters(module)
+    if objective is None:
+        objective = infer_objective(module, args, list(input_names or []), kwargs)
+    elif objective is not False:
+        objective = dict(objective)
+        for role in ("ids", "labels", "mask"):
+            if role in objective and objective[role] not in (input_names or []):
+                raise ValueError("objective: %s=%r is not one of input_names %s"
+                                 % (role, objective[role], input_names))
+    objective_text = format_objective(objective) if objective else None
     if exporter == "dynamo":
         program = torch.onnx.export(
             module, tuple(args), kwargs=kwargs, dynamo=True, optimize=False,
             input_names=input_names, output_names=output_names,
             opset_version=opset_version, external_data=False, verbose=False)
-        _optimize_keeping_parameters(program.model, parameters)
+        _optimize_keeping_parameters(program.model, parameters | frozen)
         import onnx_ir as ir
         proto = ir.serde.serialize_model(program.model)
     elif exporter == "torchscript":
@@ -119,7 +330,8 @@ def export(module, args, path, *, kwargs=None, input_names=None, output_names=No
         os.remove(tmp)
     else:
         raise ValueError(f"exporter must be 'dynamo' or 'torchscript', not {exporter!r}")
-    names = _record_trainable(proto, parameters)
+    names = _record_trainable(proto, parameters, frozen)
+    _set_metadata(proto, OBJECTIVE_KEY, objective_text)
     tmp = str(path) + ".tmp"
     onnx.save(proto, tmp)
     os.replace(tmp, path)

@@ -78,10 +78,21 @@ const char *const kUsage =
     "                 subfolders, each holding one micro-batch of <input>.npy\n"
     "                 files, taken in name order, cycling\n"
     "  --data FILE    a token stream: .bin (little-endian uint16, as nanoGPT\n"
-    "                 writes) or a 1-D integer .npy. The step must have exactly\n"
-    "                 two integer inputs of one shape [B, T], tokens then\n"
-    "                 targets (e.g. idx/targets); a micro-batch is B windows,\n"
-    "                 tokens = data[i:i+T], targets = data[i+1:i+T+1]\n"
+    "                 writes) or a 1-D integer .npy. A micro-batch is B\n"
+    "                 windows; the step's integer inputs [B, T] are filled by\n"
+    "                 the roles its model recorded (python/tcc_export.py, or\n"
+    "                 tcc --loss): ids = data[i:i+T]; labels = the next tokens\n"
+    "                 data[i+1:i+T+1] for a loss that reads them aligned\n"
+    "                 (nanoGPT), or the ids for a model that shifts them itself\n"
+    "                 (Hugging Face causal LMs); an attention mask = ones. A\n"
+    "                 step without that record has tokens then labels and\n"
+    "                 needs --labels\n"
+    "  --labels shifted|aligned\n"
+    "                 (--data) how the loss reads its labels, for a step that\n"
+    "                 does not record it: aligned (label t is the target of\n"
+    "                 position t, so labels are the next tokens) or shifted\n"
+    "                 (the model compares position t with label t + 1, so\n"
+    "                 labels are the ids); over a recorded one, a warning\n"
     "  --data-order random|sequential\n"
     "                 (--data) random (default): each i uniform in\n"
     "                 [0, len-T), from a seeded PRNG (SplitMix64);\n"
@@ -283,6 +294,7 @@ const ValueFlag kValueFlags[] = {
     {"--warmup", "N"},           {"--lr-schedule", "constant|cosine"},
     {"--min-lr", "X"},           {"--seed", "N"},
     {"--data-order", "random|sequential"},
+    {"--labels", "shifted|aligned"},
     {"--metrics", "FILE.jsonl"}, {"--checkpoint", "DIR"},
     {"--checkpoint-every", "N"}, {"--resume", "DIR"},
     {"--save", "OUT.onnx"},      {"--model", "PATH"},
@@ -464,6 +476,10 @@ int parseArgs(int argc, char **argv, Options &opts) {
     } else if (flag == "--loss-scale") {
       err = tcc::parseLossScale(value, opts.lossScaler);
       opts.haveLossScale = true;
+    } else if (flag == "--labels") {
+      if (value != "shifted" && value != "aligned")
+        err = "--labels is shifted or aligned, not '" + value + "'";
+      opts.labels = value;
     } else if (flag == "--data-order") {
       if (value != "random" && value != "sequential")
         err = "--data-order is random or sequential, not '" + value + "'";

@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TCC_STEP_ABI_VERSION 8
+#define TCC_STEP_ABI_VERSION 9
 
 /* The state tensor (among tcc_step_info.state) that holds a step's dropout
  * random state, int64 [seed, micro-steps done] (runtime/tcc_random.h):
@@ -110,6 +110,15 @@ typedef struct tcc_step_info {
   uint64_t host_bytes;            /* the host buffer (TCC_LOCATION_HOST tensors;
                                      0: none), outside arena_bytes and the
                                      budget */
+  const char *objective;          /* how the loss reads the inputs, "" if the
+                                     model does not say: ';'-separated fields
+                                     task=causal-lm|masked-lm, ids=INPUT,
+                                     labels=INPUT, mask=INPUT,
+                                     labels-shift=shifted (the model compares
+                                     position t with label t + 1, as Hugging
+                                     Face causal LMs do: labels are the ids)
+                                     | aligned (label t is the target of
+                                     position t: the next token). ABI 9 */
 } tcc_step_info;
 
 /* Run-time hyperparameters of `tcc_step_apply` (PyTorch's names and

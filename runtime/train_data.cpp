@@ -233,9 +233,6 @@ std::string TokenBatchMaker::skip(uint64_t, uint64_t &rng) {
 
 std::string TokenBatchMaker::make(uint64_t index, uint64_t &rng, char *buf) {
   uint64_t t = static_cast<uint64_t>(T);
-  uint64_t rowBytes = t * static_cast<uint64_t>(elemSize);
-  char *tokens = buf;
-  char *targets = buf + static_cast<uint64_t>(B) * rowBytes;
   uint64_t nw = windows();
   for (int64_t b = 0; b < B; ++b) {
     uint64_t i;
@@ -245,11 +242,22 @@ std::string TokenBatchMaker::make(uint64_t index, uint64_t &rng, char *buf) {
       i = ((index * static_cast<uint64_t>(B) + static_cast<uint64_t>(b)) %
            nw) *
           t;
-    std::string err = stream.copy(i, t, tokens + static_cast<uint64_t>(b) * rowBytes, elemSize);
-    if (err.empty())
-      err = stream.copy(i + 1, t, targets + static_cast<uint64_t>(b) * rowBytes, elemSize);
-    if (!err.empty())
-      return err;
+    char *block = buf;
+    for (const TokenColumn &c : columns) {
+      uint64_t rowBytes = t * static_cast<uint64_t>(c.elemSize);
+      char *row = block + static_cast<uint64_t>(b) * rowBytes;
+      std::string err;
+      if (c.role == TokenRole::Ones) {
+        std::memset(row, 0, rowBytes);
+        for (uint64_t k = 0; k < t; ++k)
+          row[k * static_cast<uint64_t>(c.elemSize)] = 1; // little-endian 1
+      } else {
+        err = stream.copy(c.role == TokenRole::Next ? i + 1 : i, t, row, c.elemSize);
+      }
+      if (!err.empty())
+        return err;
+      block += static_cast<uint64_t>(B) * rowBytes;
+    }
   }
   return "";
 }

@@ -110,19 +110,38 @@ private:
 
 enum class Order { Random, Sequential };
 
-/// Micro-batches of B windows of T + 1 tokens: tokens = data[i : i+T] into
-/// the first input, targets = data[i+1 : i+T+1] into the second. `random`
-/// draws each i uniformly from [0, len - T) (every window that fits);
-/// `sequential` takes windows at 0, T, 2T, ... (those that fit), the k-th
-/// window of the run being window k mod count, so the order wraps around.
+/// What a token window gives one step input (tcc-run --data).
+enum class TokenRole {
+  Ids,    ///< data[i : i+T], the tokens
+  Next,   ///< data[i+1 : i+T+1], the next tokens (labels a loss reads aligned)
+  Ones,   ///< all ones (an attention mask over a packed window)
+};
+
+/// One step input that a token batch fills: its role and bytes per element
+/// (integers of 1, 2, 4 or 8 bytes).
+struct TokenColumn {
+  TokenRole role;
+  int elemSize;
+};
+
+/// Micro-batches of B windows of the stream: window i fills each step input
+/// (`columns`, in the step's input order, each [B, T] after the previous) by
+/// its role. nanoGPT's tokens and targets are {Ids, Next}; a Hugging Face
+/// causal LM that shifts its labels itself takes {Ids, Ids} (labels = ids).
+/// `random` draws each i uniformly from [0, len - T) (every window whose
+/// next tokens fit); `sequential` takes windows at 0, T, 2T, ... (those that
+/// fit), the k-th window of the run being window k mod count, so the order
+/// wraps around.
 class TokenBatchMaker : public BatchMaker {
 public:
-  /// `elemSize`: bytes per element of both inputs (integers).
   TokenBatchMaker(const TokenStream &stream, int64_t B, int64_t T,
-                  int elemSize, Order order)
-      : stream(stream), B(B), T(T), elemSize(elemSize), order(order) {}
+                  std::vector<TokenColumn> columns, Order order)
+      : stream(stream), B(B), T(T), columns(std::move(columns)), order(order) {}
   uint64_t batchBytes() const override {
-    return 2 * static_cast<uint64_t>(B * T) * static_cast<uint64_t>(elemSize);
+    uint64_t n = 0;
+    for (const TokenColumn &c : columns)
+      n += static_cast<uint64_t>(B * T) * static_cast<uint64_t>(c.elemSize);
+    return n;
   }
   std::string make(uint64_t index, uint64_t &rng, char *buf) override;
   /// Draws the windows' positions only.
@@ -133,7 +152,7 @@ public:
 private:
   const TokenStream &stream;
   int64_t B, T;
-  int elemSize;
+  std::vector<TokenColumn> columns;
   Order order;
 };
 

@@ -76,7 +76,7 @@ std::string CpuEmitter::assemble(const Frame &f) {
     << f.outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
     << f.state.size() << ", kState, " << options.memBudget << "ULL, 0, "
     << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
-    << f.layout.getHostBytes() << "ULL};\n\n"
+    << f.layout.getHostBytes() << "ULL, " << cstring(options.objective) << "};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "__asm__(\".section .rodata\\n.balign 64\\n.local tcc_initial_weights\\n"

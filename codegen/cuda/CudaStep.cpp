@@ -140,7 +140,7 @@ std::string CudaEmitter::assemble(const Frame &f) {
     << outputs.size() << ", kOutputs, " << cstring(optimizer) << ", "
     << state.size() << ", kState, " << options.memBudget << "ULL, 1, "
     << (options.embedWeights ? 1 : 0) << ", " << opLabels.size() << ", kOps, kOpLive, "
-    << layout.getHostBytes() << "ULL};\n\n"
+    << layout.getHostBytes() << "ULL, " << cstring(options.objective) << "};\n\n"
     << "// The initial parameter values, in kParams order.\n"
     << "extern \"C\" const unsigned char tcc_initial_weights[];\n"
     << "#if !defined(__CUDA_ARCH__)\n"

@@ -18,6 +18,12 @@ inline constexpr llvm::StringLiteral kFrozenAttr = "tcc.frozen";
 inline constexpr llvm::StringLiteral kInputAttr = "tcc.input";
 inline constexpr llvm::StringLiteral kOutputAttr = "tcc.output";
 inline constexpr llvm::StringLiteral kGradAttr = "tcc.grad";
+/// On the module: how the loss reads the graph's inputs, a dictionary of
+/// strings (task = "causal-lm" | "masked-lm", ids / labels / mask = an input's
+/// name, labels-shift = "shifted" | "aligned"), from the model's
+/// tcc.objective metadata (python/tcc_export.py) or tcc-append-loss; the step
+/// records it for tcc-run --data.
+inline constexpr llvm::StringLiteral kObjectiveAttr = "tcc.objective";
 /// The training step's last argument: the gradient of the loss that seeds the
 /// backward pass (a scalar the runtime sets to loss scale / accumulation, so
 /// every gradient in the step is of loss * seed).

@@ -110,6 +110,8 @@ private:
                                       StringRef inputName, Location loc,
                                       StringRef opType);
   InFlightDiagnostic error(Location loc) { return emitError(loc); }
+  FailureOr<DictionaryAttr> importObjective();
+  void warnUnreadInputs();
 
   MLIRContext *ctx;
   OpBuilder builder;
@@ -386,10 +388,50 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
   // metadata or their evident role says otherwise (Trainable.h); the rest
   // (integer and boolean tables, buffers) are constants.
   bool hasMetadata = false;
-  llvm::StringSet<> metadataNames;
-  llvm::StringMap<InitializerRole> roles =
-      classifyInitializers(model, options.trainable, hasMetadata, metadataNames);
+  llvm::StringSet<> metadataNames, metadataFrozen;
+  llvm::StringMap<InitializerRole> roles = classifyInitializers(
+      model, options.trainable, hasMetadata, metadataNames, metadataFrozen);
   hasTrainableMetadata = hasMetadata;
+  for (const auto &n : metadataFrozen)
+    if (!roles.count(n.getKey()))
+      return error(loc) << "the model's " << kFrozenMetadataKey
+                        << " metadata names \"" << n.getKey()
+                        << "\", which is not a floating-point initializer of "
+                           "the graph (was it folded or renamed at export?)";
+  // A model exported without tcc_export by an exporter that folds
+  // parameters (torch.onnx.export's default optimizer, TorchScript's
+  // do_constant_folding) holds copies of parameters under names the
+  // exporter made up: training them would not train the module's.
+  if (!hasMetadata && !options.allowUnrecorded) {
+    SmallVector<StringRef> folded;
+    int64_t trained = 0;
+    for (const onnx::TensorProto &t : graph.initializer()) {
+      auto r = roles.find(t.name());
+      if (r == roles.end() || !r->second.parameter || options.trainable.contains(t.name()))
+        continue;
+      ++trained;
+      if (isExporterFoldedName(t.name()))
+        folded.push_back(t.name());
+    }
+    if (!folded.empty()) {
+      std::string list;
+      for (size_t i = 0; i < folded.size() && i < 6; ++i)
+        list += (i ? ", \"" : "\"") + folded[i].str() + "\"";
+      if (folded.size() > 6)
+        list += " and " + std::to_string(folded.size() - 6) + " more";
+      return error(loc)
+             << folded.size() << " of the " << trained
+             << " initializers tcc would train have names the exporter made up (" << list
+             << "), and the model has no tcc.trainable metadata: this is what "
+                "torch.onnx.export's default optimizer (optimize=True) or "
+                "do_constant_folding=True writes, with parameters folded into "
+                "transposed or merged copies, so training them would not train "
+                "the module's parameters. Export with python/tcc_export.py "
+                "(export(model, args, path, input_names=..., output_names=...)), or "
+                "torch.onnx.export(..., dynamo=True, optimize=False); "
+                "--allow-unrecorded trains the initializers as they are";
+    }
+  }
   for (const auto &n : options.trainable)
     if (!roles.count(n.getKey()))
       return error(loc) << "--trainable: the model has no floating-point "
@@ -420,8 +462,9 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
       if (failed(checkTensorData(t, loc, type.getNumElements(), elt.getIntOrFloatBitWidth())))
         return failure();
       argTypes.push_back(type);
-      bool frozen = options.frozen.contains(t.name());
-      if (frozen)
+      bool frozen = options.frozen.contains(t.name()) ||
+                    (metadataFrozen.contains(t.name()) && !options.trainable.contains(t.name()));
+      if (options.frozen.contains(t.name()))
         frozenSeen.insert(t.name());
       SmallVector<NamedAttribute> attrs{
           builder.getNamedAttr(kParamAttr, builder.getStringAttr(t.name()))};
@@ -1098,6 +1141,12 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
     producer += " " + model.producer_version();
   if (!producer.empty())
     (*module)->setAttr("tcc.producer", b.getStringAttr(producer));
+  FailureOr<DictionaryAttr> objective = importObjective();
+  if (failed(objective))
+    return nullptr;
+  if (*objective)
+    (*module)->setAttr(kObjectiveAttr, *objective);
+  warnUnreadInputs();
   if (failed(verify(*module)))
     return nullptr;
   if (stats) {
@@ -1109,6 +1158,83 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
     stats->hasTrainableMetadata = hasTrainableMetadata;
   }
   return module;
+}
+
+/// The model's tcc.objective metadata (python/tcc_export.py writes it:
+/// `task=causal-lm;ids=input_ids;labels=labels;mask=attention_mask;
+/// labels-shift=shifted`) as the module's tcc.objective dictionary, each
+/// input name checked against the graph's data inputs. Null without it.
+FailureOr<DictionaryAttr> Importer::importObjective() {
+  const onnx::StringStringEntryProto *entry = nullptr;
+  for (const onnx::StringStringEntryProto &p : model.metadata_props())
+    if (p.key() == kObjectiveMetadataKey)
+      entry = &p;
+  if (!entry)
+    return DictionaryAttr();
+  llvm::StringSet<> initNames, inputs;
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    initNames.insert(t.name());
+  for (const onnx::ValueInfoProto &in : model.graph().input())
+    if (!initNames.contains(in.name()))
+      inputs.insert(in.name());
+  auto bad = [&](const Twine &why) {
+    return error(fileLoc) << "the model's " << kObjectiveMetadataKey << " metadata (\""
+                          << entry->value() << "\") " << why;
+  };
+  SmallVector<StringRef> fields;
+  StringRef(entry->value()).split(fields, ';', -1, /*KeepEmpty=*/false);
+  SmallVector<NamedAttribute> attrs;
+  llvm::StringSet<> seen;
+  for (StringRef f : fields) {
+    auto [key, value] = f.split('=');
+    key = key.trim();
+    value = value.trim();
+    if (!f.contains('=') || value.empty())
+      return bad("has a field without a value: \"" + f + "\"");
+    if (!seen.insert(key).second)
+      return bad("gives " + key + " twice");
+    if (key == "ids" || key == "labels" || key == "mask") {
+      if (!inputs.contains(value))
+        return bad("says the " + key + " are graph input \"" + value +
+                   "\", which the graph does not have as a data input");
+    } else if (key == "task") {
+      if (value != "causal-lm" && value != "masked-lm")
+        return bad("has task \"" + value + "\" (known: causal-lm, masked-lm)");
+    } else if (key == "labels-shift") {
+      if (value != "shifted" && value != "aligned")
+        return bad("has labels-shift \"" + value + "\" (shifted or aligned)");
+    } else {
+      return bad("has an unknown field \"" + key +
+                 "\" (known: task, ids, labels, mask, labels-shift)");
+    }
+    attrs.push_back(builder.getNamedAttr(key, builder.getStringAttr(value)));
+  }
+  if (seen.contains("labels") != seen.contains("labels-shift"))
+    return bad(seen.contains("labels") ? "names the labels but not their labels-shift"
+                                       : "gives a labels-shift without the labels");
+  return builder.getDictionaryAttr(attrs);
+}
+
+/// A graph input that no node reads: torch.export gives one tensor passed
+/// as two arguments (`labels=input_ids`) to the graph once, through one of
+/// its inputs, and keeps the other unread. Training feeds both, so say so.
+void Importer::warnUnreadInputs() {
+  llvm::StringSet<> read, initNames;
+  for (const onnx::NodeProto &n : model.graph().node())
+    for (const std::string &in : n.input())
+      read.insert(in);
+  for (const onnx::ValueInfoProto &out : model.graph().output())
+    read.insert(out.name());
+  for (const onnx::TensorProto &t : model.graph().initializer())
+    initNames.insert(t.name());
+  for (const onnx::ValueInfoProto &in : model.graph().input())
+    if (!initNames.contains(in.name()) && !read.contains(in.name()))
+      emitWarning(fileLoc) << "graph input \"" << in.name()
+                           << "\" is read by no node of the model, so what is fed to it "
+                              "does not matter (an exporter given one tensor for two "
+                              "arguments, as labels=input_ids, reads it through one "
+                              "input only; python/tcc_export.py exports such arguments "
+                              "as two inputs)";
 }
 
 /// nn.Embedding(padding_idx=k) starts row k of its table at zero, and

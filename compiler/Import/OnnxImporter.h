@@ -37,6 +37,9 @@ struct ImportOptions {
   /// Floating-point initializers to train whatever the model's metadata or
   /// their evident role says (`--trainable=NAME,...`; see Trainable.h).
   llvm::StringSet<> trainable;
+  /// Train a model without tcc.trainable metadata whose initializers carry
+  /// an exporter's folded names (`--allow-unrecorded`).
+  bool allowUnrecorded = false;
 };
 
 struct ImportStats {

@@ -178,16 +178,19 @@ llvm::StringMap<InitializerRole>
 mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
                                 const llvm::StringSet<> &trainable,
                                 bool &hasMetadata,
-                                llvm::StringSet<> &metadataNames) {
+                                llvm::StringSet<> &metadataNames,
+                                llvm::StringSet<> &frozenNames) {
   hasMetadata = false;
-  for (const onnx::StringStringEntryProto &p : model.metadata_props())
-    if (p.key() == kTrainableMetadataKey) {
-      hasMetadata = true;
-      llvm::SmallVector<llvm::StringRef> names;
-      llvm::StringRef(p.value()).split(names, ',', -1, /*KeepEmpty=*/false);
-      for (llvm::StringRef n : names)
-        metadataNames.insert(n.trim());
-    }
+  for (const onnx::StringStringEntryProto &p : model.metadata_props()) {
+    bool trainableKey = p.key() == kTrainableMetadataKey;
+    if (!trainableKey && p.key() != kFrozenMetadataKey)
+      continue;
+    hasMetadata |= trainableKey;
+    llvm::SmallVector<llvm::StringRef> names;
+    llvm::StringRef(p.value()).split(names, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef n : names)
+      (trainableKey ? metadataNames : frozenNames).insert(n.trim());
+  }
 
   const onnx::GraphProto &graph = model.graph();
   ReachAnalysis reach(graph);
@@ -199,7 +202,7 @@ mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
     if (trainable.contains(t.name()))
       continue;
     if (hasMetadata) {
-      if (!metadataNames.contains(t.name())) {
+      if (!metadataNames.contains(t.name()) && !frozenNames.contains(t.name())) {
         role.parameter = false;
         role.reason = "not a parameter in the model's tcc.trainable metadata";
       }
@@ -214,6 +217,14 @@ mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
     if (known && std::any_of(values.begin(), values.end(), [](double x) { return !std::isfinite(x); })) {
       role.parameter = false;
       role.reason = "it holds non-finite values (an additive mask)";
+      continue;
+    }
+    // A mask folded into a float initializer: a finite "minus infinity"
+    // (torch.finfo(float32).min, TensorFlow's -2.37e38 adders). No weight
+    // holds such a value.
+    if (known && std::any_of(values.begin(), values.end(), [](double x) { return x <= -1e30; })) {
+      role.parameter = false;
+      role.reason = "it holds values below -1e30 (an additive mask)";
       continue;
     }
     Reach r = reach.of(t.name());
@@ -237,4 +248,14 @@ mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
     role.guessed = false;
   }
   return roles;
+}
+
+bool mlir::tcc::isExporterFoldedName(llvm::StringRef name) {
+  if (name.starts_with("onnx::"))
+    return true;
+  llvm::StringRef rest = name;
+  if (!rest.consume_front("val_"))
+    return false;
+  llvm::StringRef digits = rest.take_while([](char c) { return c >= '0' && c <= '9'; });
+  return !digits.empty();
 }

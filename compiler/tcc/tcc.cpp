@@ -249,6 +249,13 @@ static cl::list<std::string> trainable(
              "a scalar) says they are buffers"),
     cl::value_desc("name,..."), cl::CommaSeparated, cl::cat(tccCategory));
 
+static cl::opt<bool> allowUnrecorded(
+    "allow-unrecorded",
+    cl::desc("Train a model without tcc.trainable metadata even where its "
+             "initializers carry an exporter's folded names (val_N, onnx::...), "
+             "which are copies of parameters, not the module's own"),
+    cl::cat(tccCategory));
+
 /// Parses `--shape` values into `options`; reports and fails on bad syntax.
 static LogicalResult parseShapes(tcc::ImportOptions &options) {
   for (const std::string &s : shapes) {
@@ -273,6 +280,7 @@ static LogicalResult parseShapes(tcc::ImportOptions &options) {
     }
     options.inputShapes[name] = shape;
   }
+  options.allowUnrecorded = allowUnrecorded;
   for (const std::string &f : frozen)
     options.frozen.insert(f);
   for (const std::string &t : trainable) {
@@ -342,6 +350,14 @@ static void printSummary(ModuleOp module, const tcc::ImportStats &stats,
       row(first ? "inputs" : "", n.getValue(), typeStr(func.getArgument(i).getType()));
       first = false;
     }
+  if (auto objective = func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+          tcc::kObjectiveAttr)) {
+    std::string text;
+    for (StringRef key : {"task", "ids", "labels", "mask", "labels-shift"})
+      if (auto v = objective.getAs<StringAttr>(key))
+        text += (text.empty() ? "" : ", ") + key.str() + " " + v.getValue().str();
+    os << "objective " << text << "\n";
+  }
   first = true;
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
     auto n = func.getResultAttrOfType<StringAttr>(i, tcc::kOutputAttr);
@@ -594,9 +610,59 @@ struct Driver {
 };
 } // namespace
 
+/// Whether two paths name one file: the same device and inode when both
+/// exist (through symlinks and hard links), else the same absolute spelling.
+static bool samePath(StringRef a, StringRef b) {
+  bool ea = llvm::sys::fs::exists(a), eb = llvm::sys::fs::exists(b);
+  if (ea && eb) {
+    bool same = false;
+    return !llvm::sys::fs::equivalent(a, b, same) && same;
+  }
+  if (ea != eb)
+    return false;
+  SmallString<256> pa(a), pb(b);
+  llvm::sys::fs::make_absolute(pa);
+  llvm::sys::fs::make_absolute(pb);
+  llvm::sys::path::remove_dots(pa, /*remove_dot_dot=*/true);
+  llvm::sys::path::remove_dots(pb, /*remove_dot_dot=*/true);
+  return pa == pb;
+}
+
+/// Refuses an output (-o, --memory-report, --memory-plot, --fusion-report)
+/// that names the model or another output: it would overwrite the model, or
+/// one output would be lost.
+static LogicalResult checkOutputPaths() {
+  SmallVector<std::pair<StringRef, StringRef>> outputs;
+  if (!outputFile.empty() && outputFile != "-")
+    outputs.push_back({"-o", outputFile});
+  for (auto [flag, path] : {std::pair<StringRef, StringRef>{"--memory-report", memoryReport},
+                            {"--memory-plot", memoryPlot},
+                            {"--fusion-report", fusionReport}})
+    if (!path.empty())
+      outputs.push_back({flag, path});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (samePath(outputs[i].second, inputFile)) {
+      llvm::errs() << "tcc: error: " << outputs[i].first << " " << outputs[i].second
+                   << " names the model " << inputFile
+                   << ", which it would overwrite; choose another path\n";
+      return failure();
+    }
+    for (size_t j = 0; j < i; ++j)
+      if (samePath(outputs[i].second, outputs[j].second)) {
+        llvm::errs() << "tcc: error: " << outputs[j].first << " and " << outputs[i].first
+                     << " name the same path " << outputs[i].second
+                     << "; give each its own\n";
+        return failure();
+      }
+  }
+  return success();
+}
+
 /// Checks every flag and fills `d`; a bad one fails with a message that
 /// names it.
 static LogicalResult parseFlags(Driver &d) {
+  if (failed(checkOutputPaths()))
+    return failure();
   if (failed(parseShapes(d.import)))
     return failure();
   // --memory-plot-compare: a second plan of the same step, with another
@@ -914,6 +980,21 @@ static int emitOutput(ModuleOp module, const Driver &d) {
     // A folder this run creates is removed again if anything in it cannot
     // be written (a full disk): never a half-written source folder.
     const bool existed = llvm::sys::fs::exists(outputFile);
+    // Into a new or empty folder, or one an earlier --emit=source wrote
+    // (its marker file): never over a user's own build.sh or step.cpp.
+    SmallString<256> marker(outputFile);
+    llvm::sys::path::append(marker, ".tcc-source");
+    if (existed && llvm::sys::fs::is_directory(outputFile) && !llvm::sys::fs::exists(marker)) {
+      std::error_code ec;
+      llvm::sys::fs::directory_iterator it(outputFile, ec);
+      if (!ec && it != llvm::sys::fs::directory_iterator()) {
+        emitError(fileLoc) << "--emit=source -o " << outputFile
+                           << ": the folder is not empty and was not written by tcc "
+                              "(no .tcc-source in it), so its files could be the user's "
+                              "own; give a new or empty folder";
+        return 1;
+      }
+    }
     auto removeNew = llvm::make_scope_exit([&] {
       if (!existed)
         llvm::sys::fs::remove_directories(outputFile);
@@ -934,6 +1015,11 @@ static int emitOutput(ModuleOp module, const Driver &d) {
       wos.clear_error();
       emitError(fileLoc) << "writing " << w << " failed";
       return 1;
+    }
+    {
+      llvm::raw_fd_ostream mos(marker, ec);
+      if (!ec)
+        mos << "Written by tcc --emit=source; tcc writes into this folder again.\n";
     }
     removeNew.release();
     return 0;

@@ -36,6 +36,9 @@ struct Options {
        noCudaGraphs = false;
   bool cosine = false;
   bool sequential = false;
+  /// --labels=shifted|aligned: how the loss reads its labels, where the
+  /// step does not record it (or to override the record); "" if not given.
+  std::string labels;
   /// --loss-scale; without it, dynamic for device steps and off for host
   /// steps (decided once the step is loaded).
   tcc::LossScaler lossScaler;

@@ -10,6 +10,8 @@
 
 #include "runtime/lib/trainer_impl.h"
 
+#include <map>
+
 namespace tcc::run {
 
 //===----------------------------------------------------------------------===//
@@ -249,23 +251,110 @@ int Trainer::validate() {
   return kGoOn;
 }
 
+/// The fields of the step's objective ("task=causal-lm;ids=input_ids;...").
+static std::map<std::string, std::string> parseObjective(const char *text) {
+  std::map<std::string, std::string> fields;
+  std::string s = text ? text : "";
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t end = s.find(';', begin);
+    if (end == std::string::npos)
+      end = s.size();
+    std::string f = s.substr(begin, end - begin);
+    size_t eq = f.find('=');
+    if (eq != std::string::npos)
+      fields[f.substr(0, eq)] = f.substr(eq + 1);
+    begin = end + 1;
+  }
+  return fields;
+}
+
+std::string Trainer::tokenColumns(std::vector<tcc::data::TokenColumn> &columns) {
+  std::map<std::string, std::string> objective = parseObjective(info.objective);
+  auto recorded = [&](const char *key) {
+    auto it = objective.find(key);
+    return it == objective.end() ? std::string() : it->second;
+  };
+  if (recorded("task") == "masked-lm")
+    return "--data makes next-token windows, but " + opts.step +
+           " trains a masked language model (its objective: " + info.objective +
+           "), whose inputs must be masked: give the batches with --feed DIR";
+  std::string ids = recorded("ids"), labels = recorded("labels"), mask = recorded("mask");
+  std::string shift = recorded("labels-shift");
+  bool haveRecord = !ids.empty();
+  if (!haveRecord) {
+    // No record: the convention of nanoGPT's step, tokens then labels, and
+    // the labels' shift only from --labels.
+    bool ok = info.num_inputs == 1 || info.num_inputs == 2;
+    for (int32_t i = 0; ok && i < info.num_inputs; ++i)
+      ok = isIntegerDType(info.inputs[i].dtype) && info.inputs[i].rank == 2;
+    if (!ok)
+      return "--data needs a step whose integer inputs [B, T] are the token ids "
+             "and the labels (and perhaps an attention mask), and this step does "
+             "not record which is which (export with python/tcc_export.py, which "
+             "does); " + listInputs(info);
+    ids = info.inputs[0].name;
+    if (info.num_inputs == 2)
+      labels = info.inputs[1].name;
+  }
+  if (!labels.empty()) {
+    if (!opts.labels.empty() && !shift.empty() && opts.labels != shift)
+      warning("--labels=" + opts.labels + " overrides the step's record (labels-shift=" +
+              shift + ", from the model's export)");
+    if (!opts.labels.empty())
+      shift = opts.labels;
+    if (shift.empty())
+      return opts.step + " does not record how its loss reads its labels " +
+             quoted(labels.c_str()) + ", so --data cannot know what to feed them: say "
+             "--labels=aligned if labels[t] is the token after " + quoted(ids.c_str()) +
+             "[t] (nanoGPT: the loss compares position t with labels[t]), or "
+             "--labels=shifted if the model shifts its labels itself (Hugging Face "
+             "causal LMs, labels = input_ids). Exporting with python/tcc_export.py "
+             "records it";
+  } else if (!opts.labels.empty()) {
+    warning("--labels applies to a step whose loss reads labels; " + opts.step +
+            " has none (its objective: " + std::string(info.objective ? info.objective : "") +
+            ")");
+  }
+  int64_t B = 0, T = 0;
+  for (int32_t i = 0; i < info.num_inputs; ++i) {
+    const tcc_tensor_desc &in = info.inputs[i];
+    std::string name = in.name;
+    tcc::data::TokenRole role;
+    if (name == ids)
+      role = tcc::data::TokenRole::Ids;
+    else if (name == labels)
+      role = shift == "shifted" ? tcc::data::TokenRole::Ids : tcc::data::TokenRole::Next;
+    else if (name == mask)
+      role = tcc::data::TokenRole::Ones;
+    else
+      return "--data fills the token ids, the labels and an attention mask, and " +
+             quoted(in.name) + " is none of them" +
+             (haveRecord ? std::string(" (the step's objective: ") + info.objective + ")"
+                         : std::string()) +
+             "; give the batches with --feed DIR instead. " + listInputs(info);
+    bool integer = isIntegerDType(in.dtype) || (role == tcc::data::TokenRole::Ones &&
+                                                in.dtype == TCC_DTYPE_BOOL);
+    if (!integer || in.rank != 2 || in.dims[0] < 1 || in.dims[1] < 1 ||
+        (B && (in.dims[0] != B || in.dims[1] != T)))
+      return "--data needs the token ids, labels and mask as integer inputs of one "
+             "shape [B, T] (B, T >= 1); " + listInputs(info);
+    B = in.dims[0];
+    T = in.dims[1];
+    columns.push_back({role, static_cast<int>(lookupDType(in.dtype)->size)});
+  }
+  if (columns.empty())
+    return "--data needs a step with token inputs; " + listInputs(info);
+  return "";
+}
+
 int Trainer::openData() {
   // The data.
   if (opts.haveData) {
-    bool ok = info.num_inputs == 2;
-    for (int32_t i = 0; ok && i < 2; ++i)
-      ok = isIntegerDType(info.inputs[i].dtype) && info.inputs[i].rank == 2;
-    ok = ok && info.inputs[0].dtype == info.inputs[1].dtype &&
-         info.inputs[0].dims[0] == info.inputs[1].dims[0] &&
-         info.inputs[0].dims[1] == info.inputs[1].dims[1];
-    if (!ok)
-      return error("--data needs a step with exactly two integer inputs of "
-                   "one shape [B, T] and dtype (tokens, then targets); " +
-                   listInputs(info));
+    std::vector<tcc::data::TokenColumn> columns;
+    if (!(err = tokenColumns(columns)).empty())
+      return error(err);
     int64_t B = info.inputs[0].dims[0], T = info.inputs[0].dims[1];
-    if (B < 1 || T < 1)
-      return error("--data needs inputs of shape [B, T] with B, T >= 1; " +
-                   listInputs(info));
     if (!(err = tokens.open(opts.data)).empty())
       return error(err);
     if (tokens.size() < static_cast<uint64_t>(T) + 1)
@@ -273,15 +362,16 @@ int Trainer::openData() {
                    std::to_string(tokens.size()) +
                    " tokens; the step's windows need at least T + 1 = " +
                    std::to_string(T + 1));
-    int elem = static_cast<int>(lookupDType(info.inputs[0].dtype)->size);
     maker.reset(new tcc::data::TokenBatchMaker(
-        tokens, B, T, elem,
+        tokens, B, T, std::move(columns),
         opts.sequential ? tcc::data::Order::Sequential
                         : tcc::data::Order::Random));
     dataKind = tcc::ckpt::Tokens;
     dataLength = tokens.size();
     tokensPerMicro = static_cast<uint64_t>(B * T);
   } else {
+    if (opts.wasGiven("--labels"))
+      warning("--labels applies to --data; --feed gives every input as it is");
     if (opts.wasGiven("--data-order"))
       warning("--data-order applies to --data; feed subfolders are taken in "
               "name order");

@@ -94,6 +94,9 @@ private:
 
   /// The micro-batches: a token stream (--data) or .npy feeds (--feed).
   int openData();
+  /// What each step input takes from a token window (--data), by the
+  /// step's objective and --labels; "" or why not.
+  std::string tokenColumns(std::vector<tcc::data::TokenColumn> &columns);
 
   /// The output locations, checked (and created) before any work.
   int checkOutputs();

@@ -7,7 +7,7 @@ For each test model (test/models/export_models.py, the models
 check_gradients.py checks on the CPU target, and wide_rows):
   1. export it and compile it with `tcc --target=cuda -o step.so` (nvcc);
   2. load the library (ctypes) and check its step table: target "cuda", a
-     device arena, ABI 8, every parameter with a gradient accumulator;
+     device arena, ABI 9, every parameter with a gradient accumulator;
   3. without a GPU: `tcc-run step.so --grads-only` must fail with exit code 1
      and a message naming the CUDA error (cudaErrorInsufficientDriver or
      cudaErrorNoDevice), never a crash.
@@ -63,7 +63,7 @@ class Info(ctypes.Structure):
                 ("weights_embedded", ctypes.c_int32), ("num_ops", ctypes.c_int32),
                 ("ops", ctypes.POINTER(ctypes.c_char_p)),
                 ("op_live_bytes", ctypes.POINTER(ctypes.c_uint64)),
-                ("host_bytes", ctypes.c_uint64)]
+                ("host_bytes", ctypes.c_uint64), ("objective", ctypes.c_char_p)]
 
 
 def prepare_model(name, workdir, tcc):
@@ -94,7 +94,7 @@ def check(name, args, have_gpu):
     lib = ctypes.CDLL(so)
     lib.tcc_step_get_info.restype = ctypes.POINTER(Info)
     info = lib.tcc_step_get_info().contents
-    if info.abi_version != 8:
+    if info.abi_version != 9:
         problems.append("abi_version %d" % info.abi_version)
     ops = [info.ops[k] for k in range(info.num_ops)]
     if not ops or not all(ops) or any(info.op_live_bytes[k] > info.arena_bytes for k in range(info.num_ops)):
@@ -139,7 +139,7 @@ def check_offload(args, have_gpu):
     lib.tcc_step_get_info.restype = ctypes.POINTER(Info)
     info = lib.tcc_step_get_info().contents
     problems = []
-    if info.abi_version != 8 or info.host_bytes == 0:
+    if info.abi_version != 9 or info.host_bytes == 0:
         problems.append("abi_version %d, host_bytes %d" % (info.abi_version, info.host_bytes))
     tables = (("parameter", info.params, info.num_params), ("gradient", info.grads, info.num_params),
               ("state", info.state, info.num_state))

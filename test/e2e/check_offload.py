@@ -185,7 +185,7 @@ def tables_case():
     host = build("demo-host", DEMO, "--offload=optimizer", "--host-budget=1G")
     di, _ = step_abi.read_info(dev)
     hi, device = step_abi.read_info(host)
-    require(hi.abi_version == 8 and device, "abi %d, device %s" % (hi.abi_version, device))
+    require(hi.abi_version == 9 and device, "abi %d, device %s" % (hi.abi_version, device))
     require(all(p.location == 1 for p in hi.params), "parameters not all on the host: %s"
             % [p.name for p in hi.params if p.location != 1][:4])
     require(all(s.location == 1 for s in hi.state), "optimizer state not all on the host")

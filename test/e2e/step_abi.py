@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-ABI_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8)  # layouts of tcc_step_info this module reads
+ABI_VERSIONS = (1, 2, 3, 4, 5, 6, 7, 8, 9)  # layouts of tcc_step_info this module reads
 # (v5 added device functions: tcc_step_stage_inputs, tcc_step_micro_step_begin
 # and _end; its tcc_step_info is v4's; v7 gives each tensor its location,
 # the arena or the host buffer of tcc --offload, and adds host_bytes)
@@ -41,7 +41,8 @@ TensorDesc = collections.namedtuple("TensorDesc", "name dtype shape offset bytes
                                     defaults=(0,))  # location: 0 arena, 1 host buffer (v7)
 StepInfo = collections.namedtuple(
     "StepInfo", "abi_version model model_path target arena_bytes has_backward "
-                "params grads inputs outputs optimizer state mem_budget ops")
+                "params grads inputs outputs optimizer state mem_budget ops objective",
+    defaults=("",))
 
 
 class _CDesc(ctypes.Structure):
@@ -111,6 +112,11 @@ class _CInfoV7(ctypes.Structure):
     _fields_ = _with_desc(_CInfoV6._fields_, _CDescV7) + [("host_bytes", ctypes.c_uint64)]
 
 
+class _CInfoV9(ctypes.Structure):
+    # v9 adds the objective: how the loss reads the inputs (tcc-run --data).
+    _fields_ = _CInfoV7._fields_ + [("objective", ctypes.c_char_p)]
+
+
 def read_info(path, lib=None):
     """The tcc_step_info of the step library at `path` (any target), as a
     StepInfo; `ops` is a list of (label, live bytes) (empty before v6)."""
@@ -123,7 +129,7 @@ def read_info(path, lib=None):
         raise StepError("%s: abi_version %d, this module reads %s"
                         % (path, version, ABI_VERSIONS))
     layout = {1: _CInfoV1, 2: _CInfoV2, 3: _CInfoV3, 4: _CInfoV4, 5: _CInfoV4,
-              6: _CInfoV6, 7: _CInfoV7, 8: _CInfoV7}[version]  # v8: new functions only
+              6: _CInfoV6, 7: _CInfoV7, 8: _CInfoV7, 9: _CInfoV9}[version]  # v8: new functions only
     ci = ctypes.cast(raw, ctypes.POINTER(layout)).contents
     dec = lambda s: s.decode() if s else ""  # noqa: E731
     v2 = version >= 2
@@ -144,7 +150,8 @@ def read_info(path, lib=None):
         optimizer=dec(ci.optimizer) if v2 else "",
         state=_descs(ci.state, ci.num_state) if v2 else [],
         mem_budget=int(ci.mem_budget) if version >= 3 else 0,
-        ops=ops)
+        ops=ops,
+        objective=dec(ci.objective) if version >= 9 else "")
     device = version >= 4 and bool(ci.device_arena)
     return info, device
 

@@ -29,6 +29,9 @@ except ImportError:
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import tcc_export  # noqa: E402  (its objective probe; it imports nothing at load)
+
 
 # ---------------------------------------------------------------------------
 # Models
@@ -423,6 +426,14 @@ def spec_nanogpt_buffers(gen):
     return model, 17, feed, ["loss"]
 
 
+# How each token model's loss reads its labels, which the export's probe must
+# find (python/tcc_export.probe_labels_shift): nanoGPT's aligned targets.
+OBJECTIVE_SHIFT = {n: "aligned" for n in (
+    "tiny_gpt_opset14", "tiny_gpt_opset17", "mha_decoder", "tiny_gpt_dropout",
+    "tiny_gpt_dropout_unfused", "llama2c_buffers", "nanogpt_buffers", "bert_mlm")}
+OBJECTIVE_TASK = dict({n: "causal-lm" for n in OBJECTIVE_SHIFT}, bert_mlm="masked-lm")
+
+
 # Float initializers that are buffers, not parameters (export_one checks the
 # exported file has exactly the parameters and these).
 BUFFERS = {
@@ -467,6 +478,8 @@ def _cache_dir(name):
     import hashlib
     with open(os.path.abspath(__file__), "rb") as f:
         h = hashlib.sha256(f.read())
+    with open(os.path.abspath(tcc_export.__file__), "rb") as f:
+        h.update(f.read())  # its objective probe writes the metadata
     h.update(("%s %s %s" % (torch.__version__, getattr(onnx, "__version__", "none"), name)).encode())
     root = os.environ.get("TCC_MODEL_CACHE") or os.path.join(
         os.path.expanduser("~"), ".cache", "tcc", "test-models")
@@ -549,6 +562,20 @@ def _export_one(name, outdir):
 
     m = onnx.load(path)
     onnx.checker.check_model(m)
+    # The objective, as python/tcc_export.py records it (the same probe of
+    # the module: which label its loss reads), for tcc-run --data.
+    objective = tcc_export.infer_objective(model, args, input_names)
+    if objective:
+        if name in OBJECTIVE_SHIFT and objective.get("labels-shift") != OBJECTIVE_SHIFT[name]:
+            raise RuntimeError("%s: the probe says labels-shift=%s, not %s"
+                               % (name, objective.get("labels-shift"), OBJECTIVE_SHIFT[name]))
+        if name in OBJECTIVE_TASK and objective.get("task") != OBJECTIVE_TASK[name]:
+            raise RuntimeError("%s: the probe says task=%s, not %s"
+                               % (name, objective.get("task"), OBJECTIVE_TASK[name]))
+        entry = m.metadata_props.add()
+        entry.key = tcc_export.OBJECTIVE_KEY
+        entry.value = tcc_export.format_objective(objective)
+        onnx.save(m, path)
 
     ok = True
     param_names = {n for n, _ in model.named_parameters()} | BUFFERS.get(name, set())

@@ -214,19 +214,22 @@ def main(outdir):
     exporter_constructs(outdir)
 
 
-def scores_model(extra_inits, mask_nodes, metadata=None, opset=17):
+def scores_model(extra_inits, mask_nodes, metadata=None, opset=17, frozen=None,
+                 objective=None, w_name="w"):
     """scores = x @ w, then mask_nodes turn `scores` into `masked`, then
     softmax and the mean as the loss. w is a parameter."""
     rng = np.random.default_rng(1)
-    w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), "w")
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["scores"], name="mm")] + mask_nodes + [
+    w = numpy_helper.from_array(rng.standard_normal((4, 4)).astype(np.float32), w_name)
+    nodes = [helper.make_node("MatMul", ["x", w_name], ["scores"], name="mm")] + mask_nodes + [
         helper.make_node("Softmax", ["masked"], ["p"], name="softmax", axis=-1),
         helper.make_node("ReduceMean", ["p"], ["loss"], name="mean", keepdims=0)]
     m = model_of(nodes, [f32("x", [4, 4])], [f32("loss", [])], [w] + list(extra_inits),
                  opset=opset)
-    if metadata is not None:
-        entry = m.metadata_props.add()
-        entry.key, entry.value = "tcc.trainable", metadata
+    for key, value in (("tcc.trainable", metadata), ("tcc.frozen", frozen),
+                       ("tcc.objective", objective)):
+        if value is not None:
+            entry = m.metadata_props.add()
+            entry.key, entry.value = key, value
     return m
 
 
@@ -266,6 +269,33 @@ def buffers(outdir, rng):
          "buffer_metadata_missing")
     # Without metadata, the scalar is a constant (with a warning).
     save(scores_model(inits, nodes), outdir, "buffer_scalar")
+    # tcc.frozen (a parameter with requires_grad=False): a frozen argument.
+    gamma = [numpy_helper.from_array(np.ones((4, 4), np.float32), "gamma")]
+    scale_nodes = [helper.make_node("Mul", ["scores", "gamma"], ["masked"], name="scale")]
+    save(scores_model(gamma, scale_nodes, metadata="gamma", frozen="w"), outdir,
+         "buffer_frozen_metadata")
+    save(scores_model(gamma, scale_nodes, metadata="gamma", frozen="w,nope"), outdir,
+         "buffer_frozen_missing")
+    # A mask folded into finite values (torch.finfo(float32).min).
+    finite = np.triu(np.full((4, 4), np.finfo(np.float32).min, np.float32), 1)
+    save(scores_model([numpy_helper.from_array(finite, "mask")],
+                      [helper.make_node("Add", ["scores", "mask"], ["masked"], name="add")]),
+         outdir, "buffer_finite_mask")
+    # What torch.onnx.export's default optimizer writes: a parameter folded
+    # into a copy named val_N, no metadata.
+    save(scores_model(gamma, scale_nodes, w_name="val_12"), outdir, "folded_names")
+    # The objective, well formed and not.
+    save(scores_model(gamma, scale_nodes, metadata="w,gamma",
+                      objective="task=causal-lm;ids=x"), outdir, "objective_ok")
+    for tag, text in (("input", "ids=tokens"), ("field", "ids=x;colour=red"),
+                      ("shift", "ids=x;labels=x;labels-shift=sideways"),
+                      ("noshift", "ids=x;labels=x")):
+        save(scores_model(gamma, scale_nodes, metadata="w,gamma", objective=text), outdir,
+             "objective_bad_" + tag)
+    # A graph input that no node reads (one tensor exported for two arguments).
+    m = scores_model(gamma, scale_nodes, metadata="w,gamma")
+    m.graph.input.extend([i64("labels", [4, 4])])
+    save(m, outdir, "unread_input")
 
 
 def exporter_constructs(outdir):

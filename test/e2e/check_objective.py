@@ -1,0 +1,309 @@
+"""What a Hugging Face user trains is what PyTorch would: the objective, frozen
+parameters, and a plain export.
+
+Usage: VENV/bin/python check_objective.py --tcc TCC --tcc-run TCC_RUN --workdir DIR
+
+Runs under the virtual environment that scripts/setup.sh makes (torch,
+transformers, peft, onnx from PyPI), on tiny random-init models (no weights
+downloaded, dropout 0), the CPU target in float64:
+
+  objective   GPT-2 in docs/exporting.md's wrapper (input_ids, labels ->
+              model(..., labels=labels).loss), exported with
+              python/tcc_export.py, records task=causal-lm and
+              labels-shift=shifted; `tcc-run --data --data-order sequential`
+              then trains the next-token objective: every micro-step loss
+              equals PyTorch float64's next-token loss on the same windows
+              (cross-entropy of logits[:, :-1] against window[:, 1:], computed
+              here from the logits, not by the model's loss), and is far from
+              the token-after-next loss that the old feeding trained. The
+              same file without the record is refused with --data until
+              --labels is given; --labels=shifted gives the same losses, and
+              --labels=aligned over the record warns and trains the
+              token-after-next loss (so the check can tell them apart).
+  same-tensor The wrapper exported with labels=input_ids (one tensor for both
+              arguments) has two inputs that both feed the graph, and the
+              same record.
+  lora        A peft LoRA model (r=4 on c_attn): tcc_export records the
+              adapters in tcc.trainable and the base in tcc.frozen; tcc
+              trains exactly PyTorch's requires_grad set; the loss and every
+              adapter gradient match PyTorch float64 (1e-6 + 1e-4 relative);
+              after 2 AdamW steps the frozen base written by --save is byte
+              for byte the original.
+  plain       torch.onnx.export(dynamo=True) with its default optimizer,
+              without the helper: tcc refuses it with one error that names the
+              folded initializers and the export call to use;
+              --allow-unrecorded imports it.
+Prints one line per check and ends with `N passed, M failed`.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import tcc_export  # noqa: E402
+
+B, T, V = 2, 16, 96
+ACCUM = 3
+
+
+class WithLoss(torch.nn.Module):
+    """docs/exporting.md's wrapper."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids, labels):
+        return self.m(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                      labels=labels, use_cache=False).loss
+
+
+def gpt2():
+    import transformers as Tr
+    torch.manual_seed(0)
+    cfg = Tr.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=V, n_positions=64,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = Tr.GPT2LMHeadModel(cfg)
+    model.train()
+    return model
+
+
+def run(cmd, expect=0):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if (expect == 0) != (r.returncode == 0):
+        raise RuntimeError("%s exited %d:\n%s" % (" ".join(cmd), r.returncode, r.stdout[-3000:]))
+    return r.stdout
+
+
+def metadata(path):
+    import onnx
+    return {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
+
+
+def windows(data, k):
+    """Micro-batch k of --data-order sequential: rows at window (k*B + b) mod n."""
+    n = (len(data) - 1) // T
+    return np.stack([data[((k * B + b) % n) * T:][:T + 1] for b in range(B)]).astype(np.int64)
+
+
+def reference_losses(model, data):
+    """PyTorch float64 per micro-batch: the next-token loss and the
+    token-after-next loss, from the logits."""
+    m = model.double().eval()
+    nxt, after = [], []
+    with torch.no_grad():
+        for k in range(ACCUM):
+            w = torch.from_numpy(windows(data, k))
+            x = w[:, :T]
+            logits = m(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits
+            nxt.append(float(F.cross_entropy(logits[:, :-1].reshape(-1, V), x[:, 1:].reshape(-1))))
+            after.append(float(F.cross_entropy(logits[:, :-1].reshape(-1, V),
+                                               w[:, 2:T + 1].reshape(-1))))
+    return np.array(nxt), np.array(after)
+
+
+def check_objective(args, work, data_path, data):
+    model = gpt2()
+    ids = torch.randint(0, V, (B, T))
+    onnx_path = os.path.join(work, "gpt2.onnx")
+    tcc_export.export(WithLoss(model), (ids, ids.clone()), onnx_path,
+                      input_names=["input_ids", "labels"], output_names=["loss"])
+    rec = metadata(onnx_path).get(tcc_export.OBJECTIVE_KEY, "")
+    want = "task=causal-lm;ids=input_ids;labels=labels;labels-shift=shifted"
+    if rec != want:
+        raise RuntimeError("recorded objective %r, not %r" % (rec, want))
+    step = os.path.join(work, "gpt2.so")
+    summary = run([args.tcc, onnx_path, "--emit=summary"])
+    run([args.tcc, onnx_path, "--target=cpu", "--cpu-precision=f64", "-o", step])
+    if "labels-shift shifted" not in summary:
+        raise RuntimeError("tcc's summary does not show the objective:\n" + summary)
+    nxt, after = reference_losses(model, data)
+    common = ["--data", data_path, "--data-order", "sequential", "--steps", "1",
+              "--accum", str(ACCUM), "--lr", "0", "--quiet"]
+
+    def losses(step_path, extra, tag):
+        out = os.path.join(work, "dump_" + tag)
+        log = run([args.tcc_run, step_path] + common + extra + ["--dump", out])
+        return np.load(os.path.join(out, "losses.npy")).astype(np.float64), log
+
+    got, _ = losses(step, [], "recorded")
+    if not np.allclose(got, nxt, rtol=1e-6, atol=0):
+        raise RuntimeError("losses %s, PyTorch's next-token losses %s" % (got, nxt))
+    gap = float(np.min(np.abs(after - nxt) / nxt))
+    if gap < 1e-3:
+        raise RuntimeError("the token-after-next losses %s are too close to tell apart" % after)
+
+    # The same model without the record: refused, then told.
+    import onnx
+    bare = onnx.load(onnx_path)
+    for p in list(bare.metadata_props):
+        if p.key == tcc_export.OBJECTIVE_KEY:
+            bare.metadata_props.remove(p)
+    bare_path = os.path.join(work, "gpt2_bare.onnx")
+    onnx.save(bare, bare_path)
+    bare_step = os.path.join(work, "gpt2_bare.so")
+    run([args.tcc, bare_path, "--target=cpu", "--cpu-precision=f64", "-o", bare_step])
+    refused = run([args.tcc_run, bare_step] + common, expect=1)
+    if "--labels=shifted" not in refused or refused.count("error:") != 1:
+        raise RuntimeError("the unrecorded step's refusal does not say --labels:\n" + refused)
+    told, _ = losses(bare_step, ["--labels=shifted"], "told")
+    if not np.array_equal(told, got):
+        raise RuntimeError("--labels=shifted losses %s differ from the recorded %s" % (told, got))
+    wrong, log = losses(step, ["--labels=aligned"], "override")
+    if "overrides the step's record" not in log:
+        raise RuntimeError("--labels over the record does not warn:\n" + log)
+    if not np.allclose(wrong, after, rtol=1e-6, atol=0):
+        raise RuntimeError("--labels=aligned losses %s, token-after-next %s" % (wrong, after))
+    return "next-token loss rel err %.1e (token-after-next differs by %.1f%%)" % (
+        float(np.max(np.abs(got - nxt) / nxt)), 100 * gap)
+
+
+def check_same_tensor(args, work):
+    model = gpt2()
+    ids = torch.randint(0, V, (B, T))
+    onnx_path = os.path.join(work, "gpt2_same.onnx")
+    tcc_export.export(WithLoss(model), (ids, ids), onnx_path,
+                      input_names=["input_ids", "labels"], output_names=["loss"])
+    import onnx
+    g = onnx.load(onnx_path).graph
+    read = {i for n in g.node for i in n.input}
+    unread = [i.name for i in g.input if i.name not in read]
+    if unread:
+        raise RuntimeError("graph inputs read by no node: %s" % unread)
+    rec = metadata(onnx_path).get(tcc_export.OBJECTIVE_KEY, "")
+    if "labels-shift=shifted" not in rec or "ids=input_ids" not in rec:
+        raise RuntimeError("recorded objective %r" % rec)
+    out = run([args.tcc, onnx_path, "--emit=summary"])
+    if "warning" in out:
+        raise RuntimeError("tcc warns:\n" + out)
+    return "both inputs read, objective recorded"
+
+
+def check_lora(args, work):
+    import peft
+    base = gpt2()
+    model = peft.get_peft_model(base, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["c_attn"],
+                                                      lora_dropout=0.0, fan_in_fan_out=True))
+    # Non-zero adapters (peft starts lora_B at zero, which makes every
+    # gradient of lora_A zero).
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.02)
+    wrapped = WithLoss(model)
+    ids = torch.randint(0, V, (B, T))
+    onnx_path = os.path.join(work, "lora.onnx")
+    trainable = tcc_export.export(wrapped, (ids, ids.clone()), onnx_path,
+                                  input_names=["input_ids", "labels"], output_names=["loss"])
+    torch_trainable = {n for n, p in wrapped.named_parameters() if p.requires_grad}
+    torch_frozen = {n for n, p in wrapped.named_parameters() if not p.requires_grad}
+    if set(trainable) != torch_trainable:
+        raise RuntimeError("tcc.trainable lists %d tensors, PyTorch trains %d"
+                           % (len(trainable), len(torch_trainable)))
+    frozen = set(metadata(onnx_path).get(tcc_export.FROZEN_KEY, "").split(","))
+    summary = run([args.tcc, onnx_path, "--emit=summary"])
+    want = "%d trainable, %d frozen" % (len(torch_trainable), len(frozen))
+    if want not in summary:
+        raise RuntimeError("tcc's summary does not say %r:\n%s" % (want, summary))
+
+    step = os.path.join(work, "lora.so")
+    run([args.tcc, onnx_path, "--target=cpu", "--cpu-precision=f64", "-o", step])
+    feed = os.path.join(work, "lora_feed")
+    os.makedirs(feed, exist_ok=True)
+    x = torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(5))
+    np.save(os.path.join(feed, "input_ids.npy"), x.numpy())
+    np.save(os.path.join(feed, "labels.npy"), x.numpy())
+    dump = os.path.join(work, "lora_grads")
+    run([args.tcc_run, step, "--feed", feed, "--grads-only", "--dump", dump])
+    ref = WithLoss(model).double()
+    loss = ref(x, x.clone())
+    loss.backward()
+    loss = float(loss.detach())
+    got_loss = float(np.load(os.path.join(dump, "loss.npy")))
+    # The export holds float32 constants that the float64 reference computes
+    # in float64: ~1e-8 relative.
+    if abs(got_loss - float(loss)) > 1e-6 * abs(float(loss)):
+        raise RuntimeError("loss %.12g vs PyTorch %.12g" % (got_loss, loss))
+    worst = 0.0
+    for n, p in ref.named_parameters():
+        path = os.path.join(dump, "grads", n.replace("/", "_") + ".npy")
+        if not p.requires_grad:
+            if os.path.exists(path):
+                raise RuntimeError("a gradient for frozen %s" % n)
+            continue
+        g = np.load(path).astype(np.float64)
+        want_g = p.grad.numpy()
+        err = np.abs(g - want_g)
+        if np.any(err > 1e-6 + 1e-4 * np.abs(want_g)):
+            raise RuntimeError("gradient of %s off by %.3g" % (n, err.max()))
+        worst = max(worst, float(err.max() / max(np.abs(want_g).max(), 1e-30)))
+
+    saved = os.path.join(work, "lora_trained.onnx")
+    run([args.tcc_run, step, "--feed", feed, "--steps", "2", "--lr", "1e-2", "--quiet",
+         "--save", saved])
+    import onnx
+    from onnx import numpy_helper
+    before = {t.name: numpy_helper.to_array(t) for t in onnx.load(onnx_path).graph.initializer}
+    after = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+    moved = [n for n in frozen if not np.array_equal(before[n], after[n])]
+    if moved:
+        raise RuntimeError("--save changed frozen parameters: %s" % moved[:4])
+    trained = [n for n in torch_trainable if not np.array_equal(before[n], after[n])]
+    if len(trained) != len(torch_trainable):
+        raise RuntimeError("only %d of %d adapters changed" % (len(trained), len(torch_trainable)))
+    return "%d trained (PyTorch %d), %d frozen; worst adapter grad rel %.1e" % (
+        len(trainable), len(torch_trainable), len(frozen), worst)
+
+
+def check_plain(args, work):
+    model = gpt2()
+    ids = torch.randint(0, V, (B, T))
+    onnx_path = os.path.join(work, "plain.onnx")
+    torch.onnx.export(WithLoss(model), (ids, ids.clone()), onnx_path, dynamo=True,
+                      input_names=["input_ids", "labels"], output_names=["loss"], verbose=False)
+    out = run([args.tcc, onnx_path, "--emit=summary"], expect=1)
+    if out.count("error:") != 1 or "tcc_export" not in out or "val_" not in out:
+        raise RuntimeError("the plain export's refusal:\n" + out)
+    run([args.tcc, onnx_path, "--emit=summary", "--allow-unrecorded"])
+    return "refused: " + out.strip().splitlines()[0][:110] + "..."
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tcc", required=True)
+    p.add_argument("--tcc-run", required=True)
+    p.add_argument("--workdir", required=True)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(args.workdir, exist_ok=True)
+    data = np.random.default_rng(3).integers(0, V, 4096).astype(np.uint16)
+    data_path = os.path.join(args.workdir, "train.bin")
+    data.tofile(data_path)
+    checks = [("objective", lambda: check_objective(args, args.workdir, data_path, data)),
+              ("same-tensor", lambda: check_same_tensor(args, args.workdir)),
+              ("lora", lambda: check_lora(args, args.workdir)),
+              ("plain", lambda: check_plain(args, args.workdir))]
+    passed = failed = 0
+    for name, fn in checks:
+        try:
+            print("%-12s ok      %s" % (name, fn()))
+            passed += 1
+        except Exception as e:  # noqa: BLE001  (each check reports its own failure)
+            print("%-12s FAILED  %s" % (name, e))
+            failed += 1
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
