@@ -151,10 +151,12 @@ void encode(const State &s, const tcc_step_info &info, unsigned char *h,
 std::string writeFile(const std::string &dir, const std::string &path, const unsigned char *header,
                       const tcc_step_info &info, const char *arena, Part part,
                       const std::vector<ShardEntry> &manifest, ShardEntry *written) {
-  std::string tmp = path + ".tmp";
+  // The folder is this run's (locked): what a killed run left is stale.
+  io::removeStaleTemporaries(path);
   io::AtomicFile out;
-  if (!out.create(tmp))
-    return "cannot write the checkpoint " + tmp + ": " + errnoText(errno);
+  if (!out.createBeside(path))
+    return "cannot write the checkpoint " + path + " (creating its temporary): " +
+           errnoText(errno);
   int fd = out.fd();
   auto fail = [&](const char *what) {
     int err = errno;

@@ -579,14 +579,12 @@ struct Rope {
   }
 };
 
-/// Writes `rope` to `path` atomically (via path + ".tmp"). Returns "" on
-/// success.
+/// Writes `rope` to `path` atomically (via a unique temporary beside it).
+/// Returns "" on success.
 std::string writeRope(const std::string &path, const Rope &rope) {
-  std::string tmp = path + ".tmp";
   io::AtomicFile file;
-  if (!file.create(tmp))
-    return "cannot write " + path + " (creating " + tmp + "): " +
-           errnoText(errno);
+  if (!file.createBeside(path))
+    return "cannot write " + path + " (creating its temporary): " + errnoText(errno);
   int fd = file.fd();
   auto fail = [&](const char *what) {
     int err = errno;

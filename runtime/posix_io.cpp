@@ -2,6 +2,9 @@
 
 #include "runtime/posix_io.h"
 
+#include <dirent.h>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -108,14 +111,6 @@ void fsyncDir(const std::string &dir) {
 
 AtomicFile::~AtomicFile() { discard(); }
 
-bool AtomicFile::create(const std::string &tmp) {
-  tmp_ = tmp;
-  fd_ = openRetry(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd_ < 0)
-    tmp_.clear();
-  return fd_ >= 0;
-}
-
 bool AtomicFile::createBeside(const std::string &path) {
   size_t slash = path.rfind('/');
   std::string tmpl = (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) +
@@ -172,6 +167,25 @@ std::string joinPath(const std::string &dir, const std::string &name) {
   if (dir.empty())
     return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+void removeStaleTemporaries(const std::string &path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  std::string prefix = "." + path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp.";
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return;
+  while (struct dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    std::string full = joinPath(dir, name);
+    struct stat st;
+    if (::lstat(full.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      ::unlink(full.c_str());
+  }
+  ::closedir(d);
 }
 
 std::string dirOf(const std::string &path) {

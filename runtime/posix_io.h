@@ -76,12 +76,11 @@ public:
   AtomicFile(const AtomicFile &) = delete;
   AtomicFile &operator=(const AtomicFile &) = delete;
 
-  /// Creates (or truncates) the temporary `tmp`, mode 0666 less the umask.
-  /// Returns false with errno set.
-  bool create(const std::string &tmp);
   /// Creates a temporary of a unique name beside `path` (".NAME.tmp.XXXXXX"
-  /// in its folder, mkstemp), mode 0666 less the umask, so that concurrent
-  /// writers of one path never share it. Returns false with errno set.
+  /// in its folder, mkstemp: O_CREAT | O_EXCL, so never through a symlink or
+  /// over an existing file), mode 0666 less the umask, so that concurrent
+  /// writers of one path never share it. Every file tcc-run writes goes
+  /// through one. Returns false with errno set.
   bool createBeside(const std::string &path);
   /// Takes over `fd`, already open on the temporary `tmp` (from mkstemp).
   void adopt(int fd, const std::string &tmp);
@@ -107,6 +106,12 @@ std::string joinPath(const std::string &dir, const std::string &name);
 
 /// The directory part of `path`: "." if it has no '/', "/" for "/name".
 std::string dirOf(const std::string &path);
+
+/// Removes the temporaries that AtomicFile::createBeside(path) made and a
+/// killed writer left behind: regular files named ".NAME.tmp.XXXXXX" in
+/// path's folder. Only for a folder that one process writes at a time (a
+/// locked checkpoint folder).
+void removeStaleTemporaries(const std::string &path);
 
 /// Creates `dir` and its missing parents (like `mkdir -p`). Returns "" on
 /// success, otherwise a message that names the directory at fault.

@@ -568,6 +568,92 @@ def popen_result(p, err_path, hung, t0):
     return Result(p.returncode, "", err, hung, time.time() - t0)
 
 
+def report_flag_cases():
+    """Issue 47: tcc's report flags and -o naming the model or each other."""
+    before = "exits 0, one file lost"
+    for name, flags, needles in (
+            ("tcc m.onnx --memory-report=m.onnx", ["--memory-report={m}"], ["names the model"]),
+            ("tcc m.onnx --fusion-report=link.onnx (a symlink to m.onnx)",
+             ["--fusion-report={link}"], ["names the model"]),
+            ("tcc m.onnx -o s.so --memory-report=s.so", ["-o", "{d}/s.so", "--memory-report={d}/s.so"],
+             ["name the same path"]),
+            ("tcc m.onnx --memory-report=r --memory-plot=r", ["--memory-report={d}/r",
+                                                              "--memory-plot={d}/r"],
+             ["name the same path"])):
+        d = case_dir("report_" + str(abs(hash(name)) % 10**6))
+        model = os.path.join(d, "m.onnx")
+        shutil.copy(TINY17, model)
+        os.symlink("m.onnx", os.path.join(d, "link.onnx"))
+        h = sha(model)
+        before_snap = snapshot(d)
+        args = [f.format(m=model, link=os.path.join(d, "link.onnx"), d=d) for f in flags]
+        r = run([ARGS.tcc, model, "--target=cpu"] + args, env={"TCC_CACHE_DIR": "off"})
+        why = clean_error(r, needles)
+        diff = snapshot_diff(before_snap, snapshot(d))
+        intact = sha(model) == h
+        row(name, before, outcome(r) + (" [%s]" % why if why else ""),
+            ("input intact" if intact else "INPUT CHANGED") +
+            (", files changed: " + diff if diff else ", no file written"),
+            not why and intact and not diff)
+
+
+def source_folder_case():
+    """Issue 47: --emit=source -o DIR over a user's own files."""
+    d = case_dir("source_folder")
+    out = os.path.join(d, "src")
+    os.makedirs(out)
+    mine = os.path.join(out, "build.sh")
+    with open(mine, "w") as f:
+        f.write("echo my own build\n")
+    before_snap = snapshot(d)
+    r = run([ARGS.tcc, TINY17, "--target=cpu", "--emit=source", "-o", out])
+    why = clean_error(r, ["not empty"])
+    diff = snapshot_diff(before_snap, snapshot(d))
+    row("tcc --emit=source -o DIR (DIR holds the user's build.sh)", "overwrites build.sh",
+        outcome(r) + (" [%s]" % why if why else ""),
+        "files changed: " + diff if diff else "build.sh intact", not why and not diff)
+
+
+def runtime_outputs_cases(step):
+    """Issue 47: tcc-run's outputs onto a device, a FIFO, a symlinked
+    temporary, and inside another output's folder."""
+    d = case_dir("runtime_outputs")
+    base = [step, "--data", TRAIN_BIN, "--steps", "2", "--quiet"]
+    fifo = os.path.join(d, "trace.fifo")
+    os.mkfifo(fifo)
+    runtime_refused("tcc-run --trace FIFO", "replaces the FIFO", d,
+                    base + ["--trace", fifo], ["FIFO"], timeout=20)
+    runtime_refused("tcc-run --metrics FIFO", "hangs in open()", d,
+                    base + ["--metrics", fifo], ["FIFO"], timeout=20)
+    runtime_refused("tcc-run --trace /dev/null", "replaces /dev/null (as root)", d,
+                    base + ["--trace", "/dev/null"], ["character device"])
+    ck = os.path.join(d, "ck")
+    runtime_refused("tcc-run --checkpoint ck --save ck/checkpoint.bin",
+                    "replaces the last checkpoint, exit 0", d,
+                    base + ["--checkpoint", ck, "--save", os.path.join(ck, "checkpoint.bin")],
+                    ["inside the --checkpoint folder"])
+    dump = os.path.join(d, "dump")
+    runtime_refused("tcc-run --dump d --metrics d/losses.npy", "the metrics are lost", d,
+                    base + ["--dump", dump, "--metrics", os.path.join(dump, "losses.npy")],
+                    ["inside the --dump folder"])
+    # A symlink where the old fixed temporary name was: the data stays intact.
+    d2 = case_dir("runtime_tmp_symlink")
+    data = os.path.join(d2, "train.bin")
+    shutil.copy(TRAIN_BIN, data)
+    ck2 = os.path.join(d2, "ck")
+    os.makedirs(ck2)
+    os.symlink(data, os.path.join(ck2, "checkpoint.bin.tmp"))
+    os.symlink(data, os.path.join(d2, "out.onnx.tmp"))
+    h = sha(data)
+    r = run([ARGS.tcc_run, step, "--data", data, "--steps", "2", "--quiet", "--checkpoint", ck2,
+             "--save", os.path.join(d2, "out.onnx"), "--model", DEMO])
+    intact = sha(data) == h
+    ok = r.rc == 0 and intact and os.path.isfile(os.path.join(ck2, "checkpoint.bin"))
+    row("checkpoint.bin.tmp and out.onnx.tmp symlinks to the training data",
+        "the data overwritten, exit 0", outcome(r),
+        "data intact" if intact else "DATA CHANGED", ok)
+
+
 def runtime_refused(name, before, d, args, needles, watched_files=(), timeout=None):
     """tcc-run ARGS: a clean error naming needles, watched files unchanged,
     nothing new in the case folder d."""
@@ -831,12 +917,15 @@ def cases(model_dir):
     importer("a FIFO as the model (tcc fifo.onnx)", "fifo", "hangs", timeout=20)
     # 17: SIGTERM during the compile
     guarded("SIGTERM to tcc while the step compiles", sigterm_compile_case)
+    # Issue 47: outputs over the model, over each other, over a user's folder
+    guarded("report flags naming the model or each other", report_flag_cases)
+    guarded("--emit=source over a user's folder", source_folder_case)
 
     # 9, 13-16: tcc-run, on one compiled step
     step = os.path.join(ARGS.workdir, "demo.so")
     r = run([ARGS.tcc, DEMO, "--target=cpu", "-o", step], timeout=300)
     runtime = [truncated_step_case, data_shrinks_case, fifo_feed_case, save_names_step_case,
-               shared_checkpoint_case, sigint_case]
+               shared_checkpoint_case, sigint_case, runtime_outputs_cases]
     if r.rc != 0 or not os.path.isfile(step):
         for fn in runtime:
             row(fn.__name__, "-", "not run: compiling the demo step failed: " + outcome(r),

@@ -71,6 +71,18 @@ std::string probeFile(const std::string &path, const char *what) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return "the " + std::string(what) + " " + path + " is a directory";
+  // A device, FIFO or socket is not a file to replace (the output is
+  // written beside and renamed over the path, which would replace
+  // /dev/null itself), and opening a FIFO would block.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return "the " + std::string(what) + " " + path + " is not a regular file (" +
+           (S_ISFIFO(st.st_mode)  ? "a FIFO"
+            : S_ISCHR(st.st_mode) ? "a character device"
+            : S_ISBLK(st.st_mode) ? "a block device"
+            : S_ISSOCK(st.st_mode) ? "a socket"
+                                   : "not a file") +
+           "); tcc-run writes a new file there, so give the path of a regular file or "
+           "of none";
   std::string dir = tcc::io::dirOf(path);
   std::string err = probeDir(dir, "directory");
   if (!err.empty())
@@ -107,6 +119,27 @@ PathId pathId(const std::string &path) {
   return id;
 }
 
+/// `path` as an absolute path through real folders: the real path of its
+/// deepest existing ancestor, then the components that do not exist yet.
+std::string absoluteSpelling(const std::string &path) {
+  std::string rest, head = path.empty() ? "." : path;
+  char real[PATH_MAX];
+  for (;;) {
+    if (::realpath(head.c_str(), real))
+      return std::string(real) + (rest.empty() || std::string(real) == "/" ? "" : "/") + rest;
+    size_t slash = head.find_last_of('/');
+    std::string base = slash == std::string::npos ? head : head.substr(slash + 1);
+    if (base != "." && !base.empty())
+      rest = rest.empty() ? base : base + "/" + rest;
+    if (slash == std::string::npos)
+      head = ".";
+    else if (slash == 0)
+      head = "/";
+    else
+      head = head.substr(0, slash);
+  }
+}
+
 bool samePath(const PathId &a, const PathId &b) {
   if (a.exists != b.exists)
     return false;
@@ -139,6 +172,26 @@ std::string checkOutputPaths(const Options &opts, const std::string &model) {
   // checkpoints into (and usually does).
   if (!opts.resume.empty() && !samePath(pathId(opts.resume), pathId(opts.checkpoint)))
     inputs.push_back({"--resume", opts.resume});
+  // A file output inside a folder that another output fills (--save
+  // ck/checkpoint.bin with --checkpoint ck, --metrics d/losses.npy with
+  // --dump d) would be overwritten by it, or overwrite it.
+  for (const Named &file : outputs) {
+    std::string what = file.what;
+    if (what != "--save" && what != "--metrics" && what != "--trace")
+      continue;
+    std::string dir = absoluteSpelling(tcc::io::dirOf(file.path));
+    for (const Named &folder : outputs) {
+      std::string fw = folder.what;
+      if (fw != "--checkpoint" && fw != "--dump" && fw != "--tensorboard")
+        continue;
+      std::string f = absoluteSpelling(folder.path);
+      if (dir == f || (dir.size() > f.size() && dir.compare(0, f.size(), f) == 0 &&
+                       (f == "/" || dir[f.size()] == '/')))
+        return std::string(file.what) + " " + file.path + " lies inside the " + fw +
+               " folder " + folder.path + ", which tcc-run fills with files of its own; "
+               "put it elsewhere";
+    }
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     PathId out = pathId(outputs[i].path);
     for (const Named &in : inputs)

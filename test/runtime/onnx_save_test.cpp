@@ -32,12 +32,31 @@
 #include <string>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 using tcc::onnx::Initializer;
 
 namespace {
+
+/// Whether a temporary of the writer's (".NAME.tmp.XXXXXX" beside `p`) is
+/// left in p's folder.
+bool temporaryLeft(const std::string &p) {
+  size_t slash = p.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : p.substr(0, slash);
+  std::string prefix = "." + p.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp.";
+  DIR *d = opendir(dir.c_str());
+  bool found = false;
+  while (d && !found)
+    if (struct dirent *e = readdir(d))
+      found = std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0;
+    else
+      break;
+  if (d)
+    closedir(d);
+  return found;
+}
 
 bool exists(const std::string &p) {
   struct stat st;
@@ -310,7 +329,7 @@ int fuzzMode(const std::string &model, const std::string &dir, long runs,
     char err[512] = "";
     int rc = tcc_save_onnx(in.c_str(), out.c_str(), &s.info, s.arena(), err,
                            sizeof err);
-    bool outExists = exists(out), tmpExists = exists(out + ".tmp");
+    bool outExists = exists(out), tmpExists = temporaryLeft(out);
     if (rc == 0 && outExists && !tmpExists) {
       ++ok;
     } else if (rc != 0 && !outExists && !tmpExists && err[0]) {
