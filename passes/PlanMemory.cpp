@@ -82,9 +82,19 @@ mlir::tcc::inPlaceOperand(Operation *op, unsigned result,
                           llvm::function_ref<Value(Value)> bufferOf,
                           llvm::function_ref<bool(Value)> isTemporary,
                           const llvm::DenseMap<Operation *, int64_t> &index, int64_t floatBytes) {
+  const int64_t at = index.lookup(op);
   for (unsigned operand : inPlaceOperands(op, result, floatBytes)) {
-    Value root = bufferOf(op->getOperand(operand));
-    if (!isTemporary(root) || !diesAt(root, index.lookup(op), index) ||
+    Value in = op->getOperand(operand);
+    Value root = bufferOf(in);
+    // The buffer is free only if every value it holds dies here. `root` owns
+    // it, but an earlier in-place result may hold it now (root -> r1 -> ...):
+    // root's own readers all come before r1's op, so what must die here is
+    // the value the operand views (r1 and its views), too. Checking only
+    // root let a fusion overwrite r1 while r1 was still to be read (issue 44:
+    // GPT-NeoX's parallel residual, the output gradient that the MLP branch's
+    // LayerNorm-backward fusion accumulated over before the attention
+    // branch's GEMMs read it).
+    if (!isTemporary(root) || !diesAt(root, at, index) || !diesAt(viewRoot(in), at, index) ||
         valueBytes(root, floatBytes) != valueBytes(op->getResult(result), floatBytes) ||
         llvm::any_of(op->getResults().take_front(result),
                      [&](Value earlier) { return bufferOf(earlier) == root; }))

@@ -3,6 +3,11 @@
 Usage: VENV/bin/python check_hf_models.py --tcc TCC --tcc-run TCC_RUN --workdir DIR
            [--models gpt2,bert,...] [--exporters dynamo,torchscript] [--no-cuda-emulation]
 
+Models: gpt2, bert, llama, qwen2, mistral (the default set), and neox (GPT-NeoX:
+parallel residual, partial rotary) and gemma2 (Gemma-2 without the attention
+soft-cap: RMS norms after attention and MLP), whose fp16 gradients were wrong
+on the CUDA target until issue 44's fixes (ctest hf-models-more).
+
 Runs under the virtual environment that scripts/setup.sh makes (torch,
 transformers, onnx, onnxruntime from PyPI). Each model is a tiny configuration
 (2 layers, width 64, random initialisation, no weights downloaded, dropout 0 so
@@ -95,6 +100,15 @@ def build_model(name):
         cfg = T.MistralConfig(**common, num_key_value_heads=2, sliding_window=None,
                               tie_word_embeddings=False)
         model = T.MistralForCausalLM(cfg)
+    elif name == "neox":  # parallel residual, partial rotary (issue 44's fused-kernel bug)
+        cfg = T.GPTNeoXConfig(**common, use_parallel_residual=True, rotary_pct=0.25,
+                              hidden_dropout=0.0, attention_dropout=0.0)
+        cfg.partial_rotary_factor = 0.25
+        model = T.GPTNeoXForCausalLM(cfg)
+    elif name == "gemma2":  # RMS norms after attention and MLP (issue 44's fp16 NaNs)
+        cfg = T.Gemma2Config(**common, num_key_value_heads=2, head_dim=16,
+                             attention_dropout=0.0, attn_logit_softcapping=None)
+        model = T.Gemma2ForCausalLM(cfg)
     else:
         raise ValueError(name)
     model.train()

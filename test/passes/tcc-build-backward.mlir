@@ -216,3 +216,24 @@ func.func @gelu(%x: tensor<4xf32> {tcc.param = "x"}) -> (tensor<f32> {tcc.output
   %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// Reciprocal: d(1/x)/dx = -r^2 (r = 1/x), multiplied into the incoming
+// gradient one r at a time. r * r on its own is 1/x^2, a temporary that
+// overflows fp16 (65504) for |x| < 3.9e-3 on the CUDA target: the mean
+// square of a Gemma-2 post-feedforward RMSNorm's input (~6e-6 at init) made
+// every gradient before it inf/NaN (issue 44's follow-up).
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[R:.+]] = tcc.reciprocal
+// CHECK-NOT: tcc.mul %[[R]], %[[R]]
+// CHECK: %[[G:.+]] = tcc.expand
+// CHECK-NOT: tcc.mul %[[R]], %[[R]]
+// CHECK: %[[GR:.+]] = tcc.mul %[[G]], %[[R]]
+// CHECK: %[[GRR:.+]] = tcc.mul %[[GR]], %[[R]]
+// CHECK: tcc.neg %[[GRR]]
+func.func @reciprocal(%a: tensor<2x3xf32> {tcc.param = "a"}) -> (tensor<f32> {tcc.output = "loss"}) {
+  %0 = tcc.reciprocal %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = tcc.reduce_sum %0 {keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<f32>
+  return %1 : tensor<f32>
+}

@@ -84,3 +84,27 @@ func.func @micro_step(%w: tensor<64xf32> {tcc.param = "w"}, %x: tensor<64xf32> {
   %v = tcc.add %u, %o : (tensor<64xf32>, tensor<64xf32>) -> tensor<64xf32>
   return %v, %g : tensor<64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// A result that took its operand's buffer (%t over %p) holds that buffer
+// now: a later fusion may write over %t only where %t itself dies, not
+// merely the buffer's root %p. %t is read again after the second fusion, so
+// the second fusion takes the buffer of %q (which dies there) instead.
+// CHECK-LABEL: func.func @chain
+// CHECK: %[[P:.+]] = tcc.matmul {{.*}}tcc.offsets = array<i64: [[AT:[0-9]+]]>
+// CHECK: %[[T:.+]] = tcc.fusion {{[a-z]+}}(%[[P]]) {tcc.offsets = array<i64: [[AT]]>}
+// CHECK: %[[Q:.+]] = tcc.matmul %[[T]], %{{.+}} {tcc.offsets = array<i64: [[QAT:[0-9]+]]>}
+// CHECK: tcc.fusion {{[a-z]+}}(%[[T]], %[[Q]]) {tcc.offsets = array<i64: [[QAT]]>}
+// CHECK: tcc.matmul %[[T]], %{{.+}} {tcc.offsets
+func.func @chain(%x: tensor<32x32xf32> {tcc.input = "x"}) -> (tensor<32x32xf32> {tcc.output = "y"}, tensor<32x32xf32> {tcc.output = "z"}) {
+  %p = tcc.matmul %x, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %h = tcc.tanh %p : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %t = tcc.sigmoid %h : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %q = tcc.matmul %t, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %a = tcc.add %t, %q : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %e = tcc.exp %a : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %y = tcc.matmul %e, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  %z = tcc.matmul %t, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
+  return %y, %z : tensor<32x32xf32>, tensor<32x32xf32>
+}
