@@ -27,12 +27,14 @@
 #include "runtime/data_parallel.h"
 #include "runtime/lib/options.h"
 #include "runtime/lib/report.h"
+#include "runtime/lib/resume_flags.h"
 #include "runtime/lib/step_library.h"
 #include "runtime/lib/text.h"
 #include "runtime/lib/trainer.h"
 #include "runtime/loss_scale.h"
 #include "runtime/tcc_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -115,7 +117,10 @@ const char *const kUsage =
     "training:\n"
     "  --steps N      optimizer steps in all (default 1); with --resume, the\n"
     "                 total including the steps already done\n"
-    "  --accum K      micro-steps (gradient accumulation) per optimizer step\n"
+    "  --max-steps N  stop this run once N optimizer steps in all are done\n"
+    "                 (checkpoint and --save as at the end); --steps stays the\n"
+    "                 end of training and the learning rate schedule's horizon\n"
+  "  --accum K      micro-steps (gradient accumulation) per optimizer step\n"
     "                 (default 1)\n"
     "  --lr X         peak learning rate (default 1e-3)\n"
     "  --warmup N     linear warmup steps (default 0)\n"
@@ -220,7 +225,12 @@ const char *const kUsage =
     "  --checkpoint-every N\n"
     "                 checkpoint after every N-th optimizer step\n"
     "  --resume DIR   continue from DIR/checkpoint.bin up to --steps in all;\n"
-    "                 the run continues exactly as if never interrupted\n"
+    "                 the run continues exactly as if never interrupted. The\n"
+    "                 checkpoint remembers the training flags (DIR/training-\n"
+    "                 flags: --steps, --accum, the schedule, the optimizer's\n"
+    "                 hyperparameters, clipping, --loss-scale, --data-order,\n"
+    "                 --labels); each one not given again is taken from it, and\n"
+    "                 one given again overrides it, with a line saying so\n"
     "  --init-weights FILE\n"
     "                 start from these parameter values: one raw fp32 blob in\n"
     "                 the step's parameter order (tcc's weights.bin); needed\n"
@@ -286,6 +296,7 @@ struct ValueFlag {
 };
 const ValueFlag kValueFlags[] = {
     {"--data", "FILE"},          {"--steps", "N"},
+    {"--max-steps", "N"},
     {"--accum", "K"},            {"--lr", "X"},
     {"--beta1", "X"},            {"--beta2", "X"},
     {"--eps", "X"},              {"--weight-decay", "X"},
@@ -340,10 +351,133 @@ std::string parseReal(const std::string &flag, const std::string &v,
   return "";
 }
 
+/// " (did you mean '--steps'?)" for a flag within two edits of a known
+/// one; "" otherwise.
+std::string suggestFlag(const std::string &flag) {
+  std::vector<std::string> known = {"--feed", "--dump", "--grads-only", "--nesterov", "--quiet",
+                                    "--no-prefetch", "--cuda-graphs", "--no-cuda-graphs",
+                                    "--help", "--version"};
+  for (const ValueFlag &f : kValueFlags)
+    known.push_back(f.flag);
+  std::string best;
+  size_t bestDistance = 3;
+  for (const std::string &k : known) {
+    // Levenshtein distance, one row at a time.
+    std::vector<size_t> row(k.size() + 1);
+    for (size_t j = 0; j <= k.size(); ++j)
+      row[j] = j;
+    for (size_t i = 1; i <= flag.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= k.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (flag[i - 1] != k[j - 1])});
+        diag = up;
+      }
+    }
+    if (row[k.size()] < bestDistance) {
+      bestDistance = row[k.size()];
+      best = k;
+    }
+  }
+  return best.empty() ? "" : "; did you mean '" + best + "'?";
+}
+
+/// Sets the value flag `flag` (one of kValueFlags, whose metavariable is
+/// `meta`) to `value`. Returns an error message, or "".
+std::string setValueFlag(const std::string &flag, const char *meta, const std::string &value,
+                         Options &opts) {
+  const double inf = INFINITY;
+  std::string err;
+  if (flag == "--data" || flag == "--metrics" || flag == "--checkpoint" ||
+      flag == "--resume" || flag == "--save" || flag == "--model" ||
+      flag == "--init-weights" || flag == "--trace" || flag == "--tensorboard") {
+    if (value.empty())
+      return flag + " needs a non-empty " + meta;
+    (flag == "--data"         ? opts.data
+     : flag == "--trace"      ? opts.trace
+     : flag == "--tensorboard" ? opts.tensorboard
+     : flag == "--metrics"    ? opts.metrics
+     : flag == "--checkpoint" ? opts.checkpoint
+     : flag == "--resume"     ? opts.resume
+     : flag == "--save"       ? opts.save
+     : flag == "--init-weights" ? opts.initWeights
+                              : opts.model) = value;
+    opts.haveData |= flag == "--data";
+  } else if (flag == "--steps") {
+    err = parseInt(flag, value, 1, opts.steps);
+  } else if (flag == "--max-steps") {
+    err = parseInt(flag, value, 1, opts.maxSteps);
+  } else if (flag == "--accum") {
+    err = parseInt(flag, value, 1, opts.accum);
+  } else if (flag == "--warmup") {
+    err = parseInt(flag, value, 0, opts.warmup);
+  } else if (flag == "--trace-steps") {
+    err = parseInt(flag, value, 1, opts.traceSteps);
+  } else if (flag == "--print-every") {
+    err = parseInt(flag, value, 1, opts.printEvery);
+  } else if (flag == "--checkpoint-every") {
+    err = parseInt(flag, value, 1, opts.checkpointEvery);
+  } else if (flag == "--seed") {
+    int64_t s = 0;
+    err = parseInt(flag, value, 0, s);
+    opts.seed = static_cast<uint64_t>(s);
+  } else if (flag == "--lr") {
+    err = parseReal(flag, value, 0, false, inf, opts.lr);
+  } else if (flag == "--min-lr") {
+    err = parseReal(flag, value, 0, false, inf, opts.minLr);
+  } else if (flag == "--beta1") {
+    err = parseReal(flag, value, 0, false, 1, opts.beta1);
+  } else if (flag == "--beta2") {
+    err = parseReal(flag, value, 0, false, 1, opts.beta2);
+  } else if (flag == "--eps") {
+    err = parseReal(flag, value, 0, false, inf, opts.eps);
+  } else if (flag == "--weight-decay") {
+    err = parseReal(flag, value, 0, false, inf, opts.weightDecay);
+    opts.haveWeightDecay = true;
+  } else if (flag == "--momentum") {
+    err = parseReal(flag, value, 0, false, inf, opts.momentum);
+  } else if (flag == "--clip-norm") {
+    err = parseReal(flag, value, 0, false, inf, opts.clipNorm);
+  } else if (flag == "--lr-schedule") {
+    if (value != "constant" && value != "cosine")
+      err = "--lr-schedule is constant or cosine, not '" + value + "'";
+    opts.cosine = value == "cosine";
+  } else if (flag == "--loss-scale") {
+    err = tcc::parseLossScale(value, opts.lossScaler);
+    opts.haveLossScale = true;
+  } else if (flag == "--labels") {
+    if (value != "shifted" && value != "aligned")
+      err = "--labels is shifted or aligned, not '" + value + "'";
+    opts.labels = value;
+  } else if (flag == "--data-order") {
+    if (value != "random" && value != "sequential")
+      err = "--data-order is random or sequential, not '" + value + "'";
+    opts.sequential = value == "sequential";
+  } else if (flag == "--no-decay") {
+    size_t begin = 0;
+    for (;;) {
+      size_t comma = value.find(',', begin);
+      std::string glob = value.substr(
+          begin, comma == std::string::npos ? std::string::npos
+                                            : comma - begin);
+      if (glob.empty()) {
+        err = "--no-decay takes comma-separated globs; '" + value +
+              "' has an empty one";
+        break;
+      }
+      opts.noDecay.push_back(glob);
+      if (comma == std::string::npos)
+        break;
+      begin = comma + 1;
+    }
+  }
+  return err;
+}
+
 /// Returns -1 to go on, otherwise the exit code.
 int parseArgs(int argc, char **argv, Options &opts) {
   bool haveStep = false, endOfFlags = false;
-  const double inf = INFINITY;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (endOfFlags || a.empty() || a[0] != '-') {
@@ -411,7 +545,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
       if (flag == f.flag)
         vf = &f;
     if (!vf)
-      return error("unknown option '" + a + "' (see tcc-run --help)");
+      return error("unknown option '" + a + "'" + suggestFlag(flag) + " (see tcc-run --help)");
     if (!haveValue) {
       if (i + 1 >= argc)
         return error(flag + " needs a value (" + flag + " " + vf->meta + ")");
@@ -420,88 +554,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
     if (flag != "--no-decay" && opts.wasGiven(vf->flag))
       return error(flag + " is given twice");
     opts.given.push_back(vf->flag);
-    std::string err;
-    if (flag == "--data" || flag == "--metrics" || flag == "--checkpoint" ||
-        flag == "--resume" || flag == "--save" || flag == "--model" ||
-        flag == "--init-weights" || flag == "--trace" || flag == "--tensorboard") {
-      if (value.empty())
-        return error(flag + " needs a non-empty " + vf->meta);
-      (flag == "--data"         ? opts.data
-       : flag == "--trace"      ? opts.trace
-       : flag == "--tensorboard" ? opts.tensorboard
-       : flag == "--metrics"    ? opts.metrics
-       : flag == "--checkpoint" ? opts.checkpoint
-       : flag == "--resume"     ? opts.resume
-       : flag == "--save"       ? opts.save
-       : flag == "--init-weights" ? opts.initWeights
-                                : opts.model) = value;
-      opts.haveData |= flag == "--data";
-    } else if (flag == "--steps") {
-      err = parseInt(flag, value, 1, opts.steps);
-    } else if (flag == "--accum") {
-      err = parseInt(flag, value, 1, opts.accum);
-    } else if (flag == "--warmup") {
-      err = parseInt(flag, value, 0, opts.warmup);
-    } else if (flag == "--trace-steps") {
-      err = parseInt(flag, value, 1, opts.traceSteps);
-    } else if (flag == "--print-every") {
-      err = parseInt(flag, value, 1, opts.printEvery);
-    } else if (flag == "--checkpoint-every") {
-      err = parseInt(flag, value, 1, opts.checkpointEvery);
-    } else if (flag == "--seed") {
-      int64_t s = 0;
-      err = parseInt(flag, value, 0, s);
-      opts.seed = static_cast<uint64_t>(s);
-    } else if (flag == "--lr") {
-      err = parseReal(flag, value, 0, false, inf, opts.lr);
-    } else if (flag == "--min-lr") {
-      err = parseReal(flag, value, 0, false, inf, opts.minLr);
-    } else if (flag == "--beta1") {
-      err = parseReal(flag, value, 0, false, 1, opts.beta1);
-    } else if (flag == "--beta2") {
-      err = parseReal(flag, value, 0, false, 1, opts.beta2);
-    } else if (flag == "--eps") {
-      err = parseReal(flag, value, 0, false, inf, opts.eps);
-    } else if (flag == "--weight-decay") {
-      err = parseReal(flag, value, 0, false, inf, opts.weightDecay);
-      opts.haveWeightDecay = true;
-    } else if (flag == "--momentum") {
-      err = parseReal(flag, value, 0, false, inf, opts.momentum);
-    } else if (flag == "--clip-norm") {
-      err = parseReal(flag, value, 0, false, inf, opts.clipNorm);
-    } else if (flag == "--lr-schedule") {
-      if (value != "constant" && value != "cosine")
-        err = "--lr-schedule is constant or cosine, not '" + value + "'";
-      opts.cosine = value == "cosine";
-    } else if (flag == "--loss-scale") {
-      err = tcc::parseLossScale(value, opts.lossScaler);
-      opts.haveLossScale = true;
-    } else if (flag == "--labels") {
-      if (value != "shifted" && value != "aligned")
-        err = "--labels is shifted or aligned, not '" + value + "'";
-      opts.labels = value;
-    } else if (flag == "--data-order") {
-      if (value != "random" && value != "sequential")
-        err = "--data-order is random or sequential, not '" + value + "'";
-      opts.sequential = value == "sequential";
-    } else if (flag == "--no-decay") {
-      size_t begin = 0;
-      for (;;) {
-        size_t comma = value.find(',', begin);
-        std::string glob = value.substr(
-            begin, comma == std::string::npos ? std::string::npos
-                                              : comma - begin);
-        if (glob.empty()) {
-          err = "--no-decay takes comma-separated globs; '" + value +
-                "' has an empty one";
-          break;
-        }
-        opts.noDecay.push_back(glob);
-        if (comma == std::string::npos)
-          break;
-        begin = comma + 1;
-      }
-    }
+    std::string err = setValueFlag(flag, vf->meta, value, opts);
     if (!err.empty())
       return error(err);
   }
@@ -532,6 +585,11 @@ int parseArgs(int argc, char **argv, Options &opts) {
   if (opts.nesterov && opts.momentum <= 0)
     return error("--nesterov needs a --momentum greater than 0 (as "
                  "torch.optim.SGD)");
+  if (opts.maxSteps && opts.maxSteps > opts.steps && !opts.wasGiven("--resume"))
+    return error("--max-steps " + std::to_string(opts.maxSteps) + " is past --steps " +
+                 std::to_string(opts.steps) +
+                 ": --steps is where training ends (and the learning rate schedule's "
+                 "horizon); --max-steps stops this run earlier");
   if (!opts.model.empty() && opts.save.empty())
     return error("--model only says which ONNX model --save starts from; it "
                  "needs --save OUT.onnx");
@@ -570,6 +628,31 @@ int run(int argc, char **argv) {
       opts.trace.clear();
       opts.tensorboard.clear();
     }
+  }
+
+  // A resume takes the training flags its checkpoint remembers, except
+  // those given again (runtime/lib/resume_flags.h).
+  if (!opts.resume.empty() && !opts.gradsOnly) {
+    std::vector<std::string> notes;
+    err = applyRecordedFlags(
+        opts.resume, opts,
+        [&](const std::string &flag, const std::string &value) {
+          for (const ValueFlag &f : kValueFlags)
+            if (flag == f.flag)
+              return setValueFlag(flag, f.meta, value, opts);
+          return "unknown flag " + flag;
+        },
+        notes);
+    if (!err.empty())
+      return error(err);
+    if (gWorld.rank() == 0 && !opts.quiet)
+      for (const std::string &n : notes)
+        std::fprintf(stderr, "tcc-run: %s\n", n.c_str());
+    if (opts.nesterov && opts.momentum <= 0)
+      return error("--nesterov (from the checkpoint's flags) needs a --momentum greater than 0");
+    if (opts.maxSteps > opts.steps)
+      return error("--max-steps " + std::to_string(opts.maxSteps) + " is past --steps " +
+                   std::to_string(opts.steps) + ", where training ends");
   }
 
   Step step;

@@ -745,14 +745,6 @@ static LogicalResult parseFlags(Driver &d) {
                  << " stops before; drop --emit, or use --emit=planned\n";
     return failure();
   }
-  // -o must not name the model (also not through a link): writing the step
-  // over it would destroy the user's only copy.
-  if (outputFile != "-" && llvm::sys::fs::equivalent(inputFile, outputFile)) {
-    llvm::errs() << "tcc: error: -o " << outputFile << " names the model itself ("
-                 << inputFile << "); choose another output path\n";
-    return failure();
-  }
-
   if (!lossSpec.empty()) {
     SmallVector<StringRef> parts;
     StringRef(lossSpec).split(parts, ':');

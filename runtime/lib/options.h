@@ -27,6 +27,11 @@ struct Options {
   bool haveData = false;
   int64_t steps = 1, accum = 1, warmup = 0, printEvery = 1,
           checkpointEvery = 0;
+  /// --max-steps: this run stops once this many optimizer steps in all are
+  /// done (0: at --steps, which stays the schedule's horizon).
+  int64_t maxSteps = 0;
+  /// Where this run stops: --max-steps, else --steps.
+  int64_t stopAt() const { return maxSteps && maxSteps < steps ? maxSteps : steps; }
   uint64_t seed = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0,
          clipNorm = 0, minLr = 0;

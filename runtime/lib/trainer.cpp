@@ -187,7 +187,8 @@ namespace detail {
 
 int Trainer::run() {
   for (int (Trainer::*phase)() : {&Trainer::validate, &Trainer::openData, &Trainer::checkOutputs,
-                                  &Trainer::restore, &Trainer::prepareLoop, &Trainer::loop})
+                                  &Trainer::agree, &Trainer::restore, &Trainer::prepareLoop,
+                                  &Trainer::loop})
     if (int rc = (this->*phase)(); rc != kGoOn)
       return rc;
   return finish();
@@ -532,7 +533,7 @@ int Trainer::prepareLoop() {
   lossDesc = &info.outputs[0];
   tty = ::isatty(STDERR_FILENO) == 1;
   int64_t microSteps;
-  if (__builtin_mul_overflow(opts.steps - firstStep, K, &microSteps))
+  if (__builtin_mul_overflow(opts.stopAt() - firstStep, K, &microSteps))
     microSteps = INT64_MAX;
   losses.reserve(
       static_cast<size_t>(std::min<int64_t>(microSteps, int64_t(1) << 24)));
@@ -543,7 +544,7 @@ int Trainer::prepareLoop() {
   marks.writer = &trace;
   marks.at.assign(static_cast<size_t>(info.num_ops) + 1, NAN);
   traceEnd =
-      opts.trace.empty() ? firstStep : std::min(opts.steps, firstStep + opts.traceSteps);
+      opts.trace.empty() ? firstStep : std::min(opts.stopAt(), firstStep + opts.traceSteps);
   if (traceEnd > firstStep) {
     trace.start(opts.trace, step.name, step.device, nccl && step.commTrace);
     if (step.setTraceHook(recordTraceMark, &marks) != 0)
@@ -569,7 +570,7 @@ int Trainer::prepareLoop() {
 
 int Trainer::loop() {
   catchStopSignals();
-  for (int64_t it = firstStep; it < opts.steps; ++it)
+  for (int64_t it = firstStep; it < opts.stopAt(); ++it)
     if (int rc = trainStep(it); rc != kGoOn)
       return rc;
   if (gProgressOpen) {
@@ -644,7 +645,7 @@ int Trainer::trainStep(int64_t it) {
   if (int r = record(it, loss, lr, scale, skip, secs, tokensNow, done); r >= 0)
     return r;
 
-  bool last = it + 1 == opts.steps;
+  bool last = it + 1 == opts.stopAt();
   // Every rank stops after the same step (a signal reaches them apart).
   int64_t stopAgreed = gStopSignal;
   if (N > 1 && !(err = world.max(stopAgreed, "agreeing on a stop")).empty())
@@ -662,11 +663,18 @@ int Trainer::trainStep(int64_t it) {
   }
   if (stopSignal && !last) {
     // Stopped between optimizer steps: the checkpoint (if any) holds
-    // everything so far; --save and --dump, which describe a finished
-    // run, are not written.
+    // everything so far; --save writes the model as trained so far (as
+    // Ctrl-C in a notebook leaves the model trained so far); --dump, which
+    // describes a finished run, is not written.
     if (gProgressOpen) {
       std::fputc('\n', stderr);
       gProgressOpen = false;
+    }
+    if (!opts.save.empty()) {
+      if (int r = saveModel(it + 1); r >= 0)
+        return r;
+      std::fprintf(stderr, "tcc-run: saved the model as trained to step %lld in %s\n",
+                   static_cast<long long>(it + 1), opts.save.c_str());
     }
     const char *name = stopSignal == SIGINT ? "SIGINT" : "SIGTERM";
     std::string msg = "stopped by " + std::string(name) + " after step " +
@@ -713,7 +721,7 @@ int Trainer::microStep(int64_t it, int64_t k, const std::string &where, double s
       if (r == 0) {
         // The next micro-batch uploads while this one computes; a
         // failure is reported when that batch is due.
-        if (k + 1 < K || it + 1 < opts.steps)
+        if (k + 1 < K || it + 1 < opts.stopAt())
           stageErr = stageNext(where);
         r = step.microStepEnd(stepArena);
       }
@@ -831,7 +839,7 @@ int Trainer::record(int64_t it, double loss, double lr, double scale, bool skip,
   }
 
   if (!opts.quiet &&
-      ((it + 1) % opts.printEvery == 0 || it + 1 == opts.steps)) {
+      ((it + 1) % opts.printEvery == 0 || it + 1 == opts.stopAt())) {
     std::string line = "step " + std::to_string(it + 1) + "/" +
                        std::to_string(opts.steps) + "  loss " +
                        format("%.4f", loss) + "  lr " + format("%.2e", lr);
@@ -840,7 +848,7 @@ int Trainer::record(int64_t it, double loss, double lr, double scale, bool skip,
               formatCount(secs > 0 ? static_cast<double>(tokensNow) / secs
                                    : 0);
     double eta = secs / static_cast<double>(done) *
-                 static_cast<double>(opts.steps - it - 1);
+                 static_cast<double>(opts.stopAt() - it - 1);
     if (scaler.enabled()) {
       // The scale for the next step (after this step's update).
       line += "  scale " + format("%g", scaler.scale());

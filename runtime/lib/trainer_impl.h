@@ -101,6 +101,17 @@ private:
   /// The output locations, checked (and created) before any work.
   int checkOutputs();
 
+  /// With more than one rank: every rank trains the same thing (the step,
+  /// its optimizer and hyperparameters, the schedule, accumulation, steps,
+  /// data and seed rules), compared as digests before the arena and the
+  /// NCCL communicator open; a difference is one error on every rank that
+  /// names the field and the ranks.
+  int agree();
+
+  /// Writes --save from the parameters after `stepsDone` optimizer steps
+  /// (copied out of the device first where needed).
+  int saveModel(int64_t stepsDone);
+
   /// The arena with the initial parameters or a checkpoint's; the metrics
   /// file and the TensorBoard events; the optimizer's arguments.
   int restore();
@@ -213,6 +224,7 @@ private:
   std::vector<float> losses;
   double firstLoss = NAN, lastLoss = NAN;
   int64_t skipped = 0;
+  std::string flagsText;  // DIR/training-flags, as each checkpoint writes it
   int64_t mirrorAt = -1; // device steps: the step whose parameters and state the host mirror holds
   using Clock = std::chrono::steady_clock;
   Clock::time_point t0;

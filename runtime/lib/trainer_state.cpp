@@ -2,6 +2,8 @@
 
 #include "runtime/lib/trainer_impl.h"
 
+#include "runtime/lib/resume_flags.h"
+
 namespace tcc::run::detail {
 
 int Trainer::restore() {
@@ -13,6 +15,7 @@ int Trainer::restore() {
     return error(err);
   arena = mem.host;
   stepArena = mem.stepArena();
+  flagsText = recordFlags(opts);
   ck.rng = tcc::data::initialRngState(opts.seed);
   ck.seed = opts.seed;
   if (opts.resume.empty() && !(err = seedDropout(step, mem, opts.seed)).empty())
@@ -25,14 +28,18 @@ int Trainer::restore() {
         !(err = mem.copyIn(info.state, info.num_state)).empty())
       return error(err);
     std::string path = tcc::ckpt::filePath(opts.resume);
-    if (ck.step >= opts.steps) {
+    if (ck.step >= opts.stopAt()) {
       if (world.rank() == 0)
-        std::printf("checkpoint %s is at step %lld; --steps %lld: nothing to "
-                  "do\n",
-                  path.c_str(), static_cast<long long>(ck.step),
-                  static_cast<long long>(opts.steps));
+        std::printf("checkpoint %s is at step %lld; %s %lld: nothing to do\n", path.c_str(),
+                    static_cast<long long>(ck.step),
+                    opts.stopAt() < opts.steps ? "--max-steps" : "--steps",
+                    static_cast<long long>(opts.stopAt()));
       return 0;
     }
+    if (world.rank() == 0 && !opts.quiet)
+      std::fprintf(stderr, "tcc-run: resumed from step %lld/%lld (%s)\n",
+                   static_cast<long long>(ck.step), static_cast<long long>(opts.steps),
+                   path.c_str());
     // A checkpoint counts the micro-batches of a step across the world.
     const int64_t worldAccum = opts.accum * world.size();
     if (world.parallel() && ck.accum != worldAccum)
@@ -191,6 +198,10 @@ int Trainer::checkpoint(int64_t it, const std::string &where, bool last, int sto
     if (!(err = mem.copyOutParamsAndState(true)).empty())
       return error(where + ": " + err);
     mirrorAt = it + 1;
+    // The flags first: a kill between the two leaves the previous
+    // checkpoint with this run's flags, which its resume would be given.
+    if (world.rank() == 0 && !(err = writeFlags(opts.checkpoint, flagsText)).empty())
+      return error(where + ": " + err);
     if (step.shards) {
       if (int r = writeShardedCheckpoint(s, where); r >= 0)
         return r;
@@ -204,17 +215,31 @@ int Trainer::checkpoint(int64_t it, const std::string &where, bool last, int sto
   return kGoOn;
 }
 
+int Trainer::saveModel(int64_t stepsDone) {
+  if (mem.device && mirrorAt != stepsDone) {
+    if (!(err = mem.copyOutParamsAndState(false)).empty())
+      return error(err);
+    mirrorAt = stepsDone;
+  }
+  // Integration point: runtime/onnx_save.{h,cpp} write the trained model.
+  char msg[1024] = {0};
+  if (tcc_save_onnx(modelPath.c_str(), opts.save.c_str(), &info, arena, msg, sizeof msg) != 0)
+    return error("cannot save " + opts.save + ": " + (msg[0] ? msg : "unknown error"));
+  return kGoOn;
+}
+
 int Trainer::finish() {
   // The results.
   double secs = elapsed();
-  int64_t done = opts.steps - firstStep;
+  int64_t done = opts.stopAt() - firstStep;
   if (skipped && !scaler.isDynamic())
     warning(std::to_string(skipped) + " of " + std::to_string(done) +
             " optimizer steps were skipped (gradient norm not finite)");
-  if (mem.device && (opts.haveDump || !opts.save.empty()) &&
-      mirrorAt != opts.steps &&
-      !(err = mem.copyOutParamsAndState(false)).empty())
-    return error(err);
+  if (mem.device && opts.haveDump && mirrorAt != opts.stopAt()) {
+    if (!(err = mem.copyOutParamsAndState(false)).empty())
+      return error(err);
+    mirrorAt = opts.stopAt();
+  }
   if (opts.haveDump) {
     int64_t n = static_cast<int64_t>(losses.size());
     if (!(err = tcc::npy::writeFile(joinPath(opts.dump, "losses.npy"), "<f4",
@@ -229,14 +254,9 @@ int Trainer::finish() {
                .empty())
         return error(err);
   }
-  if (!opts.save.empty()) {
-    // Integration point: runtime/onnx_save.{h,cpp} write the trained model.
-    char msg[1024] = {0};
-    if (tcc_save_onnx(modelPath.c_str(), opts.save.c_str(), &info, arena, msg,
-                      sizeof msg) != 0)
-      return error("cannot save " + opts.save + ": " +
-                   (msg[0] ? msg : "unknown error"));
-  }
+  if (!opts.save.empty())
+    if (int r = saveModel(opts.stopAt()); r >= 0)
+      return r;
   std::string summary = "trained " + std::to_string(done) +
                         " steps: loss first " +
                         format("%.4f", firstLoss) + " -> last " +

@@ -26,9 +26,12 @@
   kill -9    one rank killed mid-run: mpirun ends every rank, the last
              checkpoint resumes to the uninterrupted run's parameters;
   failure    a rank that fails (its data file missing) ends every rank with an
-             error naming it; a rank that leaves early (fewer --steps) leaves
+             error naming it; a rank that stops answering (SIGSTOP) leaves
              the others in a collective that times out (TCC_COMM_TIMEOUT),
-             with an error naming the rank and the collective: nothing hangs.
+             with an error naming the rank and the collective: nothing hangs;
+  agreement  ranks given different flags (--lr, --accum, --steps) or steps
+             (AdamW and SGD) are refused before training, naming the field
+             and the ranks.
 
 Exit 0 when everything holds, 1 otherwise.
 """
@@ -142,21 +145,45 @@ def kill_one_rank(cmd, ckk, tcc_run, so, resume_args, train_to, ahead=4):
     return proc.returncode, step, resumed, straight
 
 
-def leave_early(rank_cmd, who):
-    """Two ranks of `rank_cmd` (a tcc-run command without --steps), the
-    second leaving after 1 of 3 steps: the first's next collective must time
-    out (TCC_COMM_TIMEOUT=5) and end every rank with an error naming it.
-    Returns what went wrong, or None (and prints what happened)."""
-    t0 = time.time()
-    p = run(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "1"] + rank_cmd + ["--steps", "3", ":", "-np", "1"] +
-            rank_cmd + ["--steps", "1"], expect=None, timeout=120, env=dict(os.environ, TCC_COMM_TIMEOUT="5"))
-    took = time.time() - t0
-    error = next((l for l in p.stdout.splitlines() if "error:" in l), "(no error line)")
-    if p.returncode == 0 or "rank 0 of 2" not in error or "did not complete within 5 s" not in error:
-        return "%s that leaves early: exit %d, %r" % (who, p.returncode, p.stdout[-500:])
-    print("%s that leaves after 1 of 3 steps: every rank ended in %.1f s (exit %d): %s"
-          % (who, took, p.returncode, error))
-    return None
+def stall_one_rank(rank_cmd, who, started=4.0):
+    """Two ranks of `rank_cmd` (a tcc-run command without --steps) training a
+    long run; `started` seconds in, the second is stopped (SIGSTOP: a rank
+    that no longer answers, wherever it is: in a micro-step, in a collective
+    or between steps). The first's next collective must time out
+    (TCC_COMM_TIMEOUT=5) and end every rank with an error naming it; nothing
+    hangs. (A rank told fewer --steps than the others is refused before
+    training: Trainer::agree.) Returns what went wrong, or None (and prints
+    what happened)."""
+    proc = subprocess.Popen(MPIRUN + ["-x", "TCC_COMM_TIMEOUT", "-np", "2"] + rank_cmd +
+                            ["--steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=dict(os.environ, TCC_COMM_TIMEOUT="5"))
+    time.sleep(started)
+    ranks = subprocess.run(["pgrep", "-P", str(proc.pid)], stdout=subprocess.PIPE, text=True).stdout.split()
+    try:
+        if len(ranks) < 2:
+            return "%s stopped mid-run: could not find the ranks of mpirun (%s)" % (who, ranks)
+        os.kill(int(ranks[-1]), signal.SIGSTOP)
+        t0 = time.time()
+        try:
+            out = proc.communicate(timeout=60)[0]
+        except subprocess.TimeoutExpired:
+            return "%s stopped mid-run: the world did not end within 60 s" % who
+        took = time.time() - t0
+        error = next((l for l in out.splitlines() if "error:" in l), "(no error line)")
+        if proc.returncode == 0 or "did not complete within 5 s" not in out or "rank 0 of 2" not in error:
+            return "%s stopped mid-run: exit %d, %r" % (who, proc.returncode, out[-600:])
+        print("%s stopped mid-run (SIGSTOP): every rank ended %.1f s later (exit %d): %s"
+              % (who, took, proc.returncode, error))
+        return None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for r in ranks:  # none may outlive the test, stopped or not
+            try:
+                os.kill(int(r), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
 
 
 def main():
@@ -299,9 +326,32 @@ def main():
     else:
         print("a rank whose data is missing: every rank ended, exit %d, the error names rank 1"
               % p.returncode)
-    failure = leave_early([args.tcc_run, so, "--quiet"] + src, "a rank")
+    failure = stall_one_rank([args.tcc_run, so, "--quiet"] + src, "a rank")
     if failure:
         fail(failure)
+
+    # Ranks that would train different things (issue 47): each mismatch is
+    # refused on every rank before training, naming the field and the rank.
+    for label, rank1, needle in (
+            ("--lr 1e-3 against --lr 0.5", [so, "--lr", "0.5"], "--lr differs"),
+            ("an AdamW step against an SGD step", [sgd, "--momentum", "0.9"],
+             "the optimizer differs"),
+            ("--accum 2 against --accum 1", [so, "--accum", "1"], "--accum differs"),
+            ("--steps 3 against --steps 2", [so, "--steps", "2"], "--steps differs")):
+        r0 = [args.tcc_run, so, "--steps", "3", "--accum", "2", "--quiet"] + src
+        r1 = [args.tcc_run] + rank1 + ["--quiet"] + src
+        for flag, value in (("--steps", "3"), ("--accum", "2")):  # rank 0's, unless overridden
+            if flag not in rank1:
+                r1 += [flag, value]
+        t0 = time.time()
+        p = run(MPIRUN + ["-np", "1"] + r0 + [":", "-np", "1"] + r1, expect=None, timeout=120)
+        took = time.time() - t0
+        if p.returncode == 0 or needle not in p.stdout or "rank 1" not in p.stdout:
+            fail("ranks with %s: exit %d, %r" % (label, p.returncode, p.stdout[-600:]))
+        else:
+            print("ranks with %s: refused in %.1f s (exit %d): %s" % (
+                label, took, p.returncode,
+                [ln for ln in p.stdout.splitlines() if needle in ln][0][:160]))
 
     if problems:
         print("%d problem(s)" % len(problems))

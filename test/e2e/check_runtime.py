@@ -172,6 +172,60 @@ def resume_case(name, step, extra):
 
 
 # ---------------------------------------------------------------------------
+# 1b. a resume remembers the training flags (issue 48)
+# ---------------------------------------------------------------------------
+@case("resume-remembers-flags")
+def resume_flags_case(step):
+    base = fresh("resume-flags")
+    A, B1, B2, C = (os.path.join(base, x) for x in ("A", "B1", "B2", "C"))
+    flags = ["--accum", "2", "--lr", "0.01", "--lr-schedule", "cosine", "--warmup", "2",
+             "--min-lr", "0.001", "--clip-norm", "0.5", "--no-decay", "*bias*,*ln*"]
+    common = ["--data", TRAIN_BIN, "--seed", "7"]
+    tcc_run(step, *common, *flags, "--steps", "6", "--quiet", "--dump", A, check=True)
+    # --max-steps stops this run at step 3 of a 6-step schedule.
+    tcc_run(step, *common, *flags, "--steps", "6", "--max-steps", "3", "--quiet",
+            "--checkpoint", C, "--dump", B1, check=True)
+    rec = open(os.path.join(C, "training-flags")).read()
+    for want in ("--steps 6", "--lr-schedule cosine", "--warmup 2", "--no-decay *bias*,*ln*",
+                 "--accum 2"):
+        require(want + "\n" in rec, "training-flags lacks %r: %r" % (want, rec))
+    require(np.load(os.path.join(B1, "losses.npy")).shape == (6,),
+            "--max-steps 3 with --accum 2 ran %s micro-steps" % (
+                np.load(os.path.join(B1, "losses.npy")).shape,))
+    # The resume is given nothing but the data: the schedule, its horizon,
+    # clipping, decay rules and accumulation come from the checkpoint.
+    p = tcc_run(step, "--data", TRAIN_BIN, "--resume", C, "--print-every", "100", "--dump", B2,
+                check=True)
+    require("tcc-run: resumed from step 3/6" in p.stderr, "no `resumed from step 3/6`: %r"
+            % p.stderr[-400:])
+    require("--lr-schedule cosine" in p.stderr and "resuming with the checkpoint's" in p.stderr,
+            "no line naming the flags taken from the checkpoint: %r" % p.stderr[-400:])
+    la = np.load(os.path.join(A, "losses.npy"))
+    cat = np.concatenate([np.load(os.path.join(B1, "losses.npy")),
+                          np.load(os.path.join(B2, "losses.npy"))])
+    require(cat.tobytes() == la.tobytes(), "resumed losses differ from the uninterrupted run's")
+    msg = compare_params(A, B2)
+    require(msg is None, msg)
+    # A flag given again overrides the record, with one line saying so.
+    p = tcc_run(step, "--data", TRAIN_BIN, "--resume", C, "--lr", "0.02", "--steps", "4",
+                "--print-every", "100", check=True)
+    require("--lr 0.02 overrides the checkpoint's --lr 0.01" in p.stderr,
+            "no override line: %r" % p.stderr[-400:])
+    require("--steps 4 overrides the checkpoint's --steps 6" in p.stderr,
+            "no --steps override line: %r" % p.stderr[-400:])
+    # A recorded flag that the parser refuses names the file and the line.
+    bad = os.path.join(base, "bad")
+    shutil.copytree(C, bad)
+    with open(os.path.join(bad, "training-flags"), "a") as f:
+        f.write("--lr -1\n")
+    p = tcc_run(step, "--data", TRAIN_BIN, "--resume", bad)
+    require(p.returncode == 1 and "training-flags line" in p.stderr and "--lr" in p.stderr,
+            "a bad recorded --lr: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+    return "stopped at 3/6 with --max-steps, resumed with no flags: 12 losses + %d params " \
+        "identical; overrides named" % len(param_files(A))
+
+
+# ---------------------------------------------------------------------------
 # 2. kill -9 at random moments, resume each time
 # ---------------------------------------------------------------------------
 KILL_STEPS = 60
@@ -564,8 +618,10 @@ def interrupt_case(step, sig):
         base = fresh(name)
         C, R, B = (os.path.join(base, x) for x in ("C", "R", "B"))
         common = ["--data", TRAIN_BIN, "--accum", "2", "--seed", "3"]
+        S = os.path.join(base, "stopped.onnx")
         p = subprocess.Popen([ARGS.tcc_run, step] + common +
-                             ["--steps", "100000", "--print-every", "1", "--checkpoint", C],
+                             ["--steps", "100000", "--print-every", "1", "--checkpoint", C,
+                              "--save", S],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              universal_newlines=True)
         first = p.stderr.readline()  # the first step's progress line
@@ -590,8 +646,23 @@ def interrupt_case(step, sig):
                 check=True)
         msg = compare_params(R, B)
         require(msg is None, msg)
-        return "stopped after step %d, resumed to %d: %d params identical" % (
-            n, n + 2, len(param_files(R)))
+        # --save holds the model as trained to step n: the parameters of an
+        # uninterrupted n-step run.
+        require("saved the model as trained to step %d" % n in err, "no `saved` line: %r"
+                % err[-300:])
+        import onnx
+        from onnx import numpy_helper
+        N = os.path.join(base, "N")
+        tcc_run(step, *common, "--steps", str(n), "--lr-schedule", "constant", "--quiet",
+                "--dump", N, check=True)
+        saved = {i.name.replace("/", "_"): numpy_helper.to_array(i)
+                 for i in onnx.load(S).graph.initializer}
+        files = param_files(N)
+        for f in files:
+            require(saved[f[:-4]].tobytes() == np.load(os.path.join(N, "params", f)).tobytes(),
+                    "--save after the stop: %s is not the step-%d value" % (f[:-4], n))
+        return "stopped after step %d (--save = the %d-step params), resumed to %d: " \
+            "%d params identical" % (n, n, n + 2, len(files))
     return body()
 
 
@@ -743,6 +814,7 @@ def main():
         resume_case("resume-adamw", step, [])
         resume_case("resume-sgd-momentum", sgd, ["--momentum", "0.9"])
         resume_case("resume-sequential", step, ["--data-order", "sequential"])
+        resume_flags_case(step)
         kill_case(step)
         save_cases(step)
         error_cases(step, sgd)
