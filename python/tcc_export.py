@@ -289,14 +289,19 @@ def _distinct_args(args):
 
 def export(module, args, path, *, kwargs=None, input_names=None, output_names=None,
            exporter: str = "dynamo", opset_version: int | None = None,
-           objective: dict | bool | None = None) -> list[str]:
+           objective: dict | bool | None = None,
+           external_data: bool | None = None) -> list[str]:
     """Exports `module` to `path` and records its trainable initializers, its
     frozen parameters and its objective. Returns the trainable names.
 
     `objective`: None infers it (infer_objective: roles from `input_names`,
     the labels' shift by a probe); a dict gives it ({"ids": NAME, "labels":
     NAME, "mask": NAME, "task": "causal-lm"|"masked-lm", "labels-shift":
-    "shifted"|"aligned"}); False records none."""
+    "shifted"|"aligned"}); False records none.
+
+    `external_data`: write the initializers into `path`.data beside the
+    model (ONNX external data, which tcc reads): None does it when they pass
+    1 GiB (a protobuf cannot hold 2 GiB), True always, False never."""
     import onnx
     import torch
 
@@ -320,19 +325,63 @@ def export(module, args, path, *, kwargs=None, input_names=None, output_names=No
         import onnx_ir as ir
         proto = ir.serde.serialize_model(program.model)
     elif exporter == "torchscript":
-        tmp = str(path) + ".tmp-export"
+        import shutil
+        import tempfile
+        # A folder of its own: past 2 GiB the exporter writes a file per
+        # tensor beside the model.
+        tmpdir = tempfile.mkdtemp(prefix=".tcc-export-",
+                                  dir=os.path.dirname(os.path.abspath(str(path))))
+        tmp = os.path.join(tmpdir, "model.onnx")
         torch.onnx.export(
             module, tuple(args), tmp, kwargs=kwargs, dynamo=False,
             input_names=input_names, output_names=output_names,
             opset_version=opset_version or 17,
             training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
-        proto = onnx.load(tmp)
-        os.remove(tmp)
+        try:
+            proto = onnx.load(tmp)
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
     else:
         raise ValueError(f"exporter must be 'dynamo' or 'torchscript', not {exporter!r}")
     names = _record_trainable(proto, parameters, frozen)
     _set_metadata(proto, OBJECTIVE_KEY, objective_text)
-    tmp = str(path) + ".tmp"
-    onnx.save(proto, tmp)
-    os.replace(tmp, path)
+    _save(proto, str(path), external_data)
     return names
+
+
+# A protobuf message cannot reach 2 GiB; past this many bytes of
+# initializers, export() writes them as external data.
+EXTERNAL_DATA_BYTES = 1 << 30
+
+
+def _save(proto, path: str, external_data: bool | None) -> None:
+    """Writes `proto` to `path`, its initializers into `path`.data when
+    `external_data` (None: when they pass EXTERNAL_DATA_BYTES), through a
+    temporary folder beside it, so that a failed write leaves nothing."""
+    import shutil
+    import tempfile
+
+    import onnx
+    if external_data is None:
+        size = sum(len(t.raw_data) + 4 * (len(t.float_data) + len(t.int32_data)) +
+                   8 * (len(t.int64_data) + len(t.double_data))
+                   for t in proto.graph.initializer)
+        external_data = size > EXTERNAL_DATA_BYTES
+    folder = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    tmpdir = tempfile.mkdtemp(prefix="." + base + ".tmp-", dir=folder)
+    try:
+        tmp = os.path.join(tmpdir, base)
+        if external_data:
+            onnx.save_model(proto, tmp, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=base + ".data", size_threshold=1024)
+            data = os.path.join(tmpdir, base + ".data")
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(data, 0o666 & ~mask)  # as the model file, not the temporary's 0600
+            os.replace(data, os.path.join(folder, base + ".data"))
+        else:
+            onnx.save_model(proto, tmp)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

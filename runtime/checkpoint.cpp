@@ -3,8 +3,10 @@
 #include "runtime/checkpoint.h"
 #include "runtime/posix_io.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -276,6 +278,108 @@ std::string removeStaleShards(const std::string &dir, int64_t step) {
   }
   ::closedir(d);
   return failed;
+}
+
+namespace {
+
+/// Links `from` as `to`, or copies it where the filesystem has no links.
+std::string linkOrCopy(const std::string &from, const std::string &to) {
+  if (::link(from.c_str(), to.c_str()) == 0)
+    return "";
+  if (errno != EPERM && errno != EXDEV && errno != ENOTSUP && errno != EMLINK)
+    return "cannot link " + from + " as " + to + ": " + errnoText(errno);
+  int in = io::openRetry(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0)
+    return "cannot read " + from + ": " + errnoText(errno);
+  int out = io::openRetry(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (out < 0) {
+    int e = errno;
+    ::close(in);
+    return "cannot create " + to + ": " + errnoText(e);
+  }
+  std::vector<char> buf(1 << 20);
+  std::string failed;
+  for (;;) {
+    ssize_t n = ::read(in, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 || (n > 0 && !io::writeAll(out, buf.data(), static_cast<uint64_t>(n)))) {
+      failed = "cannot copy " + from + " to " + to + ": " + errnoText(errno);
+      break;
+    }
+    if (n == 0)
+      break;
+  }
+  if (failed.empty() && ::fsync(out) != 0)
+    failed = "cannot write " + to + ": " + errnoText(errno);
+  ::close(in);
+  ::close(out);
+  if (!failed.empty())
+    ::unlink(to.c_str());
+  return failed;
+}
+
+/// Removes the folder keepHistory made: its two files, then itself.
+std::string removeHistoryFolder(const std::string &path) {
+  for (const char *name : {"checkpoint.bin", "training-flags"}) {
+    std::string f = io::joinPath(path, name);
+    if (::unlink(f.c_str()) != 0 && errno != ENOENT)
+      return "cannot remove the old checkpoint " + f + ": " + errnoText(errno);
+  }
+  if (::rmdir(path.c_str()) != 0)
+    return "cannot remove the old checkpoint folder " + path + ": " + errnoText(errno) +
+           " (it holds files tcc-run did not write)";
+  return "";
+}
+
+} // namespace
+
+std::vector<std::pair<int64_t, std::string>> historyFolders(const std::string &dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return found;
+  while (struct dirent *e = ::readdir(d)) {
+    const char *name = e->d_name;
+    if (std::strncmp(name, "step-", 5) != 0 || !name[5])
+      continue;
+    char *end = nullptr;
+    errno = 0;
+    long long step = std::strtoll(name + 5, &end, 10);
+    if (*end || errno || step < 0)
+      continue;
+    found.emplace_back(static_cast<int64_t>(step), io::joinPath(dir, name));
+  }
+  ::closedir(d);
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+std::string keepHistory(const std::string &dir, int64_t step, int64_t keep) {
+  std::string folder = io::joinPath(dir, "step-" + std::to_string(step));
+  struct stat st;
+  if (::lstat(folder.c_str(), &st) == 0) {
+    // A rerun of the same step (a resume that repeats it): the new bytes win.
+    if (!S_ISDIR(st.st_mode))
+      return folder + " exists and is not a folder tcc-run made; move it away";
+    if (std::string e = removeHistoryFolder(folder); !e.empty())
+      return e;
+  }
+  if (::mkdir(folder.c_str(), 0755) != 0)
+    return "cannot create the checkpoint folder " + folder + ": " + errnoText(errno);
+  if (std::string e = linkOrCopy(filePath(dir), io::joinPath(folder, "checkpoint.bin")); !e.empty())
+    return e;
+  std::string flags = io::joinPath(dir, "training-flags");
+  if (::access(flags.c_str(), F_OK) == 0)
+    if (std::string e = linkOrCopy(flags, io::joinPath(folder, "training-flags")); !e.empty())
+      return e;
+  io::fsyncDir(folder);
+  std::vector<std::pair<int64_t, std::string>> all = historyFolders(dir);
+  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i)
+    if (std::string e = removeHistoryFolder(all[i].second); !e.empty())
+      return e;
+  io::fsyncDir(dir);
+  return "";
 }
 
 namespace {

@@ -63,6 +63,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tcc::ckpt {
@@ -121,6 +122,16 @@ std::string writeSharded(const std::string &dir, const State &state, const tcc_s
                          const char *arena, const std::vector<ShardEntry> &manifest);
 /// Removes DIR's shard files of steps other than `step`; "" or what failed.
 std::string removeStaleShards(const std::string &dir, int64_t step);
+
+/// tcc-run --keep-checkpoints N: keeps the checkpoint just written in `dir`
+/// (checkpoint.bin and, if there, training-flags) at step `step` also as the
+/// folder DIR/step-<step>/ (hard links: no bytes copied; a copy where the
+/// filesystem has no links), a checkpoint folder `--resume` takes, then
+/// removes all but the newest `keep` of those folders. Returns an error.
+std::string keepHistory(const std::string &dir, int64_t step, int64_t keep);
+
+/// The folders keepHistory made in `dir`, oldest first, as (step, path).
+std::vector<std::pair<int64_t, std::string>> historyFolders(const std::string &dir);
 /// Reads DIR/checkpoint.bin: checks its magic, version, fingerprint (against
 /// `info`), size and checksum, and restores the parameters and optimizer
 /// state into `arena`. Returns "" on success; on failure the arena's

@@ -224,6 +224,11 @@ const char *const kUsage =
     "                 so a kill at any moment leaves the previous one whole\n"
     "  --checkpoint-every N\n"
     "                 checkpoint after every N-th optimizer step\n"
+    "  --keep-checkpoints N\n"
+    "                 also keep the newest N checkpoints as DIR/step-S/\n"
+    "                 folders (hard links, no bytes copied), each one a\n"
+    "                 --resume folder; older ones are removed (default 1:\n"
+    "                 only DIR/checkpoint.bin, the newest)\n"
     "  --resume DIR   continue from DIR/checkpoint.bin up to --steps in all;\n"
     "                 the run continues exactly as if never interrupted. The\n"
     "                 checkpoint remembers the training flags (DIR/training-\n"
@@ -307,7 +312,7 @@ const ValueFlag kValueFlags[] = {
     {"--data-order", "random|sequential"},
     {"--labels", "shifted|aligned"},
     {"--metrics", "FILE.jsonl"}, {"--checkpoint", "DIR"},
-    {"--checkpoint-every", "N"}, {"--resume", "DIR"},
+    {"--checkpoint-every", "N"}, {"--keep-checkpoints", "N"}, {"--resume", "DIR"},
     {"--save", "OUT.onnx"},      {"--model", "PATH"},
     {"--print-every", "N"},      {"--loss-scale", "dynamic|off|X"},
     {"--init-weights", "FILE"},
@@ -418,6 +423,8 @@ std::string setValueFlag(const std::string &flag, const char *meta, const std::s
     err = parseInt(flag, value, 1, opts.printEvery);
   } else if (flag == "--checkpoint-every") {
     err = parseInt(flag, value, 1, opts.checkpointEvery);
+  } else if (flag == "--keep-checkpoints") {
+    err = parseInt(flag, value, 1, opts.keepCheckpoints);
   } else if (flag == "--seed") {
     int64_t s = 0;
     err = parseInt(flag, value, 0, s);
@@ -579,6 +586,8 @@ int parseArgs(int argc, char **argv, Options &opts) {
   if (!opts.haveFeed && !opts.haveData)
     return error("no training data: pass --feed DIR (.npy batches) or --data "
                  "FILE (a token stream), or --grads-only with --feed DIR");
+  if (opts.wasGiven("--keep-checkpoints") && opts.checkpoint.empty())
+    return error("--keep-checkpoints needs --checkpoint DIR (where to keep them)");
   if (opts.wasGiven("--checkpoint-every") && opts.checkpoint.empty())
     return error("--checkpoint-every needs --checkpoint DIR (where to write "
                  "the checkpoints)");
@@ -608,8 +617,16 @@ int run(int argc, char **argv) {
 
   // Under mpirun (or srun), the world; alone, world size 1.
   double timeout = 600;
-  if (const char *t = std::getenv("TCC_COMM_TIMEOUT"))
-    timeout = std::atof(t);
+  if (const char *t = std::getenv("TCC_COMM_TIMEOUT")) {
+    // Not atof: "abc" or "0" would turn the watchdog off without a word.
+    char *end = nullptr;
+    errno = 0;
+    timeout = std::strtod(t, &end);
+    if (!*t || *end || errno || !std::isfinite(timeout) || timeout <= 0)
+      return error(std::string("TCC_COMM_TIMEOUT=") + t +
+                   " is not a positive number of seconds (the time a collective may take "
+                   "before every rank ends; default 600)");
+  }
   std::string err = gWorld.join(timeout);
   if (!err.empty())
     return error(err);

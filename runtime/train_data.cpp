@@ -7,6 +7,7 @@
 #include "runtime/npy.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <csignal>
 #include <cstring>
 
@@ -192,6 +193,16 @@ std::string TokenStream::copy(uint64_t begin, uint64_t n, void *dst, int dstSize
     default:
       std::memcpy(&v, p, 8);
     }
+    // A token id is an index into the vocabulary: a negative one would be
+    // read as counting from its end (ONNX Gather's rule), and one too wide
+    // for the step's input would wrap into range.
+    const int64_t widest = dstSize >= 8 ? INT64_MAX : dstSize == 4 ? INT32_MAX
+                                          : dstSize == 2 ? 0xffff : 0xff;
+    if (v < 0 || v > widest)
+      return "the data file " + file + " holds the token id " + std::to_string(v) +
+             " at token " + std::to_string(begin + k) + (v < 0 ? "; a token id is never negative"
+                                                               : "; the step's input holds at most " +
+                                                                     std::to_string(widest));
     switch (dstSize) {
     case 1: {
       uint8_t x = static_cast<uint8_t>(v);

@@ -34,6 +34,7 @@ temporary folder, removed at the end unless --keep). About 20 s.
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -301,6 +302,14 @@ def write_models(d):
          helper.make_node("Cast", ["q"], ["qf"], name="cast", to=TensorProto.FLOAT),
          helper.make_node("Add", ["x", "qf"], ["y"], name="add")],
         [f32("x", [1])], [f32("y", [1])]))
+    # Issue 47: tcc.trainable metadata that lists nothing.
+    m = model_of([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                  helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
+                 [f32("x", [2, 2])], [f32("loss", [])],
+                 [numpy_helper.from_array(np.ones((2, 2), np.float32), "w")])
+    entry = m.metadata_props.add()
+    entry.key, entry.value = "tcc.trainable", ""
+    save("empty_trainable", m)
     # 14. a FIFO as the model
     os.mkfifo(os.path.join(d, "fifo.onnx"))
     models["fifo"] = os.path.join(d, "fifo.onnx")
@@ -810,6 +819,38 @@ def sigint_case(step):
 
 
 # ---------------------------------------------------------------------------
+def smaller_runtime_cases(step):
+    """Issue 47's smaller tcc-run cases: a watchdog turned off by a bad
+    TCC_COMM_TIMEOUT, a negative token id, a run that skipped every step."""
+    d = case_dir("smaller_runtime")
+    for value in ("abc", "0"):
+        before_snap = snapshot(d)
+        r = run([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "1"],
+                env={"TCC_COMM_TIMEOUT": value})
+        why = clean_error(r, ["TCC_COMM_TIMEOUT=" + value, "positive"])
+        diff = snapshot_diff(before_snap, snapshot(d))
+        row("TCC_COMM_TIMEOUT=%s" % value, "the watchdog silently off, exit 0",
+            outcome(r) + (" [%s]" % why if why else ""),
+            "files changed: " + diff if diff else "no file written", not why and not diff)
+    neg = os.path.join(d, "neg.npy")
+    tokens = np.arange(4096, dtype=np.int32) % 60
+    tokens[100] = -5
+    np.save(neg, tokens)
+    runtime_refused("a token .npy holding the id -5", "read as vocabulary - 5, exit 0", d,
+                    [step, "--data", neg, "--steps", "4", "--data-order", "sequential"],
+                    ["neg.npy", "-5"], [neg])
+    # NaN initial weights: every gradient is NaN, every step skipped.
+    nan = os.path.join(d, "nan.bin")
+    with open(nan, "wb") as f:
+        f.write(b"\0")
+    r = run([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--init-weights", nan])
+    m = re.search(r"parameters take (\d+)", r.err)
+    np.full(int(m.group(1)) // 4 if m else 1, np.nan, np.float32).tofile(nan)
+    runtime_refused("every step skipped (NaN initial weights)", "exit 0", d,
+                    [step, "--data", TRAIN_BIN, "--steps", "2", "--init-weights", nan],
+                    ["every optimizer step", "2 of 2", "not finite"], [nan])
+
+
 def markdown(rows):
     def cell(s):
         return str(s).replace("|", "\\|").replace("\n", " ")
@@ -913,6 +954,9 @@ def cases(model_dir):
     importer("Constant with value and value_float", "constant_two_values", "accepted",
              ["Constant"])
     guarded("Div 7 / 0", div_by_zero_case, models)
+    importer("tcc.trainable metadata that lists nothing", "empty_trainable",
+             "compiles a step without parameters; tcc-run: 'the step has no loss'",
+             ["tcc.trainable", "nothing to train"])
     # 14: a FIFO as the model
     importer("a FIFO as the model (tcc fifo.onnx)", "fifo", "hangs", timeout=20)
     # 17: SIGTERM during the compile
@@ -925,7 +969,7 @@ def cases(model_dir):
     step = os.path.join(ARGS.workdir, "demo.so")
     r = run([ARGS.tcc, DEMO, "--target=cpu", "-o", step], timeout=300)
     runtime = [truncated_step_case, data_shrinks_case, fifo_feed_case, save_names_step_case,
-               shared_checkpoint_case, sigint_case, runtime_outputs_cases]
+               shared_checkpoint_case, sigint_case, runtime_outputs_cases, smaller_runtime_cases]
     if r.rc != 0 or not os.path.isfile(step):
         for fn in runtime:
             row(fn.__name__, "-", "not run: compiling the demo step failed: " + outcome(r),

@@ -398,6 +398,14 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
                         << " metadata names \"" << n.getKey()
                         << "\", which is not a floating-point initializer of "
                            "the graph (was it folded or renamed at export?)";
+  // An empty tcc.trainable would compile a step that trains nothing (its
+  // users then meet "the step has no loss" at run time, or train nothing).
+  if (hasMetadata && metadataNames.empty() && options.trainable.empty())
+    return error(loc) << "the model's " << kTrainableMetadataKey
+                      << " metadata lists no parameter, so there is nothing to train"
+                      << (metadataFrozen.empty() ? "" : " (every parameter is in tcc.frozen)")
+                      << ": export from a module with parameters that require gradients, "
+                         "or name the ones to train with --trainable=NAME";
   // A model exported without tcc_export by an exporter that folds
   // parameters (torch.onnx.export's default optimizer, TorchScript's
   // do_constant_folding) holds copies of parameters under names the

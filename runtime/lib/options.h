@@ -27,6 +27,9 @@ struct Options {
   bool haveData = false;
   int64_t steps = 1, accum = 1, warmup = 0, printEvery = 1,
           checkpointEvery = 0;
+  /// --keep-checkpoints: how many checkpoints DIR/step-S/ keeps besides
+  /// DIR/checkpoint.bin (1: only that file, the default).
+  int64_t keepCheckpoints = 1;
   /// --max-steps: this run stops once this many optimizer steps in all are
   /// done (0: at --steps, which stays the schedule's horizon).
   int64_t maxSteps = 0;

@@ -212,6 +212,10 @@ int Trainer::validate() {
                  std::to_string(step.shards->ranks) + " (or srun -n " +
                  std::to_string(step.shards->ranks) + "); this run has " +
                  std::to_string(world.size()) + (world.size() == 1 ? " rank" : " ranks"));
+  if (step.shards && opts.keepCheckpoints > 1)
+    return error("--keep-checkpoints keeps whole checkpoints; " + opts.step +
+                 " (--data-parallel=" + std::to_string(step.shards->ranks) +
+                 ") writes sharded ones, which it does not keep yet: leave it out");
   std::string optimizer = info.optimizer ? info.optimizer : "";
   bool adamw = optimizer == "adamw";
   if (!adamw && optimizer != "sgd")

@@ -4,6 +4,8 @@
 
 #include "runtime/lib/resume_flags.h"
 
+#include <cmath>
+
 namespace tcc::run::detail {
 
 int Trainer::restore() {
@@ -205,9 +207,13 @@ int Trainer::checkpoint(int64_t it, const std::string &where, bool last, int sto
     if (step.shards) {
       if (int r = writeShardedCheckpoint(s, where); r >= 0)
         return r;
-    } else if (world.rank() == 0 &&
-               !(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
-      return error(err);
+    } else if (world.rank() == 0) {
+      if (!(err = tcc::ckpt::write(opts.checkpoint, s, info, arena)).empty())
+        return error(err);
+      if (opts.keepCheckpoints > 1 &&
+          !(err = tcc::ckpt::keepHistory(opts.checkpoint, s.step, opts.keepCheckpoints)).empty())
+        return error(where + ": " + err);
+    }
     if (trace.active())
       trace.complete(tcc::trace::kLoop, "checkpoint write", "checkpoint", ckStart,
                      trace.now() - ckStart);
@@ -282,6 +288,20 @@ int Trainer::finish() {
     std::printf("gradients summed with %s\n", comm);
   if (step.device)
     reportDeviceMemory(step, world);
+  // A run that changed nothing is not a success, whatever it wrote.
+  if (done > 0 && skipped == done)
+    return error("every optimizer step of this run (" + std::to_string(done) + " of " +
+                 std::to_string(done) + ") was skipped because its gradients were not finite" +
+                 (scaler.enabled() ? " (loss scale " + format("%g", scaler.scale()) + " at the end)"
+                                   : std::string()) +
+                 ", so the parameters did not change" +
+                 (opts.save.empty() && opts.checkpoint.empty() ? std::string()
+                                                               : " (what it wrote holds them as they were)") +
+                 (scaler.isDynamic() ? "; a longer run lets the dynamic loss scale come down"
+                  : scaler.enabled()  ? "; a smaller --loss-scale, or --loss-scale=dynamic, avoids it"
+                  : !std::isfinite(lastLoss)
+                      ? "; the loss itself was not finite: look at the initial weights and the data"
+                      : "; look at the learning rate, the initial weights and the data"));
   return 0;
 }
 

@@ -114,13 +114,13 @@ def main():
         run([args.tcc, onnx, "-o", steps[name], "--memory-report",
              os.path.join(work, name + ".json")] + extra)
 
-    def train(step, np_, accum, tag, extra=(), env=None, n_steps=2):
+    def train(step, np_, accum, tag, extra=(), env=None, n_steps=2, expect=0):
         out = os.path.join(work, tag)
         cmd = [args.tcc_run, steps[step], "--steps", str(n_steps), "--accum", str(accum),
                "--quiet", "--dump", out] + data + list(extra)
         if np_:
             cmd = MPIRUN + sum((["-x", k] for k in (env or {})), []) + ["-np", str(np_)] + cmd
-        p = run(cmd, env=dict(os.environ, **(env or {})))
+        p = run(cmd, env=dict(os.environ, **(env or {})), expect=expect)
         return load_dump(out) + (p.stdout,)
 
     sgd = ["--lr", "1e-2", "--momentum", "0.9"]
@@ -181,9 +181,11 @@ def main():
     without_mpi(args, work, steps, train, sgd)
 
     # Every step overflows: every rank skips it.
-    ls, ps, _ = train("sgd", None, 4, "skip-single", sgd + ["--loss-scale=1e30"])
-    lw, pw, out = train("sgd", 2, 2, "skip-np2", sgd + ["--loss-scale=1e30"])
-    if "(2 of 2 steps skipped)" not in out or any(ps[n].tobytes() != pw[n].tobytes() for n in ps):
+    # A run that skipped every step exits 1 (issue 47), its dump written.
+    ls, ps, _ = train("sgd", None, 4, "skip-single", sgd + ["--loss-scale=1e30"], expect=1)
+    lw, pw, out = train("sgd", 2, 2, "skip-np2", sgd + ["--loss-scale=1e30"], expect=1)
+    if "(2 of 2 steps skipped)" not in out or "every optimizer step of this run (2 of 2)" not in out \
+            or any(ps[n].tobytes() != pw[n].tobytes() for n in ps):
         fail("skip: %r" % out[-600:])
     else:
         print("skip: loss scale 1e30, 2 of 2 steps skipped on every rank, parameters equal "
@@ -280,7 +282,7 @@ def zero1(args, work, steps, train, sgd):
         print("zero1: SGD, --clip-norm 0.05, mpirun -np 3: losses bit-identical, parameters "
               "within %.2g relative (the world's norm from three shards' sums)" % rel)
 
-    lz, pz, out = train("zero1", 2, 2, "z-skip", adam + ["--loss-scale=1e30"])
+    lz, pz, out = train("zero1", 2, 2, "z-skip", adam + ["--loss-scale=1e30"], expect=1)
     _, p0, _ = train("zero1", 2, 2, "z-noop", ["--lr", "0"], n_steps=1)
     if "(2 of 2 steps skipped)" not in out or not same(pz, p0):
         fail("zero1 skip: %r" % out[-600:])

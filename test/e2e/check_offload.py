@@ -122,12 +122,17 @@ def build(name, model, *flags):
     return so
 
 
-def train(so, out, steps, *more, env=None):
-    """Trains `so`; --dump and a final checkpoint into `out`; returns the log."""
+def train(so, out, steps, *more, env=None, all_skipped=False):
+    """Trains `so`; --dump and a final checkpoint into `out`; returns the log.
+    With all_skipped, the run must skip every step and say so with exit 1."""
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     r = run([ARGS.tcc_run, so, "--steps", str(steps), "--dump", os.path.join(out, "dump"),
-             "--checkpoint", os.path.join(out, "ck")] + TRAIN + list(more), env=env)
+             "--checkpoint", os.path.join(out, "ck")] + TRAIN + list(more), env=env,
+            check=not all_skipped)
+    if all_skipped:
+        require(r.returncode == 1 and "every optimizer step of this run" in r.stdout,
+                "a run that skipped every step: exit %d, %r" % (r.returncode, r.stdout[-400:]))
     return r.stdout
 
 
@@ -393,7 +398,8 @@ def skip_case():
     dev = build("demo-dev", DEMO)
     host = build("demo-host", DEMO, "--offload=optimizer", "--host-budget=1G")
     out = os.path.join(ARGS.workdir, "skip")
-    logs = [train(so, out + "-" + k, 2, "--loss-scale", "1e30") for k, so in (("dev", dev), ("host", host))]
+    logs = [train(so, out + "-" + k, 2, "--loss-scale", "1e30", all_skipped=True)
+            for k, so in (("dev", dev), ("host", host))]
     require_equal(files(out + "-dev"), files(out + "-host"), "skipped steps")
     require(all("2 of 2 steps skipped" in l for l in logs), "not every step skipped: %r" % logs[1][-300:])
     init = initial_parameters(DEMO)
@@ -451,19 +457,30 @@ def save_case():
     return "--save wrote identical models (%d bytes)" % len(saved[0])
 
 
+# In order: overlap compares with the adamw case's device run.
+CASES = dict((("tables", tables_case), ("adamw", adamw_case), ("overlap", overlap_case),
+              ("adamw-accumulators", adamw_accumulators_case), ("sgd", sgd_case), ("mixed", mixed_case),
+              ("swap", swap_case), ("parity", parity_case), ("skip", skip_case),
+              ("kill-resume", kill_resume_case), ("save", save_case)))
+
+
 def main():
     global ARGS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tcc", required=True)
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--workdir", required=True)
+    p.add_argument("--cases", help="comma-separated case names (default: all): " + ", ".join(CASES))
     ARGS = p.parse_args()
+    names = ARGS.cases.split(",") if ARGS.cases else list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        p.error("unknown case %s (the cases: %s)" % (", ".join(unknown), ", ".join(CASES)))
     shutil.rmtree(ARGS.workdir, ignore_errors=True)  # steps built by an older tcc
     os.makedirs(ARGS.workdir)
     case_harness.WORKDIR = ARGS.workdir
-    for c in (tables_case, adamw_case, overlap_case, adamw_accumulators_case, sgd_case, mixed_case, swap_case,
-              parity_case, skip_case, kill_resume_case, save_case):
-        c()
+    for n in names:
+        CASES[n]()
     return summary()
 
 

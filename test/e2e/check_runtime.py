@@ -225,6 +225,33 @@ def resume_flags_case(step):
         "identical; overrides named" % len(param_files(A))
 
 
+@case("keep-checkpoints")
+def keep_checkpoints_case(step):
+    base = fresh("keep-ck")
+    A, B, C = (os.path.join(base, x) for x in ("A", "B", "C"))
+    common = ["--data", TRAIN_BIN, "--seed", "5", "--steps", "6", "--quiet"]
+    tcc_run(step, *common, "--dump", A, check=True)
+    tcc_run(step, *common, "--checkpoint", C, "--checkpoint-every", "1", "--keep-checkpoints", "3",
+            check=True)
+    kept = sorted(n for n in os.listdir(C) if n.startswith("step-"))
+    require(kept == ["step-4", "step-5", "step-6"], "kept %s, not the newest 3" % kept)
+    newest = os.path.join(C, "step-6", "checkpoint.bin")
+    require(os.stat(newest).st_ino == os.stat(os.path.join(C, "checkpoint.bin")).st_ino,
+            "step-6/checkpoint.bin is not a link to the newest checkpoint.bin")
+    require(os.path.exists(os.path.join(C, "step-4", "training-flags")), "step-4 lacks its training-flags")
+    # An older one resumes to the uninterrupted run's bytes.
+    p = tcc_run(step, "--data", TRAIN_BIN, "--resume", os.path.join(C, "step-4"), "--print-every", "100",
+                "--dump", B, check=True)
+    require("resumed from step 4/6" in p.stderr, "no `resumed from step 4/6`: %r" % p.stderr[-300:])
+    msg = compare_params(A, B)
+    require(msg is None, msg)
+    p = tcc_run(step, "--data", TRAIN_BIN, "--keep-checkpoints", "2")
+    require(p.returncode == 1 and "--keep-checkpoints needs --checkpoint" in p.stderr,
+            "--keep-checkpoints without --checkpoint: exit %d, %r" % (p.returncode, p.stderr[-300:]))
+    return "6 steps kept as %s; step-4 resumed to the uninterrupted run's %d params" % (
+        ", ".join(kept), len(param_files(A)))
+
+
 # ---------------------------------------------------------------------------
 # 2. kill -9 at random moments, resume each time
 # ---------------------------------------------------------------------------
@@ -815,6 +842,7 @@ def main():
         resume_case("resume-sgd-momentum", sgd, ["--momentum", "0.9"])
         resume_case("resume-sequential", step, ["--data-order", "sequential"])
         resume_flags_case(step)
+        keep_checkpoints_case(step)
         kill_case(step)
         save_cases(step)
         error_cases(step, sgd)

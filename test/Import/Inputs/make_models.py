@@ -276,6 +276,11 @@ def buffers(outdir, rng):
          "buffer_frozen_metadata")
     save(scores_model(gamma, scale_nodes, metadata="gamma", frozen="w,nope"), outdir,
          "buffer_frozen_missing")
+    # An empty tcc.trainable (a module none of whose parameters requires
+    # gradients): nothing to train, refused; also with every one frozen.
+    save(scores_model(gamma, scale_nodes, metadata=""), outdir, "buffer_metadata_empty")
+    save(scores_model(gamma, scale_nodes, metadata="", frozen="w,gamma"), outdir,
+         "buffer_metadata_all_frozen")
     # A mask folded into finite values (torch.finfo(float32).min).
     finite = np.triu(np.full((4, 4), np.finfo(np.float32).min, np.float32), 1)
     save(scores_model([numpy_helper.from_array(finite, "mask")],
