@@ -33,10 +33,12 @@ For each, in this one run:
      a fresh batch, gives the loss that tcc's trained weights give in PyTorch
      (relative 1e-4);
   5. CUDA emulation: `tcc --target=cuda --cuda-emulation`, one fp16 micro-step;
-     every gradient within 1e-2 of the float64 reference, relative to the
+     every gradient's error against the float64 reference, relative to the
      parameter's largest (bench/gpu/compare.py's rule: a gradient that is zero
      in exact arithmetic, an attention key bias, is measured against 1e-2 of
-     the model's largest gradient).
+     the model's largest gradient), within 1e-2, or within twice PyTorch's own
+     fp16 autocast error on the same batch plus 1e-3 where that is larger
+     (OPT's ReLU MLP: PyTorch's fp16 autocast is 0.23 off in fc1 itself).
 Prints a table and ends with `N passed, M failed`.
 """
 import argparse
@@ -105,6 +107,12 @@ def build_model(name):
                               hidden_dropout=0.0, attention_dropout=0.0)
         cfg.partial_rotary_factor = 0.25
         model = T.GPTNeoXForCausalLM(cfg)
+    elif name == "opt":  # ReLU MLP, learned positions (issue 44: fc1 at 0.12 in fp16)
+        cfg = T.OPTConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, ffn_dim=128,
+                          vocab_size=V, max_position_embeddings=64, word_embed_proj_dim=64,
+                          dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                          layerdrop=0.0)
+        model = T.OPTForCausalLM(cfg)
     elif name == "gemma2":  # RMS norms after attention and MLP (issue 44's fp16 NaNs)
         cfg = T.Gemma2Config(**common, num_key_value_heads=2, head_dim=16,
                              attention_dropout=0.0, attn_logit_softcapping=None)
@@ -181,6 +189,32 @@ def torch_grads(name, feed):
     loss.backward()
     return float(loss), {n: p.grad.detach().numpy() if p.grad is not None else np.zeros(p.shape)
                          for n, p in model.named_parameters()}, aliases(model)
+
+
+def torch_autocast_grads(name, feed, dtype=torch.float16):
+    """PyTorch's own mixed precision on the same model and batch, the bound
+    tcc's fp16 gradients are held to (issue 44): float32 parameters,
+    torch.autocast("cpu", dtype), the loss scaled as GradScaler does (2^16,
+    halved until every gradient is finite; bf16 unscaled), the gradients
+    unscaled in float64. Returns {name: gradient}."""
+    scale = 2.0 ** 16 if dtype == torch.float16 else 1.0
+    while True:
+        model = build_model(name)
+        with torch.autocast("cpu", dtype=dtype):
+            loss = model(**feed)
+        (loss.float() * scale).backward()
+        grads = {n: (p.grad.double() / scale).numpy() if p.grad is not None else np.zeros(p.shape)
+                 for n, p in model.named_parameters()}
+        if all(np.isfinite(g).all() for g in grads.values()) or scale < 1:
+            return grads
+        scale /= 2
+
+
+def worst_rel(ref, got):
+    """The worst per-parameter error of `got` against `ref` (both by torch
+    name), as compare_grads measures the fp16 target: (error, parameter)."""
+    model_max = max(float(np.max(np.abs(g), initial=0.0)) for g in ref.values())
+    return max((compare.rel_error(ref[n], got[n], model_max), n) for n in ref)
 
 
 def torch_train(name, batches):
@@ -331,7 +365,7 @@ def check(name, exporter, args, cache):
             problems.append("onnxruntime loss %.9g on the saved model vs %.9g" % (got, want))
 
     # 5. the CUDA target through the emulation, fp16
-    r["cuda_rel"] = float("nan")
+    r["cuda_rel"] = r["torch16_rel"] = float("nan")
     if args.cuda_emulation:
         cu = os.path.join(work, "step_cuda.so")
         run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", cu])
@@ -339,9 +373,17 @@ def check(name, exporter, args, cache):
              "--dump", os.path.join(work, "grads_cuda")])
         r["cuda_rel"], r["cuda_worst"] = compare_grads(ref_grads, names, os.path.join(work, "grads_cuda", "grads"),
                                       None, GRAD_ATOL, problems, "cuda")
-        if r["cuda_rel"] > CUDA_BOUND:
-            problems.append("CUDA emulation: gradient error %.3g > %g (%s)"
-                            % (r["cuda_rel"], CUDA_BOUND, r["cuda_worst"]))
+        # PyTorch's fp16 autocast on the same batch: the error mixed
+        # precision makes on this model. tcc may be within 2x of it + 1e-3,
+        # or within CUDA_BOUND where PyTorch's own error is far below that.
+        if "autocast" not in cache[name]:
+            cache[name]["autocast"] = worst_rel(ref_grads, torch_autocast_grads(name, feed))
+        r["torch16_rel"], r["torch16_worst"] = cache[name]["autocast"]
+        bound = max(CUDA_BOUND, 2 * r["torch16_rel"] + 1e-3)
+        if not r["cuda_rel"] <= bound:
+            problems.append("CUDA emulation: gradient error %.3g > %.3g (%s; PyTorch fp16 "
+                            "autocast's %.3g, %s)" % (r["cuda_rel"], bound, r["cuda_worst"],
+                                                      r["torch16_rel"], r["torch16_worst"]))
     r["problems"] = problems
     r["seconds"] = time.time() - t0
     return r
@@ -360,9 +402,9 @@ def main():
     torch.set_num_threads(1)
     import transformers
     print("torch %s, transformers %s" % (torch.__version__, transformers.__version__))
-    hdr = "%-8s %-11s %5s %5s %4s %5s %7s %9s %9s %9s %9s %9s %6s" % (
+    hdr = "%-8s %-11s %5s %5s %4s %5s %7s %9s %9s %9s %9s %9s %9s %6s" % (
         "model", "exporter", "opset", "nodes", "attn", "ops", "kernels", "loss rel", "grad rel",
-        "train rel", "ort rel", "cuda rel", "s")
+        "train rel", "ort rel", "cuda rel", "torch16", "s")
     print(hdr)
     passed = failed = 0
     rows = []
@@ -375,10 +417,11 @@ def main():
                 print("%-8s %-11s FAILED: %s" % (name, exporter, e))
                 failed += 1
                 continue
-            print("%-8s %-11s %5d %5d %4d %5d %7s %9.1e %9.1e %9.1e %9.1e %9.1e %6.1f" % (
+            print("%-8s %-11s %5d %5d %4d %5d %7s %9.1e %9.1e %9.1e %9.1e %9.1e %9.1e %6.1f" % (
                 name, exporter, r["opset"], r["nodes"], r["attention"], r["ops"],
                 "%d/%d" % (r["kernels"], r["step_ops"]), r["loss_rel"],
-                r["grad_rel"], r["train_rel"], r["ort_rel"], r["cuda_rel"], r["seconds"]))
+                r["grad_rel"], r["train_rel"], r["ort_rel"], r["cuda_rel"], r["torch16_rel"],
+                r["seconds"]))
             for prob in r["problems"]:
                 print("    " + prob)
             rows.append(dict(model=name, exporter=exporter, **r))
@@ -389,7 +432,8 @@ def main():
     print("nodes: ONNX nodes; attn: tcc.attention ops; ops: tcc ops in the training step; "
           "kernels: kernels/ops of the fused CPU step (--fusion-report)")
     print("grad rel / cuda rel = max |tcc - torch float64| / max |torch| per parameter, worst "
-          "parameter; train rel: final weights after 3 AdamW steps, relative (floor 0.1)")
+          "parameter; torch16: the same for PyTorch's fp16 autocast (CPU, GradScaler's scale) "
+          "on the batch; train rel: final weights after 3 AdamW steps, relative (floor 0.1)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
