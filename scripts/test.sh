@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The README's second command: set up, build, and run every test (the lit
-# suite and the ONNX backend node tests, through ctest).
+# The README's second command: set up, build, and run the tests (the lit
+# suite, the ONNX backend node tests and the end-to-end checks, through ctest).
 #
-#   bash scripts/test.sh                 everything, in build/
+#   bash scripts/test.sh                 the default tier, in build/ (CI's;
+#                                        under 10 minutes on 2 cores)
+#   bash scripts/test.sh --all           every test: also those labelled
+#                                        `long` (variants; docs/testing.md)
 #   bash scripts/test.sh --sanitize=address,undefined [-R REGEX]
 #       tcc, tcc-run and the tests' own programs built with those sanitizers
 #       (gcc's -fsanitize, halting on the first report) into build-sanitize/,
@@ -14,17 +17,20 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitize=""
 regex=""
+tier=(-LE long)
 while [ $# -gt 0 ]; do
   case "$1" in
     --sanitize=*) sanitize="${1#--sanitize=}"; shift ;;
     --sanitize) sanitize="address,undefined"; shift ;;
     -R) regex="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --all) tier=(); shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ -n "$sanitize" ]; then
   export TCC_SANITIZE="$sanitize"
+  tier=()  # its own selection below, variants included
   export TCC_BUILD_DIR="${TCC_BUILD_DIR:-$repo/build-sanitize}"
   # Leaks are not errors here (MLIR's and MPI's process-lifetime
   # allocations); everything else stops the program with a report.
@@ -36,4 +42,4 @@ bash "$repo/scripts/setup.sh"
 build="${TCC_BUILD_DIR:-$repo/build}"
 cd "$build"
 # Two tests at a time (most of them run two compilers at a time themselves).
-ctest --output-on-failure -j "${TCC_TEST_JOBS:-2}" ${regex:+-R "$regex"}
+ctest --output-on-failure -j "${TCC_TEST_JOBS:-2}" ${tier[@]+"${tier[@]}"} ${regex:+-R "$regex"}
