@@ -3,6 +3,7 @@
 #include "compiler/Import/OnnxImporter.h"
 
 #include "compiler/Dialect/TccOps.h"
+#include "compiler/Import/Composites.h"
 #include "compiler/Import/OnnxLocation.h"
 #include "compiler/Import/OnnxOpTable.h"
 #include "compiler/Import/Trainable.h"
@@ -744,6 +745,24 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                             return a.name() == required;
                           }))
     return error(loc) << opType << " needs its \"" << required << "\" attribute";
+
+  // Ops written as several tcc ops (Composites.h); an omitted optional input
+  // is a null operand.
+  if (isCompositeOp(opType)) {
+    SmallVector<Value> operands;
+    for (const std::string &in : node.input()) {
+      auto it = in.empty() ? values.end() : values.find(in);
+      if (!in.empty() && it == values.end())
+        return error(loc) << "input \"" << in << "\" is not defined before this "
+                          << "node (the graph must be topologically sorted)";
+      operands.push_back(in.empty() ? Value() : it->second);
+    }
+    FailureOr<Value> result = buildComposite(builder, loc, node, opset, operands);
+    if (failed(result))
+      return failure();
+    values[node.output(0)] = *result;
+    return success();
+  }
 
   // Operands, with the compile-time inputs turned into attributes.
   SmallVector<Value> operands;

@@ -91,6 +91,22 @@ const std::vector<OpSpec> &opTable() {
       {"RotaryEmbedding", RotaryEmbeddingOp::getOperationName(), 23, 1, {}},
       {"Attention", OnnxAttentionOp::getOperationName(), 23, 1, {}},
       {"Trilu", TriluOp::getOperationName(), 14, 1, {{1, "k", ConstKind::Int}}},
+      // Written as several tcc ops (Composites.h); the op named is the last.
+      {"Clip", WhereOp::getOperationName(), 6, 1, {}},
+      {"LeakyRelu", WhereOp::getOperationName(), 6, 1, {}},
+      {"PRelu", WhereOp::getOperationName(), 7, 1, {}},
+      {"ThresholdedRelu", WhereOp::getOperationName(), 10, 1, {}},
+      {"Elu", WhereOp::getOperationName(), 6, 1, {}},
+      {"Selu", MulOp::getOperationName(), 6, 1, {}},
+      {"Celu", WhereOp::getOperationName(), 12, 1, {}},
+      {"HardSigmoid", WhereOp::getOperationName(), 6, 1, {}},
+      {"HardSwish", MulOp::getOperationName(), 14, 1, {}},
+      {"Softsign", DivOp::getOperationName(), 1, 1, {}},
+      {"GlobalAveragePool", ReduceMeanOp::getOperationName(), 1, 1, {}},
+      {"ReduceSumSquare", ReduceSumOp::getOperationName(), 1, 1, {}},
+      {"ReduceL1", ReduceSumOp::getOperationName(), 1, 1, {}},
+      {"ReduceL2", SqrtOp::getOperationName(), 1, 1, {}},
+      {"Tile", ReshapeOp::getOperationName(), 6, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -107,13 +123,18 @@ ArrayRef<Arity> arityOf(StringRef op) {
     for (StringRef u : {"Sqrt", "Neg", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Relu",
                         "Reciprocal", "Abs", "Not", "Identity", "Cast", "Softmax",
                         "LogSoftmax", "Transpose", "ConstantOfShape", "Shape", "Gelu",
-                        "Sin", "Cos", "IsNaN", "Flatten"})
+                        "Sin", "Cos", "IsNaN", "Flatten", "LeakyRelu", "ThresholdedRelu",
+                        "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softsign",
+                        "GlobalAveragePool"})
       t[u] = {{0, 1, 1, 1, 1}};
     for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                         "And", "Or", "MatMul", "Gather", "Expand",
-                        "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike"})
+                        "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike",
+                        "PRelu", "Tile"})
       t[b] = {{0, 2, 2, 1, 1}};
     t["Where"] = {{0, 3, 3, 1, 1}};
+    t["Clip"] = {{0, 1, 1, 1, 1}, {11, 1, 3, 1, 1}};
+    t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};
     t["Gemm"] = {{0, 3, 3, 1, 1}, {11, 2, 3, 1, 1}};
     t["Reshape"] = {{0, 1, 1, 1, 1}, {5, 2, 2, 1, 1}};

@@ -716,6 +716,59 @@ case("squeeze_opset11_attr", at_opset(11, lambda g: g.weighted_sum(
 case("sce_opset12_2x5x3_mean_ignore_weights",
      at_opset(12, sce_case((2, 5, 3), "mean", 2, True)))
 
+
+# ONNX ops the importer writes as several tcc ops (compiler/Import/Composites.h):
+# their gradients are their parts', and at the kinks PyTorch's (the values
+# here stay away from the kinks, where finite differences say nothing).
+def act(op_type, shape=(3, 4), param=None, **attrs):
+    def build(g):
+        return g.weighted_sum([g.op(op_type, [g.param(shape, **(param or {"away": 0.05, "hi": 2.0}))],
+                                    **attrs)])
+    return build
+
+
+def away_from(g, shape, kinks, lo=-2.5, hi=2.5, gap=0.05):
+    """A parameter with values in [lo, hi] at least `gap` from each kink."""
+    vals = g.rand(shape, lo, hi)
+    for k in kinks:
+        near = np.abs(vals - k) < gap
+        vals = np.where(near, k + np.where(vals >= k, gap, -gap) * 2, vals)
+    return g.param_value(np.asarray(vals, np.float32))
+
+
+case("clip_const_bounds", lambda g: g.weighted_sum([g.op("Clip", [
+    away_from(g, (3, 4), [-0.6, 0.7]), g.const(np.float32(-0.6)), g.const(np.float32(0.7))])]))
+case("clip_param_bounds", lambda g: g.weighted_sum([g.op("Clip", [
+    away_from(g, (3, 4), [-0.5, 0.5]), g.param_value(np.float32(-0.5)),
+    g.param_value(np.float32(0.5))])]))
+case("clip_max_only", lambda g: g.weighted_sum([g.op("Clip", [
+    away_from(g, (3, 4), [0.4]), "", g.const(np.float32(0.4))])]))
+case("leakyrelu_alpha0.1", act("LeakyRelu", alpha=0.1))
+case("prelu_slope_per_channel", lambda g: g.weighted_sum([g.op("PRelu", [
+    g.param((2, 3, 4, 5), away=0.05, hi=2.0), g.param((3, 1, 1), lo=0.1, hi=0.5)])]))
+case("thresholdedrelu_alpha0.3", lambda g: g.weighted_sum([g.op(
+    "ThresholdedRelu", [away_from(g, (3, 4), [0.3])], alpha=0.3)]))
+case("elu_alpha0.7", act("Elu", alpha=0.7))
+case("selu", act("Selu"))
+case("celu_alpha1.5", act("Celu", alpha=1.5))
+case("hardsigmoid", lambda g: g.weighted_sum([g.op(
+    "HardSigmoid", [away_from(g, (3, 4), [-4.0 / 3, 2.0], -3.0, 3.0)], alpha=0.3, beta=0.4)]))
+case("hardswish", at_opset(14, lambda g: g.weighted_sum([g.op(
+    "HardSwish", [away_from(g, (3, 4), [-3.0, 3.0], -4.0, 4.0)])])))
+case("softsign", act("Softsign"))
+case("globalaveragepool", lambda g: g.weighted_sum([g.op(
+    "GlobalAveragePool", [g.param((2, 3, 4, 5))])]))
+case("reducesumsquare_axes1", lambda g: g.weighted_sum([g.op(
+    "ReduceSumSquare", [g.param((2, 3, 4))], axes=[1], keepdims=0)]))
+case("reducel1_axes0_2", lambda g: g.weighted_sum([g.op(
+    "ReduceL1", [g.param((2, 3, 4), away=0.05)], axes=[0, 2], keepdims=1)]))
+# (Opset 18's axes input is the node tests' (onnx-node-tests-opset18): this
+# check runs under Debian's onnx 1.12, whose checker stops at opset 17.)
+case("reducel2_axesm1", lambda g: g.weighted_sum([g.op(
+    "ReduceL2", [g.param((2, 3, 4), away=0.1)], axes=[-1], keepdims=0)]))
+case("tile_2x3", lambda g: g.weighted_sum([g.op(
+    "Tile", [g.param((2, 3)), g.const(np.array([2, 3], np.int64))])]))
+
 # ---------------------------------------------------------------------------
 # Runner
 # ---------------------------------------------------------------------------

@@ -75,7 +75,9 @@ SUPPORTED_OPS = (
     "Constant ConstantOfShape Shape Identity Dropout SoftmaxCrossEntropyLoss "
     "Less Greater And Or Reciprocal Abs "
     "Gelu LessOrEqual GreaterOrEqual Max Min Sin Cos IsNaN Pad GatherElements Trilu "
-    "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention"
+    "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention "
+    "Clip LeakyRelu PRelu ThresholdedRelu Elu Selu Celu HardSigmoid HardSwish Softsign "
+    "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -93,6 +95,10 @@ COMPILE_TIME_INPUTS = {
     "Expand": (1,),
     "ReduceSum": (1,),
     "ReduceMean": (1,),
+    "ReduceSumSquare": (1,),
+    "ReduceL1": (1,),
+    "ReduceL2": (1,),
+    "Tile": (1,),
     "Pad": (1, 2, 3),
     "Trilu": (1,),
     "Range": (0, 1, 2),

@@ -70,7 +70,7 @@ def main(outdir):
     open(os.path.join(outdir, "empty.onnx"), "wb").close()
 
     # An op tcc does not know.
-    save(model_of([helper.make_node("Celu", ["x"], ["y"], name="celu0")],
+    save(model_of([helper.make_node("Hardmax", ["x"], ["y"], name="hardmax0")],
                   [f32("x", [2])], [f32("y", [2])]), outdir, "unknown_op")
     # An op from another domain.
     m = model_of([helper.make_node("FusedGemm", ["x"], ["y"], name="fg", domain="com.microsoft")],

@@ -1,0 +1,42 @@
+//===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
+//
+// Activations, reductions and Tile, which ONNX itself defines through ops tcc
+// has (most of them as ONNX functions): the importer writes each such node as
+// those ops, so it folds, fuses, lowers to both targets and differentiates as
+// what it is made of, and no kernel or gradient rule is written twice.
+//
+// Where the composition has a kink, the select is written so that the
+// gradient there is PyTorch's: LeakyRelu's and PRelu's at 0 is the slope,
+// Elu's, Selu's and Celu's at 0 the left branch's, Clip's at either bound 0,
+// HardSigmoid's at its corners 0 (test/e2e/check_composite_kinks.py). One difference remains: ReduceL2's gradient
+// at an all-zero slice is NaN (PyTorch's norm gives 0 there).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TCC_COMPILER_IMPORT_COMPOSITES_H
+#define TCC_COMPILER_IMPORT_COMPOSITES_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+#include "mlir/Support/LLVM.h"
+
+namespace onnx {
+class NodeProto;
+}
+
+namespace mlir::tcc {
+
+/// Whether the importer writes `onnxOp` as a composition (buildComposite).
+bool isCompositeOp(StringRef onnxOp);
+
+/// Builds `node` (an op isCompositeOp names, at `opset`) from tcc ops at the
+/// builder's insertion point. `operands[i]` is null where the node omits its
+/// input i. Returns the node's one result, or failure after a diagnostic at
+/// `loc` (with nothing left built).
+FailureOr<Value> buildComposite(OpBuilder &builder, Location loc,
+                                const onnx::NodeProto &node, int64_t opset,
+                                ArrayRef<Value> operands);
+
+} // namespace mlir::tcc
+
+#endif // TCC_COMPILER_IMPORT_COMPOSITES_H

@@ -1,0 +1,91 @@
+"""Writes one small ONNX model per op that the importer writes as several tcc
+ops (compiler/Import/Composites.h), and the malformed ones it must refuse.
+
+Usage: /usr/bin/python3 make_composites.py OUTDIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def model(name, nodes, inputs, out_shape, outdir, opset=17, inits=(), out_type=TensorProto.FLOAT):
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", out_type, out_shape)],
+                              list(inits))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="make_composites.py")
+    m.ir_version = 8
+    onnx.save(m, os.path.join(outdir, name + ".onnx"))
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name], name=name + "_const",
+                            value=numpy_helper.from_array(np.asarray(array), name))
+
+
+def unary(outdir, op, shape=(2, 3), opset=17, out_shape=None, **attrs):
+    model(op.lower(), [helper.make_node(op, ["x"], ["y"], name="n", **attrs)], [f32("x", shape)],
+          out_shape or shape, outdir, opset)
+
+
+def main(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    unary(outdir, "LeakyRelu", alpha=0.2)
+    unary(outdir, "ThresholdedRelu", alpha=0.5)
+    unary(outdir, "Elu")
+    unary(outdir, "Selu")
+    unary(outdir, "Celu", alpha=2.0)
+    unary(outdir, "HardSigmoid")
+    unary(outdir, "HardSwish", opset=14)
+    unary(outdir, "Softsign")
+    unary(outdir, "GlobalAveragePool", shape=(2, 3, 4, 5), out_shape=(2, 3, 1, 1))
+    unary(outdir, "ReduceSumSquare", shape=(2, 3, 4), out_shape=(2, 4), axes=[1], keepdims=0)
+    unary(outdir, "ReduceL1", shape=(2, 3, 4), out_shape=(1, 1, 1))
+    model("reducel2_opset18", [const("axes", np.array([-1], np.int64)),
+                               helper.make_node("ReduceL2", ["x", "axes"], ["y"], name="n", keepdims=0)],
+          [f32("x", (2, 3, 4))], (2, 3), outdir, opset=18)
+    model("clip", [const("lo", np.float32(-1)), const("hi", np.float32(2)),
+                   helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="n")],
+          [f32("x", (2, 3))], (2, 3), outdir)
+    model("clip_max_only", [const("hi", np.float32(2)),
+                            helper.make_node("Clip", ["x", "", "hi"], ["y"], name="n")],
+          [f32("x", (2, 3))], (2, 3), outdir, opset=13)
+    model("clip_opset6", [helper.make_node("Clip", ["x"], ["y"], name="n", min=-1.0)],
+          [f32("x", (2, 3))], (2, 3), outdir, opset=6)
+    model("prelu", [helper.make_node("PRelu", ["x", "slope"], ["y"], name="n")],
+          [f32("x", (2, 3, 4, 5))], (2, 3, 4, 5), outdir,
+          inits=[numpy_helper.from_array(np.full((3, 1, 1), 0.25, np.float32), "slope")])
+    model("tile", [const("reps", np.array([2, 3], np.int64)),
+                   helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
+          [f32("x", (2, 3))], (4, 9), outdir)
+
+    # Refused, each with one diagnostic naming the node.
+    model("bad_tile_repeats_input", [helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
+          [f32("x", (2, 3)), helper.make_tensor_value_info("reps", TensorProto.INT64, [2])], (4, 9),
+          outdir)
+    model("bad_tile_repeats_zero", [const("reps", np.array([0, 3], np.int64)),
+                                    helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
+          [f32("x", (2, 3))], (0, 9), outdir)
+    model("bad_clip_vector_bound", [const("lo", np.array([0, 1], np.float32)),
+                                    helper.make_node("Clip", ["x", "lo"], ["y"], name="n")],
+          [f32("x", (2, 2))], (2, 2), outdir)
+    model("bad_clip_attr_opset13", [helper.make_node("Clip", ["x"], ["y"], name="n", min=0.0)],
+          [f32("x", (2, 3))], (2, 3), outdir, opset=13)
+    model("bad_prelu_slope", [helper.make_node("PRelu", ["x", "slope"], ["y"], name="n")],
+          [f32("x", (2, 3))], (2, 3), outdir,
+          inits=[numpy_helper.from_array(np.ones((4, 2, 3), np.float32), "slope")])
+    model("bad_elu_int", [helper.make_node("Elu", ["x"], ["y"], name="n")],
+          [helper.make_tensor_value_info("x", TensorProto.INT64, [2])], (2,), outdir,
+          out_type=TensorProto.INT64)
+    model("bad_gap_rank2", [helper.make_node("GlobalAveragePool", ["x"], ["y"], name="n")],
+          [f32("x", (2, 3))], (2, 3), outdir)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
