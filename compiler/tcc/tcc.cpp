@@ -26,6 +26,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -41,7 +42,9 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -144,8 +147,10 @@ static cl::opt<std::string> rematPolicy(
     cl::value_desc("policy"), cl::init("greedy"), cl::cat(tccCategory));
 static cl::opt<std::string> offload(
     "offload",
-    cl::desc("With --target=cuda: where state may live. none (default): all "
-             "on the device; auto: parameters' fp32 master weights and "
+    cl::desc("With --target=cuda: where state may live. Not given: on the "
+             "device, and where --mem-budget cannot be met there, as auto (with "
+             "--swap-activations=auto), which tcc says; none: all on the device "
+             "(an unmet budget is an error); auto: parameters' fp32 master weights and "
              "optimizer state, then gradient accumulators, in pinned host "
              "memory where that costs less than recomputation; optimizer or "
              "all: forced (all also moves the accumulators). The host updates "
@@ -879,9 +884,55 @@ static LogicalResult planStep(ModuleOp module, const Driver &d) {
   OwningOpRef<ModuleOp> compareModule;
   if (d.compareBudget)
     compareModule = module.clone();
-  PassManager planPm(&context);
-  addPlanPasses(planPm, d.budget);
-  if (failed(planPm.run(module)))
+  // The budget decides (issue 46): when the device alone cannot hold the
+  // step within --mem-budget, tcc plans it again with host memory allowed
+  // (--offload=auto --swap-activations=auto), unless either flag was given.
+  // Only the first plan's over-budget error is held back; every other
+  // diagnostic goes out as it comes.
+  const bool mayUseHost = d.budget > 0 && d.pipeline.target == "cuda" &&
+                          offload.getNumOccurrences() == 0 &&
+                          swapActivations.getNumOccurrences() == 0;
+  OwningOpRef<ModuleOp> beforePlan;
+  if (mayUseHost)
+    beforePlan = module.clone();
+  std::string overBudget;
+  LogicalResult planResult = failure();
+  {
+    std::optional<ScopedDiagnosticHandler> holdBack;
+    if (mayUseHost)
+      holdBack.emplace(&context, [&](Diagnostic &diag) -> LogicalResult {
+        std::string text = diag.str();
+        if (diag.getSeverity() != DiagnosticSeverity::Error || !overBudget.empty() ||
+            !StringRef(text).starts_with("the step needs ") ||
+            text.find(" but the budget is ") == std::string::npos)
+          return failure(); // not ours: the next handler prints it
+        overBudget = text;
+        return success();
+      });
+    PassManager planPm(&context);
+    addPlanPasses(planPm, d.budget);
+    planResult = planPm.run(module);
+  }
+  if (failed(planResult) && !overBudget.empty()) {
+    long long needed = 0;
+    std::sscanf(overBudget.c_str(), "the step needs %lld", &needed);
+    llvm::errs() << "tcc: the device alone cannot hold this step within --mem-budget="
+                 << memBudget << " (it needs " << needed
+                 << " bytes); planning it again with master weights, optimizer state, "
+                    "gradient accumulators and activations allowed in host memory "
+                    "(--offload=auto --swap-activations=auto; --offload=none refuses "
+                    "instead)\n";
+    module.getBodyRegion().takeBody(beforePlan->getBodyRegion());
+    module->setAttrs((*beforePlan)->getAttrDictionary());
+    tcc::PipelineConfig config = d.pipeline;
+    config.budget = d.budget;
+    config.offload = "auto";
+    config.swapActivations = "auto";
+    PassManager retry(&context);
+    tcc::buildPlanPipeline(retry, config);
+    planResult = retry.run(module);
+  }
+  if (failed(planResult))
     return failure();
   // The plan passes recorded the target (tcc-set-target) and the plan; the
   // reports, the plot, the weights and the build read them from the IR.
