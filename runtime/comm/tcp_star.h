@@ -14,7 +14,12 @@
 // id names rank 0's port, as NCCL's names its bootstrap address).
 //
 // Every wait is bounded: a peer that never connects, or stops sending,
-// ends the call with a message after `timeout` seconds.
+// ends the call with a message after `timeout` seconds. Rank 0 listens only
+// on the address it was given (MASTER_ADDR), and a connection that is not a
+// rank of this launch (its hello's token, from TCC_WORLD_TOKEN or
+// torchrun's TORCHELASTIC_RUN_ID, differs; or another protocol version) is
+// told so and dropped: it can neither end the world nor take a rank. On a
+// network others share, set TCC_WORLD_TOKEN to a secret on every rank.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_RUNTIME_COMM_TCP_STAR_H
@@ -25,6 +30,9 @@
 #include <chrono>
 #include <cstdint>
 #include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -45,9 +53,13 @@ public:
   Star &operator=(const Star &) = delete;
   ~Star() { close(); }
 
-  /// Rank 0 only, before open(): listens on `port` of every address (0: a
-  /// free port, which port() then says). Returns "" or why not.
-  std::string listen(int port) {
+  /// Rank 0 only, before open(): listens on `port` (0: a free port, which
+  /// port() then says) of `host`'s address (MASTER_ADDR: nothing else on the
+  /// machine's other interfaces reaches the rendezvous), or of every
+  /// address when `host` is empty. Returns "" or why not.
+  std::string listen(int port, const std::string &host = "") {
+    if (!host.empty())
+      return listenOn(host, port);
     // Every address, IPv6 and IPv4 on one socket where the machine has
     // IPv6, else IPv4's.
     int one = 1, zero = 0;
@@ -80,6 +92,46 @@ public:
         return errno == EADDRINUSE ? "port " + std::to_string(port) + " is in use by another process"
                                    : errnoText("binding port " + std::to_string(port));
     }
+    return finishListen();
+  }
+
+  /// Listens on `port` of the first of `host`'s addresses that binds.
+  std::string listenOn(const std::string &host, int port) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0)
+      return "cannot resolve " + host + ": " + ::gai_strerror(rc);
+    std::string err = "no address";
+    for (addrinfo *a = res; a; a = a->ai_next) {
+      int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        err = errnoText("socket");
+        continue;
+      }
+      int one = 1;
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        listen_ = fd;
+        break;
+      }
+      const int why = errno;
+      ::close(fd);
+      err = why == EADDRINUSE ? "port " + std::to_string(port) + " is in use by another process"
+            : why == EADDRNOTAVAIL
+                ? host + " is not an address of this machine (rank 0 listens on MASTER_ADDR, so it must be rank 0's own address)"
+                : "binding " + host + ":" + std::to_string(port) + ": " + std::strerror(why);
+      if (why == EADDRINUSE)
+        break;
+    }
+    ::freeaddrinfo(res);
+    if (listen_ < 0)
+      return err;
+    return finishListen();
+  }
+
+  std::string finishListen() {
     if (::listen(listen_, 128) != 0)
       return errnoText("listen");
     sockaddr_storage a{};
@@ -90,6 +142,21 @@ public:
     return "";
   }
   int port() const { return port_; }
+
+  /// The launch's token: a digest of TCC_WORLD_TOKEN, else of torchrun's
+  /// TORCHELASTIC_RUN_ID, else 0. Every rank of one launch has the same, so
+  /// a process of another launch (or a stranger) cannot take a rank.
+  static uint64_t launchToken() {
+    const char *t = std::getenv("TCC_WORLD_TOKEN");
+    if (!t || !*t)
+      t = std::getenv("TORCHELASTIC_RUN_ID");
+    if (!t || !*t)
+      return 0;
+    uint64_t h = 0xcbf29ce484222325ull; // FNV-1a
+    for (const char *c = t; *c; ++c)
+      h = (h ^ static_cast<unsigned char>(*c)) * 0x100000001b3ull;
+    return h;
+  }
 
   /// Joins the star of `size` ranks as `rank`: rank 0 accepts the others
   /// (after listen()), the others connect to host:port, retrying until
@@ -104,7 +171,7 @@ public:
     timeout_ = timeout;
     const auto deadline = clock::now() + seconds(timeout);
     if (rank == 0)
-      return accept(port, deadline);
+      return accept(host, port, deadline);
     std::string last = "no attempt";
     while (clock::now() < deadline) {
       int fd = -1;
@@ -117,7 +184,7 @@ public:
         continue;
       }
       noDelay(fd);
-      Hello hello{kMagic, kVersion, rank, size};
+      Hello hello{kMagic, kVersion, rank, size, launchToken()};
       Answer answer{};
       err = writeAll(fd, &hello, sizeof hello, deadline);
       if (err.empty())
@@ -236,11 +303,19 @@ private:
 
   // The handshake: a rank's hello, rank 0's answer.
   static constexpr uint32_t kMagic = 0x2a434354; // "TCC*"
-  static constexpr uint32_t kVersion = 1;
-  enum : int32_t { kAccepted = 0, kWrongVersion = 1, kWrongSize = 2, kDuplicate = 3, kBadRank = 4 };
+  static constexpr uint32_t kVersion = 2; // 2: the launch token
+  enum : int32_t {
+    kAccepted = 0,
+    kWrongVersion = 1,
+    kWrongSize = 2,
+    kDuplicate = 3,
+    kBadRank = 4,
+    kWrongLaunch = 5
+  };
   struct Hello {
     uint32_t magic, version;
     int32_t rank, size;
+    uint64_t token; // launchToken()
   };
   struct Answer {
     uint32_t magic;
@@ -253,6 +328,9 @@ private:
     case kWrongSize:
       return "refused: this rank has WORLD_SIZE=" + std::to_string(size) + ", rank 0 has " +
              std::to_string(a.size);
+    case kWrongLaunch:
+      return "refused: this process is not of rank 0's launch (TCC_WORLD_TOKEN or "
+             "TORCHELASTIC_RUN_ID differs)";
     case kDuplicate:
       return "refused: another process joined already as rank " + std::to_string(rank) +
              " (two processes with the same RANK)";
@@ -263,31 +341,48 @@ private:
   }
 
   /// Rank 0: accepts the other ranks. A connection that says nothing within
-  /// a few seconds, or is not a tcc rank, is dropped and does not count.
-  std::string accept(int port, clock::time_point deadline) {
+  /// a few seconds, or is not a tcc rank, is dropped and does not count; so
+  /// is one of another launch (its token differs) or of another version of
+  /// this protocol, which is told so and named on stderr: a stranger cannot
+  /// end or join the world. A rank of this launch told another world size
+  /// ends it at once, on both sides.
+  std::string accept(const std::string &host, int port, clock::time_point deadline) {
     if (listen_ < 0)
-      if (std::string err = listen(port); !err.empty())
+      if (std::string err = listen(port, host); !err.empty())
         return err;
     peers_.assign(static_cast<size_t>(size_), -1);
     std::string duplicates; // ranks a second process claimed too
+    std::string strangers;  // connections dropped, for the timeout's message
+    const uint64_t token = launchToken();
     for (int joined = 1; joined < size_;) {
       if (std::string err = waitFor(listen_, POLLIN, deadline); !err.empty())
         return "waiting for " + std::to_string(size_ - joined) + " of " + std::to_string(size_ - 1) +
                " ranks to connect to port " + std::to_string(port_) + ": " + err +
-               (duplicates.empty() ? "" : " (a second process claimed rank" + duplicates + ": two with the same RANK?)");
+               (duplicates.empty() ? "" : " (a second process claimed rank" + duplicates + ": two with the same RANK?)") +
+               (strangers.empty() ? "" : " (dropped:" + strangers + ")");
       // Non-blocking, as every wait here is bounded by poll().
-      int fd = ::accept4(listen_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage from{};
+      socklen_t fromLen = sizeof from;
+      int fd = ::accept4(listen_, reinterpret_cast<sockaddr *>(&from), &fromLen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0)
         continue;
       Hello h{};
       const auto helloBy = std::min(deadline, clock::now() + seconds(kHelloSeconds));
-      if (!readAll(fd, &h, sizeof h, helloBy).empty() || h.magic != kMagic) {
+      // The fixed part first: another version's hello may be shorter.
+      constexpr size_t kFixed = offsetof(Hello, token);
+      if (!readAll(fd, &h, kFixed, helloBy).empty() || h.magic != kMagic) {
         ::close(fd);
         continue; // not one of ours
       }
       Answer a{kMagic, kAccepted, size_};
       if (h.version != kVersion)
         a.status = kWrongVersion;
+      else if (!readAll(fd, reinterpret_cast<char *>(&h) + kFixed, sizeof h - kFixed, helloBy).empty()) {
+        ::close(fd);
+        continue;
+      } else if (h.token != token)
+        a.status = kWrongLaunch;
       else if (h.size != size_)
         a.status = kWrongSize;
       else if (h.rank <= 0 || h.rank >= size_)
@@ -297,14 +392,20 @@ private:
       (void)writeAll(fd, &a, sizeof a, helloBy);
       if (a.status != kAccepted) {
         ::close(fd);
-        if (a.status == kWrongSize || a.status == kWrongVersion) {
+        if (a.status == kWrongSize) {
           ::close(listen_);
           listen_ = -1;
-          return a.status == kWrongSize ? "rank " + std::to_string(h.rank) + " has WORLD_SIZE=" +
-                                              std::to_string(h.size) + ", rank 0 has " +
-                                              std::to_string(size_)
-                                        : "rank " + std::to_string(h.rank) +
-                                              " runs another version of tcc-run's rendezvous";
+          return "rank " + std::to_string(h.rank) + " has WORLD_SIZE=" + std::to_string(h.size) +
+                 ", rank 0 has " + std::to_string(size_);
+        }
+        if (a.status == kWrongVersion || a.status == kWrongLaunch) {
+          std::string who = peerName(from) + (a.status == kWrongVersion
+                                                  ? " (another version of tcc-run's rendezvous)"
+                                                  : " (not this launch: its token differs)");
+          std::fprintf(stderr, "tcc-run: warning: rank 0: dropped a connection from %s claiming rank %d\n",
+                       who.c_str(), h.rank);
+          strangers += " " + who;
+          continue; // the world can still meet
         }
         if (a.status == kDuplicate)
           duplicates += " " + std::to_string(h.rank);
@@ -317,6 +418,16 @@ private:
     ::close(listen_);
     listen_ = -1;
     return "";
+  }
+
+  /// A peer's address as text.
+  static std::string peerName(const sockaddr_storage &a) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (a.ss_family == AF_INET)
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in &>(a).sin_addr, text, sizeof text);
+    else if (a.ss_family == AF_INET6)
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr, text, sizeof text);
+    return text;
   }
 
   /// One attempt to connect to host:port (every address it resolves to,

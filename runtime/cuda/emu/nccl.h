@@ -206,7 +206,7 @@ inline ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     return ncclSuccess;
   }
   auto star = std::make_unique<tcc::net::Star>();
-  if (std::string err = star->listen(0); !err.empty()) {
+  if (std::string err = star->listen(0, "127.0.0.1"); !err.empty()) {
     std::fprintf(stderr, "tcc CUDA emulation: NCCL: %s\n", err.c_str());
     return ncclSystemError;
   }

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""The rendezvous of a world launched without MPI (torchrun's variables), on
+a CUDA-emulation step of the demo GPT: what a stranger on the network can and
+cannot do to it (issue 47), runtime/comm/tcp_star.h.
+
+  meets      two ranks (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) train
+             two SGD steps together, NCCL (emulated) summing the gradients;
+  strangers  before the real rank 1 connects, two strangers do: one with
+             another launch's token (TCC_WORLD_TOKEN differs) claiming rank
+             1, one speaking version 1 of the protocol. Each is answered
+             with its refusal (kWrongLaunch, kWrongVersion) and dropped,
+             rank 0 names each on stderr, and the real rank 1 then joins and
+             the world trains; before this, either ended rank 0 or took
+             rank 1;
+  size       a rank of the same launch told another WORLD_SIZE: both ranks
+             refused within seconds, each naming the sizes;
+  address    rank 0 listens on MASTER_ADDR only: with MASTER_ADDR=127.0.0.1,
+             the machine's other address (if it has one) refuses the
+             connection; a MASTER_ADDR that is not this machine's is refused
+             by rank 0 with a message naming it.
+
+Usage: python3 check_rendezvous.py --tcc TCC --tcc-run TCC_RUN --workdir DIR
+Exit 0 when everything holds.
+"""
+import argparse
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+MAGIC, VERSION = 0x2A434354, 2
+WRONG_VERSION, WRONG_LAUNCH = 1, 5
+problems = []
+
+
+def fail(msg):
+    problems.append(msg)
+    print("FAIL: " + msg)
+
+
+def fnv(text):
+    h = 0xCBF29CE484222325
+    for b in text.encode():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank, size, port, addr="127.0.0.1", token="launch-A", **more):
+    e = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(size), LOCAL_RANK=str(rank),
+             MASTER_ADDR=addr, MASTER_PORT=str(port), TCC_WORLD_TOKEN=token)
+    e["TCC_COMM_TIMEOUT"] = "30"
+    e.update(more)
+    for k in ("TCC_NCCL", "TORCHELASTIC_USE_AGENT_STORE", "TCC_MASTER_PORT", "OMPI_COMM_WORLD_SIZE",
+              "PMI_SIZE"):
+        e.pop(k, None)
+    return e
+
+
+def start(cmd, env):
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def finish(procs, timeout=90):
+    out = []
+    for p in procs:
+        try:
+            out.append((p.wait(timeout=timeout), p.stdout.read()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out.append((None, p.stdout.read()))
+    return out
+
+
+def hello(port, payload, deadline=20.0):
+    """Connects to rank 0 (retrying while it starts), sends `payload`,
+    returns the 12-byte answer as (magic, status, size), or None."""
+    t0 = time.time()
+    while time.time() - t0 < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(payload)
+                data = b""
+                while len(data) < 12:
+                    chunk = s.recv(12 - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+                return struct.unpack("<Iii", data) if len(data) == 12 else None
+        except (ConnectionRefusedError, socket.timeout, OSError):
+            time.sleep(0.1)
+    return None
+
+
+def other_address():
+    """This machine's address on its default route, if it has one."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # sends nothing
+            a = s.getsockname()[0]
+            return None if a.startswith("127.") else a
+    except OSError:
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tcc", required=True)
+    ap.add_argument("--tcc-run", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    step = os.path.join(args.workdir, "sgd.so")
+    r = subprocess.run([args.tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cuda",
+                        "--cuda-emulation", "--optimizer=sgd", "-o", step],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        print(r.stdout)
+        return 1
+    cmd = [args.tcc_run, step, "--steps", "2", "--lr", "1e-2", "--data",
+           os.path.join(REPO, "examples", "data", "train.bin"), "--seed", "3"]
+
+    # meets, with two strangers first.
+    port = free_port()
+    r0 = start(cmd, rank_env(0, 2, port))
+    intruder = hello(port, struct.pack("<IIiiQ", MAGIC, VERSION, 1, 2, fnv("intruder")))
+    old = hello(port, struct.pack("<IIii", MAGIC, 1, 1, 2))
+    r1 = start(cmd, rank_env(1, 2, port))
+    (c0, o0), (c1, o1) = finish([r0, r1])
+    if intruder is None or intruder[1] != WRONG_LAUNCH:
+        fail("a stranger with another launch's token: answered %r, not %d" % (intruder, WRONG_LAUNCH))
+    if old is None or old[1] != WRONG_VERSION:
+        fail("a stranger speaking version 1: answered %r, not %d" % (old, WRONG_VERSION))
+    dropped = [ln for ln in o0.splitlines() if "dropped a connection from" in ln]
+    if c0 != 0 or c1 != 0 or len(dropped) != 2 or "gradients summed with NCCL" not in o0:
+        fail("the world after two strangers: exits %s %s, rank 0: %r" % (c0, c1, o0[-800:]))
+    else:
+        print("strangers: another launch's hello (status %d) and a version-1 hello (status %d) "
+              "dropped; the real rank 1 joined and the world trained:\n  %s"
+              % (intruder[1], old[1], "\n  ".join(dropped)))
+
+    # size: a rank of this launch told WORLD_SIZE=3.
+    port = free_port()
+    t0 = time.time()
+    (c0, o0), (c1, o1) = finish([start(cmd, rank_env(0, 2, port)), start(cmd, rank_env(1, 3, port))], 60)
+    took = time.time() - t0
+    if c0 in (0, None) or c1 in (0, None) or "WORLD_SIZE=3" not in o0 or "WORLD_SIZE=3" not in o1 \
+            or took > 20:
+        fail("ranks told WORLD_SIZE 2 and 3: exits %s %s after %.1f s: %r / %r"
+             % (c0, c1, took, o0[-300:], o1[-300:]))
+    else:
+        print("size: ranks told WORLD_SIZE 2 and 3 both refused in %.1f s" % took)
+
+    # address: rank 0 listens on MASTER_ADDR only.
+    port = free_port()
+    r0 = start(cmd, rank_env(0, 2, port, TCC_COMM_TIMEOUT="4"))
+    t0 = time.time()
+    while time.time() - t0 < 20:  # until rank 0 listens (a silent connection: it drops it)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    addr = other_address()
+    if addr:
+        try:
+            with socket.create_connection((addr, port), timeout=3):
+                reached = True
+        except OSError:
+            reached = False
+    (c0, o0), = finish([r0], 60)
+    if addr and reached:
+        fail("address: rank 0 with MASTER_ADDR=127.0.0.1 accepted a connection on %s" % addr)
+    elif addr:
+        print("address: MASTER_ADDR=127.0.0.1, a connection to %s:%d refused" % (addr, port))
+    else:
+        print("address: skipped the other-interface check (this machine has no non-loopback address)")
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=rank_env(0, 2, free_port(), addr="198.51.100.77"), timeout=60)
+    if p.returncode == 0 or "198.51.100.77 is not an address of this machine" not in p.stdout:
+        fail("a MASTER_ADDR of another machine on rank 0: exit %d, %r" % (p.returncode, p.stdout[-400:]))
+    else:
+        print("address: MASTER_ADDR=198.51.100.77 on rank 0 refused: %s"
+              % next(ln for ln in p.stdout.splitlines() if "error" in ln)[:200])
+
+    print("%d problem(s)" % len(problems) if problems else "all held")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
