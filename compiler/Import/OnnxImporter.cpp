@@ -33,6 +33,35 @@ using namespace mlir;
 using namespace mlir::tcc;
 using namespace mlir::tcc::onnx_ops;
 
+/// What to tell a user whose --frozen, --trainable or --shape names no
+/// `what` of the model: the name they most likely meant (the same name under
+/// a prefix an exporter added, such as tcc_export's "m.", or the closest
+/// spelling), else a few of the names there are.
+static std::string suggestName(StringRef wanted, ArrayRef<std::string> names, StringRef what) {
+  std::string best;
+  unsigned bestDistance = std::max<unsigned>(2, wanted.size() / 4) + 1;
+  for (const std::string &n : names) {
+    StringRef name(n);
+    if (name.ends_with(wanted) && name.size() > wanted.size() &&
+        name.drop_back(wanted.size()).ends_with("."))
+      return "; did you mean \"" + n + "\"?";
+    unsigned d = name.edit_distance(wanted, /*AllowReplacements=*/true, bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = n;
+    }
+  }
+  if (!best.empty())
+    return "; did you mean \"" + best + "\"?";
+  if (names.empty())
+    return "; it has none";
+  std::string list;
+  for (size_t i = 0; i < names.size() && i < 4; ++i)
+    list += (i ? ", \"" : "\"") + names[i] + "\"";
+  return "; its " + what.str() + (names.size() > 4 ? " include " : " are ") + list +
+         (names.size() > 4 ? " (" + std::to_string(names.size()) + " in all)" : "");
+}
+
 //===----------------------------------------------------------------------===//
 // Tensors and types
 //===----------------------------------------------------------------------===//
@@ -441,11 +470,16 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
                 "--allow-unrecorded trains the initializers as they are";
     }
   }
+  std::vector<std::string> floatInitializers;
+  for (const onnx::TensorProto &t : graph.initializer())
+    if (roles.count(t.name()))
+      floatInitializers.push_back(t.name());
   for (const auto &n : options.trainable)
     if (!roles.count(n.getKey()))
       return error(loc) << "--trainable: the model has no floating-point "
                            "initializer named \""
-                        << n.getKey() << "\"";
+                        << n.getKey() << "\""
+                        << suggestName(n.getKey(), floatInitializers, "floating-point initializers");
   for (const auto &n : metadataNames)
     if (!roles.count(n.getKey()))
       return error(loc) << "the model's " << kTrainableMetadataKey
@@ -504,17 +538,19 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
     if (!frozenSeen.contains(f.getKey()))
       return error(loc) << "--frozen: the model has no floating-point "
                            "initializer named \""
-                        << f.getKey() << "\"";
+                        << f.getKey() << "\""
+                        << suggestName(f.getKey(), floatInitializers, "floating-point initializers");
 
   // Graph inputs that are not initializers are the step's data inputs.
   llvm::StringSet<> inputNames;
+  std::vector<std::string> inputList;
   for (const onnx::ValueInfoProto &in : graph.input())
-    if (!initNames.contains(in.name()))
-      inputNames.insert(in.name());
+    if (!initNames.contains(in.name()) && inputNames.insert(in.name()).second)
+      inputList.push_back(in.name());
   for (const auto &s : options.inputShapes)
     if (!inputNames.contains(s.getKey()))
       return error(loc) << "--shape: the model has no graph input named \""
-                        << s.getKey() << "\"";
+                        << s.getKey() << "\"" << suggestName(s.getKey(), inputList, "inputs");
   for (const onnx::ValueInfoProto &in : graph.input()) {
     if (initNames.contains(in.name()))
       continue;

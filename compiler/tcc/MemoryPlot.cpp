@@ -1149,9 +1149,10 @@ std::string render(const std::vector<MemoryPlan> &plans, bool html) {
            "svg.tcc-memory-plot{display:block;width:100%;height:auto;"
            "max-height:calc(100vh - 44px)}\n";
     out += kStyle;
-    out += "</style>\n</head>\n<body>\n<header><h1>tcc memory plan</h1>"
-           "<p>Device memory over one training step's schedule, stacked by "
-           "category";
+    bool device = std::any_of(plans.begin(), plans.end(), [](const MemoryPlan &p) { return p.device; });
+    out += "</style>\n</head>\n<body>\n<header><h1>tcc memory plan</h1><p>";
+    out += device ? "Device memory" : "Memory (the CPU step's arena)";
+    out += " over one training step's schedule, stacked by category";
     if (plans.size() > 1)
       out += "; the plans share one byte scale";
     out += ". Hover an area or an arena block for its size and ONNX "

@@ -40,6 +40,7 @@ struct PlannedValue {
 struct MemoryPlan {
   std::string title;  // e.g. "model.onnx, --mem-budget=3G, cuda"
   int64_t budget = 0; // --mem-budget in bytes; 0: none
+  bool device = true; // a GPU's memory (--target=cuda); false: the CPU's
   /// The pinned host memory of tcc --offload (not on the device, so not in
   /// the plot's areas): its bytes, and what it holds in words; 0: none.
   int64_t hostBytes = 0;

@@ -491,6 +491,8 @@ static tcc::plot::MemoryPlan plotData(func::FuncOp func, int64_t floatBytes,
   tcc::plot::MemoryPlan plan;
   plan.title = title.str();
   plan.budget = budget;
+  tcc::TargetAttr targetAttr = tcc::TargetAttr::of(func);
+  plan.device = !targetAttr || targetAttr.isCuda();
   if (tcc::TiersAttr tiers = tcc::TiersAttr::of(func); tiers && layout.getHostBytes() > 0) {
     plan.hostBytes = layout.getHostBytes();
     plan.hostNote = "master weights and optimizer state of " +
