@@ -43,6 +43,7 @@ const Composite kComposites[] = {
     {"ReduceL1", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceL2", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"Tile", {}},
+    {"CumSum", {"exclusive", "reverse"}},
 };
 
 const Composite *lookup(StringRef op) {
@@ -107,6 +108,15 @@ public:
     Operation *c = b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, ArrayRef<Attribute>(a)));
     built.push_back(c);
     return c->getResult(0);
+  }
+
+  /// A constant tensor.
+  Value constant(DenseElementsAttr value) {
+    if (failedAlready)
+      return fail();
+    Operation *op = b.create<ConstantOp>(loc, value.getType(), value);
+    built.push_back(op);
+    return op->getResult(0);
   }
 
   Value where(Value cond, Value x, Value y) { return make<WhereOp>({cond, x, y}); }
@@ -183,7 +193,7 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
   Value in1 = operands.size() > 1 ? operands[1] : Value();
   Value in2 = operands.size() > 2 ? operands[2] : Value();
   bool isActivation = opType != "Clip" && opType != "Tile" && !opType.starts_with("Reduce") &&
-                      opType != "GlobalAveragePool";
+                      opType != "GlobalAveragePool" && opType != "CumSum";
   if (isActivation && !isa<FloatType>(elt))
     return emitError(loc) << opType << " needs a floating-point input; this one is " << type;
 
@@ -200,6 +210,22 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     return emitError(loc) << "GlobalAveragePool needs an input of rank 3 or more (N, C, D1...); "
                              "this one is "
                           << type;
+  std::optional<int64_t> cumAxis;
+  if (opType == "CumSum") {
+    std::optional<SmallVector<int64_t>> axis = constInts(in1);
+    if (!axis || axis->size() != 1)
+      return emitError(loc) << "CumSum's axis must be a compile-time scalar";
+    cumAxis = normalizeAxis((*axis)[0], type.getRank());
+    if (!cumAxis)
+      return emitError(loc) << "CumSum's axis " << (*axis)[0] << " is out of range for " << type;
+    int64_t n = type.getDimSize(*cumAxis), rest = 1;
+    for (int64_t d = *cumAxis + 1; d < type.getRank(); ++d)
+      rest *= type.getDimSize(d);
+    if (n > 8192 || n * n * rest > (int64_t(1) << 26))
+      return emitError(loc) << "CumSum over an axis of " << n << " elements of " << type
+                            << " is not supported: tcc writes it as a masked sum of n x n "
+                               "products (at most 8192 along the axis and 2^26 products a row)";
+  }
   std::optional<SmallVector<int64_t>> repeats;
   if (opType == "Tile") {
     repeats = constInts(in1);
@@ -339,6 +365,33 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     result = c.make<ReduceSumOp>({term}, *attrs);
     if (opType == "ReduceL2")
       result = c.make<SqrtOp>({result});
+  } else if (opType == "CumSum") {
+    // out[.., i, ..] = sum over j of x[.., j, ..] * M[j, i], M a constant
+    // 0/1 mask (j <= i; j < i when exclusive; reversed when reverse): exact
+    // for integers (position ids from a mask), and differentiable as a
+    // product and a sum. x gains the axis i after its axis j; M is [n, n]
+    // followed by ones for x's later axes, so it broadcasts.
+    int64_t axis = *cumAxis, n = type.getDimSize(axis);
+    bool exclusive = attrI("exclusive", 0) != 0, reverse = attrI("reverse", 0) != 0;
+    SmallVector<int64_t> maskShape = {n, n};
+    for (int64_t d = axis + 1; d < type.getRank(); ++d)
+      maskShape.push_back(1);
+    auto maskType = RankedTensorType::get(maskShape, elt);
+    SmallVector<Attribute> bits;
+    bits.reserve(n * n);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < n; ++i) {
+        bool in = reverse ? (exclusive ? j > i : j >= i) : (exclusive ? j < i : j <= i);
+        bits.push_back(isa<FloatType>(elt) ? Attribute(FloatAttr::get(elt, in ? 1.0 : 0.0))
+                                           : Attribute(IntegerAttr::get(elt, in ? 1 : 0)));
+      }
+    Value mask = c.constant(DenseElementsAttr::get(maskType, bits));
+    Value xj = c.make<UnsqueezeOp>(
+        {x}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({axis + 1}))});
+    Value products = c.mul(xj, mask);
+    result = c.make<ReduceSumOp>(
+        {products}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({axis})),
+                     builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(0))});
   } else { // Tile: x reshaped to [1, d0, 1, d1, ...], expanded, merged.
     if (llvm::all_of(*repeats, [](int64_t r) { return r == 1; }))
       return c.finish(x);

@@ -107,6 +107,7 @@ const std::vector<OpSpec> &opTable() {
       {"ReduceL1", ReduceSumOp::getOperationName(), 1, 1, {}},
       {"ReduceL2", SqrtOp::getOperationName(), 1, 1, {}},
       {"Tile", ReshapeOp::getOperationName(), 6, 1, {}},
+      {"CumSum", ReduceSumOp::getOperationName(), 11, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -130,7 +131,7 @@ ArrayRef<Arity> arityOf(StringRef op) {
     for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                         "And", "Or", "MatMul", "Gather", "Expand",
                         "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike",
-                        "PRelu", "Tile"})
+                        "PRelu", "Tile", "CumSum"})
       t[b] = {{0, 2, 2, 1, 1}};
     t["Where"] = {{0, 3, 3, 1, 1}};
     t["Clip"] = {{0, 1, 1, 1, 1}, {11, 1, 3, 1, 1}};

@@ -766,6 +766,10 @@ case("reducel1_axes0_2", lambda g: g.weighted_sum([g.op(
 # check runs under Debian's onnx 1.12, whose checker stops at opset 17.)
 case("reducel2_axesm1", lambda g: g.weighted_sum([g.op(
     "ReduceL2", [g.param((2, 3, 4), away=0.1)], axes=[-1], keepdims=0)]))
+case("cumsum_axis1", lambda g: g.weighted_sum([g.op(
+    "CumSum", [g.param((2, 5, 3)), g.const(np.int64(1))])]))
+case("cumsum_axism1_exclusive_reverse", lambda g: g.weighted_sum([g.op(
+    "CumSum", [g.param((3, 4)), g.const(np.int32(-1))], exclusive=1, reverse=1)]))
 case("tile_2x3", lambda g: g.weighted_sum([g.op(
     "Tile", [g.param((2, 3)), g.const(np.array([2, 3], np.int64))])]))
 

@@ -65,6 +65,14 @@ def main(outdir):
                    helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
           [f32("x", (2, 3))], (4, 9), outdir)
 
+    model("cumsum", [const("axis", np.int64(1)),
+                     helper.make_node("CumSum", ["ids", "axis"], ["y"], name="n", exclusive=1)],
+          [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 3])], (2, 3), outdir,
+          out_type=TensorProto.INT64)
+    model("bad_cumsum_axis_input", [helper.make_node("CumSum", ["x", "axis"], ["y"], name="n")],
+          [f32("x", (2, 3)), helper.make_tensor_value_info("axis", TensorProto.INT64, [])], (2, 3),
+          outdir)
+
     # Refused, each with one diagnostic naming the node.
     model("bad_tile_repeats_input", [helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
           [f32("x", (2, 3)), helper.make_tensor_value_info("reps", TensorProto.INT64, [2])], (4, 9),
