@@ -44,6 +44,9 @@ const Composite kComposites[] = {
     {"ReduceL2", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"Tile", {}},
     {"CumSum", {"exclusive", "reverse"}},
+    {"GatherND", {"batch_dims"}},
+    {"ScatterND", {"reduction"}},
+    {"ScatterElements", {"axis", "reduction"}},
 };
 
 const Composite *lookup(StringRef op) {
@@ -193,7 +196,9 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
   Value in1 = operands.size() > 1 ? operands[1] : Value();
   Value in2 = operands.size() > 2 ? operands[2] : Value();
   bool isActivation = opType != "Clip" && opType != "Tile" && !opType.starts_with("Reduce") &&
-                      opType != "GlobalAveragePool" && opType != "CumSum";
+                      opType != "GlobalAveragePool" && opType != "CumSum" &&
+                      opType != "GatherND" && opType != "ScatterND" &&
+                      opType != "ScatterElements";
   if (isActivation && !isa<FloatType>(elt))
     return emitError(loc) << opType << " needs a floating-point input; this one is " << type;
 
@@ -225,6 +230,45 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
       return emitError(loc) << "CumSum over an axis of " << n << " elements of " << type
                             << " is not supported: tcc writes it as a masked sum of n x n "
                                "products (at most 8192 along the axis and 2^26 products a row)";
+  }
+  // GatherND and ScatterND: the first k dimensions of the data, indexed by
+  // the indices' last axis.
+  int64_t ndK = 0;
+  if (opType == "GatherND" || opType == "ScatterND") {
+    if (!in1 || (opType == "ScatterND" && !in2))
+      return emitError(loc) << opType << " needs its data, indices"
+                            << (opType == "ScatterND" ? " and updates" : "");
+    if (attrI("batch_dims", 0) != 0)
+      return emitError(loc) << "GatherND with batch_dims " << attrI("batch_dims", 0)
+                            << " is not supported (only 0)";
+    if (const onnx::AttributeProto *r = findAttr(node, "reduction"); r && r->s() != "none")
+      return emitError(loc) << "ScatterND with reduction \"" << r->s()
+                            << "\" is not supported (only \"none\")";
+    auto indicesType = cast<RankedTensorType>(in1.getType());
+    ndK = indicesType.getRank() ? indicesType.getDimSize(indicesType.getRank() - 1) : 0;
+    if (!indicesType.getElementType().isInteger(64) || ndK < 1 || ndK > type.getRank())
+      return emitError(loc) << opType << "'s indices " << indicesType
+                            << " must be int64 with a last dimension of 1 to the data's rank "
+                            << type.getRank();
+    if (opType == "ScatterND" && !constInts(in1))
+      return emitError(loc) << "ScatterND's indices must be a compile-time constant (tcc "
+                               "compiles static shapes; a slice assignment's are)";
+  }
+  if (opType == "ScatterElements") {
+    if (!in1 || !in2)
+      return emitError(loc) << "ScatterElements needs its data, indices and updates";
+    if (const onnx::AttributeProto *r = findAttr(node, "reduction"); r && r->s() != "none")
+      return emitError(loc) << "ScatterElements with reduction \"" << r->s()
+                            << "\" is not supported (only \"none\")";
+    if (!constInts(in1))
+      return emitError(loc) << "ScatterElements' indices must be a compile-time constant (tcc "
+                               "compiles static shapes; a slice assignment's are)";
+    auto it = cast<RankedTensorType>(in1.getType()), ut = cast<RankedTensorType>(in2.getType());
+    if (it.getShape() != ut.getShape() || it.getRank() != type.getRank() ||
+        !normalizeAxis(attrI("axis", 0), type.getRank()))
+      return emitError(loc) << "ScatterElements' indices " << it << " and updates " << ut
+                            << " must have one shape, of the data's rank " << type.getRank()
+                            << ", and its axis must be in range";
   }
   std::optional<SmallVector<int64_t>> repeats;
   if (opType == "Tile") {
@@ -392,6 +436,139 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     result = c.make<ReduceSumOp>(
         {products}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({axis})),
                      builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(0))});
+  } else if (opType == "GatherND") {
+    // A gather on the data's first k dimensions flattened into one, at the
+    // linear index sum_t idx[..., t] * stride_t (each idx normalised from
+    // negative first): the gradient is the gather's.
+    auto indicesType = cast<RankedTensorType>(in1.getType());
+    SmallVector<int64_t> flat = {1}, strides(ndK, 1), dims;
+    for (int64_t t = 0; t < ndK; ++t) {
+      flat[0] *= type.getDimSize(t);
+      dims.push_back(type.getDimSize(t));
+    }
+    for (int64_t t = ndK - 2; t >= 0; --t)
+      strides[t] = strides[t + 1] * type.getDimSize(t + 1);
+    for (int64_t d = ndK; d < type.getRank(); ++d)
+      flat.push_back(type.getDimSize(d));
+    Type i64 = indicesType.getElementType();
+    auto vecType = RankedTensorType::get({ndK}, i64);
+    Value dimsC = c.constant(DenseElementsAttr::get(vecType, ArrayRef<int64_t>(dims)));
+    Value stridesC = c.constant(DenseElementsAttr::get(vecType, ArrayRef<int64_t>(strides)));
+    Value negative = c.less(in1, c.scalar(0, i64));
+    Value wrapped = c.add(in1, dimsC);
+    Value idx = c.where(negative, wrapped, in1);
+    Value scaled = c.mul(idx, stridesC);
+    Value linear = c.make<ReduceSumOp>(
+        {scaled}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({-1})),
+                   builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(0))});
+    Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(flat))});
+    result = c.make<GatherOp>({data, linear}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
+  } else if (opType == "ScatterND") {
+    // Constant indices: which update row each of the data's first-k
+    // positions takes (the last one naming it), as a constant map; then
+    // where(taken, gather(updates, map), data), which differentiates to
+    // both.
+    SmallVector<int64_t> idx = *constInts(in1);
+    auto updatesType = cast<RankedTensorType>(in2.getType());
+    int64_t positions = 1, rows = static_cast<int64_t>(idx.size()) / ndK;
+    SmallVector<int64_t> dims, strides(ndK, 1), flat = {0}, updFlat = {rows}, maskShape;
+    for (int64_t t = 0; t < ndK; ++t) {
+      positions *= type.getDimSize(t);
+      dims.push_back(type.getDimSize(t));
+    }
+    for (int64_t t = ndK - 2; t >= 0; --t)
+      strides[t] = strides[t + 1] * type.getDimSize(t + 1);
+    flat[0] = positions;
+    maskShape.push_back(positions);
+    for (int64_t d = ndK; d < type.getRank(); ++d) {
+      flat.push_back(type.getDimSize(d));
+      updFlat.push_back(type.getDimSize(d));
+      maskShape.push_back(1);
+    }
+    SmallVector<int64_t> map(positions, 0);
+    SmallVector<bool> taken(positions, false);
+    for (int64_t u = 0; u < rows; ++u) {
+      int64_t linear = 0;
+      for (int64_t t = 0; t < ndK; ++t) {
+        int64_t v = idx[u * ndK + t];
+        if (v < 0)
+          v += dims[t];
+        if (v < 0 || v >= dims[t]) {
+          (void)c.finish(Value());
+          return emitError(loc) << "ScatterND's index " << idx[u * ndK + t] << " is out of range for dimension "
+                                << t << " of " << type;
+        }
+        linear += v * strides[t];
+      }
+      map[linear] = u;
+      taken[linear] = true;
+    }
+    int64_t updatesElems = updatesType.getNumElements(), rowElems = 1;
+    for (int64_t d = ndK; d < type.getRank(); ++d)
+      rowElems *= type.getDimSize(d);
+    if (updatesElems != rows * rowElems) {
+      (void)c.finish(Value());
+      return emitError(loc) << "ScatterND's updates " << updatesType << " do not match "
+                            << rows << " rows of the data " << type;
+    }
+    Value mapC = c.constant(DenseElementsAttr::get(RankedTensorType::get({positions}, builder.getI64Type()),
+                                                   ArrayRef<int64_t>(map)));
+    SmallVector<Attribute> bits;
+    for (bool b : taken)
+      bits.push_back(builder.getBoolAttr(b));
+    Value maskC = c.constant(DenseElementsAttr::get(
+        RankedTensorType::get(maskShape, builder.getI1Type()), bits));
+    Value upd = c.make<ReshapeOp>({in2}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(updFlat))});
+    Value picked = c.make<GatherOp>({upd, mapC}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
+    Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(flat))});
+    Value merged = c.where(maskC, picked, data);
+    result = c.make<ReshapeOp>(
+        {merged}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(type.getShape()))});
+  } else if (opType == "ScatterElements") {
+    // Constant indices: which update element each data element takes (the
+    // last one naming it), as a constant map over the flattened data; then
+    // where(taken, gather(updates, map), data).
+    SmallVector<int64_t> idx = *constInts(in1);
+    auto ut = cast<RankedTensorType>(in2.getType());
+    int64_t axis = *normalizeAxis(attrI("axis", 0), type.getRank());
+    int64_t total = type.getNumElements(), rank = type.getRank();
+    SmallVector<int64_t> map(total, 0), dataStrides(rank, 1);
+    SmallVector<bool> taken(total, false);
+    for (int64_t d = rank - 2; d >= 0; --d)
+      dataStrides[d] = dataStrides[d + 1] * type.getDimSize(d + 1);
+    SmallVector<int64_t> q(rank, 0); // the multi-index into the indices
+    for (int64_t u = 0; u < static_cast<int64_t>(idx.size()); ++u) {
+      int64_t v = idx[u], n = type.getDimSize(axis);
+      if (v < 0)
+        v += n;
+      if (v < 0 || v >= n)
+        return emitError(loc) << "ScatterElements' index " << idx[u] << " is out of range for axis "
+                              << axis << " of " << type;
+      int64_t target = 0;
+      for (int64_t d = 0; d < rank; ++d)
+        target += (d == axis ? v : q[d]) * dataStrides[d];
+      map[target] = u;
+      taken[target] = true;
+      for (int64_t d = rank - 1; d >= 0; --d) { // next q, row-major
+        if (++q[d] < ut.getDimSize(d))
+          break;
+        q[d] = 0;
+      }
+    }
+    auto i64 = builder.getI64Type();
+    Value mapC = c.constant(DenseElementsAttr::get(RankedTensorType::get({total}, i64),
+                                                   ArrayRef<int64_t>(map)));
+    SmallVector<Attribute> bits;
+    for (bool b : taken)
+      bits.push_back(builder.getBoolAttr(b));
+    Value maskC = c.constant(DenseElementsAttr::get(RankedTensorType::get({total}, builder.getI1Type()), bits));
+    Value upd = c.make<ReshapeOp>(
+        {in2}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr({ut.getNumElements()}))});
+    Value picked = c.make<GatherOp>({upd, mapC}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
+    Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr({total}))});
+    Value merged = c.where(maskC, picked, data);
+    result = c.make<ReshapeOp>(
+        {merged}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(type.getShape()))});
   } else { // Tile: x reshaped to [1, d0, 1, d1, ...], expanded, merged.
     if (llvm::all_of(*repeats, [](int64_t r) { return r == 1; }))
       return c.finish(x);

@@ -1,8 +1,9 @@
 //===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
 //
-// Activations, reductions, Tile and CumSum, which ONNX itself defines
-// through ops tcc has (most of them as ONNX functions; CumSum as a masked sum
-// of products, O(n^2) along its axis, exact for integers): the importer writes each such node as
+// Activations, reductions, Tile, CumSum, GatherND, ScatterND and
+// ScatterElements, which ONNX itself defines through ops tcc has (most of
+// them as ONNX functions; CumSum as a masked sum of products, O(n^2) along its
+// axis, exact for integers; the scatters only with compile-time indices): the importer writes each such node as
 // those ops, so it folds, fuses, lowers to both targets and differentiates as
 // what it is made of, and no kernel or gradient rule is written twice.
 //

@@ -108,6 +108,9 @@ const std::vector<OpSpec> &opTable() {
       {"ReduceL2", SqrtOp::getOperationName(), 1, 1, {}},
       {"Tile", ReshapeOp::getOperationName(), 6, 1, {}},
       {"CumSum", ReduceSumOp::getOperationName(), 11, 1, {}},
+      {"GatherND", GatherOp::getOperationName(), 11, 1, {}},
+      {"ScatterND", WhereOp::getOperationName(), 11, 1, {}},
+      {"ScatterElements", WhereOp::getOperationName(), 11, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -131,9 +134,10 @@ ArrayRef<Arity> arityOf(StringRef op) {
     for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                         "And", "Or", "MatMul", "Gather", "Expand",
                         "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike",
-                        "PRelu", "Tile", "CumSum"})
+                        "PRelu", "Tile", "CumSum", "GatherND"})
       t[b] = {{0, 2, 2, 1, 1}};
     t["Where"] = {{0, 3, 3, 1, 1}};
+    t["ScatterND"] = t["ScatterElements"] = {{0, 3, 3, 1, 1}};
     t["Clip"] = {{0, 1, 1, 1, 1}, {11, 1, 3, 1, 1}};
     t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};

@@ -770,6 +770,12 @@ case("cumsum_axis1", lambda g: g.weighted_sum([g.op(
     "CumSum", [g.param((2, 5, 3)), g.const(np.int64(1))])]))
 case("cumsum_axism1_exclusive_reverse", lambda g: g.weighted_sum([g.op(
     "CumSum", [g.param((3, 4)), g.const(np.int32(-1))], exclusive=1, reverse=1)]))
+case("gathernd_k2_negative", lambda g: g.weighted_sum([g.op("GatherND", [
+    g.param((3, 4, 5)), g.const(np.array([[[0, 1], [2, -1]], [[-3, 0], [1, 1]]], np.int64))])]))
+case("scatternd_rows", lambda g: g.weighted_sum([g.op("ScatterND", [
+    g.param((4, 3)), g.const(np.array([[1], [3]], np.int64)), g.param((2, 3))])]))
+case("scatterelements_axis1", lambda g: g.weighted_sum([g.op("ScatterElements", [
+    g.param((3, 4)), g.const(np.array([[0, 3], [1, -1], [2, 0]], np.int64)), g.param((3, 2))], axis=1)]))
 case("tile_2x3", lambda g: g.weighted_sum([g.op(
     "Tile", [g.param((2, 3)), g.const(np.array([2, 3], np.int64))])]))
 

@@ -77,7 +77,7 @@ SUPPORTED_OPS = (
     "Gelu LessOrEqual GreaterOrEqual Max Min Sin Cos IsNaN Pad GatherElements Trilu "
     "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention "
     "Clip LeakyRelu PRelu ThresholdedRelu Elu Selu Celu HardSigmoid HardSwish Softsign "
-    "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum"
+    "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -100,6 +100,8 @@ COMPILE_TIME_INPUTS = {
     "ReduceL2": (1,),
     "Tile": (1,),
     "CumSum": (1,),
+    "ScatterND": (1,),
+    "ScatterElements": (1,),
     "Pad": (1, 2, 3),
     "Trilu": (1,),
     "Range": (0, 1, 2),

@@ -73,6 +73,29 @@ def main(outdir):
           [f32("x", (2, 3)), helper.make_tensor_value_info("axis", TensorProto.INT64, [])], (2, 3),
           outdir)
 
+    model("gathernd", [helper.make_node("GatherND", ["x", "idx"], ["y"], name="n")],
+          [f32("x", (3, 4, 5)), helper.make_tensor_value_info("idx", TensorProto.INT64, [6, 2])],
+          (6, 5), outdir)
+    model("scatternd", [const("idx", np.array([[0], [2]], np.int64)),
+                        helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"], name="n")],
+          [f32("x", (3, 4)), f32("upd", (2, 4))], (3, 4), outdir)
+    model("bad_scatternd_indices_input", [helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"], name="n")],
+          [f32("x", (3, 4)), helper.make_tensor_value_info("idx", TensorProto.INT64, [2, 1]),
+           f32("upd", (2, 4))], (3, 4), outdir)
+    model("bad_scatternd_add", [const("idx", np.array([[0], [2]], np.int64)),
+                                helper.make_node("ScatterND", ["x", "idx", "upd"], ["y"], name="n",
+                                                 reduction="add")],
+          [f32("x", (3, 4)), f32("upd", (2, 4))], (3, 4), outdir, opset=18)
+    model("bad_gathernd_batch_dims", [helper.make_node("GatherND", ["x", "idx"], ["y"], name="n",
+                                                       batch_dims=1)],
+          [f32("x", (3, 4, 5)), helper.make_tensor_value_info("idx", TensorProto.INT64, [3, 1])],
+          (3, 5), outdir)
+
+    model("scatterelements", [const("idx", np.array([[1], [0]], np.int64)),
+                              helper.make_node("ScatterElements", ["x", "idx", "upd"], ["y"], name="n",
+                                               axis=1)],
+          [f32("x", (2, 3)), f32("upd", (2, 1))], (2, 3), outdir)
+
     # Refused, each with one diagnostic naming the node.
     model("bad_tile_repeats_input", [helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
           [f32("x", (2, 3)), helper.make_tensor_value_info("reps", TensorProto.INT64, [2])], (4, 9),
