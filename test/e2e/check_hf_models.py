@@ -117,10 +117,18 @@ def build_model(name):
         cfg = T.Gemma2Config(**common, num_key_value_heads=2, head_dim=16,
                              attention_dropout=0.0, attn_logit_softcapping=None)
         model = T.Gemma2ForCausalLM(cfg)
+    elif name in EXTRA_MODELS:  # scripts/model_matrix.py's architectures
+        model = EXTRA_MODELS[name](T, common)
     else:
         raise ValueError(name)
     model.train()
     return Loss(model)
+
+
+# name -> (transformers module, common config kwargs) -> model; filled by
+# scripts/model_matrix.py. A masked-LM model's name goes in MASKED_LM too.
+EXTRA_MODELS = {}
+MASKED_LM = {"bert"}
 
 
 class Loss(torch.nn.Module):
@@ -135,7 +143,7 @@ class Loss(torch.nn.Module):
     def forward(self, input_ids, labels):
         kwargs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                       labels=labels)
-        if "Bert" not in type(self.m).__name__:
+        if not type(self.m).__name__.endswith("ForMaskedLM"):
             kwargs["use_cache"] = False
         return self.m(**kwargs).loss
 
@@ -144,7 +152,7 @@ def batch(name, seed):
     gen = torch.Generator().manual_seed(seed)
     # Token 0 is BERT's padding_idx, whose embedding row PyTorch never trains.
     ids = torch.randint(1, V, (B, S), generator=gen)
-    if name == "bert":
+    if name in MASKED_LM:
         labels = torch.full((B, S), -100, dtype=torch.long)
         masked = torch.rand((B, S), generator=gen) < 0.3
         masked[:, 0] = True

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""The architecture matrix (issue 43): Hugging Face `transformers` model classes
+in tiny random-init configurations (2 layers, width 64, dropout 0; nothing
+downloaded), each exported by python/tcc_export.py with the torch.export-based
+exporter and run through test/e2e/check_hf_models.py's checks: import and
+attention fusion, the float64 CPU step's loss and every gradient against
+PyTorch float64 autograd, 3 AdamW steps with accumulation 2 against the same
+loop in PyTorch, onnxruntime on the model tcc-run --save wrote, and one fp16
+step through the CUDA emulation against float64 beside PyTorch's own fp16
+autocast error on the batch. A model tcc refuses is listed with its
+diagnostic.
+
+Usage (the project's virtual environment, after a build):
+    ~/.cache/tcc/venv/bin/python scripts/model_matrix.py [--models a,b] [--out docs/models.md]
+About 10 s a model on 2 cores.
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "test", "e2e"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import check_hf_models as hf  # noqa: E402
+
+V = hf.V
+NO_DROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+# name -> (family, what it exercises, factory(transformers, common kwargs))
+MODELS = {
+    "gpt2": ("decoder", "learned positions, Conv1D projections", None),
+    "llama": ("decoder", "RoPE, RMSNorm, SwiGLU, grouped-query attention", None),
+    "qwen2": ("decoder", "q/k/v biases", None),
+    "mistral": ("decoder", "sliding-window config (off)", None),
+    "neox": ("decoder", "parallel residual, partial rotary", None),
+    "gemma2": ("decoder", "post-norms, logit soft-capping off", None),
+    "opt": ("decoder", "ReLU MLP, learned positions with offset", None),
+    "gemma": ("decoder", "GeGLU, scaled embeddings", lambda T, c: T.GemmaForCausalLM(
+        T.GemmaConfig(**c, num_key_value_heads=2, head_dim=16))),
+    "qwen3": ("decoder", "q/k RMSNorm", lambda T, c: T.Qwen3ForCausalLM(
+        T.Qwen3Config(**c, num_key_value_heads=2, head_dim=16))),
+    "phi": ("decoder", "parallel block, partial rotary, biases", lambda T, c: T.PhiForCausalLM(
+        T.PhiConfig(**c, partial_rotary_factor=0.5, resid_pdrop=0.0, embd_pdrop=0.0,
+                    attention_dropout=0.0))),
+    "phi3": ("decoder", "fused qkv and gate/up projections", lambda T, c: T.Phi3ForCausalLM(
+        T.Phi3Config(**c, pad_token_id=0, bos_token_id=1, eos_token_id=2, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attention_dropout=0.0))),
+    "stablelm": ("decoder", "partial rotary, LayerNorm", lambda T, c: T.StableLmForCausalLM(
+        T.StableLmConfig(**c, num_key_value_heads=4, partial_rotary_factor=0.25, hidden_dropout=0.0,
+                         attention_dropout=0.0))),
+    "starcoder2": ("decoder", "GQA, biases, GELU MLP", lambda T, c: T.Starcoder2ForCausalLM(
+        T.Starcoder2Config(**c, num_key_value_heads=2, residual_dropout=0.0,
+                           embedding_dropout=0.0, attention_dropout=0.0))),
+    "olmo": ("decoder", "LayerNorm without parameters", lambda T, c: T.OlmoForCausalLM(
+        T.OlmoConfig(**c))),
+    "gptj": ("decoder", "parallel residual, interleaved rotary", lambda T, c: T.GPTJForCausalLM(
+        T.GPTJConfig(n_layer=2, n_embd=64, n_head=4, vocab_size=V, n_positions=64, rotary_dim=8,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))),
+    "codegen": ("decoder", "fused qkv, rotary", lambda T, c: T.CodeGenForCausalLM(
+        T.CodeGenConfig(n_layer=2, n_embd=64, n_head=4, vocab_size=V, n_positions=64, n_ctx=64,
+                        rotary_dim=8, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))),
+    "gpt_neo": ("decoder", "global and local attention layers", lambda T, c: T.GPTNeoForCausalLM(
+        T.GPTNeoConfig(num_layers=2, hidden_size=64, num_heads=4, vocab_size=V,
+                       max_position_embeddings=64, attention_types=[[["global", "local"], 1]],
+                       window_size=8, embed_dropout=0.0, attention_dropout=0.0, resid_dropout=0.0))),
+    "bloom": ("decoder", "ALiBi", lambda T, c: T.BloomForCausalLM(
+        T.BloomConfig(n_layer=2, hidden_size=64, n_head=4, vocab_size=V, hidden_dropout=0.0,
+                      attention_dropout=0.0))),
+    "falcon": ("decoder", "parallel attention and MLP, rotary", lambda T, c: T.FalconForCausalLM(
+        T.FalconConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, vocab_size=V,
+                       hidden_dropout=0.0, attention_dropout=0.0))),
+    "biogpt": ("decoder", "positions from the attention mask", lambda T, c: T.BioGptForCausalLM(
+        T.BioGptConfig(**c, **NO_DROP, layerdrop=0.0))),
+    "xglm": ("decoder", "sinusoidal positions", lambda T, c: T.XGLMForCausalLM(
+        T.XGLMConfig(num_layers=2, d_model=64, attention_heads=4, ffn_dim=128, vocab_size=V,
+                     max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+                     activation_dropout=0.0, layerdrop=0.0))),
+    "mixtral": ("decoder, MoE", "top-2 of 4 experts", lambda T, c: T.MixtralForCausalLM(
+        T.MixtralConfig(**c, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2))),
+    "bert": ("encoder, masked LM", "absolute positions, GELU", None),
+    "roberta": ("encoder, masked LM", "positions from the input ids", lambda T, c: T.RobertaForMaskedLM(
+        T.RobertaConfig(**c, **NO_DROP))),
+    "distilbert": ("encoder, masked LM", "no token types", lambda T, c: T.DistilBertForMaskedLM(
+        T.DistilBertConfig(vocab_size=V, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                           max_position_embeddings=64, dropout=0.0, attention_dropout=0.0))),
+    "albert": ("encoder, masked LM", "shared layers, factorised embeddings", lambda T, c: T.AlbertForMaskedLM(
+        T.AlbertConfig(vocab_size=V, embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                       num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                       **NO_DROP))),
+    "electra": ("encoder, masked LM", "factorised embeddings", lambda T, c: T.ElectraForMaskedLM(
+        T.ElectraConfig(vocab_size=V, embedding_size=32, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                        **NO_DROP))),
+    "deberta_v2": ("encoder, masked LM", "disentangled relative attention", lambda T, c: T.DebertaV2ForMaskedLM(
+        T.DebertaV2Config(**c, **NO_DROP, relative_attention=True, position_buckets=16,
+                          pos_att_type=["p2c", "c2p"]))),
+    "mpnet": ("encoder, masked LM", "relative position buckets", lambda T, c: T.MPNetForMaskedLM(
+        T.MPNetConfig(**c, **NO_DROP))),
+    "t5": ("encoder-decoder", "relative position buckets, labels shifted inside", lambda T, c: T.T5ForConditionalGeneration(
+        T.T5Config(vocab_size=V, d_model=64, d_kv=16, d_ff=128, num_layers=1, num_heads=4,
+                   dropout_rate=0.0, decoder_start_token_id=0, pad_token_id=0))),
+    "bart": ("encoder-decoder", "learned positions, labels shifted inside", lambda T, c: T.BartForConditionalGeneration(
+        T.BartConfig(vocab_size=V, d_model=64, encoder_layers=1, decoder_layers=1,
+                     encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+                     decoder_ffn_dim=128, max_position_embeddings=64, dropout=0.0,
+                     attention_dropout=0.0, activation_dropout=0.0))),
+}
+for _name, (_family, _what, _factory) in MODELS.items():
+    if _factory is not None:
+        hf.EXTRA_MODELS[_name] = _factory
+    if "masked LM" in _family:
+        hf.MASKED_LM.add(_name)
+
+
+def diagnostic(text, workdir):
+    """The first error line of a failed export, compile or run."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    pick = next((ln for ln in lines if "error:" in ln), None) or \
+        next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[0] if lines else "?")
+    pick = pick.replace(workdir + "/", "").replace(REPO + "/", "")
+    pick = re.sub(r"\(tcc supports: [^)]*\)", "(tcc supports: ...)", pick)
+    return pick[:300].replace("|", "\\|")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tcc", default=os.path.join(REPO, "build", "bin", "tcc"))
+    ap.add_argument("--tcc-run", default=os.path.join(REPO, "build", "bin", "tcc-run"))
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--out", help="write the table as markdown here (e.g. docs/models.md)")
+    ap.add_argument("--workdir")
+    args = ap.parse_args()
+    args.workdir = args.workdir or tempfile.mkdtemp(prefix="tcc-matrix-")
+    args.cuda_emulation = True
+    import torch
+    import transformers
+    torch.set_num_threads(1)
+    rows, cache = [], {}
+    t_all = time.time()
+    for name in args.models.split(","):
+        family, what, _ = MODELS[name]
+        t0 = time.time()
+        try:
+            r = hf.check(name, "dynamo", args, cache)
+            # check_hf_models expects one attention per layer; an
+            # encoder-decoder has more, all fused: not a note.
+            r["problems"] = [p for p in r["problems"]
+                             if not (re.match(r"(\d+) of the %d attentions fused" % hf.LAYERS, p)
+                                     and int(p.split()[0]) > hf.LAYERS)]
+            status = "trains" if not r["problems"] else "trains, with notes"
+            notes = "; ".join(r["problems"])
+        except Exception as e:  # noqa: BLE001  (the row says what failed)
+            text = str(e)
+            r, notes = None, diagnostic(text, args.workdir)
+            status = ("refused by tcc" if re.search(r"\.onnx: .*error:", text)
+                      else "export fails" if "onnx" in text.lower() or "export" in text.lower()
+                      else "fails before tcc")
+        rows.append((name, family, what, status, r, notes))
+        print("%-11s %-20s %6.1fs %s %s" % (name, family, time.time() - t0, status, notes[:160]),
+              flush=True)
+    fmt = lambda r, k: "%.1e" % r[k] if r and r.get(k) == r.get(k) else "-"  # noqa: E731
+    lines = [
+        "# The architecture matrix",
+        "",
+        "Made by `scripts/model_matrix.py` (torch %s, transformers %s, %d models, %.0f s on this "
+        "machine): each Hugging Face class in a tiny random-init configuration, exported with "
+        "`python/tcc_export.py` (torch.export-based exporter), then `test/e2e/check_hf_models.py`'s "
+        "checks. Columns: attention ops fused (`tcc.attention`) in the training step; the float64 "
+        "CPU step's loss and worst gradient against PyTorch float64 autograd (relative to each "
+        "parameter's largest); the weights after 3 AdamW steps (accumulation 2) against PyTorch's "
+        "loop; onnxruntime's loss on the model `tcc-run --save` wrote against PyTorch with those "
+        "weights; the fp16 CUDA emulation's worst gradient, and PyTorch's own fp16 autocast's on "
+        "the same batch (`torch16`). A refused model shows tcc's (or the exporter's) first error."
+        % (torch.__version__, transformers.__version__, len(rows), time.time() - t_all),
+        "",
+        "| model | family | what it exercises | status | attn | loss | grad | AdamW | ORT | fp16 | torch16 | notes |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, family, what, status, r, notes in rows:
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            name, family, what, status, r["attention"] if r else "-", fmt(r, "loss_rel"),
+            fmt(r, "grad_rel"), fmt(r, "train_rel"), fmt(r, "ort_rel"), fmt(r, "cuda_rel"),
+            fmt(r, "torch16_rel"), notes.replace("|", "\\|")))
+    trains = sum(1 for row in rows if row[3].startswith("trains"))
+    refused = sum(1 for row in rows if row[3] == "refused by tcc")
+    lines += ["", "%d of %d train; %d refused by tcc; %d fail before tcc sees them (the exporter, or "
+              "PyTorch running the model)." % (trains, len(rows), refused, len(rows) - trains - refused), "",
+              "A note 'N of the 2 attentions fused' means the other attentions run as separate ops "
+              "(correct, with the S x S scores stored): the attention patterns the fusion pass does not "
+              "yet match (ALiBi, local windows, relative-position biases, some fused-qkv layouts). "
+              "A row that fails before tcc failed in the exporter or in this harness's PyTorch "
+              "reference (the model in float64), with that error.", ""]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
