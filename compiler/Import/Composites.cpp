@@ -47,6 +47,9 @@ const Composite kComposites[] = {
     {"GatherND", {"batch_dims"}},
     {"ScatterND", {"reduction"}},
     {"ScatterElements", {"axis", "reduction"}},
+    {"ReduceMax", {"axes", "keepdims", "noop_with_empty_axes"}},
+    {"ReduceMin", {"axes", "keepdims", "noop_with_empty_axes"}},
+    {"ReduceLogSumExp", {"axes", "keepdims", "noop_with_empty_axes"}},
 };
 
 const Composite *lookup(StringRef op) {
@@ -399,6 +402,94 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
       axes.push_back(d);
     result = c.make<ReduceMeanOp>({x}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
                                         builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(1))});
+  } else if (opType == "ReduceMax" || opType == "ReduceMin" || opType == "ReduceLogSumExp") {
+    // Max (min) over each axis as a tree of elementwise maxima of halves
+    // (an odd last element joins by broadcasting): O(n) work, exact, and
+    // differentiable to the element chosen. LogSumExp is m + log(sum(exp(x
+    // - m))) with m that maximum, the stable form.
+    std::optional<SmallVector<NamedAttribute>> attrs = reduceAttrs();
+    if (!attrs) {
+      (void)c.finish(Value());
+      return failure();
+    }
+    SmallVector<int64_t> axes;
+    int64_t keepdims = attrI("keepdims", 1), noop = attrI("noop_with_empty_axes", 0);
+    for (const NamedAttribute &a : *attrs)
+      if (a.getName() == "axes")
+        for (int64_t v : cast<DenseI64ArrayAttr>(a.getValue()).asArrayRef())
+          axes.push_back(v);
+    if (axes.empty() && noop)
+      return c.finish(x);
+    if (axes.empty())
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        axes.push_back(d);
+    for (int64_t &a : axes) {
+      std::optional<int64_t> n = normalizeAxis(a, type.getRank());
+      if (!n) {
+        (void)c.finish(Value());
+        return emitError(loc) << opType << "'s axis " << a << " is out of range for " << type;
+      }
+      a = *n;
+    }
+    bool isMin = opType == "ReduceMin";
+    if (llvm::any_of(axes, [&](int64_t a) { return type.getDimSize(a) == 0; })) {
+      // An empty set: the identity of the reduction, -inf for max and
+      // log-sum-exp, +inf for min (the type's extremes for integers, false
+      // and true for booleans).
+      SmallVector<int64_t> shape;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (!llvm::is_contained(axes, d) || keepdims)
+          shape.push_back(llvm::is_contained(axes, d) ? 1 : type.getDimSize(d));
+      auto outType = RankedTensorType::get(shape, elt);
+      Attribute fill;
+      if (auto ft = dyn_cast<FloatType>(elt))
+        fill = FloatAttr::get(ft, APFloat::getInf(ft.getFloatSemantics(), /*Negative=*/!isMin));
+      else if (elt.isInteger(1))
+        fill = builder.getBoolAttr(isMin);
+      else if (auto it = dyn_cast<IntegerType>(elt))
+        fill = IntegerAttr::get(it, isMin ? APInt::getSignedMaxValue(it.getWidth())
+                                          : APInt::getSignedMinValue(it.getWidth()));
+      return c.finish(c.constant(DenseElementsAttr::get(outType, fill)));
+    }
+    auto slice = [&](Value v, int64_t axis, int64_t begin, int64_t end) {
+      return c.make<SliceOp>({v}, {builder.getNamedAttr("starts", builder.getDenseI64ArrayAttr({begin})),
+                                   builder.getNamedAttr("ends", builder.getDenseI64ArrayAttr({end})),
+                                   builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({axis}))});
+    };
+    auto pick = [&](Value a, Value b) {
+      return isMin ? c.make<MinOp>({a, b}) : c.make<MaxOp>({a, b});
+    };
+    Value m = x;
+    for (int64_t axis : axes) {
+      for (int64_t n = type.getDimSize(axis); n > 1 && m; n /= 2) {
+        int64_t h = n / 2;
+        Value first = slice(m, axis, 0, h);
+        Value second = slice(m, axis, h, 2 * h);
+        Value folded = pick(first, second);
+        if (n % 2) {
+          Value last = slice(m, axis, n - 1, n);
+          folded = pick(folded, last);
+        }
+        m = folded;
+      }
+    }
+    if (opType == "ReduceLogSumExp") {
+      Value shifted = c.sub(x, m);
+      Value e = c.make<ExpOp>({shifted});
+      Value sum = c.make<ReduceSumOp>(
+          {e}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
+                builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(1))});
+      Value logSum = c.make<LogOp>({sum});
+      m = c.add(m, logSum);
+    }
+    result = m;
+    if (!keepdims && result) {
+      SmallVector<int64_t> shape;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (!llvm::is_contained(axes, d))
+          shape.push_back(type.getDimSize(d));
+      result = c.make<ReshapeOp>({result}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(shape))});
+    }
   } else if (opType.starts_with("Reduce")) {
     std::optional<SmallVector<NamedAttribute>> attrs = reduceAttrs();
     if (!attrs) {

@@ -1,7 +1,7 @@
 //===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
 //
-// Activations, reductions, Tile, CumSum, GatherND, ScatterND and
-// ScatterElements, which ONNX itself defines through ops tcc has (most of
+// Activations, reductions (ReduceMax/Min as trees of elementwise maxima),
+// Tile, CumSum, GatherND, ScatterND and ScatterElements, which ONNX itself defines through ops tcc has (most of
 // them as ONNX functions; CumSum as a masked sum of products, O(n^2) along its
 // axis, exact for integers; the scatters only with compile-time indices): the importer writes each such node as
 // those ops, so it folds, fuses, lowers to both targets and differentiates as

@@ -111,6 +111,9 @@ const std::vector<OpSpec> &opTable() {
       {"GatherND", GatherOp::getOperationName(), 11, 1, {}},
       {"ScatterND", WhereOp::getOperationName(), 11, 1, {}},
       {"ScatterElements", WhereOp::getOperationName(), 11, 1, {}},
+      {"ReduceMax", MaxOp::getOperationName(), 1, 1, {}},
+      {"ReduceMin", MinOp::getOperationName(), 1, 1, {}},
+      {"ReduceLogSumExp", AddOp::getOperationName(), 1, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -140,6 +143,7 @@ ArrayRef<Arity> arityOf(StringRef op) {
     t["ScatterND"] = t["ScatterElements"] = {{0, 3, 3, 1, 1}};
     t["Clip"] = {{0, 1, 1, 1, 1}, {11, 1, 3, 1, 1}};
     t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
+    t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};
     t["Gemm"] = {{0, 3, 3, 1, 1}, {11, 2, 3, 1, 1}};
     t["Reshape"] = {{0, 1, 1, 1, 1}, {5, 2, 2, 1, 1}};

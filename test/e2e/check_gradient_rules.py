@@ -776,6 +776,12 @@ case("scatternd_rows", lambda g: g.weighted_sum([g.op("ScatterND", [
     g.param((4, 3)), g.const(np.array([[1], [3]], np.int64)), g.param((2, 3))])]))
 case("scatterelements_axis1", lambda g: g.weighted_sum([g.op("ScatterElements", [
     g.param((3, 4)), g.const(np.array([[0, 3], [1, -1], [2, 0]], np.int64)), g.param((3, 2))], axis=1)]))
+case("reducemax_axis1", lambda g: g.weighted_sum([g.op(
+    "ReduceMax", [g.param((2, 5, 3))], axes=[1], keepdims=0)]))
+case("reducemin_all_keepdims", lambda g: g.weighted_sum([g.op(
+    "ReduceMin", [g.param((3, 4))], keepdims=1)]))
+case("reducelogsumexp_axes0_2", lambda g: g.weighted_sum([g.op(
+    "ReduceLogSumExp", [g.param((3, 2, 5), lo=-3.0, hi=3.0)], axes=[0, 2], keepdims=0)]))
 case("tile_2x3", lambda g: g.weighted_sum([g.op(
     "Tile", [g.param((2, 3)), g.const(np.array([2, 3], np.int64))])]))
 

@@ -77,7 +77,8 @@ SUPPORTED_OPS = (
     "Gelu LessOrEqual GreaterOrEqual Max Min Sin Cos IsNaN Pad GatherElements Trilu "
     "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention "
     "Clip LeakyRelu PRelu ThresholdedRelu Elu Selu Celu HardSigmoid HardSwish Softsign "
-    "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements"
+    "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements "
+    "ReduceMax ReduceMin ReduceLogSumExp"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -102,6 +103,9 @@ COMPILE_TIME_INPUTS = {
     "CumSum": (1,),
     "ScatterND": (1,),
     "ScatterElements": (1,),
+    "ReduceMax": (1,),
+    "ReduceMin": (1,),
+    "ReduceLogSumExp": (1,),
     "Pad": (1, 2, 3),
     "Trilu": (1,),
     "Range": (0, 1, 2),

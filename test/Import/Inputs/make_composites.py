@@ -96,6 +96,8 @@ def main(outdir):
                                                axis=1)],
           [f32("x", (2, 3)), f32("upd", (2, 1))], (2, 3), outdir)
 
+    unary(outdir, "ReduceMax", shape=(2, 5), out_shape=(2,), axes=[1], keepdims=0)
+
     # Refused, each with one diagnostic naming the node.
     model("bad_tile_repeats_input", [helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
           [f32("x", (2, 3)), helper.make_tensor_value_info("reps", TensorProto.INT64, [2])], (4, 9),
