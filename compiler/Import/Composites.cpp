@@ -12,7 +12,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cctype>
+#include <map>
 #include <optional>
+#include <string>
 
 using namespace mlir;
 using namespace mlir::tcc;
@@ -50,6 +53,7 @@ const Composite kComposites[] = {
     {"ReduceMax", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceMin", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceLogSumExp", {"axes", "keepdims", "noop_with_empty_axes"}},
+    {"Einsum", {"equation"}},
 };
 
 const Composite *lookup(StringRef op) {
@@ -166,6 +170,74 @@ std::optional<SmallVector<int64_t>> constInts(Value v) {
   return out;
 }
 
+/// An Einsum operand or result: one letter per dimension.
+using Letters = std::string;
+
+/// Parses `equation` for operands of `ranks`: each operand's letters and the
+/// output's ('...' expanded to upper-case letters, the implicit output the
+/// letters used once, in order). Returns an error, or "".
+std::string parseEinsum(StringRef equation, ArrayRef<int64_t> ranks, SmallVector<Letters> &ins,
+                        Letters &out) {
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ')
+      eq += ch;
+  size_t arrow = eq.find("->");
+  std::string lhs = arrow == std::string::npos ? eq : eq.substr(0, arrow);
+  SmallVector<StringRef> terms;
+  StringRef(lhs).split(terms, ',');
+  if (terms.size() != ranks.size())
+    return "the equation has " + std::to_string(terms.size()) + " operand terms for " +
+           std::to_string(ranks.size()) + " operands";
+  int64_t ellipsisRank = 0;
+  for (auto [t, rank] : llvm::zip(terms, ranks)) {
+    int64_t named = static_cast<int64_t>(t.size());
+    if (t.contains("..."))
+      ellipsisRank = std::max(ellipsisRank, rank - (named - 3));
+  }
+  std::string ell;
+  for (int64_t k = 0; k < ellipsisRank; ++k)
+    ell += static_cast<char>('A' + k);
+  for (auto [t, rank] : llvm::zip(terms, ranks)) {
+    std::string term = t.str();
+    if (size_t at = term.find("..."); at != std::string::npos) {
+      int64_t here = rank - (static_cast<int64_t>(term.size()) - 3);
+      if (here < 0)
+        return "term '" + t.str() + "' names more dimensions than its operand has";
+      term = term.substr(0, at) + ell.substr(ell.size() - here) + term.substr(at + 3);
+    }
+    if (static_cast<int64_t>(term.size()) != rank)
+      return "term '" + t.str() + "' has " + std::to_string(term.size()) + " letters for an operand of rank " +
+             std::to_string(rank);
+    for (char ch : term)
+      if (!std::isalpha(static_cast<unsigned char>(ch)))
+        return "term '" + t.str() + "' holds '" + std::string(1, ch) + "'";
+    for (size_t i = 0; i < term.size(); ++i)
+      if (term.find(term[i], i + 1) != std::string::npos)
+        return "term '" + t.str() + "' repeats '" + std::string(1, term[i]) +
+               "' (a diagonal or trace), which is not supported";
+    ins.push_back(term);
+  }
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+    if (size_t at = out.find("..."); at != std::string::npos)
+      out = out.substr(0, at) + ell + out.substr(at + 3);
+  } else { // implicit: the ellipsis, then the letters used once, sorted
+    std::map<char, int> uses;
+    for (const Letters &term : ins)
+      for (char ch : term)
+        ++uses[ch];
+    out = ell;
+    for (auto [ch, n] : uses)
+      if (n == 1 && !std::isupper(static_cast<unsigned char>(ch)))
+        out += ch;
+  }
+  for (char ch : out)
+    if (llvm::none_of(ins, [&](const Letters &t) { return t.find(ch) != std::string::npos; }))
+      return "the output names '" + std::string(1, ch) + "', which no operand has";
+  return "";
+}
+
 } // namespace
 
 bool mlir::tcc::isCompositeOp(StringRef onnxOp) { return lookup(onnxOp) != nullptr; }
@@ -201,7 +273,7 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
   bool isActivation = opType != "Clip" && opType != "Tile" && !opType.starts_with("Reduce") &&
                       opType != "GlobalAveragePool" && opType != "CumSum" &&
                       opType != "GatherND" && opType != "ScatterND" &&
-                      opType != "ScatterElements";
+                      opType != "ScatterElements" && opType != "Einsum";
   if (isActivation && !isa<FloatType>(elt))
     return emitError(loc) << opType << " needs a floating-point input; this one is " << type;
 
@@ -272,6 +344,33 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
       return emitError(loc) << "ScatterElements' indices " << it << " and updates " << ut
                             << " must have one shape, of the data's rank " << type.getRank()
                             << ", and its axis must be in range";
+  }
+  SmallVector<Letters> einsumIn;
+  Letters einsumOut;
+  if (opType == "Einsum") {
+    const onnx::AttributeProto *eq = findAttr(node, "equation");
+    SmallVector<int64_t> ranks;
+    for (Value v : operands) {
+      if (!v)
+        return emitError(loc) << "Einsum has an omitted operand";
+      ranks.push_back(cast<RankedTensorType>(v.getType()).getRank());
+      if (cast<RankedTensorType>(v.getType()).getElementType() != elt)
+        return emitError(loc) << "Einsum's operands must have one element type";
+    }
+    if (!eq)
+      return emitError(loc) << "Einsum needs its \"equation\" attribute";
+    if (std::string err = parseEinsum(eq->s(), ranks, einsumIn, einsumOut); !err.empty())
+      return emitError(loc) << "Einsum \"" << eq->s() << "\": " << err;
+    // Each letter's size must agree (no broadcasting of size-1 dimensions).
+    std::map<char, int64_t> sizes;
+    for (auto [term, v] : llvm::zip(einsumIn, operands))
+      for (size_t d = 0; d < term.size(); ++d) {
+        int64_t n = cast<RankedTensorType>(v.getType()).getDimSize(d);
+        auto [it, fresh] = sizes.emplace(term[d], n);
+        if (!fresh && it->second != n)
+          return emitError(loc) << "Einsum \"" << eq->s() << "\": '" << term[d] << "' is " << it->second
+                                << " in one operand and " << n << " in another";
+      }
   }
   std::optional<SmallVector<int64_t>> repeats;
   if (opType == "Tile") {
@@ -660,6 +759,77 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     Value merged = c.where(maskC, picked, data);
     result = c.make<ReshapeOp>(
         {merged}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(type.getShape()))});
+  } else if (opType == "Einsum") {
+    // Operands folded pairwise from the left: each pair as one batched
+    // MatMul ([batch, free_a, contract] x [batch, contract, free_b]), with
+    // the letters only one side has and nothing later needs summed first;
+    // a single operand is summed and transposed.
+    auto sizeOf = [&](Value v, const Letters &t, char ch) {
+      return cast<RankedTensorType>(v.getType()).getDimSize(t.find(ch));
+    };
+    auto transpose = [&](Value v, const Letters &from, const Letters &to) {
+      if (from == to)
+        return v;
+      SmallVector<int64_t> perm;
+      for (char ch : to)
+        perm.push_back(static_cast<int64_t>(from.find(ch)));
+      return c.make<TransposeOp>({v}, {builder.getNamedAttr("perm", builder.getDenseI64ArrayAttr(perm))});
+    };
+    auto reshape = [&](Value v, ArrayRef<int64_t> shape) {
+      return c.make<ReshapeOp>({v}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(shape))});
+    };
+    // Sums the letters of (v, t) that `keep` lacks.
+    auto sumAway = [&](Value v, Letters &t, const Letters &keep) {
+      SmallVector<int64_t> axes;
+      Letters kept;
+      for (size_t d = 0; d < t.size(); ++d)
+        (keep.find(t[d]) == std::string::npos ? axes.push_back(static_cast<int64_t>(d)) : (void)(kept += t[d]));
+      if (axes.empty())
+        return v;
+      t = kept;
+      return c.make<ReduceSumOp>({v}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
+                                       builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(0))});
+    };
+    Value acc = operands[0];
+    Letters accT = einsumIn[0];
+    for (size_t k = 1; k < einsumIn.size(); ++k) {
+      Value b = operands[k];
+      Letters bT = einsumIn[k];
+      Letters later = einsumOut; // what the rest of the fold needs
+      for (size_t j = k + 1; j < einsumIn.size(); ++j)
+        later += einsumIn[j];
+      acc = sumAway(acc, accT, later + bT);
+      b = sumAway(b, bT, later + accT);
+      Letters batch, freeA, freeB, contract;
+      for (char ch : accT)
+        (bT.find(ch) == std::string::npos ? freeA : later.find(ch) != std::string::npos ? batch : contract) += ch;
+      for (char ch : bT)
+        if (accT.find(ch) == std::string::npos)
+          freeB += ch;
+      int64_t nb = 1, na = 1, nbB = 1, nc = 1;
+      SmallVector<int64_t> outShape;
+      for (char ch : batch) {
+        nb *= sizeOf(acc, accT, ch);
+        outShape.push_back(sizeOf(acc, accT, ch));
+      }
+      for (char ch : freeA) {
+        na *= sizeOf(acc, accT, ch);
+        outShape.push_back(sizeOf(acc, accT, ch));
+      }
+      for (char ch : freeB) {
+        nbB *= sizeOf(b, bT, ch);
+        outShape.push_back(sizeOf(b, bT, ch));
+      }
+      for (char ch : contract)
+        nc *= sizeOf(acc, accT, ch);
+      Value a3 = reshape(transpose(acc, accT, batch + freeA + contract), {nb, na, nc});
+      Value b3 = reshape(transpose(b, bT, batch + contract + freeB), {nb, nc, nbB});
+      Value product = c.make<MatMulOp>({a3, b3});
+      acc = reshape(product, outShape);
+      accT = batch + freeA + freeB;
+    }
+    acc = sumAway(acc, accT, einsumOut);
+    result = transpose(acc, accT, einsumOut);
   } else { // Tile: x reshaped to [1, d0, 1, d1, ...], expanded, merged.
     if (llvm::all_of(*repeats, [](int64_t r) { return r == 1; }))
       return c.finish(x);

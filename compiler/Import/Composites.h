@@ -1,11 +1,13 @@
 //===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
 //
 // Activations, reductions (ReduceMax/Min as trees of elementwise maxima),
-// Tile, CumSum, GatherND, ScatterND and ScatterElements, which ONNX itself defines through ops tcc has (most of
-// them as ONNX functions; CumSum as a masked sum of products, O(n^2) along its
-// axis, exact for integers; the scatters only with compile-time indices): the importer writes each such node as
-// those ops, so it folds, fuses, lowers to both targets and differentiates as
-// what it is made of, and no kernel or gradient rule is written twice.
+// Tile, CumSum, GatherND, ScatterND, ScatterElements and Einsum (pairwise
+// batched MatMuls), which ONNX itself defines through ops tcc has (most of
+// them as ONNX functions; CumSum as a masked sum of products, O(n^2) along
+// its axis, exact for integers; the scatters only with compile-time
+// indices): the importer writes each such node as those ops, so it folds,
+// fuses, lowers to both targets and differentiates as what it is made of,
+// and no kernel or gradient rule is written twice.
 //
 // Where the composition has a kink, the select is written so that the
 // gradient there is PyTorch's: LeakyRelu's and PRelu's at 0 is the slope,

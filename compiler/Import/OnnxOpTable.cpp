@@ -114,6 +114,7 @@ const std::vector<OpSpec> &opTable() {
       {"ReduceMax", MaxOp::getOperationName(), 1, 1, {}},
       {"ReduceMin", MinOp::getOperationName(), 1, 1, {}},
       {"ReduceLogSumExp", AddOp::getOperationName(), 1, 1, {}},
+      {"Einsum", MatMulOp::getOperationName(), 12, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -144,6 +145,7 @@ ArrayRef<Arity> arityOf(StringRef op) {
     t["Clip"] = {{0, 1, 1, 1, 1}, {11, 1, 3, 1, 1}};
     t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
+    t["Einsum"] = {{0, 1, kMany, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};
     t["Gemm"] = {{0, 3, 3, 1, 1}, {11, 2, 3, 1, 1}};
     t["Reshape"] = {{0, 1, 1, 1, 1}, {5, 2, 2, 1, 1}};

@@ -143,9 +143,12 @@ class G:
             types[vi.name] = (t.elem_type, tuple(d.dim_value for d in t.shape.dim))
         return types
 
-    def weighted_sum(self, values):
-        """ReduceSum(Mul(v, R)) summed over `values`, each R a random Constant."""
+    def weighted_sum(self, values, shapes=None):
+        """ReduceSum(Mul(v, R)) summed over `values`, each R a random Constant.
+        `shapes` gives a value's (elem, shape) where the installed onnx's
+        shape inference does not (Debian's 1.12 leaves Einsum's dims 0)."""
         types = self._infer()
+        types.update(shapes or {})
         terms = []
         for v in values:
             elem, shape = types[v]
@@ -782,6 +785,18 @@ case("reducemin_all_keepdims", lambda g: g.weighted_sum([g.op(
     "ReduceMin", [g.param((3, 4))], keepdims=1)]))
 case("reducelogsumexp_axes0_2", lambda g: g.weighted_sum([g.op(
     "ReduceLogSumExp", [g.param((3, 2, 5), lo=-3.0, hi=3.0)], axes=[0, 2], keepdims=0)]))
+def einsum_case(equation, *shapes):
+    def build(g):
+        out = g.op("Einsum", [g.param(sh) for sh in shapes], equation=equation)
+        shape = np.einsum(equation, *[np.zeros(sh) for sh in shapes]).shape
+        return g.weighted_sum([out], shapes={out: (TensorProto.FLOAT, shape)})
+    return build
+
+
+case("einsum_attention_scores", einsum_case("bhqd,bhkd->bhqk", (2, 3, 4, 5), (2, 3, 6, 5)))
+case("einsum_three_operands", einsum_case("ij,jk,kl->li", (3, 4), (4, 5), (5, 2)))
+case("einsum_ellipsis_implicit", einsum_case("...j,jk", (2, 3, 4), (4, 5)))
+case("einsum_one_operand_sum", einsum_case("abc->ca", (2, 3, 4)))
 case("tile_2x3", lambda g: g.weighted_sum([g.op(
     "Tile", [g.param((2, 3)), g.const(np.array([2, 3], np.int64))])]))
 

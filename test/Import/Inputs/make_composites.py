@@ -98,6 +98,11 @@ def main(outdir):
 
     unary(outdir, "ReduceMax", shape=(2, 5), out_shape=(2,), axes=[1], keepdims=0)
 
+    model("einsum", [helper.make_node("Einsum", ["q", "k"], ["y"], name="n", equation="bhqd,bhkd->bhqk")],
+          [f32("q", (2, 3, 4, 5)), f32("k", (2, 3, 6, 5))], (2, 3, 4, 6), outdir)
+    model("bad_einsum_diagonal", [helper.make_node("Einsum", ["x"], ["y"], name="n", equation="ii->i")],
+          [f32("x", (3, 3))], (3,), outdir)
+
     # Refused, each with one diagnostic naming the node.
     model("bad_tile_repeats_input", [helper.make_node("Tile", ["x", "reps"], ["y"], name="n")],
           [f32("x", (2, 3)), helper.make_tensor_value_info("reps", TensorProto.INT64, [2])], (4, 9),
