@@ -41,6 +41,8 @@ const Composite kComposites[] = {
     {"HardSigmoid", {"alpha", "beta"}},
     {"HardSwish", {}},
     {"Softsign", {}},
+    {"Softplus", {}},
+    {"Mish", {}},
     {"GlobalAveragePool", {}},
     {"ReduceSumSquare", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceL1", {"axes", "keepdims", "noop_with_empty_axes"}},
@@ -491,6 +493,23 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
   } else if (opType == "HardSwish") {
     Value gate = hardSigmoid(1.0 / 6.0, 0.5);
     result = c.mul(x, gate);
+  } else if (opType == "Softplus" || opType == "Mish") {
+    // log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)): exp never exceeds
+    // 1 (no fp16 overflow). Both selects are on x > 0, so x = 0 takes
+    // max's constant and -|x|'s x: the gradient there is 0.5, PyTorch's.
+    // Mish is x * tanh(softplus(x)).
+    Value positive = c.greater(x, zero());
+    Value relu = c.where(positive, x, zero());
+    Value negX = c.make<NegOp>({x});
+    Value negAbs = c.where(positive, negX, x);
+    Value e = c.make<ExpOp>({negAbs});
+    Value onePlus = c.add(one(), e);
+    Value log = c.make<LogOp>({onePlus});
+    result = c.add(relu, log);
+    if (opType == "Mish") {
+      Value t = c.make<TanhOp>({result});
+      result = c.mul(x, t);
+    }
   } else if (opType == "Softsign") {
     Value magnitude = c.make<AbsOp>({x});
     Value denominator = c.add(one(), magnitude);

@@ -102,6 +102,8 @@ const std::vector<OpSpec> &opTable() {
       {"HardSigmoid", WhereOp::getOperationName(), 6, 1, {}},
       {"HardSwish", MulOp::getOperationName(), 14, 1, {}},
       {"Softsign", DivOp::getOperationName(), 1, 1, {}},
+      {"Softplus", AddOp::getOperationName(), 1, 1, {}},
+      {"Mish", MulOp::getOperationName(), 18, 1, {}},
       {"GlobalAveragePool", ReduceMeanOp::getOperationName(), 1, 1, {}},
       {"ReduceSumSquare", ReduceSumOp::getOperationName(), 1, 1, {}},
       {"ReduceL1", ReduceSumOp::getOperationName(), 1, 1, {}},
@@ -133,6 +135,7 @@ ArrayRef<Arity> arityOf(StringRef op) {
                         "LogSoftmax", "Transpose", "ConstantOfShape", "Shape", "Gelu",
                         "Sin", "Cos", "IsNaN", "Flatten", "LeakyRelu", "ThresholdedRelu",
                         "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softsign",
+                        "Softplus", "Mish",
                         "GlobalAveragePool"})
       t[u] = {{0, 1, 1, 1, 1}};
     for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",

@@ -38,6 +38,7 @@ CASES = {
     "HardSigmoid": ("HardSigmoid", {"alpha": 1.0 / 6, "beta": 0.5}, {}, 17, F.hardsigmoid),
     "HardSwish": ("HardSwish", {}, {}, 14, F.hardswish),
     "Softsign": ("Softsign", {}, {}, 17, F.softsign),
+    "Softplus": ("Softplus", {}, {}, 17, F.softplus),
     "Clip": ("Clip", {}, {"lo": np.float64(-0.5), "hi": np.float64(0.7)}, 17,
              lambda x: torch.clamp(x, -0.5, 0.7)),
     "PRelu": ("PRelu", {}, {"slope": np.array([0.25], np.float64)}, 17,

@@ -759,6 +759,7 @@ case("hardsigmoid", lambda g: g.weighted_sum([g.op(
 case("hardswish", at_opset(14, lambda g: g.weighted_sum([g.op(
     "HardSwish", [away_from(g, (3, 4), [-3.0, 3.0], -4.0, 4.0)])])))
 case("softsign", act("Softsign"))
+case("softplus", act("Softplus", param={"lo": -25.0, "hi": 25.0}))
 case("globalaveragepool", lambda g: g.weighted_sum([g.op(
     "GlobalAveragePool", [g.param((2, 3, 4, 5))])]))
 case("reducesumsquare_axes1", lambda g: g.weighted_sum([g.op(
