@@ -53,7 +53,9 @@ def main():
         cmd = [args.tcc, onnx_path, "--target=cuda", "--no-weights", "--emit=planned",
                "-o", os.devnull, "--memory-report", report] + args.flags.split()
         if b != "none":
-            cmd.append("--mem-budget=" + b)
+            # Recomputation alone: without --offload=none an unmet budget
+            # would be planned again with host memory (the budget decides).
+            cmd += ["--mem-budget=" + b, "--offload=none"]
         start = time.time()
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         secs = time.time() - start

@@ -11,6 +11,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cstdio>
+
 namespace mlir::tcc {
 #define GEN_PASS_DEF_PLANMEMORY
 #include "passes/Passes.h.inc"
@@ -860,46 +862,73 @@ std::vector<int64_t> MemoryTimeline::liveBytes() const {
   return live;
 }
 
+/// "20230071040 bytes (18.8 GiB)": exact for scripts, readable for people.
+static std::string sizeText(int64_t bytes) {
+  static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  std::string s = std::to_string(bytes) + " bytes";
+  if (u > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.1f %s)", v, units[u]);
+    s += buf;
+  }
+  return s;
+}
+
 LogicalResult mlir::tcc::reportOverBudget(func::FuncOp func, int64_t budget) {
   LayoutAttr layout = LayoutAttr::of(func);
   if (!layout)
     return func.emitError("the step is over its budget of ") << budget << " bytes";
-  return func.emitError()
-         << "the step needs " << layout.getPlannedBytes()
-         << " bytes but the budget is " << budget << " (parameters "
-         << layout.getParamBytes() << ", gradients " << layout.getGradBytes()
-         << ", optimizer state " << layout.getStateBytes() << ", inputs "
-         << layout.getInputBytes() << ", outputs " << layout.getOutputBytes()
-         << (layout.getWorkspaceBytes() > 0
-                 ? ", fp16 working copies " + std::to_string(layout.getShadowBytes()) +
-                       ", GEMM workspace " + std::to_string(layout.getWorkspaceBytes())
-                 : std::string())
-         << (layout.getDeviceReserveBytes() > 0
-                 ? ", constants, input staging and CUDA runtime reserve " +
-                       std::to_string(layout.getDeviceReserveBytes())
-                 : std::string())
-         << ", activations and temporaries " << layout.getTemporaryBytes()
-         << ", of which " << layout.getSavedActivationBytes()
-         << " are forward values kept for the backward pass); the smallest "
-            "budget this plan meets is "
-         << layout.getPlannedBytes() << " bytes"
-         << (func->hasAttr("tcc.remat_decisions")
-                 ? " after rematerialising " +
-                       std::to_string(func->getAttrOfType<ArrayAttr>(
-                                              "tcc.remat_decisions")
-                                          .size()) +
-                       " forward values"
-                 : std::string())
-         << (layout.getHostBytes() > 0
-                 ? ", with " + std::to_string(layout.getHostBytes()) +
-                       " bytes of master weights, optimizer state and gradient "
-                       "accumulators in host memory"
-                 : std::string())
-         << describePeak(layout)
-         << (!TiersAttr::of(func) && TargetAttr::of(func) && TargetAttr::of(func).isCuda() &&
-                     layout.getStateBytes() > 0
-                 ? "; --offload=auto may keep optimizer state in host memory instead"
-                 : "");
+  // One short line, then what the step holds, what would fit and what to
+  // try, each a note.
+  InFlightDiagnostic diag = func.emitError()
+                            << "the step needs " << sizeText(layout.getPlannedBytes())
+                            << " but the budget is " << sizeText(budget);
+  auto h = [](int64_t bytes) {
+    std::string s = sizeText(bytes);
+    size_t paren = s.find(" (");
+    return paren == std::string::npos ? s : s.substr(paren + 2, s.size() - paren - 3);
+  };
+  diag.attachNote() << "it holds: parameters " << h(layout.getParamBytes()) << ", gradients "
+                    << h(layout.getGradBytes()) << ", optimizer state " << h(layout.getStateBytes())
+                    << ", inputs " << h(layout.getInputBytes()) << ", outputs "
+                    << h(layout.getOutputBytes())
+                    << (layout.getWorkspaceBytes() > 0
+                            ? ", fp16 working copies " + h(layout.getShadowBytes()) +
+                                  ", GEMM workspace " + h(layout.getWorkspaceBytes())
+                            : std::string())
+                    << (layout.getDeviceReserveBytes() > 0
+                            ? ", constants, input staging and CUDA runtime reserve " +
+                                  h(layout.getDeviceReserveBytes())
+                            : std::string())
+                    << ", activations and temporaries " << h(layout.getTemporaryBytes())
+                    << " (" << h(layout.getSavedActivationBytes())
+                    << " of them forward values kept for the backward pass)";
+  diag.attachNote() << "the smallest budget this plan meets is "
+                    << sizeText(layout.getPlannedBytes())
+                    << (func->hasAttr("tcc.remat_decisions")
+                            ? " after rematerialising " +
+                                  std::to_string(func->getAttrOfType<ArrayAttr>(
+                                                         "tcc.remat_decisions")
+                                                     .size()) +
+                                  " forward values"
+                            : std::string())
+                    << (layout.getHostBytes() > 0
+                            ? ", with " + h(layout.getHostBytes()) +
+                                  " of master weights, optimizer state and gradient "
+                                  "accumulators in host memory"
+                            : std::string());
+  if (std::string peak = describePeak(layout); !peak.empty())
+    diag.attachNote() << peak.substr(2); // without its leading "; "
+  if (!TiersAttr::of(func) && TargetAttr::of(func) && TargetAttr::of(func).isCuda() &&
+      layout.getStateBytes() > 0)
+    diag.attachNote() << "--offload=auto may keep optimizer state in host memory instead";
+  return diag;
 }
 
 std::string mlir::tcc::describePeak(LayoutAttr layout) {

@@ -68,6 +68,8 @@ def run_tcc(tcc, model, target, budget, keep, extra=()):
                "--memory-report=" + os.path.join(tmp, "memory.json")]
         if budget:
             cmd.append("--mem-budget=%d" % budget)
+            if target == "cuda" and not any(e.startswith(("--offload", "--swap-activations")) for e in extra):
+                cmd.append("--offload=none")  # the device plan, as before the budget decided
         cmd += list(extra)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         # The message names the model by its path, which is the same in both

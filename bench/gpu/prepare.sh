@@ -76,7 +76,8 @@ for name, nbytes in re.findall(r"\{\"([^\"]+)\", \d+, \d+, d\d+, \d+ULL, (\d+)UL
 ' > "$p/gpt2.manifest"
 for b in none 8G 5G 4G 3G; do
   budget=()
-  [ "$b" != none ] && budget=(--mem-budget="$b")
+  # --offload=none: this stage measures recomputation against the budget.
+  [ "$b" != none ] && budget=(--mem-budget="$b" --offload=none)
   if ! "$tcc" "${gpt2[@]}" --target=cuda --no-weights "${budget[@]}" \
       --memory-report "$p/gpt2_$b.mem.json" -o "$p/steps/gpt2_$b.so" 2> "$work/gpt2_$b.log"; then
     grep -o "error: .*" "$work/gpt2_$b.log" > "$p/gpt2_$b.err" || true
