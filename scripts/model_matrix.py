@@ -24,6 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "test", "e2e"))
+sys.path.insert(0, os.path.join(REPO, "python"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import check_hf_models as hf  # noqa: E402
 
@@ -116,6 +117,58 @@ for _name, (_family, _what, _factory) in MODELS.items():
         hf.MASKED_LM.add(_name)
 
 
+# Vision and speech models take features, not token ids: exported with their
+# own inputs and labels, then only tcc's import and CPU build are tried (the
+# float64 checks need check_hf_models' token batches).
+def vision_speech():
+    import torch
+    import transformers as T
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x, labels):
+            return self.m(x, labels=labels).loss
+
+    torch.manual_seed(0)
+    vit = T.ViTForImageClassification(T.ViTConfig(
+        image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=128, num_labels=10, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0))
+    w2v = T.Wav2Vec2ForSequenceClassification(T.Wav2Vec2Config(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4, num_labels=4, hidden_dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0))
+    return {
+        "vit": ("vision", "patch embedding (Conv), [CLS] head", WithLoss(vit),
+                (torch.randn(2, 3, 32, 32), torch.tensor([1, 7]))),
+        "wav2vec2": ("speech", "convolutional feature encoder, conv positions", WithLoss(w2v),
+                     (torch.randn(2, 1600), torch.tensor([0, 3]))),
+    }
+
+
+def import_only(name, module, example, args):
+    """Exports and compiles (CPU target); returns (status, notes)."""
+    import subprocess
+    import tcc_export
+    work = os.path.join(args.workdir, name)
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "model.onnx")
+    try:
+        tcc_export.export(module.train(), example, path, input_names=["x", "labels"],
+                          output_names=["loss"])
+    except Exception as e:  # noqa: BLE001
+        return "export fails", diagnostic(e, args.workdir)
+    r = subprocess.run([args.tcc, path, "--target=cpu", "-o", os.path.join(work, "step.so")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        return "refused by tcc", diagnostic(r.stdout, args.workdir)
+    return "compiles (not yet checked against PyTorch here)", ""
+
+
 def diagnostic(text, workdir):
     """The first error line of a failed export, compile or run."""
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
@@ -133,6 +186,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--out", help="write the table as markdown here (e.g. docs/models.md)")
     ap.add_argument("--workdir")
+    ap.add_argument("--vision", action="store_true",
+                    help="also the vision and speech rows when --models is given")
     args = ap.parse_args()
     args.workdir = args.workdir or tempfile.mkdtemp(prefix="tcc-matrix-")
     args.cuda_emulation = True
@@ -160,6 +215,13 @@ def main():
                       else "export fails" if "onnx" in text.lower() or "export" in text.lower()
                       else "fails before tcc")
         rows.append((name, family, what, status, r, notes))
+        print("%-11s %-20s %6.1fs %s %s" % (name, family, time.time() - t0, status, notes[:160]),
+              flush=True)
+    extra = vision_speech() if args.models == ",".join(MODELS) or args.vision else {}
+    for name, (family, what, module, example) in extra.items():
+        t0 = time.time()
+        status, notes = import_only(name, module, example, args)
+        rows.append((name, family, what, status, None, notes))
         print("%-11s %-20s %6.1fs %s %s" % (name, family, time.time() - t0, status, notes[:160]),
               flush=True)
     fmt = lambda r, k: "%.1e" % r[k] if r and r.get(k) == r.get(k) else "-"  # noqa: E731
