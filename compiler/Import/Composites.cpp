@@ -117,9 +117,7 @@ public:
       a = IntegerAttr::get(it, static_cast<int64_t>(v));
     else
       return fail();
-    Operation *c = b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, ArrayRef<Attribute>(a)));
-    built.push_back(c);
-    return c->getResult(0);
+    return constant(DenseElementsAttr::get(type, ArrayRef<Attribute>(a)));
   }
 
   /// A constant tensor.
@@ -414,6 +412,38 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     Value positive = c.greater(y, zero());
     return c.where(positive, upper, zero());
   };
+  // Row-major strides of the data's first k dimensions (GatherND, ScatterND).
+  auto leadingStrides = [&](int64_t k) {
+    SmallVector<int64_t> strides(k, 1);
+    for (int64_t t = k - 2; t >= 0; --t)
+      strides[t] = strides[t + 1] * type.getDimSize(t + 1);
+    return strides;
+  };
+  // The scatters with constant indices: the data seen as `map.size()` rows
+  // of shape `rowShape`; row p takes update row map[p] where taken[p] (the
+  // last update naming it), else keeps its own: where(taken, gather(updates,
+  // map), data), which differentiates to both.
+  auto scatterRows = [&](ArrayRef<int64_t> map, ArrayRef<bool> taken, ArrayRef<int64_t> rowShape,
+                         int64_t updateRows) {
+    int64_t rows = static_cast<int64_t>(map.size());
+    SmallVector<int64_t> dataShape = {rows}, updShape = {updateRows}, maskShape = {rows};
+    dataShape.append(rowShape.begin(), rowShape.end());
+    updShape.append(rowShape.begin(), rowShape.end());
+    maskShape.append(rowShape.size(), 1);
+    SmallVector<Attribute> bits;
+    for (bool t : taken)
+      bits.push_back(builder.getBoolAttr(t));
+    Value mapC = c.constant(
+        DenseElementsAttr::get(RankedTensorType::get({rows}, builder.getI64Type()), map));
+    Value maskC = c.constant(
+        DenseElementsAttr::get(RankedTensorType::get(maskShape, builder.getI1Type()), bits));
+    Value upd = c.make<ReshapeOp>({in2}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(updShape))});
+    Value picked = c.make<GatherOp>({upd, mapC}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
+    Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(dataShape))});
+    Value merged = c.where(maskC, picked, data);
+    return c.make<ReshapeOp>(
+        {merged}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(type.getShape()))});
+  };
   // The reductions' axes: an attribute before opset 18, then a constant input.
   auto reduceAttrs = [&]() -> std::optional<SmallVector<NamedAttribute>> {
     SmallVector<NamedAttribute> attrs;
@@ -650,13 +680,11 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     // linear index sum_t idx[..., t] * stride_t (each idx normalised from
     // negative first): the gradient is the gather's.
     auto indicesType = cast<RankedTensorType>(in1.getType());
-    SmallVector<int64_t> flat = {1}, strides(ndK, 1), dims;
+    SmallVector<int64_t> flat = {1}, strides = leadingStrides(ndK), dims;
     for (int64_t t = 0; t < ndK; ++t) {
       flat[0] *= type.getDimSize(t);
       dims.push_back(type.getDimSize(t));
     }
-    for (int64_t t = ndK - 2; t >= 0; --t)
-      strides[t] = strides[t + 1] * type.getDimSize(t + 1);
     for (int64_t d = ndK; d < type.getRank(); ++d)
       flat.push_back(type.getDimSize(d));
     Type i64 = indicesType.getElementType();
@@ -673,78 +701,46 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(flat))});
     result = c.make<GatherOp>({data, linear}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
   } else if (opType == "ScatterND") {
-    // Constant indices: which update row each of the data's first-k
-    // positions takes (the last one naming it), as a constant map; then
-    // where(taken, gather(updates, map), data), which differentiates to
-    // both.
-    SmallVector<int64_t> idx = *constInts(in1);
+    // Constant indices: each update row's linear position among the data's
+    // first k dimensions.
+    SmallVector<int64_t> idx = *constInts(in1), strides = leadingStrides(ndK), rowShape;
     auto updatesType = cast<RankedTensorType>(in2.getType());
-    int64_t positions = 1, rows = static_cast<int64_t>(idx.size()) / ndK;
-    SmallVector<int64_t> dims, strides(ndK, 1), flat = {0}, updFlat = {rows}, maskShape;
-    for (int64_t t = 0; t < ndK; ++t) {
+    int64_t positions = 1, rows = static_cast<int64_t>(idx.size()) / ndK, rowElems = 1;
+    for (int64_t t = 0; t < ndK; ++t)
       positions *= type.getDimSize(t);
-      dims.push_back(type.getDimSize(t));
-    }
-    for (int64_t t = ndK - 2; t >= 0; --t)
-      strides[t] = strides[t + 1] * type.getDimSize(t + 1);
-    flat[0] = positions;
-    maskShape.push_back(positions);
     for (int64_t d = ndK; d < type.getRank(); ++d) {
-      flat.push_back(type.getDimSize(d));
-      updFlat.push_back(type.getDimSize(d));
-      maskShape.push_back(1);
+      rowShape.push_back(type.getDimSize(d));
+      rowElems *= type.getDimSize(d);
     }
+    if (updatesType.getNumElements() != rows * rowElems)
+      return emitError(loc) << "ScatterND's updates " << updatesType << " do not match "
+                            << rows << " rows of the data " << type;
     SmallVector<int64_t> map(positions, 0);
     SmallVector<bool> taken(positions, false);
     for (int64_t u = 0; u < rows; ++u) {
       int64_t linear = 0;
       for (int64_t t = 0; t < ndK; ++t) {
-        int64_t v = idx[u * ndK + t];
+        int64_t v = idx[u * ndK + t], n = type.getDimSize(t);
         if (v < 0)
-          v += dims[t];
-        if (v < 0 || v >= dims[t]) {
-          (void)c.finish(Value());
-          return emitError(loc) << "ScatterND's index " << idx[u * ndK + t] << " is out of range for dimension "
-                                << t << " of " << type;
-        }
+          v += n;
+        if (v < 0 || v >= n)
+          return emitError(loc) << "ScatterND's index " << idx[u * ndK + t]
+                                << " is out of range for dimension " << t << " of " << type;
         linear += v * strides[t];
       }
       map[linear] = u;
       taken[linear] = true;
     }
-    int64_t updatesElems = updatesType.getNumElements(), rowElems = 1;
-    for (int64_t d = ndK; d < type.getRank(); ++d)
-      rowElems *= type.getDimSize(d);
-    if (updatesElems != rows * rowElems) {
-      (void)c.finish(Value());
-      return emitError(loc) << "ScatterND's updates " << updatesType << " do not match "
-                            << rows << " rows of the data " << type;
-    }
-    Value mapC = c.constant(DenseElementsAttr::get(RankedTensorType::get({positions}, builder.getI64Type()),
-                                                   ArrayRef<int64_t>(map)));
-    SmallVector<Attribute> bits;
-    for (bool b : taken)
-      bits.push_back(builder.getBoolAttr(b));
-    Value maskC = c.constant(DenseElementsAttr::get(
-        RankedTensorType::get(maskShape, builder.getI1Type()), bits));
-    Value upd = c.make<ReshapeOp>({in2}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(updFlat))});
-    Value picked = c.make<GatherOp>({upd, mapC}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
-    Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(flat))});
-    Value merged = c.where(maskC, picked, data);
-    result = c.make<ReshapeOp>(
-        {merged}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(type.getShape()))});
+    result = scatterRows(map, taken, rowShape, rows);
   } else if (opType == "ScatterElements") {
-    // Constant indices: which update element each data element takes (the
-    // last one naming it), as a constant map over the flattened data; then
-    // where(taken, gather(updates, map), data).
+    // Constant indices: the flattened data element each update names (its
+    // own position, with the index on `axis`); each element a row of one.
     SmallVector<int64_t> idx = *constInts(in1);
     auto ut = cast<RankedTensorType>(in2.getType());
     int64_t axis = *normalizeAxis(attrI("axis", 0), type.getRank());
     int64_t total = type.getNumElements(), rank = type.getRank();
-    SmallVector<int64_t> map(total, 0), dataStrides(rank, 1);
+    SmallVector<int64_t> map(total, 0), dataStrides = leadingStrides(rank);
     SmallVector<bool> taken(total, false);
-    for (int64_t d = rank - 2; d >= 0; --d)
-      dataStrides[d] = dataStrides[d + 1] * type.getDimSize(d + 1);
     SmallVector<int64_t> q(rank, 0); // the multi-index into the indices
     for (int64_t u = 0; u < static_cast<int64_t>(idx.size()); ++u) {
       int64_t v = idx[u], n = type.getDimSize(axis);
@@ -764,20 +760,7 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
         q[d] = 0;
       }
     }
-    auto i64 = builder.getI64Type();
-    Value mapC = c.constant(DenseElementsAttr::get(RankedTensorType::get({total}, i64),
-                                                   ArrayRef<int64_t>(map)));
-    SmallVector<Attribute> bits;
-    for (bool b : taken)
-      bits.push_back(builder.getBoolAttr(b));
-    Value maskC = c.constant(DenseElementsAttr::get(RankedTensorType::get({total}, builder.getI1Type()), bits));
-    Value upd = c.make<ReshapeOp>(
-        {in2}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr({ut.getNumElements()}))});
-    Value picked = c.make<GatherOp>({upd, mapC}, {builder.getNamedAttr("axis", builder.getI64IntegerAttr(0))});
-    Value data = c.make<ReshapeOp>({x}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr({total}))});
-    Value merged = c.where(maskC, picked, data);
-    result = c.make<ReshapeOp>(
-        {merged}, {builder.getNamedAttr("shape", builder.getDenseI64ArrayAttr(type.getShape()))});
+    result = scatterRows(map, taken, {}, ut.getNumElements());
   } else if (opType == "Einsum") {
     // Operands folded pairwise from the left: each pair as one batched
     // MatMul ([batch, free_a, contract] x [batch, contract, free_b]), with
