@@ -32,6 +32,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from check_data_parallel_cuda import free_port  # noqa: E402  (the torchrun worlds' port picker)
 REPO = os.path.dirname(os.path.dirname(HERE))
 MAGIC, VERSION = 0x2A434354, 2
 WRONG_VERSION, WRONG_LAUNCH = 1, 5
@@ -48,12 +50,6 @@ def fnv(text):
     for b in text.encode():
         h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     return h
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rank_env(rank, size, port, addr="127.0.0.1", token="launch-A", **more):
