@@ -88,8 +88,19 @@ static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
   // the arithmetic, and so the results, are the same.
   // TCC_CPU_PREBUILT_KERNELS: the kernels of the fixed half (kernels.cpp)
   // are declared, not compiled, in the step's unit (runtime/cpu/prebuilt.h).
-  return {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-DTCC_CPU_PREBUILT_KERNELS",
-          "-I", "."};
+  std::vector<std::string> flags = {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden",
+                                     "-DTCC_CPU_PREBUILT_KERNELS", "-I", "."};
+  if (!options.cpuBlas.empty())
+    flags.push_back("-DTCC_CPU_BLAS");
+  return flags;
+}
+
+std::string mlir::tcc::configuredCpuBlas() {
+#ifdef TCC_CPU_BLAS_LIBRARY
+  if (llvm::sys::fs::exists(TCC_CPU_BLAS_LIBRARY))
+    return TCC_CPU_BLAS_LIBRARY;
+#endif
+  return "";
 }
 
 /// The header a generated step includes first (runtime/*/step_prelude.*).
@@ -188,6 +199,8 @@ mlir::tcc::stepBuildCommands(const EmittedStep &step, const StepBuildOptions &op
   }
   link.log = "link.log";
   if (!isCuda(step)) {
+    if (!options.cpuBlas.empty())
+      link.args.push_back(options.cpuBlas);
     commands.push_back(std::move(link));
     return commands;
   }

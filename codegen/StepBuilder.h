@@ -22,7 +22,14 @@ struct StepBuildOptions {
   /// CUDA target: build with the host compiler against tcc's CUDA emulation
   /// (runtime/cuda/emu), so the step runs on the CPU, for tests.
   bool cudaEmulation = false;
+  /// CPU target: the CBLAS library linked into the step for its fp32 GEMMs
+  /// (runtime/cpu/kernels.h's TCC_CPU_BLAS); empty: the reference GEMM.
+  std::string cpuBlas;
 };
+
+/// The CBLAS library tcc was configured with (CMake's
+/// TCC_CPU_BLAS_LIBRARY), when it is still there; "" otherwise.
+std::string configuredCpuBlas();
 
 /// One compiler run of a step's build, in its build folder: the arguments
 /// after the compiler's name, and the log it writes.

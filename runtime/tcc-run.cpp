@@ -35,6 +35,7 @@
 #include "runtime/tcc_step.h"
 
 #include <algorithm>
+#include <sched.h>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +104,9 @@ const char *const kUsage =
     "  --seed N       the seed of the data order (--data random) and of the\n"
     "                 model's dropout masks (default 0); a resumed run continues\n"
     "                 both from the checkpoint\n"
+    "  --threads N    (CPU steps) the threads the step's GEMMs use (default:\n"
+    "                 every core this process may run on; under mpirun, each\n"
+    "                 rank's own)\n"
     "  --no-prefetch  prepare each micro-batch when it is needed instead of on\n"
     "                 a background thread (the batches are the same)\n"
     "  --no-cuda-graphs\n"
@@ -312,6 +316,7 @@ const ValueFlag kValueFlags[] = {
     {"--no-decay", "GLOB[,GLOB...]"},
     {"--warmup", "N"},           {"--lr-schedule", "constant|cosine"},
     {"--min-lr", "X"},           {"--seed", "N"},
+    {"--threads", "N"},
     {"--data-order", "random|sequential"},
     {"--labels", "shifted|aligned"},
     {"--metrics", "FILE.jsonl"}, {"--checkpoint", "DIR"},
@@ -428,6 +433,8 @@ std::string setValueFlag(const std::string &flag, const char *meta, const std::s
     err = parseInt(flag, value, 1, opts.checkpointEvery);
   } else if (flag == "--keep-checkpoints") {
     err = parseInt(flag, value, 1, opts.keepCheckpoints);
+  } else if (flag == "--threads") {
+    err = parseInt(flag, value, 1, opts.threads);
   } else if (flag == "--seed") {
     int64_t s = 0;
     err = parseInt(flag, value, 0, s);
@@ -679,6 +686,17 @@ int run(int argc, char **argv) {
   err = loadStep(opts.step, step);
   if (!err.empty())
     return error(err);
+  if (step.device && opts.threads)
+    return error("--threads applies to CPU steps; " + opts.step + " is a CUDA step");
+  if (step.setThreads) {
+    int64_t threads = opts.threads;
+    if (!threads) {
+      cpu_set_t cpus;
+      threads = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    }
+    if (step.setThreads(static_cast<int32_t>(std::min<int64_t>(threads, 1024))) != 0)
+      return error(opts.step + ": tcc_step_set_threads(" + std::to_string(threads) + ") failed");
+  }
   if (gWorld.withoutMpi() && !step.device)
     return error(opts.step + " is a CPU step: its data parallelism runs over MPI (mpirun -np " +
                  std::to_string(gWorld.size()) + " tcc-run ...); a launch with torchrun's variables "

@@ -13,6 +13,7 @@ packages=(
   clang-19 libfuzzer-19-dev libclang-rt-19-dev
   chromium fonts-dejavu-core
   libopenmpi-dev openmpi-bin
+  libopenblas-pthread-dev
 )
 
 missing=()

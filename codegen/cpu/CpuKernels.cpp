@@ -126,13 +126,26 @@ public:
   LogicalResult write() {
     out << "  {\n";
     declareReductions();
+    // Rows, or elements, split across the step's threads
+    // (runtime/cpu/threads.h) when nothing accumulates across them: each
+    // row or element is computed as on one thread, so the results do not
+    // depend on the thread count. About 16K elements per chunk at least.
+    parallel = acc.empty();
+    const int64_t grain = lf.rows ? std::max<int64_t>(1, kGrainElements / std::max<int64_t>(rowLength, 1))
+                                  : kGrainElements;
+    if (parallel)
+      out << "  parallel_for(" << (lf.rows ? rowCount : elements) << "LL, " << grain
+          << "LL, [&](int64_t lo, int64_t hi) {\n";
     if (lf.rows)
-      out << "  for (int64_t row = 0; row < " << rowCount << "LL; ++row) {\n"
+      out << "  for (int64_t row = " << (parallel ? "lo" : "0") << "; row < "
+          << (parallel ? std::string("hi") : std::to_string(rowCount) + "LL") << "; ++row) {\n"
           << "    const int64_t row0 = row * " << rowLength << "LL;\n";
     if (failed(writePasses()))
       return failure();
     if (lf.rows)
       out << "  }\n";
+    if (parallel)
+      out << "  });\n";
     finishReductions();
     out << "  }\n";
     return success();
@@ -203,6 +216,8 @@ private:
     if (lf.rows)
       out << "    for (int64_t c = 0; c < " << rowLength << "LL; ++c) {\n"
           << "      const int64_t i = row0 + c;\n      (void)i;\n";
+    else if (parallel)
+      out << "    for (int64_t i = lo; i < hi; ++i) {\n";
     else
       out << "    for (int64_t i = 0; i < " << elements << "LL; ++i) {\n";
     for (Value arg : body.getArguments()) {
@@ -236,8 +251,10 @@ private:
   }
   void closeElements(ArrayRef<Operation *>) override { out << "    }\n"; }
 
+  static constexpr int64_t kGrainElements = 16384;
   CpuEmitter &e;
   llvm::DenseMap<Operation *, std::string> acc;
+  bool parallel = false;
 };
 
 LogicalResult CpuEmitter::emitLoop(tcck::LoopOp loop) {

@@ -127,6 +127,15 @@ static cl::opt<Precision> cpuPrecision(
                clEnumValN(Precision::F64, "f64",
                           "double, for gradient checks")),
     cl::cat(tccCategory));
+enum class CpuGemm { Blas, Reference };
+static cl::opt<CpuGemm> cpuGemm(
+    "cpu-gemm", cl::desc("GEMMs of an f32 CPU step"), cl::init(CpuGemm::Blas),
+    cl::values(clEnumValN(CpuGemm::Blas, "blas",
+                          "the CBLAS library tcc was built with (default; the reference "
+                          "where tcc has none)"),
+               clEnumValN(CpuGemm::Reference, "reference",
+                          "tcc's own kernel, accumulating in double (what f64 steps use)")),
+    cl::cat(tccCategory));
 static cl::opt<std::string> optimizer(
     "optimizer",
     cl::desc("The optimizer the step's apply implements: adamw (default) or "
@@ -1021,6 +1030,12 @@ static int emitOutput(ModuleOp module, const Driver &d) {
   buildOptions.keepTemps = keepTemps;
   buildOptions.cudaArch = std::to_string(targetAttr.getArch());
   buildOptions.cudaEmulation = cudaEmulation;
+  if (!targetAttr.isCuda() && !targetAttr.getStorage().isF64() && cpuGemm == CpuGemm::Blas) {
+    buildOptions.cpuBlas = tcc::configuredCpuBlas();
+    if (buildOptions.cpuBlas.empty() && cpuGemm.getNumOccurrences())
+      llvm::errs() << "tcc: warning: --cpu-gemm=blas: this tcc was built without a CBLAS "
+                      "library (or it is gone); the step uses the reference GEMM\n";
+  }
   if (emit == EmitKind::Source) {
     // A folder this run creates is removed again if anything in it cannot
     // be written (a full disk): never a half-written source folder.

@@ -13,3 +13,13 @@ namespace tcc::cpu {
 TCC_CPU_PREBUILT_LIST(TCC_CPU_INSTANTIATE)
 #undef TCC_CPU_INSTANTIATE
 } // namespace tcc::cpu
+
+/// The threads the step uses (tcc-run --threads): its pool's size, the
+/// caller included; 1 until called. Optional in the step ABI: a step
+/// without it runs on one thread.
+extern "C" __attribute__((visibility("default"))) int tcc_step_set_threads(int32_t n) {
+  if (n < 1)
+    return 1;
+  tcc::cpu::ThreadPool::get().resize(n);
+  return 0;
+}

@@ -21,12 +21,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 // tcc_random.h sits beside this header in a step's build directory and one
 // level up in the source tree.
+#include "threads.h"
+
 #if __has_include("tcc_random.h")
 #include "tcc_random.h"
 #else
@@ -518,6 +521,74 @@ struct RowStore {
   }
 };
 
+#ifdef TCC_CPU_BLAS
+// The fp32 step's GEMMs go to the CBLAS library tcc was configured with
+// (OpenBLAS on Debian; docs/cpu.md says why), linked into step.so. Declared
+// here rather than included: the one routine is standard CBLAS, and each
+// library puts cblas.h somewhere else. 101 = CblasRowMajor, 111/112 =
+// CblasNoTrans/CblasTrans.
+extern "C" void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
+                            const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+// OpenBLAS (CMake's TCC_CPU_BLAS_LIBRARY finds it by that name) runs each
+// call on one thread: the step's own pool (threads.h) splits the GEMMs, so
+// the library's threads never spin beside the pool's, and a multi-threaded
+// call's split cannot make results depend on the thread count.
+extern "C" void openblas_set_num_threads(int);
+namespace detail {
+inline void blas_one_thread() {
+  static const bool once = (openblas_set_num_threads(1), true);
+  (void)once;
+}
+} // namespace detail
+#endif
+
+namespace detail {
+
+/// Rows [m0, m0 + rows) of op(A) x op(B) for one matrix pair (op(A) is M x
+/// K, op(B) K x N; lda and ldb the stored matrices' row strides), by the
+/// CBLAS library's sgemm in row blocks small enough for a scratch buffer,
+/// each row then widened to double and handed to `call` (where a fused
+/// epilogue reads it: the same float products the unfused step stores).
+/// `out` non-null: no epilogue, the rows go straight to out + po.
+inline void blas_rows(int64_t m0, int64_t rows, int64_t N, int64_t K, const float *a, int64_t lda, bool ta,
+                      const float *b, int64_t ldb, bool tb, float *out, int64_t po,
+                      void (*call)(void *, int64_t, const double *, int64_t), void *callable) {
+#ifdef TCC_CPU_BLAS
+  const float *am = ta ? a + m0 : a + m0 * lda;
+  if (out) {
+    cblas_sgemm(101, ta ? 112 : 111, tb ? 112 : 111, static_cast<int>(rows), static_cast<int>(N),
+                static_cast<int>(K), 1.0f, am, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f,
+                out + po + m0 * N, static_cast<int>(N));
+    return;
+  }
+  // About 8 MB of scratch: at least 64 rows (a vocabulary-sized N).
+  const int64_t block = std::min(rows, std::max<int64_t>(64, (int64_t(1) << 21) / N));
+  thread_local std::vector<float> scratch;
+  thread_local std::vector<double> wide;
+  if (static_cast<int64_t>(scratch.size()) < block * N)
+    scratch.resize(static_cast<size_t>(block * N));
+  if (static_cast<int64_t>(wide.size()) < N)
+    wide.resize(static_cast<size_t>(N));
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t mb = std::min(block, rows - r0);
+    cblas_sgemm(101, ta ? 112 : 111, tb ? 112 : 111, static_cast<int>(mb), static_cast<int>(N),
+                static_cast<int>(K), 1.0f, ta ? am + r0 : am + r0 * lda, static_cast<int>(lda), b,
+                static_cast<int>(ldb), 0.0f, scratch.data(), static_cast<int>(N));
+    for (int64_t m = 0; m < mb; ++m) {
+      const float *r = scratch.data() + m * N;
+      for (int64_t n = 0; n < N; ++n)
+        wide[n] = static_cast<double>(r[n]);
+      call(callable, po + (m0 + r0 + m) * N, wide.data(), N);
+    }
+  }
+#else
+  (void)m0, (void)rows, (void)N, (void)K, (void)a, (void)lda, (void)ta, (void)b, (void)ldb, (void)tb,
+      (void)out, (void)po, (void)call, (void)callable;
+#endif
+}
+
+} // namespace detail
+
 /// numpy matmul of op(a) and op(b), where op(x) swaps x's last two
 /// dimensions when `ta` / `tb` (the shapes are the stored ones); a
 /// transposed operand is read through strides, with the same summation order
@@ -528,17 +599,29 @@ template <class T>
 void matmul_rows(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, RowStore store);
 
 template <class T>
+void matmul_into(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb,
+                 RowStore store);
+
+template <class T>
 void matmul(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bool ta = false,
             bool tb = false) {
   auto plain = [out](int64_t base, const double *row, int64_t n) {
     for (int64_t k = 0; k < n; ++k)
       out[base + k] = static_cast<T>(row[k]);
   };
-  matmul_rows(a, as, b, bs, ta, tb, RowStore::of(plain));
+  matmul_into(out, a, as, b, bs, ta, tb, RowStore::of(plain));
 }
 
 template <class T>
 void matmul_rows(const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb, RowStore store) {
+  matmul_into<T>(nullptr, a, as, b, bs, ta, tb, store);
+}
+
+/// The one body of matmul and matmul_rows: `out` non-null when the rows are
+/// only stored (no epilogue), which lets a BLAS write them in place.
+template <class T>
+void matmul_into(T *out, const T *a, const Shape &as, const T *b, const Shape &bs, bool ta, bool tb,
+                 RowStore store) {
   const bool a1 = as.rank == 1, b1 = bs.rank == 1;
   ta = ta && !a1;
   tb = tb && !b1;
@@ -567,6 +650,40 @@ void matmul_rows(const T *a, const Shape &as, const T *b, const Shape &bs, bool 
     st[0][i] *= M * N;
     st[1][i] *= M * K;
     st[2][i] *= K * N;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+#ifdef TCC_CPU_BLAS
+    detail::blas_one_thread();
+    constexpr int64_t kIntMax = 2147483647;
+    const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    if (K > 0 && M <= kIntMax && N <= kIntMax && K <= kIntMax && lda <= kIntMax && ldb <= kIntMax) {
+      // The matrix pairs (offsets of a, b and the product), then the pool's
+      // threads over pairs and blocks of 64 rows of each product: one
+      // sgemm call per block whatever the thread count (a BLAS may take
+      // another path, and sum in another order, for another shape), so the
+      // results do not depend on it.
+      std::vector<int64_t> pairs;
+      const int64_t base0[3] = {0, 0, 0};
+      detail::nd_loop<3>(ob.rank, ob.dims, st, base0, [&](const int64_t *o, int64_t nb, const int64_t *s) {
+        for (int64_t i = 0; i < nb; ++i)
+          for (int k = 0; k < 3; ++k)
+            pairs.push_back(o[k] + i * s[k]);
+      });
+      const int64_t P = static_cast<int64_t>(pairs.size() / 3);
+      constexpr int64_t kRows = 64;
+      const int64_t parts = (M + kRows - 1) / kRows;
+      parallel_for(P * parts, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          const int64_t p = t / parts, part = t % parts;
+          const int64_t m0 = part * kRows, m1 = std::min(M, m0 + kRows);
+          detail::blas_rows(m0, m1 - m0, N, K, a + pairs[3 * p + 1], std::max<int64_t>(lda, 1), ta,
+                            b + pairs[3 * p + 2], std::max<int64_t>(ldb, 1), tb, out, pairs[3 * p],
+                            store.call, store.callable);
+        }
+      });
+      return;
+    }
+#endif
   }
   std::vector<double> acc(4 * static_cast<size_t>(N));
   // A transposed B is packed into rows first (once per distinct B matrix):
@@ -633,25 +750,27 @@ template <class T> void softmax(T *out, const T *in, const Shape &s, int axis, b
   if (outer == 0 || L == 0 || inner == 0)
     return;
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) {
-      const T *x = in + o * L;
-      T *y = out + o * L;
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t l = 0; l < L; ++l)
-        m = std::max(m, static_cast<double>(x[l]));
-      double sum = 0.0;
-      for (int64_t l = 0; l < L; ++l)
-        sum += std::exp(static_cast<double>(x[l]) - m);
-      if (log) {
-        const double ls = std::log(sum);
+    parallel_for(outer, std::max<int64_t>(1, 16384 / L), [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        const T *x = in + o * L;
+        T *y = out + o * L;
+        double m = -std::numeric_limits<double>::infinity();
         for (int64_t l = 0; l < L; ++l)
-          y[l] = static_cast<T>(static_cast<double>(x[l]) - m - ls);
-      } else {
-        const double inv = 1.0 / sum;
+          m = std::max(m, static_cast<double>(x[l]));
+        double sum = 0.0;
         for (int64_t l = 0; l < L; ++l)
-          y[l] = static_cast<T>(std::exp(static_cast<double>(x[l]) - m) * inv);
+          sum += std::exp(static_cast<double>(x[l]) - m);
+        if (log) {
+          const double ls = std::log(sum);
+          for (int64_t l = 0; l < L; ++l)
+            y[l] = static_cast<T>(static_cast<double>(x[l]) - m - ls);
+        } else {
+          const double inv = 1.0 / sum;
+          for (int64_t l = 0; l < L; ++l)
+            y[l] = static_cast<T>(std::exp(static_cast<double>(x[l]) - m) * inv);
+        }
       }
-    }
+    });
     return;
   }
   // Middle axis: statistics for a row of `inner` positions at once, so every
@@ -715,33 +834,35 @@ void layer_norm(T *y, T *mean, T *inv_std_dev, const T *x, const Shape &xs, int 
     build(ss, soff);
   if (!bias_direct)
     build(bs, boff);
-  for (int64_t o = 0; o < outer; ++o) {
-    const T *xr = x + o * inner;
-    T *yr = y + o * inner;
-    double sum = 0.0;
-    for (int64_t i = 0; i < inner; ++i)
-      sum += static_cast<double>(xr[i]);
-    const double mu = sum / static_cast<double>(inner);
-    double sq = 0.0;
-    for (int64_t i = 0; i < inner; ++i) {
-      const double d = static_cast<double>(xr[i]) - mu;
-      sq += d * d;
+  parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o) {
+      const T *xr = x + o * inner;
+      T *yr = y + o * inner;
+      double sum = 0.0;
+      for (int64_t i = 0; i < inner; ++i)
+        sum += static_cast<double>(xr[i]);
+      const double mu = sum / static_cast<double>(inner);
+      double sq = 0.0;
+      for (int64_t i = 0; i < inner; ++i) {
+        const double d = static_cast<double>(xr[i]) - mu;
+        sq += d * d;
+      }
+      const double var = sq / static_cast<double>(inner);
+      const double inv = 1.0 / std::sqrt(var + eps);
+      if (mean)
+        mean[o] = static_cast<T>(mu);
+      if (inv_std_dev)
+        inv_std_dev[o] = static_cast<T>(inv);
+      for (int64_t i = 0; i < inner; ++i) {
+        double v = (static_cast<double>(xr[i]) - mu) * inv;
+        if (scale)
+          v *= static_cast<double>(scale_direct ? scale[i] : scale[soff[static_cast<size_t>(i)]]);
+        if (bias)
+          v += static_cast<double>(bias_direct ? bias[i] : bias[boff[static_cast<size_t>(i)]]);
+        yr[i] = static_cast<T>(v);
+      }
     }
-    const double var = sq / static_cast<double>(inner);
-    const double inv = 1.0 / std::sqrt(var + eps);
-    if (mean)
-      mean[o] = static_cast<T>(mu);
-    if (inv_std_dev)
-      inv_std_dev[o] = static_cast<T>(inv);
-    for (int64_t i = 0; i < inner; ++i) {
-      double v = (static_cast<double>(xr[i]) - mu) * inv;
-      if (scale)
-        v *= static_cast<double>(scale_direct ? scale[i] : scale[soff[static_cast<size_t>(i)]]);
-      if (bias)
-        v += static_cast<double>(bias_direct ? bias[i] : bias[boff[static_cast<size_t>(i)]]);
-      yr[i] = static_cast<T>(v);
-    }
-  }
+  });
 }
 
 // ---- attention ---------------------------------------------------------------
@@ -789,6 +910,168 @@ inline int64_t attn_off(const AttentionStrides &st, int64_t b, int64_t h, int64_
 inline int64_t attn_keys(int64_t i, int64_t Sk, bool causal) { return causal ? std::min(Sk, i + 1) : Sk; }
 } // namespace detail
 
+#ifdef TCC_CPU_BLAS
+namespace detail {
+/// Rows of queries an fp32 attention handles at once: its scores are a
+/// rows x keys scratch matrix (at most about 4 MB); causal blocks are short,
+/// so that a block's GEMMs stop at the last key its last query sees.
+inline int64_t attn_block_rows(const AttentionDims &d, bool causal) {
+  const int64_t cap = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(d.Sk, 1));
+  return std::max<int64_t>(1, std::min({d.Sq, causal ? int64_t(64) : int64_t(256), cap}));
+}
+
+/// The scores of query rows [i0, i0 + rows) of head (b, h) against keys
+/// [0, nk): s = scale q k^T + bias, by sgemm; `s` is rows x nk.
+inline void attn_scores_f32(float *s, int64_t i0, int64_t rows, int64_t nk, int64_t b, int64_t h,
+                            const float *q, AttentionStrides qs, const float *k, AttentionStrides ks,
+                            const float *bias, AttentionStrides bs, const AttentionDims &d, double scale) {
+  cblas_sgemm(101, 111, 112, static_cast<int>(rows), static_cast<int>(nk), static_cast<int>(d.D),
+              static_cast<float>(scale), q + attn_off(qs, b, h, i0), static_cast<int>(qs.s),
+              k + attn_off(ks, b, h, 0), static_cast<int>(ks.s), 0.0f, s, static_cast<int>(nk));
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *bi = bias + attn_off(bs, b, h, i0 + r);
+      float *sr = s + r * nk;
+      for (int64_t j = 0; j < nk; ++j)
+        sr[j] += bi[j];
+    }
+}
+
+/// Whether the fp32 attention can run on sgemm: strides and sizes that fit
+/// CBLAS's int leading dimensions.
+inline bool attn_blas_ok(const AttentionDims &d, std::initializer_list<AttentionStrides> ops) {
+  constexpr int64_t kIntMax = 2147483647;
+  if (d.Sq <= 0 || d.Sk <= 0 || d.D <= 0 || d.Dv <= 0 || d.Sq > kIntMax || d.Sk > kIntMax || d.D > kIntMax ||
+      d.Dv > kIntMax)
+    return false;
+  for (const AttentionStrides &st : ops)
+    if (st.s < std::max(d.D, d.Dv) || st.s > kIntMax)
+      return false;
+  return true;
+}
+
+/// attention_forward in fp32 on the CBLAS library: per head and block of
+/// queries, the scores by one sgemm, the softmax in float (sums in double),
+/// the output by a second sgemm.
+inline void attention_forward_f32(float *o, AttentionStrides os, float *lse, const float *q,
+                                  AttentionStrides qs, const float *k, AttentionStrides ks, const float *v,
+                                  AttentionStrides vs, const float *bias, AttentionStrides bs,
+                                  const AttentionDims &d, double scale, bool causal,
+                                  const AttentionDropout &drop) {
+  const uint64_t dkey = attn_drop_key(drop);
+  const int64_t R = attn_block_rows(d, causal);
+  parallel_for(d.B * d.H, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> s(static_cast<size_t>(R * d.Sk));
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H;
+      for (int64_t i0 = 0; i0 < d.Sq; i0 += R) {
+        const int64_t rows = std::min(R, d.Sq - i0);
+        const int64_t nk = attn_keys(i0 + rows - 1, d.Sk, causal);
+        attn_scores_f32(s.data(), i0, rows, nk, b, h, q, qs, k, ks, bias, bs, d, scale);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r, n = attn_keys(i, d.Sk, causal);
+          float *sr = s.data() + r * nk;
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n; ++j)
+            m = std::max(m, sr[j]);
+          double sum = 0.0;
+          for (int64_t j = 0; j < n; ++j) {
+            sr[j] = std::exp(sr[j] - m);
+            sum += sr[j];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t j = 0; j < n; ++j)
+            sr[j] *= inv;
+          if (drop.rng)
+            for (int64_t j = 0; j < n; ++j)
+              sr[j] *= static_cast<float>(attn_drop(drop, dkey, b * d.H + h, i, j, d));
+          for (int64_t j = n; j < nk; ++j)
+            sr[j] = 0.0f;
+          lse[(b * d.H + h) * d.Sq + i] = static_cast<float>(static_cast<double>(m) + std::log(sum));
+        }
+        cblas_sgemm(101, 111, 111, static_cast<int>(rows), static_cast<int>(d.Dv), static_cast<int>(nk), 1.0f,
+                    s.data(), static_cast<int>(nk), v + attn_off(vs, b, h, 0), static_cast<int>(vs.s), 0.0f,
+                    o + attn_off(os, b, h, i0), static_cast<int>(os.s));
+      }
+    }
+  });
+}
+
+/// attention_backward in fp32 on the CBLAS library: per head and block of
+/// queries, P recomputed from the scores and lse, dP = dout v^T, then
+/// dv += (P M)^T dout, dq = dS k and dk += dS^T q, each one sgemm.
+inline void attention_backward_f32(float *dq, AttentionStrides dqs, float *dk, AttentionStrides dks,
+                                   float *dv, AttentionStrides dvs, const float *q, AttentionStrides qs,
+                                   const float *k, AttentionStrides ks, const float *v, AttentionStrides vs,
+                                   const float *o, AttentionStrides os, const float *dout,
+                                   AttentionStrides dos, const float *lse, const float *bias,
+                                   AttentionStrides bs, const AttentionDims &d, double scale, bool causal,
+                                   const AttentionDropout &drop) {
+  const uint64_t dkey = attn_drop_key(drop);
+  const int64_t R = attn_block_rows(d, causal);
+  parallel_for(d.B * d.H, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> p(static_cast<size_t>(R * d.Sk)), dp(static_cast<size_t>(R * d.Sk)),
+        pm(drop.rng ? static_cast<size_t>(R * d.Sk) : 0);
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / d.H, h = bh % d.H;
+      {
+        for (int64_t j = 0; j < d.Sk; ++j) {
+          std::fill_n(dk + attn_off(dks, b, h, j), d.D, 0.0f);
+          std::fill_n(dv + attn_off(dvs, b, h, j), d.Dv, 0.0f);
+        }
+        for (int64_t i0 = 0; i0 < d.Sq; i0 += R) {
+          const int64_t rows = std::min(R, d.Sq - i0);
+          const int64_t nk = attn_keys(i0 + rows - 1, d.Sk, causal);
+          attn_scores_f32(p.data(), i0, rows, nk, b, h, q, qs, k, ks, bias, bs, d, scale);
+          cblas_sgemm(101, 111, 112, static_cast<int>(rows), static_cast<int>(nk), static_cast<int>(d.Dv),
+                      1.0f, dout + attn_off(dos, b, h, i0), static_cast<int>(dos.s),
+                      v + attn_off(vs, b, h, 0), static_cast<int>(vs.s), 0.0f, dp.data(),
+                      static_cast<int>(nk));
+          for (int64_t r = 0; r < rows; ++r) {
+            const int64_t i = i0 + r, n = attn_keys(i, d.Sk, causal);
+            const float l = lse[(b * d.H + h) * d.Sq + i];
+            const float *gi = dout + attn_off(dos, b, h, i), *oi = o + attn_off(os, b, h, i);
+            double delta = 0.0;
+            for (int64_t c = 0; c < d.Dv; ++c)
+              delta += static_cast<double>(gi[c]) * static_cast<double>(oi[c]);
+            const float dl = static_cast<float>(delta), sc = static_cast<float>(scale);
+            float *pr = p.data() + r * nk, *dr = dp.data() + r * nk;
+            float *mr = drop.rng ? pm.data() + r * nk : nullptr;
+            for (int64_t j = 0; j < n; ++j) {
+              const float pj = std::exp(pr[j] - l);
+              float g = dr[j];
+              if (mr) {
+                const float mf = static_cast<float>(attn_drop(drop, dkey, b * d.H + h, i, j, d));
+                mr[j] = pj * mf;
+                g *= mf;
+              }
+              pr[j] = pj;
+              dr[j] = pj * (g - dl) * sc; // dS
+            }
+            for (int64_t j = n; j < nk; ++j) {
+              pr[j] = dr[j] = 0.0f;
+              if (mr)
+                mr[j] = 0.0f;
+            }
+          }
+          const float *pmat = drop.rng ? pm.data() : p.data();
+          cblas_sgemm(101, 112, 111, static_cast<int>(nk), static_cast<int>(d.Dv), static_cast<int>(rows),
+                      1.0f, pmat, static_cast<int>(nk), dout + attn_off(dos, b, h, i0),
+                      static_cast<int>(dos.s), 1.0f, dv + attn_off(dvs, b, h, 0), static_cast<int>(dvs.s));
+          cblas_sgemm(101, 111, 111, static_cast<int>(rows), static_cast<int>(d.D), static_cast<int>(nk),
+                      1.0f, dp.data(), static_cast<int>(nk), k + attn_off(ks, b, h, 0),
+                      static_cast<int>(ks.s), 0.0f, dq + attn_off(dqs, b, h, i0), static_cast<int>(dqs.s));
+          cblas_sgemm(101, 112, 111, static_cast<int>(nk), static_cast<int>(d.D), static_cast<int>(rows),
+                      1.0f, dp.data(), static_cast<int>(nk), q + attn_off(qs, b, h, i0),
+                      static_cast<int>(qs.s), 1.0f, dk + attn_off(dks, b, h, 0), static_cast<int>(dks.s));
+        }
+      }
+    }
+  });
+}
+} // namespace detail
+#endif
+
 /// o = softmax(scale * q k^T [+ bias] [+ causal mask]) v, and lse = the
 /// rows' log-sum-exp of the scores ([B, H, Sq], contiguous), which the
 /// backward pass uses to recompute the probabilities. `bias` (may be null)
@@ -800,6 +1083,14 @@ template <class T>
 void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionStrides qs, const T *k,
                        AttentionStrides ks, const T *v, AttentionStrides vs, const T *bias, AttentionStrides bs,
                        const AttentionDims &d, double scale, bool causal, const AttentionDropout &drop = {}) {
+#ifdef TCC_CPU_BLAS
+  if constexpr (std::is_same_v<T, float>)
+    if (detail::attn_blas_ok(d, {os, qs, ks, vs})) {
+      detail::blas_one_thread();
+      detail::attention_forward_f32(o, os, lse, q, qs, k, ks, v, vs, bias, bs, d, scale, causal, drop);
+      return;
+    }
+#endif
   const uint64_t dkey = detail::attn_drop_key(drop);
   std::vector<double> s(static_cast<size_t>(d.Sk)), acc(static_cast<size_t>(d.Dv));
   for (int64_t b = 0; b < d.B; ++b)
@@ -848,6 +1139,15 @@ void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks
                         AttentionStrides vs, const T *o, AttentionStrides os, const T *dout, AttentionStrides dos,
                         const T *lse, const T *bias, AttentionStrides bs, const AttentionDims &d, double scale,
                         bool causal, const AttentionDropout &drop = {}) {
+#ifdef TCC_CPU_BLAS
+  if constexpr (std::is_same_v<T, float>)
+    if (detail::attn_blas_ok(d, {dqs, dks, dvs, qs, ks, vs, os, dos})) {
+      detail::blas_one_thread();
+      detail::attention_backward_f32(dq, dqs, dk, dks, dv, dvs, q, qs, k, ks, v, vs, o, os, dout, dos, lse,
+                                     bias, bs, d, scale, causal, drop);
+      return;
+    }
+#endif
   const uint64_t dkey = detail::attn_drop_key(drop);
   const size_t nk = static_cast<size_t>(d.Sk);
   std::vector<double> gq(static_cast<size_t>(d.D)), gk(nk * static_cast<size_t>(d.D)),
@@ -1186,29 +1486,37 @@ int sce_loss_with_grad(T *out, T *dscores, const T *scores, int64_t N, int64_t C
   }
   const double g = static_cast<double>(dout[0]);
   const double scale = reduction == 2 ? g / wsum : g;
-  double total = 0.0;
-  for (int64_t n = 0; n < N; ++n) {
-    const T *s = scores + n * C;
-    T *d = dscores + n * C;
-    const int64_t l = detail::sce_label(labels[n], C, has_ignore, ignore_index);
-    if (l < 0) {
-      std::fill_n(d, C, T(0));
-      continue;
+  // Each row's term, on the step's threads; their sum in row order.
+  std::vector<double> terms(static_cast<size_t>(N), 0.0);
+  parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      const T *s = scores + n * C;
+      T *d = dscores + n * C;
+      const int64_t l = detail::sce_label(labels[n], C, has_ignore, ignore_index);
+      if (l < 0) {
+        std::fill_n(d, C, T(0));
+        continue;
+      }
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t c = 0; c < C; ++c)
+        m = std::max(m, static_cast<double>(s[c]));
+      double sum = 0.0;
+      for (int64_t c = 0; c < C; ++c)
+        sum += std::exp(static_cast<double>(s[c]) - m);
+      const double ls = std::log(sum);
+      auto logp = [&](int64_t c) {
+        return static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls));
+      };
+      const double w = weights ? static_cast<double>(weights[l]) : 1.0;
+      terms[static_cast<size_t>(n)] = -w * logp(l);
+      const double ws = w * scale;
+      for (int64_t c = 0; c < C; ++c)
+        d[c] = static_cast<T>((std::exp(logp(c)) - (c == l ? 1.0 : 0.0)) * ws);
     }
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t c = 0; c < C; ++c)
-      m = std::max(m, static_cast<double>(s[c]));
-    double sum = 0.0;
-    for (int64_t c = 0; c < C; ++c)
-      sum += std::exp(static_cast<double>(s[c]) - m);
-    const double ls = std::log(sum);
-    auto logp = [&](int64_t c) { return static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls)); };
-    const double w = weights ? static_cast<double>(weights[l]) : 1.0;
-    total += -w * logp(l);
-    const double ws = w * scale;
-    for (int64_t c = 0; c < C; ++c)
-      d[c] = static_cast<T>((std::exp(logp(c)) - (c == l ? 1.0 : 0.0)) * ws);
-  }
+  });
+  double total = 0.0;
+  for (int64_t n = 0; n < N; ++n)
+    total += terms[static_cast<size_t>(n)];
   out[0] = static_cast<T>(reduction == 1 ? total
                           : wsum == 0.0  ? std::numeric_limits<double>::quiet_NaN()
                                          : total / wsum);
@@ -1240,14 +1548,16 @@ void adamw_update(T *p, T *g, T *m, T *v, int64_t n, double lr, double beta1,
   const T bc2_sqrt = T(std::sqrt(bc2));
   const T b1 = T(beta1), b2 = T(beta2), one_b1 = T(1.0 - beta1),
           one_b2 = T(1.0 - beta2), e = T(eps), cs = T(clip_scale);
-  for (int64_t i = 0; i < n; ++i) {
-    T gi = clip_scale == 1.0 ? g[i] : g[i] * cs;
-    p[i] = p[i] * decay;
-    m[i] = m[i] * b1 + gi * one_b1;
-    v[i] = v[i] * b2 + gi * gi * one_b2;
-    T denom = std::sqrt(v[i]) / bc2_sqrt + e;
-    p[i] = p[i] - step_size * (m[i] / denom);
-  }
+  parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      T gi = clip_scale == 1.0 ? g[i] : g[i] * cs;
+      p[i] = p[i] * decay;
+      m[i] = m[i] * b1 + gi * one_b1;
+      v[i] = v[i] * b2 + gi * gi * one_b2;
+      T denom = std::sqrt(v[i]) / bc2_sqrt + e;
+      p[i] = p[i] - step_size * (m[i] / denom);
+    }
+  });
 }
 
 /// torch.optim.SGD (dampening 0) on one tensor: L2 weight decay added to the

@@ -34,6 +34,7 @@
   X(void fill<F>(F *, int64_t, F))                                                                         \
   X(void matmul_rows<F>(const F *, const Shape &, const F *, const Shape &, bool, bool, RowStore))          \
   X(void matmul<F>(F *, const F *, const Shape &, const F *, const Shape &, bool, bool))                   \
+  X(void matmul_into<F>(F *, const F *, const Shape &, const F *, const Shape &, bool, bool, RowStore))    \
   X(void softmax<F>(F *, const F *, const Shape &, int, bool))                                             \
   X(void layer_norm<F>(F *, F *, F *, const F *, const Shape &, int, const F *, const Shape &, const F *,   \
                        const Shape &, double))                                                             \

@@ -35,6 +35,9 @@ struct Options {
   int64_t maxSteps = 0;
   /// Where this run stops: --max-steps, else --steps.
   int64_t stopAt() const { return maxSteps && maxSteps < steps ? maxSteps : steps; }
+  /// --threads: the threads a CPU step's GEMMs use (0: every core this
+  /// process may run on).
+  int64_t threads = 0;
   uint64_t seed = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0,
          clipNorm = 0, minLr = 0;

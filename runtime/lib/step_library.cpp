@@ -121,6 +121,7 @@ std::string loadStep(const std::string &arg, Step &step) {
   // Steps before ABI 6 have no trace hook; the version check below refuses
   // them with a clearer message.
   step.setTraceHook = reinterpret_cast<SetTraceHookFn>(::dlsym(lib, "tcc_step_set_trace_hook"));
+  step.setThreads = reinterpret_cast<SetThreadsFn>(::dlsym(lib, "tcc_step_set_threads"));
   step.init = reinterpret_cast<InitFn>(init);
   step.zeroGrads = reinterpret_cast<ZeroGradsFn>(zeroGrads);
   step.microStep = reinterpret_cast<MicroStepFn>(microStep);

@@ -43,6 +43,7 @@ using CommInfoFn = int (*)(void *, char *, uint64_t);
 using CommApiFn = const tcc_comm_api *(*)(void *);
 using CommTraceFn = int (*)(void *, double *, double *, uint64_t *, const char **, int32_t);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
+using SetThreadsFn = int (*)(int32_t);
 using GetShardsFn = const tcc_shard_info *(*)();
 using ShardSumsqFn = int (*)(void *, int32_t, double *);
 using ShardApplyFn = int (*)(void *, int32_t, tcc_optim_args *, double);
@@ -67,6 +68,7 @@ struct Step {
   MicroStepBeginFn microStepBegin = nullptr;
   MicroStepEndFn microStepEnd = nullptr;
   SetTraceHookFn setTraceHook = nullptr; // tcc-run --trace
+  SetThreadsFn setThreads = nullptr;     // CPU steps: tcc-run --threads
   // Data parallelism on a device step (NCCL); looked up under a launcher.
   SetDeviceFn setDevice = nullptr;
   CommIdFn commId = nullptr;

@@ -48,7 +48,10 @@ func.func @micro_step(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %seed: memref<f3
 // CHECK-LABEL: from @fused (CPU target).
 // CHECK: using F = double;
 // CHECK: int fused(char *arena, double grad_scale, F *arg0, F *arg1, F *arg2, F *arg3) {
-// CHECK: for (int64_t row = 0; row < 4LL; ++row) {
+// The rows split across the step's threads (runtime/cpu/threads.h): no
+// reduction across them, at least 16K elements a chunk.
+// CHECK: parallel_for(4LL, 2048LL, [&](int64_t lo, int64_t hi) {
+// CHECK-NEXT: for (int64_t row = lo; row < hi; ++row) {
 // CHECK: double [[R:r[0-9]+]] = 0.0;
 // CHECK: for (int64_t c = 0; c < 8LL; ++c) {
 // CHECK: [[R]] += (double)

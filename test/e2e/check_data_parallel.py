@@ -12,7 +12,9 @@
              micro-step), and a parameter that one micro-step's gradient
              reaches twice (the tied embedding) is summed in another grouping
              even with K = 1. With SGD (momentum 0.9) the parameters stay
-             within 1e-6 of a tensor's largest value; with AdamW within 1e-3:
+             within 1e-6 of a tensor's largest value; with AdamW within 5e-3
+             (measured: 1.4e-3 at most since the f32 step's GEMMs accumulate
+             in float, on the BLAS, as PyTorch's do; 1e-3 before):
              where a gradient is rounding noise in exact arithmetic (the
              attention's query and key biases, which softmax's shift
              invariance makes zero), Adam's normalisation turns the noise of
@@ -88,7 +90,7 @@ def same_bytes(a, b):
     return all(a[n].tobytes() == b[n].tobytes() for n in a) and set(a) == set(b)
 
 
-def compare(what, single, world, first, param_bound=1e-3):
+def compare(what, single, world, first, param_bound=5e-3):
     (ls, ps), (lw, pw) = single, world
     if len(ls) != len(lw):
         return fail("%s: %d losses, the single process %d" % (what, len(lw), len(ls)))

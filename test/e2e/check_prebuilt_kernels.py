@@ -8,9 +8,14 @@ For the demo model at --cpu-precision f32 and f64 this checks that
   * the step tcc builds calls the prebuilt kernels: its object (from
     --keep-temps) has them undefined, and the fixed half defines them;
   * it trains exactly as the same source compiled the old way, as one unit
-    with the whole header-only library (without TCC_CPU_PREBUILT_KERNELS):
+    with the whole header-only library (without TCC_CPU_PREBUILT_KERNELS;
+    with the BLAS build.sh links, and on one thread where tcc-run gives the
+    prebuilt step every core: runtime/cpu/threads.h's results do not depend
+    on the thread count):
     the same losses and gradient norms, to the bit, and a byte-identical saved model after 3 steps of 2
-    micro-steps.
+    micro-steps;
+  * the step trains to the same bits with --threads 1 and 3, and with 3
+    twice.
 Ends with `N passed, M failed`.
 """
 import argparse
@@ -37,12 +42,12 @@ def run(cmd, cwd=None):
     return r.stdout
 
 
-def train(tcc_run, step, save):
+def train(tcc_run, step, save, extra=()):
     """The loss and gradient norm of each step, as tcc-run's metrics file
     writes them (17 digits)."""
     metrics = save + ".jsonl"
     run([tcc_run, step, "--data", DATA, "--accum", "2", "--steps", "3", "--quiet", "--metrics",
-         metrics, "--save", save])
+         metrics, "--save", save] + list(extra))
     with open(metrics) as f:
         return [(r["loss"], r["grad_norm"]) for r in map(json.loads, f)]
 
@@ -72,8 +77,14 @@ def check(args, precision):
     src = os.path.join(work, "src")
     run([args.tcc, MODEL, "--target=cpu", "--cpu-precision=" + precision, "--emit=source", "-o", src])
     whole = os.path.join(work, "whole.so")
+    # With the BLAS the step links (build.sh says which): its fp32 GEMMs.
+    script = open(os.path.join(src, "build.sh")).read()
+    blas = []
+    if "-DTCC_CPU_BLAS" in script:
+        link = [l for l in script.splitlines() if " -shared " in l][0].split()
+        blas = ["-DTCC_CPU_BLAS"] + [a for a in link if a.endswith(".so") and a != "step.so"]
     run([cxx, "-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden", "-I", ".", "-shared", "-o", whole,
-         "step.cpp"], cwd=src)
+         "step.cpp"] + blas, cwd=src)
     a = train(args.tcc_run, built, os.path.join(work, "prebuilt.onnx"))
     b = train(args.tcc_run, whole, os.path.join(work, "whole.onnx"))
     if not a or a != b:
@@ -81,7 +92,18 @@ def check(args, precision):
     if not filecmp.cmp(os.path.join(work, "prebuilt.onnx"), os.path.join(work, "whole.onnx"),
                        shallow=False):
         raise RuntimeError("the saved models differ")
-    return "%d steps' losses and gradient norms equal, saved model identical" % len(a)
+    # The thread count changes nothing (runtime/cpu/threads.h): 1 and 3
+    # threads, and 3 threads twice.
+    runs = [train(args.tcc_run, built, os.path.join(work, "threads%d-%d.onnx" % (n, k)),
+                  ["--threads", str(n)]) for n, k in ((1, 0), (3, 0), (3, 1))]
+    if any(r != a for r in runs):
+        raise RuntimeError("losses differ with --threads 1, 3, 3: %s" % runs)
+    for n, k in ((1, 0), (3, 0), (3, 1)):
+        if not filecmp.cmp(os.path.join(work, "prebuilt.onnx"),
+                           os.path.join(work, "threads%d-%d.onnx" % (n, k)), shallow=False):
+            raise RuntimeError("the saved model of --threads %d differs" % n)
+    return ("%d steps' losses and gradient norms equal, saved model identical, the same with "
+            "--threads 1 and 3 (twice)" % len(a))
 
 
 def main():

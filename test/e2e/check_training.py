@@ -11,7 +11,10 @@ accumulation 2, and run the same loop in PyTorch:
               [clip_grad_norm_]; opt.step(); opt.zero_grad()
 
 Every micro-step loss and every final parameter must match within rtol 1e-5 /
-atol 1e-6 (|tcc - torch| <= atol + rtol * |torch|).
+atol 1e-6 (|tcc - torch| <= atol + rtol * |torch|), or, for f32, be no
+further from PyTorch float64 than atol + twice PyTorch float32's own distance
+from it on that element (the same loop run in float32: its GEMMs, like the f32
+step's BLAS GEMMs, accumulate in float).
 
 Two precisions are checked against PyTorch float64:
   - f64 (`tcc --cpu-precision=f64`): every parameter element, no exceptions;
@@ -89,9 +92,9 @@ def write_feeds(name, root, dtype):
     return batches
 
 
-def torch_run(name, cfg, batches):
+def torch_run(name, cfg, batches, dtype=torch.float64):
     model, _, _, _ = build(name)
-    model = model.double()
+    model = model.to(dtype)
     model.train()
     named = dict(model.named_parameters())
     if cfg["no_decay"]:
@@ -115,7 +118,7 @@ def torch_run(name, cfg, batches):
             g["lr"] = lr_at(cfg, it)
         for k in range(ACCUM):
             feed = batches[(it * ACCUM + k) % len(batches)]
-            args = [v.double() if v.is_floating_point() else v for v in feed.values()]
+            args = [v.to(dtype) if v.is_floating_point() else v for v in feed.values()]
             loss = model(*args)
             losses.append(float(loss))
             (loss / ACCUM).backward()
@@ -126,7 +129,7 @@ def torch_run(name, cfg, batches):
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg["clip"])
         opt.step()
         opt.zero_grad()
-    params = {n: p.detach().numpy().copy() for n, p in named.items()}
+    params = {n: p.detach().double().numpy().copy() for n, p in named.items()}
     return np.array(losses), params, max_grad
 
 
@@ -163,7 +166,7 @@ def check(name, cfg_name, precision, args, ref):
         cmd += ["--no-decay", cfg["no_decay"]]
     run(cmd)
 
-    ref_losses, ref_params, max_grad = ref
+    ref_losses, ref_params, max_grad, ref32_params = ref
     problems = []
     losses = np.load(os.path.join(work, "dump", "losses.npy")).astype(np.float64)
     if losses.shape != ref_losses.shape:
@@ -190,7 +193,11 @@ def check(name, cfg_name, precision, args, ref):
         rel = err / np.maximum(np.abs(want), ATOL / RTOL)
         if mask.any():
             max_rel = max(max_rel, float(np.max(rel[mask])))
-        bad = (err > ATOL + RTOL * np.abs(want)) & mask
+        bound = ATOL + RTOL * np.abs(want)
+        if precision == "f32":
+            # Never worse than twice PyTorch's own float32 error on the element.
+            bound = np.maximum(bound, ATOL + 2 * np.abs(ref32_params[pname] - want))
+        bad = (err > bound) & mask
         if bad.any():
             i = np.unravel_index(np.argmax(np.where(mask, err, 0)), want.shape)
             problems.append("%s: %d elements out of tolerance, e.g. %s: %.9g vs torch %.9g"
@@ -212,7 +219,8 @@ def main():
     for name in args.models:
         for cfg_name in CONFIGS:
             batches = [build(name, s)[2] for s in [None, 4321]]
-            ref = torch_run(name, CONFIGS[cfg_name], batches)
+            ref = torch_run(name, CONFIGS[cfg_name], batches) + (
+                torch_run(name, CONFIGS[cfg_name], batches, torch.float32)[1],)
             for precision in ["f64", "f32"]:
                 try:
                     loss_rel, max_rel, excluded, problems = check(

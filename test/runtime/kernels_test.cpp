@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <vector>
@@ -706,6 +707,93 @@ template <class T> static void test_zero_size() {
   check(close(so, {3}, tol<T>()), "rank-0 reduce", tn);
 }
 
+/// The kernels that split their work across the step's threads
+/// (runtime/cpu/threads.h) give the same bits at 1 and at 3 threads; with a
+/// BLAS (the kernels-blas-test build), the fp32 GEMMs and attention on it
+/// agree with the double-accumulating reference kernels.
+static void test_threads() {
+  const char *tn = "float";
+  uint64_t seed = 7;
+  auto rnd = [&]() {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<float>(static_cast<double>(seed >> 40) / double(1 << 24) - 0.5);
+  };
+  auto fill = [&](std::vector<float> &v) {
+    for (float &x : v)
+      x = rnd();
+  };
+  const int64_t B = 2, H = 3, Sq = 70, Sk = 70, D = 16;
+  std::vector<float> q(B * H * Sq * D), k(B * H * Sk * D), v(B * H * Sk * D), dout(B * H * Sq * D);
+  fill(q), fill(k), fill(v), fill(dout);
+  const AttentionStrides st{H * Sq * D, Sq * D, D};
+  const AttentionDims dims{B, H, Sq, Sk, D, D};
+  std::vector<float> a(64 * 200), bm(200 * 300), x(96 * 500), scores(50 * 1000);
+  fill(a), fill(bm), fill(x), fill(scores);
+  std::vector<int64_t> labels(50);
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<int64_t>(i * 37 % 1000);
+  struct Result {
+    std::vector<float> mm, mmt, o, lse, dq, dk, dv, ln, sm, loss, dscores;
+  };
+  auto run = [&](int threads) {
+    ThreadPool::get().resize(threads);
+    Result r;
+    r.mm.resize(64 * 300);
+    matmul(r.mm.data(), a.data(), S({64, 200}), bm.data(), S({200, 300}));
+    r.mmt.resize(200 * 200);
+    matmul(r.mmt.data(), a.data(), S({64, 200}), a.data(), S({64, 200}), true, false);
+    r.o.resize(q.size()), r.lse.resize(B * H * Sq);
+    attention_forward(r.o.data(), st, r.lse.data(), q.data(), st, k.data(), st, v.data(), st,
+                      static_cast<const float *>(nullptr), AttentionStrides{}, dims, 0.25, true);
+    r.dq.resize(q.size()), r.dk.resize(k.size()), r.dv.resize(v.size());
+    attention_backward(r.dq.data(), st, r.dk.data(), st, r.dv.data(), st, q.data(), st, k.data(), st,
+                       v.data(), st, r.o.data(), st, dout.data(), st, r.lse.data(),
+                       static_cast<const float *>(nullptr), AttentionStrides{}, dims, 0.25, true);
+    r.ln.resize(x.size());
+    layer_norm(r.ln.data(), static_cast<float *>(nullptr), static_cast<float *>(nullptr), x.data(),
+               S({96, 500}), 1, static_cast<const float *>(nullptr), S({}),
+               static_cast<const float *>(nullptr), S({}), 1e-5);
+    r.sm.resize(x.size());
+    softmax(r.sm.data(), x.data(), S({96, 500}), 1, false);
+    r.loss.resize(1), r.dscores.resize(scores.size());
+    const float one = 1.0f;
+    sce_loss_with_grad(r.loss.data(), r.dscores.data(), scores.data(), 50, 1000, labels.data(),
+                       static_cast<const float *>(nullptr), &one, 2, false, int64_t(0));
+    return r;
+  };
+  const Result r1 = run(1), r3 = run(3);
+  ThreadPool::get().resize(1);
+  auto same = [](const std::vector<float> &x, const std::vector<float> &y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  check(same(r1.mm, r3.mm) && same(r1.mmt, r3.mmt), "matmul: 1 and 3 threads bit-identical", tn);
+  check(same(r1.o, r3.o) && same(r1.lse, r3.lse), "attention forward: 1 and 3 threads bit-identical", tn);
+  check(same(r1.dq, r3.dq) && same(r1.dk, r3.dk) && same(r1.dv, r3.dv),
+        "attention backward: 1 and 3 threads bit-identical", tn);
+  check(same(r1.ln, r3.ln) && same(r1.sm, r3.sm), "layer_norm, softmax: 1 and 3 threads bit-identical", tn);
+  check(same(r1.loss, r3.loss) && same(r1.dscores, r3.dscores),
+        "sce_loss_with_grad: 1 and 3 threads bit-identical", tn);
+  // Against the double reference kernels on the same (float) inputs.
+  auto wide = [](const std::vector<float> &f) { return std::vector<double>(f.begin(), f.end()); };
+  std::vector<double> mm(64 * 300);
+  {
+    std::vector<double> ad = wide(a), bd = wide(bm);
+    matmul(mm.data(), ad.data(), S({64, 200}), bd.data(), S({200, 300}));
+  }
+  check(close(r1.mm, mm, 1e-5), "fp32 matmul against the double reference", tn);
+  std::vector<double> qd = wide(q), kd = wide(k), vd = wide(v), gd = wide(dout);
+  std::vector<double> o(q.size()), lse(B * H * Sq), dq(q.size()), dk(k.size()), dv(v.size());
+  attention_forward(o.data(), st, lse.data(), qd.data(), st, kd.data(), st, vd.data(), st,
+                    static_cast<const double *>(nullptr), AttentionStrides{}, dims, 0.25, true);
+  attention_backward(dq.data(), st, dk.data(), st, dv.data(), st, qd.data(), st, kd.data(), st, vd.data(),
+                     st, o.data(), st, gd.data(), st, lse.data(), static_cast<const double *>(nullptr),
+                     AttentionStrides{}, dims, 0.25, true);
+  check(close(r1.o, o, 1e-5) && close(r1.lse, lse, 1e-5), "fp32 attention forward against the double reference",
+        tn);
+  check(close(r1.dq, dq, 1e-5) && close(r1.dk, dk, 1e-5) && close(r1.dv, dv, 1e-5),
+        "fp32 attention backward against the double reference", tn);
+}
+
 int main() {
   test_binary<float>();
   test_binary<double>();
@@ -723,6 +811,7 @@ int main() {
   test_sce_grad_fd();
   test_zero_size<float>();
   test_zero_size<double>();
+  test_threads();
   std::printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail == 0 ? 0 : 1;
 }
