@@ -12,9 +12,9 @@
 // count at all; the reductions across elements stay on one thread.
 //
 // A parallel_for inside a chunk (a kernel called from a parallel loop) runs
-// on the calling thread. Between jobs the workers spin for about 50
-// microseconds (the next kernel usually follows sooner), then sleep on a
-// condition variable.
+// on the calling thread. Between jobs the workers poll for about 20
+// microseconds, yielding the core between polls (the next kernel usually
+// follows sooner), then sleep on a condition variable.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_RUNTIME_CPU_THREADS_H
@@ -74,32 +74,33 @@ public:
   }
 
   /// Runs task(t) for t in [0, tasks) on the pool, the caller included;
-  /// returns when all are done. Every worker takes part in every job (and
-  /// reports back before the next one starts), so no worker ever runs a
-  /// task of a job that is over.
+  /// returns when all are done. A worker that is slow to wake (the cores
+  /// are busy with another process) is not waited for: whoever is running
+  /// takes the tasks. Each claim names its job's generation, so a worker
+  /// that wakes late never takes a task of a later job.
   template <class F> void run(int64_t tasks, F &task) {
     if (tasks <= 0)
       return;
-    if (tasks == 1 || threads_ == 1 || inside()) {
+    if (tasks == 1 || threads_ == 1 || inside() || tasks >= (int64_t(1) << 31)) {
       for (int64_t t = 0; t < tasks; ++t)
         task(t);
       return;
     }
     const Job job{&task, [](void *f, int64_t t) { (*static_cast<F *>(f))(t); }, tasks};
+    uint32_t gen;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      gen = static_cast<uint32_t>(generation_.load() + 1);
       job_ = job;
-      next_.store(0);
-      busy_.store(static_cast<int>(workers_.size()));
+      finished_.store(0);
+      claim_.store(uint64_t(gen) << 32);
       generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    drain(job);
-    // The workers finish their last tasks: spin a little (a step's kernels
-    // are short), then sleep.
-    if (!spin([&] { return busy_.load(std::memory_order_acquire) == 0; })) {
+    drain(job, gen);
+    if (!spin([&] { return finished_.load(std::memory_order_acquire) == tasks; })) {
       std::unique_lock<std::mutex> lock(mu_);
-      done_.wait(lock, [&] { return busy_.load() == 0; });
+      done_.wait(lock, [&] { return finished_.load() == tasks; });
     }
   }
 
@@ -112,29 +113,43 @@ private:
 
   ThreadPool() = default;
 
-  /// Polls `ready` for about 50 microseconds; whether it became true.
+  /// Polls `ready` for about 20 microseconds, yielding the core between
+  /// polls (another process, or another step's threads, may need it more);
+  /// whether it became true.
   template <class P> static bool spin(P &&ready) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
     for (int i = 0;; ++i) {
       if (ready())
         return true;
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() > until)
+      if ((i & 7) == 7 && std::chrono::steady_clock::now() > until)
         return false;
+      std::this_thread::yield();
     }
   }
 
-  /// Takes tasks of `job` until none is left.
-  void drain(const Job &job) {
+  /// Claims and runs tasks of job `gen` until none is left (or a later job
+  /// has replaced it).
+  void drain(const Job &job, uint32_t gen) {
     const bool was = inside();
     inside() = true;
-    for (int64_t t; (t = next_.fetch_add(1)) < job.tasks;)
-      job.call(job.task, t);
+    for (;;) {
+      uint64_t c = claim_.load(std::memory_order_acquire);
+      if (static_cast<uint32_t>(c >> 32) != gen || static_cast<int64_t>(c & 0xffffffffu) >= job.tasks)
+        break;
+      if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel))
+        continue;
+      job.call(job.task, static_cast<int64_t>(c & 0xffffffffu));
+      if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == job.tasks) {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_.notify_all();
+      }
+    }
     inside() = was;
   }
 
   void work(uint64_t seen) {
     for (;;) {
-      // The next job usually follows within microseconds: spin, then sleep.
+      // The next job usually follows within microseconds: poll, then sleep.
       if (!spin([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock<std::mutex> lock(mu_);
         wake_.wait(lock, [&] { return generation_.load() != seen; });
@@ -147,11 +162,7 @@ private:
         seen = generation_.load();
         job = job_;
       }
-      drain(job);
-      if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(mu_);
-        done_.notify_all();
-      }
+      drain(job, static_cast<uint32_t>(seen));
     }
   }
 
@@ -162,8 +173,9 @@ private:
   bool stop_ = false;
   std::atomic<uint64_t> generation_{0};
   Job job_;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int> busy_{0};
+  /// The current job's generation (high 32 bits) and next task (low 32).
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> finished_{0};
 };
 
 /// Calls body(lo, hi) on consecutive chunks that cover [0, n), at most one

@@ -53,7 +53,10 @@ def from_source(step_cpp):
     kinds = {
         "elementwise": len(re.findall(r"^  (?:binary|unary)\(", body, re.M)),
         "gemm": len(re.findall(r"^  (?:matmul|matmul_rows)\(|matmul_rows\(", body, re.M)),
-        "loop": body.count("for (int64_t i = 0;") + body.count("for (int64_t row = 0;"),
+        # A loop nest runs serially or split across the step's threads
+        # (runtime/cpu/threads.h: for i or row from lo).
+        "loop": (body.count("for (int64_t i = 0;") + body.count("for (int64_t row = 0;")
+                 + body.count("for (int64_t i = lo;") + body.count("for (int64_t row = lo;")),
     }
     return labels, live, acc, stores, kinds
 
