@@ -147,6 +147,10 @@ static LogicalResult buildScalarBody(ConversionPatternRewriter &rewriter, Fusion
     Operation *scalar = scalarOp(rewriter, op, operands, lf.shape);
     if (!scalar)
       return op.emitOpError("cannot be computed in a fused loop kernel (no scalar form)");
+    // A row reduction reduces the last dimension only: its other reduced
+    // dimensions are 1 (a reduce over [0, 2] of 1x3x6 is one of rows).
+    if (auto red = dyn_cast<tcck::ReduceOp>(scalar); red && role == tcck::LoopRole::RowReduction)
+      red.setDims({static_cast<int64_t>(lf.shape.size()) - 1});
     scalar->setAttr(tcck::kRoleAttr, rewriter.getStringAttr(tcck::stringifyLoopRole(role)));
     scalar->setAttr(tcck::kStageAttr, rewriter.getI64IntegerAttr(lf.stage.lookup(staged)));
     map.map(op.getResult(0), scalar->getResult(0));

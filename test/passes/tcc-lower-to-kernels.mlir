@@ -170,3 +170,17 @@ func.func @gelu_epilogue(%x: tensor<8x16xf32> {tcc.input = "x"}, %w: tensor<16x3
   %2 = tcc.gelu %1 {approximate = "tanh"} : (tensor<8x32xf32>) -> tensor<8x32xf32>
   return %2 : tensor<8x32xf32>
 }
+
+// -----
+
+// A reduce over [0, 2] of 1x3x6 is a row reduction (dimension 0 is 1): its
+// tcck.reduce reduces the last dimension only, as the loop's verifier asks.
+// FUSED-LABEL: func.func @row_reduction_unit_dims
+// FUSED: tcck.reduce %{{.*}} dims [2] {tcck.role = "row_reduction"
+func.func @row_reduction_unit_dims(%x: tensor<1x3x6xf32> {tcc.input = "x"}, %y: tensor<1x3x6xf32> {tcc.input = "y"})
+    -> (tensor<f32> {tcc.output = "s"}, tensor<1x3x1xf32> {tcc.output = "r"}) {
+  %m = tcc.mul %x, %y : (tensor<1x3x6xf32>, tensor<1x3x6xf32>) -> tensor<1x3x6xf32>
+  %s = tcc.reduce_sum %m {keepdims = 0 : i64} : (tensor<1x3x6xf32>) -> tensor<f32>
+  %r = tcc.reduce_sum %m {axes = array<i64: 0, 2>} : (tensor<1x3x6xf32>) -> tensor<1x3x1xf32>
+  return %s, %r : tensor<f32>, tensor<1x3x1xf32>
+}
