@@ -1,6 +1,7 @@
 //===- Composites.cpp - ONNX ops written as several tcc ops ---------------===//
 
 #include "compiler/Import/Composites.h"
+#include "compiler/Import/Composer.h"
 
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -25,7 +26,7 @@ namespace {
 /// Each composite op and the attributes it knows.
 struct Composite {
   const char *onnx;
-  const char *attrs[3]; // unused entries null
+  const char *attrs[6]; // unused entries null
   bool knows(StringRef attr) const {
     return llvm::any_of(attrs, [&](const char *a) { return a && attr == a; });
   }
@@ -56,6 +57,8 @@ const Composite kComposites[] = {
     {"ReduceMin", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceLogSumExp", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"Einsum", {"equation"}},
+    {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+    {"InstanceNormalization", {"epsilon"}},
 };
 
 const Composite *lookup(StringRef op) {
@@ -71,93 +74,6 @@ const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, StringRef name
       return &a;
   return nullptr;
 }
-
-/// Builds ops one after another, each with its result type inferred and
-/// verified. After the first failure (a diagnostic at the node) every call
-/// returns null; finish() then erases what was built.
-class Composer {
-public:
-  Composer(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-
-  Value op(StringRef name, ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
-    if (failedAlready || llvm::any_of(operands, [](Value v) { return !v; }))
-      return fail();
-    OperationState state(loc, name);
-    state.addOperands(operands);
-    state.addAttributes(attrs);
-    state.addTypes(b.getNoneType());
-    Operation *op = b.create(state);
-    built.push_back(op);
-    SmallVector<Type> types;
-    auto infer = cast<InferTypeOpInterface>(op);
-    if (failed(infer.inferReturnTypes(b.getContext(), loc, op->getOperands(),
-                                      op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-                                      op->getRegions(), types)) ||
-        types.size() != 1)
-      return fail();
-    op->getResult(0).setType(types[0]);
-    if (failed(verify(op)))
-      return fail();
-    return op->getResult(0);
-  }
-  template <typename OpT>
-  Value make(ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
-    return op(OpT::getOperationName(), operands, attrs);
-  }
-
-  /// A rank-0 constant `v` of element type `elt`.
-  Value scalar(double v, Type elt) {
-    if (failedAlready)
-      return fail();
-    auto type = RankedTensorType::get({}, elt);
-    Attribute a;
-    if (auto ft = dyn_cast<FloatType>(elt))
-      a = FloatAttr::get(ft, v);
-    else if (auto it = dyn_cast<IntegerType>(elt))
-      a = IntegerAttr::get(it, static_cast<int64_t>(v));
-    else
-      return fail();
-    return constant(DenseElementsAttr::get(type, ArrayRef<Attribute>(a)));
-  }
-
-  /// A constant tensor.
-  Value constant(DenseElementsAttr value) {
-    if (failedAlready)
-      return fail();
-    Operation *op = b.create<ConstantOp>(loc, value.getType(), value);
-    built.push_back(op);
-    return op->getResult(0);
-  }
-
-  Value where(Value cond, Value x, Value y) { return make<WhereOp>({cond, x, y}); }
-  Value greater(Value x, Value y) { return make<GreaterOp>({x, y}); }
-  Value less(Value x, Value y) { return make<LessOp>({x, y}); }
-  Value mul(Value x, Value y) { return make<MulOp>({x, y}); }
-  Value add(Value x, Value y) { return make<AddOp>({x, y}); }
-  Value sub(Value x, Value y) { return make<SubOp>({x, y}); }
-  Value div(Value x, Value y) { return make<DivOp>({x, y}); }
-
-  /// Keeps the result (success) or erases everything built (failure).
-  FailureOr<Value> finish(Value result) {
-    if (!failedAlready && result)
-      return result;
-    for (Operation *op : llvm::reverse(built))
-      op->erase();
-    built.clear();
-    return failure();
-  }
-
-private:
-  Value fail() {
-    failedAlready = true;
-    return Value();
-  }
-
-  OpBuilder &b;
-  Location loc;
-  SmallVector<Operation *> built;
-  bool failedAlready = false;
-};
 
 /// The integers of a compile-time constant tensor, if `v` is one.
 std::optional<SmallVector<int64_t>> constInts(Value v) {
@@ -256,6 +172,10 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
                             << " is not supported at opset " << opset;
   if (node.output_size() != 1 || operands.empty() || !operands[0])
     return emitError(loc) << opType << " needs its input and one output";
+  if (opType == "Conv")
+    return buildConv(builder, loc, node, operands);
+  if (opType == "InstanceNormalization")
+    return buildInstanceNorm(builder, loc, node, operands);
   auto attrF = [&](StringRef name, double dflt) {
     const onnx::AttributeProto *a = findAttr(node, name);
     return a ? static_cast<double>(a->f()) : dflt;

@@ -1,6 +1,8 @@
 //===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
 //
 // Activations, reductions (ReduceMax/Min as trees of elementwise maxima),
+// Conv (a gather of patches and a batched MatMul: Conv.cpp),
+// InstanceNormalization (Norms.cpp),
 // Tile, CumSum, GatherND, ScatterND, ScatterElements and Einsum (pairwise
 // batched MatMuls), which ONNX itself defines through ops tcc has (most of
 // them as ONNX functions; CumSum as a masked sum of products, O(n^2) along
@@ -40,6 +42,15 @@ bool isCompositeOp(StringRef onnxOp);
 FailureOr<Value> buildComposite(OpBuilder &builder, Location loc,
                                 const onnx::NodeProto &node, int64_t opset,
                                 ArrayRef<Value> operands);
+
+/// ONNX Conv (Conv.cpp): a gather of the input's patches and a batched
+/// MatMul with the weights, written at the builder's insertion point.
+FailureOr<Value> buildConv(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                           ArrayRef<Value> operands);
+
+/// ONNX InstanceNormalization (Norms.cpp), from its statistics' ops.
+FailureOr<Value> buildInstanceNorm(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                                   ArrayRef<Value> operands);
 
 } // namespace mlir::tcc
 

@@ -117,6 +117,8 @@ const std::vector<OpSpec> &opTable() {
       {"ReduceMin", MinOp::getOperationName(), 1, 1, {}},
       {"ReduceLogSumExp", AddOp::getOperationName(), 1, 1, {}},
       {"Einsum", MatMulOp::getOperationName(), 12, 1, {}},
+      {"Conv", MatMulOp::getOperationName(), 1, 1, {}},
+      {"InstanceNormalization", AddOp::getOperationName(), 6, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -149,6 +151,8 @@ ArrayRef<Arity> arityOf(StringRef op) {
     t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Einsum"] = {{0, 1, kMany, 1, 1}};
+    t["Conv"] = {{0, 2, 3, 1, 1}};
+    t["InstanceNormalization"] = {{0, 3, 3, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};
     t["Gemm"] = {{0, 3, 3, 1, 1}, {11, 2, 3, 1, 1}};
     t["Reshape"] = {{0, 1, 1, 1, 1}, {5, 2, 2, 1, 1}};

@@ -801,6 +801,41 @@ case("einsum_one_operand_sum", einsum_case("abc->ca", (2, 3, 4)))
 case("tile_2x3", lambda g: g.weighted_sum([g.op(
     "Tile", [g.param((2, 3)), g.const(np.array([2, 3], np.int64))])]))
 
+
+def conv_case(x, w, bias=True, **attrs):
+    """Conv of parameters x and w (and a bias); its output shape by ONNX's
+    formula, given so that the case does not depend on the installed onnx's
+    shape inference."""
+    def build(g):
+        ins = [g.param(x), g.param(w)] + ([g.param((w[0],))] if bias else [])
+        out = g.op("Conv", ins, **attrs)
+        k = len(x) - 2
+        strides = attrs.get("strides", [1] * k)
+        dil = attrs.get("dilations", [1] * k)
+        pads = attrs.get("pads", [0] * (2 * k))
+        shape = [x[0], w[0]]
+        for d in range(k):
+            span = (w[2 + d] - 1) * dil[d] + 1
+            if attrs.get("auto_pad", "NOTSET").startswith("SAME"):
+                shape.append(-(-x[2 + d] // strides[d]))
+            else:
+                shape.append((x[2 + d] + pads[d] + pads[k + d] - span) // strides[d] + 1)
+        return g.weighted_sum([out], shapes={out: (TensorProto.FLOAT, tuple(shape))})
+    return build
+
+
+case("conv2d_pads_strides_bias", conv_case((2, 3, 7, 6), (4, 3, 3, 2), pads=[1, 0, 2, 1],
+                                           strides=[2, 1]))
+case("conv1d_groups_dilation", conv_case((2, 4, 9), (6, 2, 3), group=2, dilations=[2],
+                                         pads=[1, 1]))
+case("conv2d_patch_embedding", conv_case((1, 3, 8, 8), (5, 3, 4, 4), strides=[4, 4]))
+case("conv2d_same_upper_stride2", conv_case((1, 2, 5, 5), (3, 2, 3, 3), bias=False,
+                                            auto_pad="SAME_UPPER", strides=[2, 2]))
+case("conv1d_depthwise_same_lower", conv_case((1, 3, 6), (3, 1, 4), group=3,
+                                              auto_pad="SAME_LOWER"))
+case("instancenorm_2d", lambda g: g.weighted_sum([g.op("InstanceNormalization", [
+    g.param((2, 3, 4, 5)), g.param((3,)), g.param((3,))], epsilon=1e-3)]))
+
 # ---------------------------------------------------------------------------
 # Runner
 # ---------------------------------------------------------------------------

@@ -78,7 +78,7 @@ SUPPORTED_OPS = (
     "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention "
     "Clip LeakyRelu PRelu ThresholdedRelu Elu Selu Celu HardSigmoid HardSwish Softsign "
     "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements "
-    "ReduceMax ReduceMin ReduceLogSumExp Einsum Softplus Mish"
+    "ReduceMax ReduceMin ReduceLogSumExp Einsum Softplus Mish Conv InstanceNormalization"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")

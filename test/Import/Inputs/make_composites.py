@@ -123,6 +123,23 @@ def main(outdir):
           out_type=TensorProto.INT64)
     model("bad_gap_rank2", [helper.make_node("GlobalAveragePool", ["x"], ["y"], name="n")],
           [f32("x", (2, 3))], (2, 3), outdir)
+    w = lambda shape: numpy_helper.from_array(np.ones(shape, np.float32), "w")  # noqa: E731
+    model("conv_pad_groups", [helper.make_node("Conv", ["x", "w", "b"], ["y"], name="n", group=2,
+                                               pads=[1, 0, 1, 0], strides=[1, 2])],
+          [f32("x", (1, 4, 3, 4))], (1, 6, 5, 2), outdir,
+          inits=[w((6, 2, 1, 2)), numpy_helper.from_array(np.zeros(6, np.float32), "b")])
+    model("bad_conv_group", [helper.make_node("Conv", ["x", "w"], ["y"], name="n", group=3)],
+          [f32("x", (1, 4, 5))], (1, 6, 3), outdir, inits=[w((6, 2, 3))])
+    model("bad_conv_kernel", [helper.make_node("Conv", ["x", "w"], ["y"], name="n")],
+          [f32("x", (1, 2, 2))], (1, 3, 1), outdir, inits=[w((3, 2, 5))])
+    model("bad_conv_autopad", [helper.make_node("Conv", ["x", "w"], ["y"], name="n",
+                                                auto_pad="SAME")],
+          [f32("x", (1, 2, 6))], (1, 3, 6), outdir, inits=[w((3, 2, 3))])
+    model("instancenorm", [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="n",
+                                            epsilon=1e-3)],
+          [f32("x", (2, 3, 4))], (2, 3, 4), outdir,
+          inits=[numpy_helper.from_array(np.ones(3, np.float32), "s"),
+                 numpy_helper.from_array(np.zeros(3, np.float32), "b")])
 
 
 if __name__ == "__main__":
