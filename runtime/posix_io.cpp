@@ -234,4 +234,73 @@ FdCloser::~FdCloser() {
     ::close(fd);
 }
 
+
+StagedFolder::~StagedFolder() { removeStage(); }
+
+void StagedFolder::removeStage() {
+  if (stage_.empty())
+    return;
+  int saved = errno;
+  for (const std::string &f : files_)
+    ::unlink(joinPath(stage_, f).c_str());
+  for (auto it = subdirs_.rbegin(); it != subdirs_.rend(); ++it)
+    ::rmdir(joinPath(stage_, *it).c_str());
+  ::rmdir(stage_.c_str());
+  stage_.clear();
+  files_.clear();
+  subdirs_.clear();
+  errno = saved;
+}
+
+std::string StagedFolder::open(const std::string &dir) {
+  removeStage();
+  dir_ = dir;
+  std::string templ = joinPath(dir, ".tcc-staging.XXXXXX");
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data()))
+    return "cannot create a staging folder in " + dir + ": " + errnoText(errno);
+  stage_ = buf.data();
+  return "";
+}
+
+std::string StagedFolder::path(const std::string &rel, std::string &err) {
+  size_t slash = rel.rfind('/');
+  if (slash != std::string::npos) {
+    std::string sub = rel.substr(0, slash);
+    bool known = false;
+    for (const std::string &d : subdirs_)
+      known |= d == sub;
+    if (!known) {
+      if (::mkdir(joinPath(stage_, sub).c_str(), 0777) != 0) {
+        err = "cannot create " + joinPath(stage_, sub) + ": " + errnoText(errno);
+        return "";
+      }
+      subdirs_.push_back(sub);
+    }
+  }
+  files_.push_back(rel);
+  return joinPath(stage_, rel);
+}
+
+std::string StagedFolder::commit() {
+  SignalHold hold;
+  for (size_t i = 0; i < files_.size(); ++i) {
+    const std::string &f = files_[i];
+    std::string to = joinPath(dir_, f);
+    if (::rename(joinPath(stage_, f).c_str(), to.c_str()) != 0) {
+      std::string why = "cannot move " + to + " into place: " + errnoText(errno);
+      files_.erase(files_.begin(), files_.begin() + static_cast<long>(i));
+      removeStage();
+      return why;
+    }
+  }
+  for (const std::string &d : subdirs_)
+    fsyncDir(joinPath(dir_, d));
+  fsyncDir(dir_);
+  files_.clear();
+  removeStage();
+  return "";
+}
+
 } // namespace tcc::io

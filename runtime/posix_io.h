@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -112,6 +113,34 @@ std::string dirOf(const std::string &path);
 /// path's folder. Only for a folder that one process writes at a time (a
 /// locked checkpoint folder).
 void removeStaleTemporaries(const std::string &path);
+
+/// Files written into a folder as one: each goes to a staging folder inside
+/// it (".tcc-staging.XXXXXX", mkdtemp), and commit() renames them all into
+/// place. Until then the folder keeps the files it had, so a failure half
+/// way (a full disk) leaves the last complete set, never a mixture; a
+/// folder destroyed without a successful commit() removes its staging
+/// folder and what is in it.
+class StagedFolder {
+public:
+  StagedFolder() = default;
+  ~StagedFolder();
+  StagedFolder(const StagedFolder &) = delete;
+  StagedFolder &operator=(const StagedFolder &) = delete;
+
+  /// Makes the staging folder in `dir`, which exists. Returns "" or why not.
+  std::string open(const std::string &dir);
+  /// Where to write `rel` ("NAME" or "SUB/NAME"; SUB is made in the staging
+  /// folder, and must exist in `dir` by commit()). Sets `err` on failure.
+  std::string path(const std::string &rel, std::string &err);
+  /// Renames every staged file to its place in `dir` and fsyncs the folders.
+  /// Returns "" or why not.
+  std::string commit();
+
+private:
+  void removeStage();
+  std::string dir_, stage_;
+  std::vector<std::string> files_, subdirs_;
+};
 
 /// Creates `dir` and its missing parents (like `mkdir -p`). Returns "" on
 /// success, otherwise a message that names the directory at fault.

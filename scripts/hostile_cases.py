@@ -310,6 +310,25 @@ def write_models(d):
     entry = m.metadata_props.add()
     entry.key, entry.value = "tcc.trainable", ""
     save("empty_trainable", m)
+    # Issue 47: names that are not UTF-8 text (proto2 does not check them):
+    # a placeholder of the same length replaced in the serialized bytes.
+    def raw_bytes(name, m, placeholder, raw):
+        data = m.SerializeToString()
+        assert data.count(placeholder) == 1 and len(placeholder) == len(raw)
+        path = os.path.join(d, name + ".onnx")
+        with open(path, "wb") as f:
+            f.write(data.replace(placeholder, raw))
+        models[name] = path
+    m = model_of([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                  helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
+                 [f32("x", [2, 2])], [f32("loss", [])],
+                 [numpy_helper.from_array(np.ones((2, 2), np.float32), "w")])
+    entry = m.metadata_props.add()
+    entry.key, entry.value = "tcc.trainable", "PLACEHOLDER"
+    raw_bytes("non_utf8_metadata", m, b"PLACEHOLDER", b"w\xff\x00\x1b[2Jx\xc3(y")
+    m = model_of([helper.make_node("Relu", ["x"], ["y"], name="NODENAME")],
+                 [f32("x", [2, 3])], [f32("y", [2, 3])])
+    raw_bytes("non_utf8_node_name", m, b"NODENAME", b"\x00\xfe\xed\r\nabc")
     # 14. a FIFO as the model
     os.mkfifo(os.path.join(d, "fifo.onnx"))
     models["fifo"] = os.path.join(d, "fifo.onnx")
@@ -851,6 +870,48 @@ def smaller_runtime_cases(step):
                     ["every optimizer step", "2 of 2", "not finite"], [nan])
 
 
+def full_fs_dump_case(step):
+    """Issue 47: --dump onto a filesystem that fills up half way: the earlier
+    dump is kept whole (no mixture of two runs' files), no staging left."""
+    name = "--dump DIR when the disk fills up half way (a 2 MiB tmpfs)"
+    before = "a partial dump: some files of this run, some of the last"
+    d = case_dir("full_fs_dump")
+    mnt = os.path.join(d, "mnt")
+    os.makedirs(mnt)
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if m.returncode != 0:
+        row(name, before, "skipped (needs a small filesystem): mount: %s"
+            % trim(m.stdout.decode(errors="replace").strip(), 60), "-", True, "skipped")
+        return
+    try:
+        out = os.path.join(mnt, "dump")
+        first = run([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "1", "--dump", out])
+        if first.rc != 0:
+            row(name, before, "the first dump failed: " + outcome(first), "-", False)
+            return
+        kept = snapshot(out)
+        # Fill the filesystem but for less than one more dump: the first
+        # files of the next one fit, the last do not.
+        dump_bytes = sum(os.path.getsize(os.path.join(r, f))
+                         for r, _, fs in os.walk(out) for f in fs)
+        st = os.statvfs(mnt)
+        spare = st.f_bavail * st.f_frsize - dump_bytes // 2
+        if spare > 0:
+            with open(os.path.join(mnt, "filler"), "wb") as f:
+                f.write(b"\0" * spare)
+        r = run([ARGS.tcc_run, step, "--data", TRAIN_BIN, "--steps", "2", "--dump", out])
+        why = clean_error(r, ["--dump", "not written"])
+        diff = snapshot_diff(kept, snapshot(out))
+        left = [f for f in os.listdir(out) if f.startswith(".tcc-staging")]
+        dmg = ["the first dump " + ("changed: " + diff if diff else "intact"),
+               "staging left: " + ", ".join(left) if left else "no staging left"]
+        row(name, before, outcome(r) + (" [%s]" % why if why else ""), ", ".join(dmg),
+            not why and not diff and not left)
+    finally:
+        subprocess.run(["umount", mnt])
+
+
 def markdown(rows):
     def cell(s):
         return str(s).replace("|", "\\|").replace("\n", " ")
@@ -957,6 +1018,12 @@ def cases(model_dir):
     importer("tcc.trainable metadata that lists nothing", "empty_trainable",
              "compiles a step without parameters; tcc-run: 'the step has no loss'",
              ["tcc.trainable", "nothing to train"])
+    # Issue 47: names that are not text are refused, escaped, not printed raw
+    importer("a tcc.trainable value with bytes that are not UTF-8 (NUL, ESC)",
+             "non_utf8_metadata", "printed raw, NUL and terminal escapes included",
+             ["tcc.trainable", "not UTF-8", "\\xFF\\x00\\x1B[2Jx\\xC3(y"])
+    importer("a node name with bytes that are not UTF-8", "non_utf8_node_name",
+             "printed raw, NUL included", ["node 0 (Relu)'s name", "\\x00\\xFE\\xED\\x0D\\x0Aab"])
     # 14: a FIFO as the model
     importer("a FIFO as the model (tcc fifo.onnx)", "fifo", "hangs", timeout=20)
     # 17: SIGTERM during the compile
@@ -969,7 +1036,8 @@ def cases(model_dir):
     step = os.path.join(ARGS.workdir, "demo.so")
     r = run([ARGS.tcc, DEMO, "--target=cpu", "-o", step], timeout=300)
     runtime = [truncated_step_case, data_shrinks_case, fifo_feed_case, save_names_step_case,
-               shared_checkpoint_case, sigint_case, runtime_outputs_cases, smaller_runtime_cases]
+               shared_checkpoint_case, sigint_case, runtime_outputs_cases, smaller_runtime_cases,
+               full_fs_dump_case]
     if r.rc != 0 or not os.path.isfile(step):
         for fn in runtime:
             row(fn.__name__, "-", "not run: compiling the demo step failed: " + outcome(r),

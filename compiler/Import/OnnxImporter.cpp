@@ -4,6 +4,7 @@
 
 #include "compiler/Dialect/TccOps.h"
 #include "compiler/Import/Composites.h"
+#include "compiler/Import/ModelText.h"
 #include "compiler/Import/OnnxLocation.h"
 #include "compiler/Import/OnnxOpTable.h"
 #include "compiler/Import/Trainable.h"
@@ -1173,7 +1174,7 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
 
 OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
   ctx->loadDialect<TccDialect, func::FuncDialect>();
-  if (failed(load()) || failed(checkOpset()))
+  if (failed(load()) || failed(checkModelText(model, fileLoc)) || failed(checkOpset()))
     return nullptr;
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   builder.setInsertionPointToEnd(module->getBody());

@@ -223,30 +223,28 @@ void report(const tcc_step_info &info, const char *arena, double scale) {
   std::fflush(stdout);
 }
 
-/// --dump OUT: loss.npy, outputs/<name>.npy and grads/<param>.npy.
+/// --dump OUT: loss.npy, outputs/<name>.npy and grads/<param>.npy, all of
+/// them or none (a full disk half way keeps OUT's earlier files).
 std::string dump(const Options &opts, const tcc_step_info &info, const char *arena) {
-  std::string err;
-  if (info.has_backward &&
-      !(err = dumpTensor(joinPath(opts.dump, "loss.npy"), info.outputs[0], arena)).empty())
-    return err;
-  for (int32_t i = 0; i < info.num_outputs; ++i) {
-    const tcc_tensor_desc &d = info.outputs[i];
-    if (!(err = dumpTensor(joinPath(joinPath(opts.dump, "outputs"), fileNameFor(d.name)), d,
-                           arena))
-             .empty())
-      return err;
-  }
+  tcc::io::StagedFolder staged;
+  std::string err = staged.open(opts.dump), at;
+  auto write = [&](const std::string &rel, const tcc_tensor_desc &d) {
+    if (err.empty())
+      at = staged.path(rel, err);
+    if (err.empty())
+      err = dumpTensor(at, d, arena);
+  };
   if (info.has_backward)
-    for (int32_t i = 0; i < info.num_params; ++i) {
-      const tcc_tensor_desc &g = info.grads[i];
-      if (g.bytes == 0)
-        continue;
-      if (!(err = dumpTensor(joinPath(joinPath(opts.dump, "grads"), fileNameFor(info.params[i].name)),
-                             g, arena))
-               .empty())
-        return err;
-    }
-  return "";
+    write("loss.npy", info.outputs[0]);
+  for (int32_t i = 0; i < info.num_outputs; ++i)
+    write("outputs/" + fileNameFor(info.outputs[i].name), info.outputs[i]);
+  if (info.has_backward)
+    for (int32_t i = 0; i < info.num_params; ++i)
+      if (info.grads[i].bytes > 0)
+        write("grads/" + fileNameFor(info.params[i].name), info.grads[i]);
+  if (err.empty())
+    err = staged.commit();
+  return err.empty() ? "" : dumpNotWritten(opts.dump, err);
 }
 
 } // namespace

@@ -233,4 +233,8 @@ std::string lockCheckpointDir(const std::string &dir) {
   return "cannot lock " + path + ": " + errnoText(e);
 }
 
+std::string dumpNotWritten(const std::string &dir, const std::string &why) {
+  return "--dump " + dir + ": not written, and what the folder held is kept (" + why + ")";
+}
+
 } // namespace tcc::run

@@ -22,6 +22,9 @@ std::string probeFile(const std::string &path, const char *what);
 /// Refuses outputs that name an input, or each other (`model`: the ONNX
 /// model --save starts from).
 std::string checkOutputPaths(const Options &opts, const std::string &model);
+/// The error of a --dump DIR that could not be written whole (a
+/// tcc::io::StagedFolder): DIR keeps what it had.
+std::string dumpNotWritten(const std::string &dir, const std::string &why);
 /// Locks DIR/.tcc-run.lock for the life of the process.
 std::string lockCheckpointDir(const std::string &dir);
 

@@ -247,18 +247,24 @@ int Trainer::finish() {
     mirrorAt = opts.stopAt();
   }
   if (opts.haveDump) {
+    // All the files or none: a full disk half way keeps the last dump.
+    tcc::io::StagedFolder staged;
+    if (!(err = staged.open(opts.dump)).empty())
+      return error(err);
     int64_t n = static_cast<int64_t>(losses.size());
-    if (!(err = tcc::npy::writeFile(joinPath(opts.dump, "losses.npy"), "<f4",
-                                    &n, 1, losses.data(),
+    std::string at = staged.path("losses.npy", err);
+    if (!err.empty() ||
+        !(err = tcc::npy::writeFile(at, "<f4", &n, 1, losses.data(),
                                     losses.size() * sizeof(float)))
              .empty())
-      return error(err);
-    for (int32_t i = 0; i < info.num_params; ++i)
-      if (!(err = dumpTensor(joinPath(paramsDir,
-                                      fileNameFor(info.params[i].name)),
-                             info.params[i], arena))
-               .empty())
-        return error(err);
+      return error(dumpNotWritten(opts.dump, err));
+    for (int32_t i = 0; i < info.num_params; ++i) {
+      at = staged.path("params/" + fileNameFor(info.params[i].name), err);
+      if (!err.empty() || !(err = dumpTensor(at, info.params[i], arena)).empty())
+        return error(dumpNotWritten(opts.dump, err));
+    }
+    if (!(err = staged.commit()).empty())
+      return error(dumpNotWritten(opts.dump, err));
   }
   if (!opts.save.empty())
     if (int r = saveModel(opts.stopAt()); r >= 0)
