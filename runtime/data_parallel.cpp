@@ -236,7 +236,7 @@ void World::attach(const tcc_comm_api *api) {
   std::lock_guard<std::mutex> lock(mu_);
   api_ = api;
   if (star_)
-    star_->close();
+    star_->closePeers(); // rank 0 still answers a late comer on its port
 }
 
 std::string World::library() const { return api_ && api_->library ? api_->library : ""; }

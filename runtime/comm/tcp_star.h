@@ -19,7 +19,11 @@
 // rank of this launch (its hello's token, from TCC_WORLD_TOKEN or
 // torchrun's TORCHELASTIC_RUN_ID, differs; or another protocol version) is
 // told so and dropped: it can neither end the world nor take a rank. On a
-// network others share, set TCC_WORLD_TOKEN to a secret on every rank.
+// network others share, set TCC_WORLD_TOKEN to a secret on every rank. A
+// second process that claims a rank, during the meeting or after it (rank 0
+// keeps answering on its port while the world trains), is told which
+// process holds it (pid, host, address, when it joined), and rank 0 names
+// it on stderr.
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_RUNTIME_COMM_TCP_STAR_H
@@ -34,6 +38,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -48,6 +54,7 @@ namespace tcc::net {
 
 class Star {
 public:
+  using clock = std::chrono::steady_clock;
   Star() = default;
   Star(const Star &) = delete;
   Star &operator=(const Star &) = delete;
@@ -184,15 +191,21 @@ public:
         continue;
       }
       noDelay(fd);
-      Hello hello{kMagic, kVersion, rank, size, launchToken()};
+      Hello hello = makeHello(rank, size);
       Answer answer{};
+      Holder holder{};
       err = writeAll(fd, &hello, sizeof hello, deadline);
       if (err.empty())
         err = readAll(fd, &answer, sizeof answer, deadline);
       if (err.empty() && answer.magic != kMagic)
         err = "what listens there is not rank 0 of a tcc world";
+      if (err.empty() && answer.status == kDuplicate &&
+          readAll(fd, &holder, sizeof holder, std::min(deadline, clock::now() + seconds(kHelloSeconds))).empty())
+        holder.text[sizeof holder.text - 1] = 0;
+      else
+        holder.text[0] = 0;
       if (err.empty() && answer.status != kAccepted)
-        err = refusal(answer, rank, size);
+        err = refusal(answer, rank, size, holder.text);
       if (!err.empty()) {
         ::close(fd);
         return "rank 0 at " + host + ":" + std::to_string(port) + ": " + err;
@@ -226,7 +239,30 @@ public:
     return "";
   }
 
+  /// Closes the sockets to the peers (the world's collectives now go over
+  /// NCCL) but keeps answering late comers until close().
+  void closePeers() {
+    for (int &fd : peers_)
+      if (fd >= 0) {
+        ::close(fd);
+        fd = -1;
+      }
+    if (root_ >= 0) {
+      ::close(root_);
+      root_ = -1;
+    }
+  }
+
   void close() {
+    if (doorman_.joinable()) {
+      (void)!::write(wake_[1], "x", 1);
+      doorman_.join();
+    }
+    for (int *fd : {&wake_[0], &wake_[1]})
+      if (*fd >= 0) {
+        ::close(*fd);
+        *fd = -1;
+      }
     for (int &fd : peers_)
       if (fd >= 0) {
         ::close(fd);
@@ -244,7 +280,6 @@ public:
   int size() const { return size_; }
 
 private:
-  using clock = std::chrono::steady_clock;
   static clock::duration seconds(double s) {
     return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(s > 0 ? s : 1e9));
   }
@@ -301,9 +336,10 @@ private:
     return "";
   }
 
+public:
   // The handshake: a rank's hello, rank 0's answer.
   static constexpr uint32_t kMagic = 0x2a434354; // "TCC*"
-  static constexpr uint32_t kVersion = 2; // 2: the launch token
+  static constexpr uint32_t kVersion = 3; // 2: the launch token; 3: who holds a rank
   enum : int32_t {
     kAccepted = 0,
     kWrongVersion = 1,
@@ -316,12 +352,38 @@ private:
     uint32_t magic, version;
     int32_t rank, size;
     uint64_t token; // launchToken()
+    int32_t pid, reserved;
+    char host[64]; // gethostname(), NUL-terminated
   };
   struct Answer {
     uint32_t magic;
     int32_t status, size; // rank 0's world size
   };
-  static std::string refusal(const Answer &a, int rank, int size) {
+  /// What follows an Answer of kDuplicate: the process holding the rank, in
+  /// words, NUL-terminated.
+  struct Holder {
+    char text[128];
+  };
+
+private:
+  static Hello makeHello(int rank, int size) {
+    Hello h{kMagic, kVersion, rank, size, launchToken(), static_cast<int32_t>(::getpid()), 0, {}};
+    if (::gethostname(h.host, sizeof h.host - 1) != 0)
+      h.host[0] = 0;
+    h.host[sizeof h.host - 1] = 0;
+    return h;
+  }
+  /// "pid P on host H (ADDR)", from a hello and its connection's address;
+  /// the host's bytes that are not printable ASCII are left out.
+  static std::string describe(const Hello &h, const sockaddr_storage &from) {
+    std::string host;
+    for (size_t i = 0; i < sizeof h.host && h.host[i]; ++i)
+      if (h.host[i] > 0x20 && h.host[i] < 0x7f)
+        host += h.host[i];
+    return "pid " + std::to_string(h.pid) + " on host " + (host.empty() ? "?" : host) + " (" +
+           peerName(from) + ")";
+  }
+  static std::string refusal(const Answer &a, int rank, int size, const char *holder) {
     switch (a.status) {
     case kWrongVersion:
       return "refused: another version of tcc-run's rendezvous";
@@ -332,7 +394,8 @@ private:
       return "refused: this process is not of rank 0's launch (TCC_WORLD_TOKEN or "
              "TORCHELASTIC_RUN_ID differs)";
     case kDuplicate:
-      return "refused: another process joined already as rank " + std::to_string(rank) +
+      return "refused: rank " + std::to_string(rank) + " is held already" +
+             (*holder ? std::string(" by ") + holder : std::string(" by another process")) +
              " (two processes with the same RANK)";
     default:
       return "refused: rank " + std::to_string(rank) + " is not a rank of rank 0's world of " +
@@ -340,6 +403,59 @@ private:
     }
   }
 
+public:
+  /// Rank 0: reads the hello on `fd`, a connection from `from`, by `by`,
+  /// and answers it: kAccepted for a free rank of this launch (`token`),
+  /// else why not, with who holds the rank after a kDuplicate (named on
+  /// stderr too); after the meeting every free-looking rank is held. False,
+  /// with nothing answered, when the connection is not a tcc rank's (its
+  /// magic, or a hello cut short). The caller keeps or closes `fd`.
+  /// Public for the fuzz harness (test/fuzz/fuzz_hello.cpp), with
+  /// setWorldForFuzzing.
+  bool admit(int fd, const sockaddr_storage &from, clock::time_point by, uint64_t token, Hello &h,
+             Answer &a) {
+    // The fixed part first: another version's hello may be shorter.
+    constexpr size_t kFixed = offsetof(Hello, token);
+    if (!readAll(fd, &h, kFixed, by).empty() || h.magic != kMagic)
+      return false;
+    a = Answer{kMagic, kAccepted, size_};
+    const bool met = listen_ >= 0 && doorman_.joinable();
+    if (h.version != kVersion)
+      a.status = kWrongVersion;
+    else if (!readAll(fd, reinterpret_cast<char *>(&h) + kFixed, sizeof h - kFixed, by).empty())
+      return false;
+    else if (h.token != token)
+      a.status = kWrongLaunch;
+    else if (h.size != size_)
+      a.status = kWrongSize;
+    else if (h.rank <= 0 || h.rank >= size_)
+      a.status = kBadRank;
+    else if (met || peers_[h.rank] >= 0)
+      a.status = kDuplicate;
+    (void)writeAll(fd, &a, sizeof a, by);
+    if (a.status == kDuplicate) {
+      (void)writeAll(fd, &holders_[h.rank], sizeof(Holder), by);
+      if (!quiet_)
+        std::fprintf(stderr, "tcc-run: warning: rank 0: %s claimed rank %d%s; told it that rank %d is held by %s\n",
+                     describe(h, from).c_str(), h.rank, met ? " after the world met" : "", h.rank,
+                     holders_[h.rank].text);
+    }
+    return true;
+  }
+  /// The fuzz harness's world: `size` ranks meeting, rank 1 still free and
+  /// the others held by `holder` (a descriptor of /dev/null each).
+  void setWorldForFuzzing(int size, const char *holder) {
+    quiet_ = true;
+    size_ = size;
+    peers_.assign(static_cast<size_t>(size), -1);
+    holders_.assign(static_cast<size_t>(size), Holder{});
+    for (int r = 2; r < size; ++r) {
+      peers_[r] = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      std::snprintf(holders_[r].text, sizeof(Holder), "%s", holder);
+    }
+  }
+
+private:
   /// Rank 0: accepts the other ranks. A connection that says nothing within
   /// a few seconds, or is not a tcc rank, is dropped and does not count; so
   /// is one of another launch (its token differs) or of another version of
@@ -351,6 +467,7 @@ private:
       if (std::string err = listen(port, host); !err.empty())
         return err;
     peers_.assign(static_cast<size_t>(size_), -1);
+    holders_.assign(static_cast<size_t>(size_), Holder{});
     std::string duplicates; // ranks a second process claimed too
     std::string strangers;  // connections dropped, for the timeout's message
     const uint64_t token = launchToken();
@@ -368,28 +485,11 @@ private:
       if (fd < 0)
         continue;
       Hello h{};
-      const auto helloBy = std::min(deadline, clock::now() + seconds(kHelloSeconds));
-      // The fixed part first: another version's hello may be shorter.
-      constexpr size_t kFixed = offsetof(Hello, token);
-      if (!readAll(fd, &h, kFixed, helloBy).empty() || h.magic != kMagic) {
+      Answer a{};
+      if (!admit(fd, from, std::min(deadline, clock::now() + seconds(kHelloSeconds)), token, h, a)) {
         ::close(fd);
         continue; // not one of ours
       }
-      Answer a{kMagic, kAccepted, size_};
-      if (h.version != kVersion)
-        a.status = kWrongVersion;
-      else if (!readAll(fd, reinterpret_cast<char *>(&h) + kFixed, sizeof h - kFixed, helloBy).empty()) {
-        ::close(fd);
-        continue;
-      } else if (h.token != token)
-        a.status = kWrongLaunch;
-      else if (h.size != size_)
-        a.status = kWrongSize;
-      else if (h.rank <= 0 || h.rank >= size_)
-        a.status = kBadRank;
-      else if (peers_[h.rank] >= 0)
-        a.status = kDuplicate;
-      (void)writeAll(fd, &a, sizeof a, helloBy);
       if (a.status != kAccepted) {
         ::close(fd);
         if (a.status == kWrongSize) {
@@ -413,11 +513,54 @@ private:
       }
       noDelay(fd);
       peers_[h.rank] = fd;
+      std::snprintf(holders_[h.rank].text, sizeof(Holder), "%s, which joined at %s",
+                    describe(h, from).c_str(), timeOfDay().c_str());
       ++joined;
     }
-    ::close(listen_);
-    listen_ = -1;
+    // The world met; a late process that claims a rank is still answered.
+    if (::pipe2(wake_, O_CLOEXEC) == 0)
+      doorman_ = std::thread([this] { answerLateComers(); });
+    else {
+      ::close(listen_);
+      listen_ = -1;
+    }
     return "";
+  }
+
+  /// Rank 0, after the meeting, until close(): answers each connection on
+  /// the rendezvous port as the meeting would have, a hello of this launch
+  /// with kDuplicate and who holds its rank (a process started twice, or a
+  /// rank restarted by hand, learns at once why it cannot join instead of
+  /// retrying until its timeout), and names it on stderr.
+  void answerLateComers() {
+    for (;;) {
+      pollfd p[2] = {{listen_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      int rc = ::poll(p, 2, -1);
+      if (rc < 0 && errno == EINTR)
+        continue;
+      if (rc < 0 || p[1].revents)
+        return;
+      sockaddr_storage from{};
+      socklen_t fromLen = sizeof from;
+      int fd = ::accept4(listen_, reinterpret_cast<sockaddr *>(&from), &fromLen,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0)
+        continue;
+      Hello h{};
+      Answer a{};
+      (void)admit(fd, from, clock::now() + seconds(kHelloSeconds), launchToken(), h, a);
+      ::close(fd);
+    }
+  }
+
+  /// The time of day, "HH:MM:SS UTC".
+  static std::string timeOfDay() {
+    std::time_t now = std::time(nullptr);
+    std::tm t{};
+    char text[32] = "?";
+    if (::gmtime_r(&now, &t))
+      std::strftime(text, sizeof text, "%H:%M:%S UTC", &t);
+    return text;
   }
 
   /// A peer's address as text.
@@ -476,6 +619,10 @@ private:
 
   int listen_ = -1, port_ = 0, root_ = -1;
   std::vector<int> peers_; // rank 0: one socket per rank (peers_[0] unused)
+  std::vector<Holder> holders_; // rank 0: who holds each rank
+  std::thread doorman_;         // rank 0, after the meeting: answerLateComers
+  int wake_[2] = {-1, -1};      // ends it
+  bool quiet_ = false;          // the fuzz harness: no warnings
   int rank_ = 0, size_ = 1;
   double timeout_ = 0;
 };

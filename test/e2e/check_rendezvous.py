@@ -14,6 +14,11 @@ cannot do to it (issue 47), runtime/comm/tcp_star.h.
              rank 1;
   size       a rank of the same launch told another WORLD_SIZE: both ranks
              refused within seconds, each naming the sizes;
+  late       a second process with RANK=1 of the same launch, started
+             after the world met (rank 0 keeps answering on its port): it
+             is refused within seconds, naming the pid that holds rank 1,
+             rank 0 names it on stderr, and the world trains on; before
+             this, it retried until its timeout against a closed port;
   address    rank 0 listens on MASTER_ADDR only: with MASTER_ADDR=127.0.0.1,
              the machine's other address (if it has one) refuses the
              connection; a MASTER_ADDR that is not this machine's is refused
@@ -29,13 +34,14 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from check_data_parallel_cuda import free_port  # noqa: E402  (the torchrun worlds' port picker)
 REPO = os.path.dirname(os.path.dirname(HERE))
-MAGIC, VERSION = 0x2A434354, 2
+MAGIC, VERSION = 0x2A434354, 3
 WRONG_VERSION, WRONG_LAUNCH = 1, 5
 problems = []
 
@@ -76,6 +82,13 @@ def finish(procs, timeout=90):
             p.kill()
             out.append((None, p.stdout.read()))
     return out
+
+
+def hello_bytes(rank, size, token, version=VERSION):
+    """A hello as runtime/comm/tcp_star.h's Hello: magic, version, rank,
+    size, token, pid, reserved, host[64]."""
+    return struct.pack("<IIiiQii64s", MAGIC, version, rank, size, fnv(token), os.getpid(), 0,
+                       b"check-rendezvous")
 
 
 def hello(port, payload, deadline=20.0):
@@ -130,7 +143,7 @@ def main():
     # meets, with two strangers first.
     port = free_port()
     r0 = start(cmd, rank_env(0, 2, port))
-    intruder = hello(port, struct.pack("<IIiiQ", MAGIC, VERSION, 1, 2, fnv("intruder")))
+    intruder = hello(port, hello_bytes(1, 2, "intruder"))
     old = hello(port, struct.pack("<IIii", MAGIC, 1, 1, 2))
     r1 = start(cmd, rank_env(1, 2, port))
     (c0, o0), (c1, o1) = finish([r0, r1])
@@ -157,6 +170,38 @@ def main():
              % (c0, c1, took, o0[-300:], o1[-300:]))
     else:
         print("size: ranks told WORLD_SIZE 2 and 3 both refused in %.1f s" % took)
+
+    # late: a second RANK=1 after the world met.
+    port = free_port()
+    long_cmd = cmd[:]
+    long_cmd[long_cmd.index("--steps") + 1] = "40"
+    long_cmd += ["--print-every", "1"]
+    r0 = start(long_cmd, rank_env(0, 2, port))
+    r1 = start(long_cmd, rank_env(1, 2, port))
+    lines0 = []
+    reader = threading.Thread(target=lambda: lines0.extend(iter(r0.stdout.readline, "")), daemon=True)
+    reader.start()
+    t0 = time.time()
+    while time.time() - t0 < 60 and not any(ln.startswith("step ") for ln in lines0) \
+            and r0.poll() is None:
+        time.sleep(0.05)
+    t0 = time.time()
+    late = subprocess.run(long_cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=rank_env(1, 2, port), timeout=60)
+    took = time.time() - t0
+    c0 = r0.wait(timeout=120)
+    reader.join(10)
+    o0 = "".join(lines0)
+    (c1, o1), = finish([r1])
+    told = [ln for ln in o0.splitlines() if "after the world met" in ln]
+    if late.returncode == 0 or "rank 1 is held already by pid %d" % r1.pid not in late.stdout \
+            or took > 15 or not told or c0 != 0 or c1 != 0:
+        fail("a late second rank 1: exit %s after %.1f s: %r; rank 0 (exit %s) said %r; rank 1 exit %s"
+             % (late.returncode, took, late.stdout[-400:], c0, told, c1))
+    else:
+        print("late: a second RANK=1 after the world met refused in %.1f s:\n  %s\n  rank 0: %s"
+              % (took, next(ln for ln in late.stdout.splitlines() if "held already" in ln)[:220],
+                 told[0][:220]))
 
     # address: rank 0 listens on MASTER_ADDR only.
     port = free_port()
