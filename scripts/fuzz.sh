@@ -9,9 +9,12 @@
 #   --time S   run each fuzzer for S seconds (default 10)
 #   --runs N   or for N executions (libFuzzer's -runs)
 #   --smoke    what CI runs: the regression corpus once, then 5 s each
-#   --only X   one fuzzer: npy, tokens, checkpoint, onnx_save, step_table, import (the
-#              ONNX importer through the pipeline up to the memory plan: its
-#              build compiles tcc with clang-19 into DIR/import-build, minutes)
+#   --only X   one fuzzer: npy, tokens, checkpoint, manifest (a sharded
+#              checkpoint's manifest and shard, and training-flags), hello
+#              (the rendezvous's handshake), onnx_save, step_table, import
+#              (the ONNX importer through the pipeline up to the memory plan:
+#              its build compiles tcc with clang-19 into DIR/import-build,
+#              minutes)
 #   --out DIR  build folder and corpora (default build-fuzz/)
 #
 # Prints one line per fuzzer: executions, coverage (edges), crashes; exits 1
@@ -53,10 +56,12 @@ declare -A sources=(
   [npy]="runtime/npy.cpp runtime/posix_io.cpp"
   [tokens]="runtime/train_data.cpp runtime/npy.cpp runtime/posix_io.cpp"
   [checkpoint]="runtime/checkpoint.cpp runtime/posix_io.cpp"
+  [manifest]="runtime/checkpoint.cpp runtime/posix_io.cpp runtime/lib/resume_flags.cpp runtime/lib/text.cpp"
+  [hello]="-"
   [onnx_save]="runtime/onnx_save.cpp runtime/posix_io.cpp"
   [step_table]="runtime/step_table.cpp runtime/npy.cpp runtime/posix_io.cpp"
 )
-names=(npy tokens checkpoint onnx_save step_table import)
+names=(npy tokens checkpoint manifest hello onnx_save step_table import)
 sources[import]=cmake
 [ -n "$only" ] && names=("$only")
 
@@ -75,6 +80,24 @@ seed() {
               head -1 | xargs -r cat) > "$dir/npy.seed" ;;
     checkpoint) find "$repo/build/test" -name checkpoint.bin -size -64k 2>/dev/null | head -10 |
                   while read -r f; do cp "$f" "$dir/$(echo "$f" | md5sum | cut -c1-8).bin"; done ;;
+    manifest) # a sharded checkpoint's two files and its flags, joined as the harness splits them
+              find "$repo/build/test" -name 'checkpoint.shard-0-of-2.*' -size -64k 2>/dev/null | head -5 |
+                while read -r f; do
+                  k="$(dirname "$f")"
+                  { cat "$k/checkpoint.bin"; printf TCCSHARD; cat "$f"; printf TCCFLAGS
+                    cat "$k/training-flags" 2>/dev/null; } > "$dir/$(echo "$f" | md5sum | cut -c1-8).seed"
+                done
+              find "$repo/build/test" -name training-flags -size -8k 2>/dev/null | head -5 |
+                while read -r f; do { printf TCCFLAGS; cat "$f"; } > "$dir/$(echo "$f" | md5sum | cut -c1-8).flags"; done ;;
+    hello) # a version-3 hello for each rank of a four-rank world (token 0x1234), and a version-2 one
+           python3 -c '
+import struct, sys
+d = sys.argv[1]
+for r in range(5):
+    open("%s/v3-rank%d.seed" % (d, r), "wb").write(
+        struct.pack("<IIiiQii64s", 0x2A434354, 3, r, 4, 0x1234, 42, 0, b"fuzzhost"))
+open(d + "/v2.seed", "wb").write(struct.pack("<IIiiQ", 0x2A434354, 2, 1, 4, 0x1234))
+' "$dir" ;;
     onnx_save) find "$repo/examples" "$repo/test" -name '*.onnx' -size -256k 2>/dev/null | head -30 |
                  while read -r f; do cp "$f" "$dir/"; done ;;
     import) find "$repo/examples" "$repo/test" -name '*.onnx' -size -256k 2>/dev/null |
@@ -92,7 +115,8 @@ for name in "${names[@]}"; do
   [ -n "${sources[$name]:-}" ] || { echo "fuzz.sh: no fuzzer $name" >&2; exit 2; }
   bin="$out/fuzz_$name"
   srcs=()
-  [ "$name" = import ] || for s in ${sources[$name]}; do srcs+=("$repo/$s"); done
+  [ "$name" = import ] || [ "${sources[$name]}" = - ] ||
+    for s in ${sources[$name]}; do srcs+=("$repo/$s"); done
   if [ "$name" = import ]; then
     # tcc itself, instrumented (TCC_FUZZ in CMakeLists.txt).
     if [ ! -f "$out/import-build/build.ninja" ]; then
@@ -108,6 +132,17 @@ for name in "${names[@]}"; do
     "$cxx" "${flags[@]}" "$repo/test/fuzz/fuzz_$name.cpp" "${srcs[@]}" -o "$bin"
   fi
   seed "$name"
+  # The importer's harness links Debian's MLIR and LLVM, which are not
+  # instrumented, into tcc's instrumented code. LLVM's BumpPtrAllocator
+  # poisons a new slab through ASan's user-poisoning interface where its
+  # inline code is compiled in (tcc's units) and unpoisons what it hands
+  # out where it is compiled in too, but allocations made inside the
+  # uninstrumented libraries (MLIRContext's constructor, first) are never
+  # unpoisoned, so every input stops in a false use-after-poison. Turning
+  # user poisoning off loses only those allocator annotations: heap, stack
+  # and global overflows, use-after-free and UBSan still report.
+  asan=(env)
+  [ "$name" = import ] && asan=(env "ASAN_OPTIONS=allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
   crashes="$out/crashes/$name"
   mkdir -p "$crashes"
   regress="$repo/test/fuzz/regressions/$name"
@@ -115,7 +150,7 @@ for name in "${names[@]}"; do
   rc=0
   if [ -d "$regress" ] && [ -n "$(ls -A "$regress")" ]; then
     # Every reproducer found so far, once.
-    "$bin" -runs=0 "$regress" > "$log.regress" 2>&1 || rc=$?
+    "${asan[@]}" "$bin" -runs=0 "$regress" > "$log.regress" 2>&1 || rc=$?
     if [ $rc -ne 0 ]; then
       echo "fuzz_$name: a regression input crashes again (see $log.regress)"
       status=1
@@ -125,7 +160,7 @@ for name in "${names[@]}"; do
   limit=(-max_total_time="$time_s")
   [ -n "$runs" ] && limit=(-runs="$runs")
   [ "$smoke" = 1 ] && limit=(-max_total_time=5)
-  (cd "$crashes" && "$bin" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  (cd "$crashes" && "${asan[@]}" "$bin" "${limit[@]}" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
      -print_final_stats=1 "$out/corpus/$name" > "$log" 2>&1) || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
   edges=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)
