@@ -19,6 +19,11 @@ cannot do to it (issue 47), runtime/comm/tcp_star.h.
              is refused within seconds, naming the pid that holds rank 1,
              rank 0 names it on stderr, and the world trains on; before
              this, it retried until its timeout against a closed port;
+  agree      ranks of one world given different --lr, --accum or --steps,
+             or an AdamW step beside an SGD one: refused on both ranks
+             before the first step, naming the field and rank 1 (the
+             digests issue 47 added, compared over the rendezvous as over
+             MPI);
   address    rank 0 listens on MASTER_ADDR only: with MASTER_ADDR=127.0.0.1,
              the machine's other address (if it has one) refuses the
              connection; a MASTER_ADDR that is not this machine's is refused
@@ -81,6 +86,16 @@ def finish(procs, timeout=90):
         except subprocess.TimeoutExpired:
             p.kill()
             out.append((None, p.stdout.read()))
+    return out
+
+
+def with_flag(cmd, flag, value):
+    """cmd with `flag value`, replacing the flag's value if it has one."""
+    out = list(cmd)
+    if flag in out:
+        out[out.index(flag) + 1] = value
+    else:
+        out += [flag, value]
     return out
 
 
@@ -202,6 +217,29 @@ def main():
         print("late: a second RANK=1 after the world met refused in %.1f s:\n  %s\n  rank 0: %s"
               % (took, next(ln for ln in late.stdout.splitlines() if "held already" in ln)[:220],
                  told[0][:220]))
+
+    # agree: the ranks' flags and steps compared before training.
+    adamw = os.path.join(args.workdir, "adamw.so")
+    r = subprocess.run([args.tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cuda",
+                        "--cuda-emulation", "-o", adamw],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        fail("compiling the AdamW step: " + r.stdout[-400:])
+    for label, rank1, needle in (
+            ("--lr 1e-2 against --lr 0.5", with_flag(cmd, "--lr", "0.5"), "--lr differs"),
+            ("an SGD step against an AdamW step", [cmd[0], adamw] + cmd[2:], "the optimizer differs"),
+            ("--accum 1 against --accum 2", with_flag(cmd, "--accum", "2"), "--accum differs"),
+            ("--steps 2 against --steps 3", with_flag(cmd, "--steps", "3"), "--steps differs")):
+        port = free_port()
+        t0 = time.time()
+        (c0, o0), (c1, o1) = finish([start(cmd, rank_env(0, 2, port)), start(rank1, rank_env(1, 2, port))], 60)
+        took = time.time() - t0
+        if c0 in (0, None) or c1 in (0, None) or any(needle not in o or "rank 1" not in o for o in (o0, o1)):
+            fail("ranks with %s over the rendezvous: exits %s %s after %.1f s: %r / %r"
+                 % (label, c0, c1, took, o0[-300:], o1[-300:]))
+        else:
+            print("agree: ranks with %s refused on both in %.1f s: %s"
+                  % (label, took, next(ln for ln in o1.splitlines() if needle in ln)[:160]))
 
     # address: rank 0 listens on MASTER_ADDR only.
     port = free_port()
