@@ -18,7 +18,17 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <onnx/onnx_pb.h>
+
 namespace mlir::tcc {
+
+/// The attribute `name` of an ONNX node, or null when the node has none.
+inline const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, llvm::StringRef name) {
+  for (const onnx::AttributeProto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
 
 /// Builds ops one after another, each with its result type inferred and
 /// verified. After the first failure (a diagnostic at the node) every call

@@ -68,13 +68,6 @@ const Composite *lookup(StringRef op) {
   return nullptr;
 }
 
-const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, StringRef name) {
-  for (const onnx::AttributeProto &a : node.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
 /// The integers of a compile-time constant tensor, if `v` is one.
 std::optional<SmallVector<int64_t>> constInts(Value v) {
   DenseIntElementsAttr dense;

@@ -34,16 +34,9 @@ using namespace mlir::tcc;
 
 namespace {
 
-const onnx::AttributeProto *attr(const onnx::NodeProto &node, StringRef name) {
-  for (const onnx::AttributeProto &a : node.attribute())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
 /// The integers of attribute `name`, or `count` copies of `dflt`.
 SmallVector<int64_t> ints(const onnx::NodeProto &node, StringRef name, size_t count, int64_t dflt) {
-  const onnx::AttributeProto *a = attr(node, name);
+  const onnx::AttributeProto *a = findAttr(node, name);
   if (!a)
     return SmallVector<int64_t>(count, dflt);
   return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
@@ -77,14 +70,14 @@ FailureOr<Value> mlir::tcc::buildConv(OpBuilder &builder, Location loc, const on
                              "rank; X is "
                           << xt << ", W " << wt;
   const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), M = wt.getDimSize(0);
-  const onnx::AttributeProto *groupAttr = attr(node, "group");
+  const onnx::AttributeProto *groupAttr = findAttr(node, "group");
   const int64_t G = groupAttr ? groupAttr->i() : 1;
   if (G < 1 || C % G != 0 || M % G != 0 || wt.getDimSize(1) * G != C)
     return emitError(loc) << "Conv's group " << G << " does not fit X " << xt << " and W " << wt
                           << " (W's second dimension times group must be X's channels, and "
                              "group must divide W's first)";
   SmallVector<int64_t> K(wt.getShape().drop_front(2)), D(xt.getShape().drop_front(2));
-  if (const onnx::AttributeProto *ks = attr(node, "kernel_shape");
+  if (const onnx::AttributeProto *ks = findAttr(node, "kernel_shape");
       ks && SmallVector<int64_t>(ks->ints().begin(), ks->ints().end()) != K)
     return emitError(loc) << "Conv's kernel_shape " << list(SmallVector<int64_t>(ks->ints().begin(),
                                                                                  ks->ints().end()))
@@ -95,7 +88,7 @@ FailureOr<Value> mlir::tcc::buildConv(OpBuilder &builder, Location loc, const on
       llvm::any_of(dil, [](int64_t d) { return d < 1; }))
     return emitError(loc) << "Conv's strides " << list(strides) << " and dilations " << list(dil)
                           << " must be " << k << " positive integers each";
-  const onnx::AttributeProto *autoPad = attr(node, "auto_pad");
+  const onnx::AttributeProto *autoPad = findAttr(node, "auto_pad");
   std::string mode = autoPad ? autoPad->s() : "NOTSET";
   SmallVector<int64_t> begin(k, 0), end(k, 0);
   if (mode == "NOTSET") {

@@ -35,10 +35,8 @@ FailureOr<Value> mlir::tcc::buildInstanceNorm(OpBuilder &builder, Location loc,
       return emitError(loc) << "InstanceNormalization's scale and B must be [" << C
                             << "] of the input's type; one is " << t;
   }
-  double eps = 1e-5;
-  for (const onnx::AttributeProto &a : node.attribute())
-    if (a.name() == "epsilon")
-      eps = a.f();
+  const onnx::AttributeProto *epsilon = findAttr(node, "epsilon");
+  const double eps = epsilon ? epsilon->f() : 1e-5;
   SmallVector<int64_t> axes, perChannel(xt.getRank() - 1, 1);
   for (int64_t d = 2; d < xt.getRank(); ++d)
     axes.push_back(d);

@@ -143,6 +143,7 @@ private:
   InFlightDiagnostic error(Location loc) { return emitError(loc); }
   FailureOr<DictionaryAttr> importObjective();
   void warnUnreadInputs();
+  std::string readerOf(StringRef name) const;
 
   MLIRContext *ctx;
   OpBuilder builder;
@@ -404,6 +405,21 @@ FailureOr<DenseElementsAttr> Importer::tensorAttr(const onnx::TensorProto &t,
   return DenseElementsAttr::get(type, values);
 }
 
+/// For an initializer whose name the exporter made up (torch.export's
+/// "val_94", "_val_12"), "read by node \"NAME\" (OP); ": the first node
+/// that reads it, which the user can place; "" for other names.
+std::string Importer::readerOf(StringRef name) const {
+  StringRef digits = name;
+  digits.consume_front("_");
+  if (!digits.consume_front("val_") || digits.empty() ||
+      !llvm::all_of(digits, llvm::isDigit))
+    return "";
+  for (const onnx::NodeProto &node : model.graph().node())
+    if (llvm::is_contained(node.input(), name.str()))
+      return "read by node \"" + node.name() + "\" (" + node.op_type() + "); ";
+  return "";
+}
+
 LogicalResult Importer::importSignature(func::FuncOp &func) {
   const onnx::GraphProto &graph = model.graph();
   Location loc = fileLoc;
@@ -497,7 +513,7 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
         frozenSeen.insert(t.name());
       else if (role->second.guessed)
         guessedByReason[role->second.reason].push_back(t.name());
-      constantInits.emplace_back(t.name(), role->second.reason);
+      constantInits.emplace_back(t.name(), readerOf(t.name()) + role->second.reason);
     } else if (elt && isa<FloatType>(elt)) {
       FailureOr<SmallVector<int64_t>> shape = tensorShape(t, loc);
       if (failed(shape))

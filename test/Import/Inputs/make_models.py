@@ -269,6 +269,11 @@ def buffers(outdir, rng):
          "buffer_metadata_missing")
     # Without metadata, the scalar is a constant (with a warning).
     save(scores_model(inits, nodes), outdir, "buffer_scalar")
+    # A constant under a name the exporter made up (torch.export's val_N):
+    # the summary says which node reads it.
+    save(scores_model([numpy_helper.from_array(np.array(2.0, np.float32), "val_94")],
+                      [helper.make_node("Mul", ["scores", "val_94"], ["masked"], name="/h.0/attn/Mul")],
+                      metadata="w"), outdir, "buffer_generated_name")
     # tcc.frozen (a parameter with requires_grad=False): a frozen argument.
     gamma = [numpy_helper.from_array(np.ones((4, 4), np.float32), "gamma")]
     scale_nodes = [helper.make_node("Mul", ["scores", "gamma"], ["masked"], name="scale")]
