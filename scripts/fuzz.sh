@@ -132,15 +132,15 @@ for name in "${names[@]}"; do
     "$cxx" "${flags[@]}" "$repo/test/fuzz/fuzz_$name.cpp" "${srcs[@]}" -o "$bin"
   fi
   seed "$name"
-  # The importer's harness links Debian's MLIR and LLVM, which are not
-  # instrumented, into tcc's instrumented code. LLVM's BumpPtrAllocator
-  # poisons a new slab through ASan's user-poisoning interface where its
-  # inline code is compiled in (tcc's units) and unpoisons what it hands
-  # out where it is compiled in too, but allocations made inside the
-  # uninstrumented libraries (MLIRContext's constructor, first) are never
-  # unpoisoned, so every input stops in a false use-after-poison. Turning
-  # user poisoning off loses only those allocator annotations: heap, stack
-  # and global overflows, use-after-free and UBSan still report.
+  # The importer's harness links Debian's MLIR and LLVM archives, which are
+  # not instrumented, with tcc's instrumented code. LLVM's BumpPtrAllocator
+  # is a header template: the linker keeps one copy of its slow path, the
+  # one compiled in tcc's units, which poisons each new slab through ASan's
+  # user-poisoning interface, while the fast path inlined into MLIR's own
+  # code never unpoisons what it hands out. Every input then stops in a
+  # false use-after-poison in MLIRContext's constructor (Dialect::addType).
+  # Turning user poisoning off loses only those allocator annotations: heap,
+  # stack and global overflows, use-after-free and UBSan still report.
   asan=(env)
   [ "$name" = import ] && asan=(env "ASAN_OPTIONS=allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}")
   crashes="$out/crashes/$name"

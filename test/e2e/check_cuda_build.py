@@ -12,7 +12,10 @@ check_gradients.py checks on the CPU target, and wide_rows):
      and a message naming the CUDA error (cudaErrorInsufficientDriver or
      cudaErrorNoDevice), never a crash.
 Then the bundled tiny GPT with --offload=all (master weights, optimizer state
-and accumulators in host memory): it builds with nvcc and its tables say so.
+and accumulators in host memory): it builds with nvcc and its tables say so
+(--no-offload leaves it out). With --build-sh, `tcc --emit=source -o DIR`
+of the bundled tiny GPT: DIR/build.sh builds a library with the step ABI's
+symbols on its own (nvcc compiles the fixed half too: a minute).
 With --payload DIR it also prepares what bench/gpu/run.sh checks on the GPU
 machine: DIR/steps/<model>.so, DIR/feeds/<model>/ and DIR/ref/<model>/ (the
 CPU target's loss and gradients for the same batch, from tcc-run --dump).
@@ -124,6 +127,24 @@ def check(name, args, have_gpu):
     return info.arena_bytes, problems
 
 
+def check_build_sh(args, have_gpu):
+    """tcc --emit=source -o DIR, then sh DIR/build.sh: the folder builds
+    step.so on its own, with the ABI's entry points. Returns its size."""
+    src = os.path.join(args.workdir, "source")
+    shutil.rmtree(src, ignore_errors=True)
+    run([args.tcc, os.path.join(ROOT, "examples", "tiny_gpt_opset17.onnx"), "--target=cuda",
+         "--emit=source", "-o", src])
+    r = subprocess.run(["sh", "build.sh"], cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    so = os.path.join(src, "step.so")
+    if r.returncode != 0 or not os.path.isfile(so):
+        return 0, ["build.sh failed (exit %d): %s" % (r.returncode, r.stdout[-600:])]
+    syms = subprocess.run(["nm", "-D", "--defined-only", so], stdout=subprocess.PIPE, text=True).stdout
+    missing = [f for f in ("tcc_step_get_info", "tcc_step_micro_step", "tcc_step_apply",
+                           "tcc_step_device_open") if f not in syms]
+    return os.path.getsize(so), (["step.so lacks " + ", ".join(missing)] if missing else [])
+
+
 def check_offload(args, have_gpu):
     """The bundled tiny GPT built by nvcc with every parameter's master
     weights, optimizer state and gradient accumulator in host memory (tcc
@@ -165,6 +186,8 @@ def main():
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--payload")
+    p.add_argument("--no-offload", action="store_true", help="leave out the --offload=all build")
+    p.add_argument("--build-sh", action="store_true", help="also run an --emit=source folder's build.sh")
     # wide_rows: rows over 1024 elements (the one-block-per-row kernels).
     p.add_argument("models", nargs="*", default=DEFAULT_MODELS + ["wide_rows"])
     args = p.parse_args()
@@ -182,15 +205,19 @@ def main():
             print("    " + pr)
         passed += not problems
         failed += bool(problems)
-    try:
-        host, problems = check_offload(args, have_gpu)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        host, problems = 0, [str(e)]
-    print("%-18s %14s  %s" % ("offload (host)", "%d" % host, "ok" if not problems else "FAIL"))
-    for pr in problems:
-        print("    " + pr)
-    passed += not problems
-    failed += bool(problems)
+    extra = [] if args.no_offload else [("offload (host)", check_offload)]
+    if args.build_sh:
+        extra.append(("build.sh", check_build_sh))
+    for label, fn in extra:
+        try:
+            size, problems = fn(args, have_gpu)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            size, problems = 0, [str(e)]
+        print("%-18s %14s  %s" % (label, "%d" % size, "ok" if not problems else "FAIL"))
+        for pr in problems:
+            print("    " + pr)
+        passed += not problems
+        failed += bool(problems)
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

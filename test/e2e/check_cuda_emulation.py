@@ -247,7 +247,7 @@ def training_stage(args):
     # stream deferred) compare shorter runs of BIT_STEPS steps among
     # themselves: every micro-step stages the next one's inputs and replays
     # the graph, so a race shows in any of them.
-    short = ["--data", data, "--steps", str(min(BIT_STEPS, args.train_steps))] + DEMO_FLAGS
+    short = ["--data", data, "--steps", str(min(args.bit_steps, args.train_steps))] + DEMO_FLAGS
     curves = {}
     logs = {}
     # Deferred streams, and each grid's blocks last to first.
@@ -265,7 +265,7 @@ def training_stage(args):
     a, g = np.array(curves["cpu"]), np.array(curves["emu-graphs"])
     sg, b, d, f = (np.array(curves[k]) for k in ("short-graphs", "short", "short-graphs-deferred",
                                                   "short-graphs-deferred-first"))
-    n_short = min(BIT_STEPS, args.train_steps)
+    n_short = min(args.bit_steps, args.train_steps)
     if len(a) != args.train_steps or len(g) != args.train_steps or \
             any(len(c) != n_short for c in (sg, b, d, f)):
         problems.append("step counts %d/%d/%d/%d/%d/%d" % (len(a), len(g), len(sg), len(b), len(d), len(f)))
@@ -358,6 +358,10 @@ def main():
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--workdir", required=True)
     p.add_argument("--train-steps", type=int, default=30)
+    p.add_argument("--bit-steps", type=int, default=BIT_STEPS,
+                   help="steps of the runs compared bit for bit (default %d)" % BIT_STEPS)
+    p.add_argument("--stages", help="comma-separated stages to run (default: all): parity, budget, "
+                                    "padding, overflow, fp16-range, training, profile, no-device, index")
     # wide_rows: rows over 1024 elements (one block per row on CUDA).
     p.add_argument("models", nargs="*", default=DEFAULT_MODELS + ["wide_rows"])
     args = p.parse_args()
@@ -369,18 +373,26 @@ def main():
         return problems + (["%d model(s) over the bound" % bad] if bad else [])
 
     stages = [
-        ("parity (%d models)" % len(args.models), lambda: parity_and(parity_stage, args.models)),
-        ("parity under --mem-budget", lambda: parity_and(budget_stage, "tiny_gpt_opset17")),
-        ("parity with GEMMs padded (--gemm-padding=all)",
+        ("parity", "parity (%d models)" % len(args.models),
+         lambda: parity_and(parity_stage, args.models)),
+        ("budget", "parity under --mem-budget", lambda: parity_and(budget_stage, "tiny_gpt_opset17")),
+        ("padding", "parity with GEMMs padded (--gemm-padding=all)",
          lambda: parity_and(padding_stage, ["tiny_gpt_opset17", "bert_mlm"])),
-        ("--grads-only backs the loss scale off", lambda: overflow_stage(args)),
-        ("a float input beyond fp16's range is refused", lambda: fp16_range_stage(args)),
-        ("training %d steps, CUDA graphs" % args.train_steps, lambda: training_stage(args)),
-        ("TCC_CUDA_PROFILE", lambda: profile_stage(args)),
-        ("no device", lambda: no_device_stage(args)),
-        ("an index out of range stops the run", lambda: index_error_stage(args)),
+        ("overflow", "--grads-only backs the loss scale off", lambda: overflow_stage(args)),
+        ("fp16-range", "a float input beyond fp16's range is refused", lambda: fp16_range_stage(args)),
+        ("training", "training %d steps, CUDA graphs" % args.train_steps, lambda: training_stage(args)),
+        ("profile", "TCC_CUDA_PROFILE", lambda: profile_stage(args)),
+        ("no-device", "no device", lambda: no_device_stage(args)),
+        ("index", "an index out of range stops the run", lambda: index_error_stage(args)),
     ]
-    for name, stage in stages:
+    if args.stages:
+        wanted = args.stages.split(",")
+        unknown = [w for w in wanted if w not in [k for k, _, _ in stages]]
+        if unknown:
+            p.error("--stages: no stage %s (there are %s)"
+                    % (", ".join(unknown), ", ".join(k for k, _, _ in stages)))
+        stages = [st for st in stages if st[0] in wanted]
+    for _, name, stage in stages:
         def run_stage(stage=stage):
             problems = stage()
             require(not problems, "\n      ".join(str(pr) for pr in problems))

@@ -1073,11 +1073,28 @@ def main():
     p.add_argument("--cuda-emulation", action="store_true",
                    help="also compare the emulated fp16 CUDA step's gradients (needs --tcc-run)")
     p.add_argument("--tcc-run", dest="tcc_run", help="tcc-run, for --cuda-emulation")
+    p.add_argument("--part", default=None, metavar="K/N",
+                   help="run every N-th case from the K-th (0-based) of those selected")
+    p.add_argument("--cuda-part", default=None, metavar="K/N",
+                   help="with --cuda-emulation, check the CUDA step of every N-th case from "
+                        "the K-th (0-based) of those run only; the float64 CPU check covers "
+                        "every case run")
     args = p.parse_args()
     args.tcc = os.path.abspath(args.tcc)
     if args.cuda_emulation and not args.tcc_run:
         p.error("--cuda-emulation needs --tcc-run")
+    cuda_k, cuda_n = 0, 1
+    if args.cuda_part:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.cuda_part)
+        if not args.cuda_emulation or not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+            p.error("--cuda-part wants K/N with 0 <= K < N, and --cuda-emulation")
+        cuda_k, cuda_n = int(m.group(1)), int(m.group(2))
     names = [n for n in CASES if args.pattern is None or re.search(args.pattern, n)]
+    if args.part:
+        m = re.fullmatch(r"(\d+)/(\d+)", args.part)
+        if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+            p.error("--part wants K/N with 0 <= K < N")
+        names = names[int(m.group(1))::int(m.group(2))]
     if not names:
         print("no case matches %r" % args.pattern)
         return 1
@@ -1101,7 +1118,7 @@ def main():
         cuda_results = {}
         if args.cuda_emulation:
             cases = {n: (r[0], r[1], r[3]) for n, r in results.items() if not isinstance(r, Exception)}
-            pending = [n for n in names if n in cases]
+            pending = [n for i, n in enumerate(names) if n in cases and i % cuda_n == cuda_k]
             groups = batches(pending, cases)
             for found in pool.map(lambda b: cuda_batch(b, cases, args), [b for b in groups if len(b) > 1]):
                 cuda_results.update({n: v for n, v in found.items() if v[0] <= CUDA_BOUND})
@@ -1114,8 +1131,10 @@ def main():
                     return e
             for n, v in zip(alone, pool.map(single, alone)):
                 cuda_results[n] = v
-            print("CUDA steps: %d cases in %d batched builds, %d alone"
-                  % (len(pending) - len(alone), sum(1 for b in groups if len(b) > 1), len(alone)))
+            print("CUDA steps: %d cases in %d batched builds, %d alone%s"
+                  % (len(pending) - len(alone), sum(1 for b in groups if len(b) > 1), len(alone),
+                     "" if cuda_n == 1 else " (part %d of %d: every %d-th case; '-': not in it)"
+                     % (cuda_k, cuda_n, cuda_n)))
     print("%-42s %6s %12s %12s  %s" % ("case", "elems", "max abs err", "max rel err",
                                          "cuda rel  result" if args.cuda_emulation else "result"))
     for name in names:
@@ -1140,7 +1159,8 @@ def main():
             ok = not bad.any() and cuda_ok
             print("%-42s %6d %12.3e %12.3e  %s%s" % (
                 name, len(rows), max_abs, max_rel,
-                "%8.2e  " % cuda[0] if cuda is not None else "", "PASS" if ok else "FAIL"))
+                "%8.2e  " % cuda[0] if cuda is not None else
+                ("%8s  " % "-" if args.cuda_emulation else ""), "PASS" if ok else "FAIL"))
             if not cuda_ok:
                 print("    CUDA gradient of %s: max |cuda - analytic| is %.3g of its largest "
                       "(bound %g)" % (cuda[1], cuda[0], CUDA_BOUND))

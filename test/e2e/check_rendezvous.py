@@ -19,11 +19,11 @@ cannot do to it (issue 47), runtime/comm/tcp_star.h.
              is refused within seconds, naming the pid that holds rank 1,
              rank 0 names it on stderr, and the world trains on; before
              this, it retried until its timeout against a closed port;
-  agree      ranks of one world given different --lr, --accum or --steps,
-             or an AdamW step beside an SGD one: refused on both ranks
-             before the first step, naming the field and rank 1 (the
-             digests issue 47 added, compared over the rendezvous as over
-             MPI);
+  agree      ranks of one world given different --lr, --accum or --steps:
+             refused on both ranks before the first step, naming the field
+             and rank 1 (the digests issue 47 added, compared over the
+             rendezvous as over MPI, where data-parallel also checks an
+             AdamW step beside an SGD one);
   address    rank 0 listens on MASTER_ADDR only: with MASTER_ADDR=127.0.0.1,
              the machine's other address (if it has one) refuses the
              connection; a MASTER_ADDR that is not this machine's is refused
@@ -189,7 +189,7 @@ def main():
     # late: a second RANK=1 after the world met.
     port = free_port()
     long_cmd = cmd[:]
-    long_cmd[long_cmd.index("--steps") + 1] = "40"
+    long_cmd[long_cmd.index("--steps") + 1] = "16"
     long_cmd += ["--print-every", "1"]
     r0 = start(long_cmd, rank_env(0, 2, port))
     r1 = start(long_cmd, rank_env(1, 2, port))
@@ -219,15 +219,8 @@ def main():
                  told[0][:220]))
 
     # agree: the ranks' flags and steps compared before training.
-    adamw = os.path.join(args.workdir, "adamw.so")
-    r = subprocess.run([args.tcc, os.path.join(REPO, "examples", "tiny_gpt_demo.onnx"), "--target=cuda",
-                        "--cuda-emulation", "-o", adamw],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        fail("compiling the AdamW step: " + r.stdout[-400:])
     for label, rank1, needle in (
             ("--lr 1e-2 against --lr 0.5", with_flag(cmd, "--lr", "0.5"), "--lr differs"),
-            ("an SGD step against an AdamW step", [cmd[0], adamw] + cmd[2:], "the optimizer differs"),
             ("--accum 1 against --accum 2", with_flag(cmd, "--accum", "2"), "--accum differs"),
             ("--steps 2 against --steps 3", with_flag(cmd, "--steps", "3"), "--steps differs")):
         port = free_port()

@@ -541,6 +541,15 @@ def indent(text):
     return "\n".join("    | " + l for l in lines) if lines else "    | (no stderr)"
 
 
+def parse_part(ap, text):
+    """K[,K...]/N of --part, checked: each 0 <= K < N."""
+    m = re.fullmatch(r"(\d+(?:,\d+)*)/(\d+)", text)
+    ks = [int(k) for k in m.group(1).split(",")] if m else []
+    if not m or not all(0 <= k < int(m.group(2)) for k in ks):
+        ap.error("--part wants K[,K...]/N with 0 <= K < N, not %r" % text)
+    return ks, int(m.group(2))
+
+
 def main(argv=None):
     # Behave like a normal CLI tool when piped into `head` etc.
     if hasattr(signal, "SIGPIPE"):
@@ -566,6 +575,10 @@ def main(argv=None):
                     help="only print the selected tests with their op types and opset")
     ap.add_argument("-k", dest="pattern",
                     help="only tests whose name matches this regular expression")
+    ap.add_argument("--part", default=None, metavar="K[,K...]/N",
+                    help="run the tests whose index in the sorted selection is K modulo N "
+                         "(0-based): the suite's default tier runs one part of a long "
+                         "variant, the long tier the others")
     ap.add_argument("-v", "--verbose", action="store_true",
                     help="print every test's outcome (and stderr of XFAILs)")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1,
@@ -611,6 +624,11 @@ def main(argv=None):
             warnings.append("xfail entry %s is not a selected test" % name)
     if pattern:
         tests = [t for t in tests if pattern.search(t.name)]
+    if args.part:
+        ks, n = parse_part(ap, args.part)
+        tests = [t for i, t in enumerate(sorted(tests, key=lambda t: t.name)) if i % n in ks]
+        selected = {t.name for t in tests}
+        xfail = {name: why for name, why in xfail.items() if name in selected}
     for w in warnings:
         print("warning: " + w, file=sys.stderr)
 
