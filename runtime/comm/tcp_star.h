@@ -407,19 +407,18 @@ public:
   /// Rank 0: reads the hello on `fd`, a connection from `from`, by `by`,
   /// and answers it: kAccepted for a free rank of this launch (`token`),
   /// else why not, with who holds the rank after a kDuplicate (named on
-  /// stderr too); after the meeting every free-looking rank is held. False,
+  /// stderr too); after the meeting (`met`) every rank is held. False,
   /// with nothing answered, when the connection is not a tcc rank's (its
   /// magic, or a hello cut short). The caller keeps or closes `fd`.
   /// Public for the fuzz harness (test/fuzz/fuzz_hello.cpp), with
   /// setWorldForFuzzing.
-  bool admit(int fd, const sockaddr_storage &from, clock::time_point by, uint64_t token, Hello &h,
-             Answer &a) {
+  bool admit(int fd, const sockaddr_storage &from, clock::time_point by, uint64_t token, bool met,
+             Hello &h, Answer &a) {
     // The fixed part first: another version's hello may be shorter.
     constexpr size_t kFixed = offsetof(Hello, token);
     if (!readAll(fd, &h, kFixed, by).empty() || h.magic != kMagic)
       return false;
     a = Answer{kMagic, kAccepted, size_};
-    const bool met = listen_ >= 0 && doorman_.joinable();
     if (h.version != kVersion)
       a.status = kWrongVersion;
     else if (!readAll(fd, reinterpret_cast<char *>(&h) + kFixed, sizeof h - kFixed, by).empty())
@@ -486,7 +485,8 @@ private:
         continue;
       Hello h{};
       Answer a{};
-      if (!admit(fd, from, std::min(deadline, clock::now() + seconds(kHelloSeconds)), token, h, a)) {
+      if (!admit(fd, from, std::min(deadline, clock::now() + seconds(kHelloSeconds)), token,
+                 /*met=*/false, h, a)) {
         ::close(fd);
         continue; // not one of ours
       }
@@ -548,7 +548,7 @@ private:
         continue;
       Hello h{};
       Answer a{};
-      (void)admit(fd, from, clock::now() + seconds(kHelloSeconds), launchToken(), h, a);
+      (void)admit(fd, from, clock::now() + seconds(kHelloSeconds), launchToken(), /*met=*/true, h, a);
       ::close(fd);
     }
   }

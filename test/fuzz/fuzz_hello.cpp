@@ -4,7 +4,7 @@
 // (runtime/comm/tcp_star.h): Star::admit reads the hello from a socket pair
 // whose other end holds the input (then end of file), judges it against a
 // world of four ranks of one launch meeting (rank 1 free, ranks 2 and 3
-// held), and answers. Whatever
+// held) or met (every rank held), and answers. Whatever
 // the bytes, the result is an answer or a dropped connection, never a read
 // past the hello, a hang or a crash; an answer is one of the protocol's.
 //
@@ -40,8 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   from.ss_family = AF_UNIX;
   tcc::net::Star::Hello h{};
   tcc::net::Star::Answer a{};
+  // The meeting's judgement, or (the input's last byte odd) the late comers'.
+  const bool met = size > 0 && (data[size - 1] & 1);
   bool answered = star.admit(sv[0], from, tcc::net::Star::clock::now() + std::chrono::seconds(2),
-                             /*token=*/0x1234, h, a);
+                             /*token=*/0x1234, met, h, a);
   if (answered && (a.magic != 0x2a434354 || a.status < 0 || a.status > 5 || a.size != 4))
     __builtin_trap();
   ::close(sv[0]);
