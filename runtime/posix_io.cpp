@@ -289,7 +289,8 @@ std::string StagedFolder::commit() {
     const std::string &f = files_[i];
     std::string to = joinPath(dir_, f);
     if (::rename(joinPath(stage_, f).c_str(), to.c_str()) != 0) {
-      std::string why = "cannot move " + to + " into place: " + errnoText(errno);
+      std::string why = "cannot move " + to + " into place: " + errnoText(errno) +
+                        (i ? " (the " + std::to_string(i) + " files before it were moved)" : "");
       files_.erase(files_.begin(), files_.begin() + static_cast<long>(i));
       removeStage();
       return why;

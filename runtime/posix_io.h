@@ -115,11 +115,14 @@ std::string dirOf(const std::string &path);
 void removeStaleTemporaries(const std::string &path);
 
 /// Files written into a folder as one: each goes to a staging folder inside
-/// it (".tcc-staging.XXXXXX", mkdtemp), and commit() renames them all into
-/// place. Until then the folder keeps the files it had, so a failure half
-/// way (a full disk) leaves the last complete set, never a mixture; a
-/// folder destroyed without a successful commit() removes its staging
-/// folder and what is in it.
+/// it (named from mkdtemp's template ".tcc-staging.XXXXXX"), and commit()
+/// renames them all into place. Until then the folder keeps the files it
+/// had, so a failure while writing (a full disk) leaves the last complete
+/// set, never a mixture; a folder destroyed without a successful commit()
+/// removes its staging folder and what is in it. The renames themselves
+/// are one per file, not one for the set: a rename that fails half way
+/// through commit() (it needs no data blocks, only directory entries) leaves
+/// the files before it moved, and says so.
 class StagedFolder {
 public:
   StagedFolder() = default;

@@ -476,11 +476,8 @@ private:
                " ranks to connect to port " + std::to_string(port_) + ": " + err +
                (duplicates.empty() ? "" : " (a second process claimed rank" + duplicates + ": two with the same RANK?)") +
                (strangers.empty() ? "" : " (dropped:" + strangers + ")");
-      // Non-blocking, as every wait here is bounded by poll().
       sockaddr_storage from{};
-      socklen_t fromLen = sizeof from;
-      int fd = ::accept4(listen_, reinterpret_cast<sockaddr *>(&from), &fromLen,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = acceptOne(from);
       if (fd < 0)
         continue;
       Hello h{};
@@ -541,9 +538,7 @@ private:
       if (rc < 0 || p[1].revents)
         return;
       sockaddr_storage from{};
-      socklen_t fromLen = sizeof from;
-      int fd = ::accept4(listen_, reinterpret_cast<sockaddr *>(&from), &fromLen,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = acceptOne(from);
       if (fd < 0)
         continue;
       Hello h{};
@@ -551,6 +546,15 @@ private:
       (void)admit(fd, from, clock::now() + seconds(kHelloSeconds), launchToken(), /*met=*/true, h, a);
       ::close(fd);
     }
+  }
+
+  /// One connection from the listening socket, and its peer's address in
+  /// `from`; -1 when none. Non-blocking, as every wait here is bounded by
+  /// poll().
+  int acceptOne(sockaddr_storage &from) {
+    socklen_t fromLen = sizeof from;
+    return ::accept4(listen_, reinterpret_cast<sockaddr *>(&from), &fromLen,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
   }
 
   /// The time of day, "HH:MM:SS UTC".

@@ -20,26 +20,10 @@ const tcc_tensor_desc kState[] = {{"exp_avg/w", 1, 2, kDimsW, 160, 128},
                                   {"exp_avg_sq/w", 1, 2, kDimsW, 288, 128},
                                   {"exp_avg/b", 1, 1, kDimsB, 416, 32},
                                   {"exp_avg_sq/b", 1, 1, kDimsB, 448, 32}};
-tcc_step_info makeInfo() {
-  tcc_step_info info;
-  std::memset(&info, 0, sizeof info);
-  info.abi_version = TCC_STEP_ABI_VERSION;
-  info.model = "fuzz.onnx";
-  info.target = "cpu";
-  info.arena_bytes = 480;
-  info.has_backward = 1;
-  info.num_params = 2;
-  info.params = kParams;
-  info.grads = kParams;
-  info.optimizer = "adamw";
-  info.num_state = 4;
-  info.state = kState;
-  return info;
-}
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const tcc_step_info info = makeInfo();
+  static const tcc_step_info info = tcc::fuzz::adamwStepInfo(kParams, kState, 480);
   tcc::fuzz::writeInput("checkpoint.bin", data, size);
   // The arena with a guard after it: a write past arena_bytes shows.
   std::vector<char> arena(info.arena_bytes + 64, 0x5a);

@@ -29,22 +29,6 @@ const int64_t kChunk[] = {16};
 const tcc_tensor_desc kParams[] = {{"w", 1, 2, kDimsW, 0, 128, TCC_LOCATION_ARENA}};
 const tcc_tensor_desc kState[] = {{"exp_avg/shard", 1, 1, kChunk, 128, 64, TCC_LOCATION_SHARD},
                                   {"exp_avg_sq/shard", 1, 1, kChunk, 192, 64, TCC_LOCATION_SHARD}};
-tcc_step_info makeInfo() {
-  tcc_step_info info;
-  std::memset(&info, 0, sizeof info);
-  info.abi_version = TCC_STEP_ABI_VERSION;
-  info.model = "fuzz.onnx";
-  info.target = "cpu";
-  info.arena_bytes = 256;
-  info.has_backward = 1;
-  info.num_params = 1;
-  info.params = kParams;
-  info.grads = kParams;
-  info.optimizer = "adamw";
-  info.num_state = 2;
-  info.state = kState;
-  return info;
-}
 
 void writeFile(const std::string &path, const std::string &bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(),
@@ -53,7 +37,7 @@ void writeFile(const std::string &path, const std::string &bytes) {
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const tcc_step_info info = makeInfo();
+  static const tcc_step_info info = tcc::fuzz::adamwStepInfo(kParams, kState, 256);
   const std::string &dir = tcc::fuzz::scratchDir();
   std::string in(reinterpret_cast<const char *>(data), size), flags;
   if (size_t at = in.find("TCCFLAGS"); at != std::string::npos) {

@@ -9,9 +9,13 @@
 #ifndef TCC_TEST_FUZZ_FUZZ_UTIL_H
 #define TCC_TEST_FUZZ_FUZZ_UTIL_H
 
+#include "runtime/tcc_step.h"
+
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unistd.h>
 
@@ -50,6 +54,28 @@ inline std::string writeInput(const std::string &name, const uint8_t *data, size
     std::abort();
   std::fclose(f);
   return path;
+}
+
+/// The tables of a CPU step with AdamW over `params` (each its own gradient
+/// accumulator's descriptor too) and `state`, in an arena of `arenaBytes`:
+/// what the checkpoint readers' harnesses restore into.
+template <size_t P, size_t S>
+inline tcc_step_info adamwStepInfo(const tcc_tensor_desc (&params)[P],
+                                   const tcc_tensor_desc (&state)[S], uint64_t arenaBytes) {
+  tcc_step_info info;
+  std::memset(&info, 0, sizeof info);
+  info.abi_version = TCC_STEP_ABI_VERSION;
+  info.model = "fuzz.onnx";
+  info.target = "cpu";
+  info.arena_bytes = arenaBytes;
+  info.has_backward = 1;
+  info.num_params = static_cast<int32_t>(P);
+  info.params = params;
+  info.grads = params;
+  info.optimizer = "adamw";
+  info.num_state = static_cast<int32_t>(S);
+  info.state = state;
+  return info;
 }
 
 } // namespace tcc::fuzz
