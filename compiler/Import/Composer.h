@@ -14,9 +14,12 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/STLExtras.h"
+
+#include <optional>
 
 #include <onnx/onnx_pb.h>
 
@@ -28,6 +31,17 @@ inline const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, llvm::S
     if (a.name() == name)
       return &a;
   return nullptr;
+}
+
+/// The integers of a compile-time constant tensor, if `v` is one.
+inline std::optional<SmallVector<int64_t>> constInts(Value v) {
+  DenseIntElementsAttr dense;
+  if (!v || !matchPattern(v, m_Constant(&dense)))
+    return std::nullopt;
+  SmallVector<int64_t> out;
+  for (const APInt &x : dense.getValues<APInt>())
+    out.push_back(x.getSExtValue());
+  return out;
 }
 
 /// Builds ops one after another, each with its result type inferred and
@@ -56,7 +70,34 @@ public:
     op->getResult(0).setType(types[0]);
     if (failed(verify(op)))
       return fail();
-    return op->getResult(0);
+    return foldConstant(op);
+  }
+
+  /// `op`'s result, or, when every operand is a constant and the op folds
+  /// (shape arithmetic), the constant it folds to: the importer's rule for
+  /// single ops, so that a composite on constants is a constant too.
+  Value foldConstant(Operation *op) {
+    SmallVector<Attribute> operands;
+    for (Value v : op->getOperands()) {
+      Attribute a;
+      if (!matchPattern(v, m_Constant(&a)))
+        return op->getResult(0);
+      operands.push_back(a);
+    }
+    SmallVector<OpFoldResult> folded;
+    if (failed(op->fold(operands, folded)) || folded.size() != 1)
+      return op->getResult(0);
+    Value replacement = llvm::dyn_cast_if_present<Value>(folded[0]);
+    if (!replacement) {
+      auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(
+          llvm::dyn_cast_if_present<Attribute>(folded[0]));
+      if (!dense || dense.getType() != op->getResult(0).getType())
+        return op->getResult(0);
+      replacement = constant(dense);
+    }
+    built.erase(llvm::find(built, op));
+    op->erase();
+    return replacement;
   }
   template <typename OpT>
   Value make(ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
@@ -94,6 +135,46 @@ public:
   Value add(Value x, Value y) { return make<AddOp>({x, y}); }
   Value sub(Value x, Value y) { return make<SubOp>({x, y}); }
   Value div(Value x, Value y) { return make<DivOp>({x, y}); }
+
+  Value attrShape(StringRef opName, Value x, StringRef attr, ArrayRef<int64_t> values) {
+    return op(opName, {x}, {b.getNamedAttr(attr, b.getDenseI64ArrayAttr(values))});
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    return attrShape(ReshapeOp::getOperationName(), x, "shape", shape);
+  }
+
+  /// Elements [begin, end) of `x` along `axis`.
+  Value slice(Value x, int64_t axis, int64_t begin, int64_t end) {
+    return make<SliceOp>({x}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({begin})),
+                               b.getNamedAttr("ends", b.getDenseI64ArrayAttr({end})),
+                               b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis}))});
+  }
+
+  /// The maximum (`isMin`: minimum) of `x` over `axes` (normalized, each of
+  /// at least one element), the axes kept as size 1: a tree of elementwise
+  /// maxima of halves (an odd last element joins by broadcasting), O(n)
+  /// work, exact, and differentiable to the element chosen.
+  Value extremum(Value x, ArrayRef<int64_t> axes, bool isMin) {
+    if (!x)
+      return fail();
+    auto type = cast<RankedTensorType>(x.getType());
+    Value m = x;
+    for (int64_t axis : axes)
+      for (int64_t n = type.getDimSize(axis); n > 1 && m; n /= 2) {
+        int64_t h = n / 2;
+        Value first = slice(m, axis, 0, h), second = slice(m, axis, h, 2 * h);
+        Value folded = pick(first, second, isMin);
+        if (n % 2)
+          folded = pick(folded, slice(m, axis, n - 1, n), isMin);
+        m = folded;
+      }
+    return m;
+  }
+  Value pick(Value x, Value y, bool isMin) {
+    return isMin ? make<MinOp>({x, y}) : make<MaxOp>({x, y});
+  }
+
+  OpBuilder &builder() { return b; }
 
   /// Keeps the result (success) or erases everything built (failure).
   FailureOr<Value> finish(Value result) {

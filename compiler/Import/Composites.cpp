@@ -26,7 +26,8 @@ namespace {
 /// Each composite op and the attributes it knows.
 struct Composite {
   const char *onnx;
-  const char *attrs[6]; // unused entries null
+  const char *attrs[8]; // unused entries null
+  int outputs = 1;      // the most outputs a node may name
   bool knows(StringRef attr) const {
     return llvm::any_of(attrs, [&](const char *a) { return a && attr == a; });
   }
@@ -45,6 +46,7 @@ const Composite kComposites[] = {
     {"Softplus", {}},
     {"Mish", {}},
     {"GlobalAveragePool", {}},
+    {"GlobalMaxPool", {}},
     {"ReduceSumSquare", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceL1", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceL2", {"axes", "keepdims", "noop_with_empty_axes"}},
@@ -59,6 +61,22 @@ const Composite kComposites[] = {
     {"Einsum", {"equation"}},
     {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
     {"InstanceNormalization", {"epsilon"}},
+    {"GroupNormalization", {"epsilon", "num_groups", "stash_type"}},
+    {"BatchNormalization", {"epsilon", "momentum", "training_mode"}, 3},
+    {"Sign", {}},
+    {"Floor", {}},
+    {"Ceil", {}},
+    {"Round", {}},
+    {"Mod", {"fmod"}},
+    {"ArgMax", {"axis", "keepdims", "select_last_index"}},
+    {"ArgMin", {"axis", "keepdims", "select_last_index"}},
+    {"OneHot", {"axis"}},
+    {"TopK", {"axis", "largest", "sorted"}, 2},
+    {"MaxPool",
+     {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"},
+     2},
+    {"AveragePool",
+     {"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"}},
 };
 
 const Composite *lookup(StringRef op) {
@@ -66,17 +84,6 @@ const Composite *lookup(StringRef op) {
     if (op == c.onnx)
       return &c;
   return nullptr;
-}
-
-/// The integers of a compile-time constant tensor, if `v` is one.
-std::optional<SmallVector<int64_t>> constInts(Value v) {
-  DenseIntElementsAttr dense;
-  if (!v || !matchPattern(v, m_Constant(&dense)))
-    return std::nullopt;
-  SmallVector<int64_t> out;
-  for (const APInt &x : dense.getValues<APInt>())
-    out.push_back(x.getSExtValue());
-  return out;
 }
 
 /// An Einsum operand or result: one letter per dimension.
@@ -151,9 +158,13 @@ std::string parseEinsum(StringRef equation, ArrayRef<int64_t> ranks, SmallVector
 
 bool mlir::tcc::isCompositeOp(StringRef onnxOp) { return lookup(onnxOp) != nullptr; }
 
-FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
-                                           const onnx::NodeProto &node, int64_t opset,
-                                           ArrayRef<Value> operands) {
+static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                                 int64_t opset, ArrayRef<Value> operands);
+
+FailureOr<SmallVector<Value>> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
+                                                        const onnx::NodeProto &node,
+                                                        int64_t opset,
+                                                        ArrayRef<Value> operands) {
   StringRef opType = node.op_type();
   const Composite *spec = lookup(opType);
   assert(spec && "buildComposite on an op that is not a composite");
@@ -163,8 +174,29 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
         (a.name() == "axes" && opset >= 18))
       return emitError(loc) << "attribute \"" << a.name() << "\" of " << opType
                             << " is not supported at opset " << opset;
-  if (node.output_size() != 1 || operands.empty() || !operands[0])
-    return emitError(loc) << opType << " needs its input and one output";
+  if (node.output_size() < 1 || node.output_size() > spec->outputs || operands.empty() ||
+      !operands[0])
+    return emitError(loc) << opType << " needs its input and "
+                          << (spec->outputs == 1 ? "one output" : "at most ")
+                          << (spec->outputs == 1 ? "" : std::to_string(spec->outputs) + " outputs");
+  if (isDiscreteOp(opType))
+    return buildDiscrete(builder, loc, node, operands);
+  if (opType == "BatchNormalization")
+    return buildBatchNorm(builder, loc, node, operands);
+  FailureOr<Value> one = buildOne(builder, loc, node, opset, operands);
+  if (failed(one))
+    return failure();
+  return SmallVector<Value>{*one};
+}
+
+/// The composites of one result.
+static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                                 int64_t opset, ArrayRef<Value> operands) {
+  StringRef opType = node.op_type();
+  if (opType == "GroupNormalization")
+    return buildGroupNorm(builder, loc, node, opset, operands);
+  if (opType == "MaxPool" || opType == "AveragePool")
+    return buildPool(builder, loc, node, operands);
   if (opType == "Conv")
     return buildConv(builder, loc, node, operands);
   if (opType == "InstanceNormalization")
@@ -184,7 +216,7 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
   Value in1 = operands.size() > 1 ? operands[1] : Value();
   Value in2 = operands.size() > 2 ? operands[2] : Value();
   bool isActivation = opType != "Clip" && opType != "Tile" && !opType.starts_with("Reduce") &&
-                      opType != "GlobalAveragePool" && opType != "CumSum" &&
+                      !opType.starts_with("Global") && opType != "CumSum" &&
                       opType != "GatherND" && opType != "ScatterND" &&
                       opType != "ScatterElements" && opType != "Einsum";
   if (isActivation && !isa<FloatType>(elt))
@@ -199,9 +231,9 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     return emitError(loc) << "PRelu needs its slope input";
   if (opType == "Celu" && attrF("alpha", 1.0) == 0)
     return emitError(loc) << "Celu's alpha must not be 0";
-  if (opType == "GlobalAveragePool" && type.getRank() < 3)
-    return emitError(loc) << "GlobalAveragePool needs an input of rank 3 or more (N, C, D1...); "
-                             "this one is "
+  if (opType.starts_with("Global") && type.getRank() < 3)
+    return emitError(loc) << opType << " needs an input of rank 3 or more (N, C, D1...); "
+                                       "this one is "
                           << type;
   std::optional<int64_t> cumAxis;
   if (opType == "CumSum") {
@@ -457,17 +489,18 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
     Value magnitude = c.make<AbsOp>({x});
     Value denominator = c.add(one(), magnitude);
     result = c.div(x, denominator);
-  } else if (opType == "GlobalAveragePool") {
+  } else if (opType.starts_with("Global")) {
     SmallVector<int64_t> axes;
     for (int64_t d = 2; d < type.getRank(); ++d)
       axes.push_back(d);
-    result = c.make<ReduceMeanOp>({x}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
+    if (opType == "GlobalMaxPool")
+      result = c.extremum(x, axes, /*isMin=*/false);
+    else
+      result = c.make<ReduceMeanOp>({x}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
                                         builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(1))});
   } else if (opType == "ReduceMax" || opType == "ReduceMin" || opType == "ReduceLogSumExp") {
-    // Max (min) over each axis as a tree of elementwise maxima of halves
-    // (an odd last element joins by broadcasting): O(n) work, exact, and
-    // differentiable to the element chosen. LogSumExp is m + log(sum(exp(x
-    // - m))) with m that maximum, the stable form.
+    // Max (min) over each axis as Composer::extremum's tree. LogSumExp is
+    // m + log(sum(exp(x - m))) with m that maximum, the stable form.
     std::optional<SmallVector<NamedAttribute>> attrs = reduceAttrs();
     if (!attrs) {
       (void)c.finish(Value());
@@ -512,28 +545,7 @@ FailureOr<Value> mlir::tcc::buildComposite(OpBuilder &builder, Location loc,
                                           : APInt::getSignedMinValue(it.getWidth()));
       return c.finish(c.constant(DenseElementsAttr::get(outType, fill)));
     }
-    auto slice = [&](Value v, int64_t axis, int64_t begin, int64_t end) {
-      return c.make<SliceOp>({v}, {builder.getNamedAttr("starts", builder.getDenseI64ArrayAttr({begin})),
-                                   builder.getNamedAttr("ends", builder.getDenseI64ArrayAttr({end})),
-                                   builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({axis}))});
-    };
-    auto pick = [&](Value a, Value b) {
-      return isMin ? c.make<MinOp>({a, b}) : c.make<MaxOp>({a, b});
-    };
-    Value m = x;
-    for (int64_t axis : axes) {
-      for (int64_t n = type.getDimSize(axis); n > 1 && m; n /= 2) {
-        int64_t h = n / 2;
-        Value first = slice(m, axis, 0, h);
-        Value second = slice(m, axis, h, 2 * h);
-        Value folded = pick(first, second);
-        if (n % 2) {
-          Value last = slice(m, axis, n - 1, n);
-          folded = pick(folded, last);
-        }
-        m = folded;
-      }
-    }
+    Value m = c.extremum(x, axes, isMin);
     if (opType == "ReduceLogSumExp") {
       Value shifted = c.sub(x, m);
       Value e = c.make<ExpOp>({shifted});

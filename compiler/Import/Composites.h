@@ -1,8 +1,11 @@
 //===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
 //
 // Activations, reductions (ReduceMax/Min as trees of elementwise maxima),
-// Conv (a gather of patches and a batched MatMul: Conv.cpp),
-// InstanceNormalization (Norms.cpp),
+// Conv (a gather of patches and a batched MatMul: Conv.cpp), MaxPool and
+// AveragePool (the same patches, reduced),
+// InstanceNormalization, GroupNormalization and BatchNormalization
+// (Norms.cpp), Sign, Floor, Ceil, Round, Mod, ArgMax/ArgMin, OneHot and
+// TopK (Discrete.cpp),
 // Tile, CumSum, GatherND, ScatterND, ScatterElements and Einsum (pairwise
 // batched MatMuls), which ONNX itself defines through ops tcc has (most of
 // them as ONNX functions; CumSum as a masked sum of products, O(n^2) along
@@ -37,9 +40,9 @@ bool isCompositeOp(StringRef onnxOp);
 
 /// Builds `node` (an op isCompositeOp names, at `opset`) from tcc ops at the
 /// builder's insertion point. `operands[i]` is null where the node omits its
-/// input i. Returns the node's one result, or failure after a diagnostic at
-/// `loc` (with nothing left built).
-FailureOr<Value> buildComposite(OpBuilder &builder, Location loc,
+/// input i. Returns the node's results (one per output it names), or
+/// failure after a diagnostic at `loc` (with nothing left built).
+FailureOr<SmallVector<Value>> buildComposite(OpBuilder &builder, Location loc,
                                 const onnx::NodeProto &node, int64_t opset,
                                 ArrayRef<Value> operands);
 
@@ -48,9 +51,32 @@ FailureOr<Value> buildComposite(OpBuilder &builder, Location loc,
 FailureOr<Value> buildConv(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
                            ArrayRef<Value> operands);
 
+/// ONNX MaxPool (its Indices output refused) and AveragePool (Conv.cpp): the
+/// same gather of patches, reduced over the taps.
+FailureOr<Value> buildPool(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                           ArrayRef<Value> operands);
+
 /// ONNX InstanceNormalization (Norms.cpp), from its statistics' ops.
 FailureOr<Value> buildInstanceNorm(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
                                    ArrayRef<Value> operands);
+
+/// ONNX GroupNormalization (Norms.cpp): scale and bias per group before
+/// opset 21, per channel from it.
+FailureOr<Value> buildGroupNorm(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
+                                int64_t opset, ArrayRef<Value> operands);
+
+/// ONNX BatchNormalization (Norms.cpp): Y, and in training mode the
+/// running mean and variance the node names.
+FailureOr<SmallVector<Value>> buildBatchNorm(OpBuilder &builder, Location loc,
+                                             const onnx::NodeProto &node,
+                                             ArrayRef<Value> operands);
+
+/// Sign, Floor, Ceil, Round, Mod, ArgMax, ArgMin, OneHot, TopK
+/// (Discrete.cpp): the node's results (TopK's values and indices).
+bool isDiscreteOp(StringRef onnxOp);
+FailureOr<SmallVector<Value>> buildDiscrete(OpBuilder &builder, Location loc,
+                                            const onnx::NodeProto &node,
+                                            ArrayRef<Value> operands);
 
 } // namespace mlir::tcc
 

@@ -154,6 +154,7 @@ private:
   int64_t opset = 0;
   llvm::StringMap<Value> values;
   int64_t numFolded = 0;
+  SmallVector<Value> foldIfConstant(Operation *op, Location loc);
   std::vector<std::pair<std::string, std::string>> constantInits;
   bool hasTrainableMetadata = false;
 };
@@ -810,10 +811,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                           << "node (the graph must be topologically sorted)";
       operands.push_back(in.empty() ? Value() : it->second);
     }
-    FailureOr<Value> result = buildComposite(builder, loc, node, opset, operands);
-    if (failed(result))
+    FailureOr<SmallVector<Value>> results = buildComposite(builder, loc, node, opset, operands);
+    if (failed(results))
       return failure();
-    values[node.output(0)] = *result;
+    for (auto [name, v] : llvm::zip(node.output(), *results))
+      if (!name.empty())
+        values[name] = v;
     return success();
   }
 
@@ -1016,7 +1019,16 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
   if (failed(verify(op)))
     return eraseAndFail();
 
-  // Fold when every operand is a constant (or the op is the identity).
+  SmallVector<Value> results = foldIfConstant(op, loc);
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      values[node.output(i)] = results[i];
+  return success();
+}
+
+/// `op`'s results, or, when every operand is a constant (or the op is the
+/// identity) and it folds, what it folds to (`op` erased).
+SmallVector<Value> Importer::foldIfConstant(Operation *op, Location loc) {
   SmallVector<Value> results(op->getResults());
   SmallVector<Attribute> constOperands;
   for (Value v : op->getOperands()) {
@@ -1025,31 +1037,23 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
     constOperands.push_back(a);
   }
   SmallVector<OpFoldResult> folded;
-  if (!isa<ConstantOp>(op) && succeeded(op->fold(constOperands, folded)) &&
-      !folded.empty()) {
-    auto *dialect = ctx->getLoadedDialect<TccDialect>();
-    SmallVector<Value> replacement;
-    for (auto [res, fr] : llvm::zip(op->getResults(), folded)) {
-      if (auto v = dyn_cast<Value>(fr)) {
-        replacement.push_back(v);
-        continue;
-      }
-      Operation *c = dialect->materializeConstant(
-          builder, cast<Attribute>(fr), res.getType(), loc);
-      if (!c)
-        break;
-      replacement.push_back(c->getResult(0));
+  if (isa<ConstantOp>(op) || failed(op->fold(constOperands, folded)) || folded.empty())
+    return results;
+  auto *dialect = op->getContext()->getLoadedDialect<TccDialect>();
+  SmallVector<Value> replacement;
+  for (auto [res, fr] : llvm::zip(op->getResults(), folded)) {
+    if (auto v = dyn_cast<Value>(fr)) {
+      replacement.push_back(v);
+      continue;
     }
-    if (replacement.size() == results.size()) {
-      results = replacement;
-      op->erase();
-      ++numFolded;
-    }
+    Operation *c = dialect->materializeConstant(builder, cast<Attribute>(fr), res.getType(), loc);
+    if (!c)
+      return results;
+    replacement.push_back(c->getResult(0));
   }
-  for (int i = 0; i < node.output_size(); ++i)
-    if (!node.output(i).empty())
-      values[node.output(i)] = results[i];
-  return success();
+  op->erase();
+  ++numFolded;
+  return replacement;
 }
 
 /// The ONNX ops that become another tcc op with attributes worked out here:
@@ -1143,7 +1147,7 @@ LogicalResult Importer::importRewritten(const onnx::NodeProto &node,
     op->erase();
     return failure();
   }
-  values[node.output(0)] = op->getResult(0);
+  values[node.output(0)] = foldIfConstant(op, loc)[0];
   return success();
 }
 

@@ -119,6 +119,20 @@ const std::vector<OpSpec> &opTable() {
       {"Einsum", MatMulOp::getOperationName(), 12, 1, {}},
       {"Conv", MatMulOp::getOperationName(), 1, 1, {}},
       {"InstanceNormalization", AddOp::getOperationName(), 6, 1, {}},
+      {"GroupNormalization", AddOp::getOperationName(), 18, 1, {}},
+      {"BatchNormalization", AddOp::getOperationName(), 9, -1, {}},
+      {"GlobalMaxPool", MaxOp::getOperationName(), 1, 1, {}},
+      {"Sign", WhereOp::getOperationName(), 9, 1, {}},
+      {"Floor", WhereOp::getOperationName(), 6, 1, {}},
+      {"Ceil", WhereOp::getOperationName(), 6, 1, {}},
+      {"Round", WhereOp::getOperationName(), 11, 1, {}},
+      {"Mod", WhereOp::getOperationName(), 10, 1, {}},
+      {"ArgMax", MinOp::getOperationName(), 1, 1, {}},
+      {"ArgMin", MinOp::getOperationName(), 1, 1, {}},
+      {"OneHot", WhereOp::getOperationName(), 9, 1, {}},
+      {"TopK", GatherElementsOp::getOperationName(), 10, 2, {}},
+      {"MaxPool", MaxOp::getOperationName(), 8, -1, {}},
+      {"AveragePool", DivOp::getOperationName(), 7, 1, {}},
       // Written as another op (Importer::rewriteNode).
       {"Flatten", ReshapeOp::getOperationName(), 13, 1, {}},
       {"CastLike", CastOp::getOperationName(), 15, 1, {}},
@@ -138,12 +152,13 @@ ArrayRef<Arity> arityOf(StringRef op) {
                         "Sin", "Cos", "IsNaN", "Flatten", "LeakyRelu", "ThresholdedRelu",
                         "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softsign",
                         "Softplus", "Mish",
-                        "GlobalAveragePool"})
+                        "GlobalAveragePool", "GlobalMaxPool", "Sign", "Floor", "Ceil", "Round",
+                        "ArgMax", "ArgMin"})
       t[u] = {{0, 1, 1, 1, 1}};
     for (StringRef b : {"Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater",
                         "And", "Or", "MatMul", "Gather", "Expand",
                         "LessOrEqual", "GreaterOrEqual", "GatherElements", "CastLike",
-                        "PRelu", "Tile", "CumSum", "GatherND"})
+                        "PRelu", "Tile", "CumSum", "GatherND", "Mod"})
       t[b] = {{0, 2, 2, 1, 1}};
     t["Where"] = {{0, 3, 3, 1, 1}};
     t["ScatterND"] = t["ScatterElements"] = {{0, 3, 3, 1, 1}};
@@ -152,7 +167,11 @@ ArrayRef<Arity> arityOf(StringRef op) {
     t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Einsum"] = {{0, 1, kMany, 1, 1}};
     t["Conv"] = {{0, 2, 3, 1, 1}};
-    t["InstanceNormalization"] = {{0, 3, 3, 1, 1}};
+    t["InstanceNormalization"] = t["GroupNormalization"] = t["OneHot"] = {{0, 3, 3, 1, 1}};
+    t["BatchNormalization"] = {{0, 5, 5, 1, 1}, {14, 5, 5, 1, 3}};
+    t["TopK"] = {{0, 2, 2, 2, 2}};
+    t["MaxPool"] = {{0, 1, 1, 1, 2}};
+    t["AveragePool"] = {{0, 1, 1, 1, 1}};
     t["Range"] = {{0, 3, 3, 1, 1}};
     t["Gemm"] = {{0, 3, 3, 1, 1}, {11, 2, 3, 1, 1}};
     t["Reshape"] = {{0, 1, 1, 1, 1}, {5, 2, 2, 1, 1}};

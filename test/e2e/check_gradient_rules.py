@@ -836,6 +836,77 @@ case("conv1d_depthwise_same_lower", conv_case((1, 3, 6), (3, 1, 4), group=3,
 case("instancenorm_2d", lambda g: g.weighted_sum([g.op("InstanceNormalization", [
     g.param((2, 3, 4, 5)), g.param((3,)), g.param((3,))], epsilon=1e-3)]))
 
+
+def topk_case(shape, k, **attrs):
+    """TopK's values (its indices carry no gradient)."""
+    def build(g):
+        values, _ = g.op("TopK", [g.param(shape), g.const(np.array([k], np.int64))], n_out=2,
+                         **attrs)
+        return g.weighted_sum([values])
+    return build
+
+
+case("topk_largest_axis1", topk_case((2, 7, 3), 3, axis=1))
+case("topk_smallest_last", topk_case((3, 5), 2, largest=0))
+case("maxpool_2d_pads_strides", lambda g: g.weighted_sum([g.op("MaxPool", [g.param((2, 3, 6, 5))],
+                                                                kernel_shape=[3, 2], strides=[2, 2],
+                                                                pads=[1, 0, 1, 1])]))
+case("maxpool_1d_ceil_dilated", lambda g: g.weighted_sum([g.op("MaxPool", [g.param((2, 2, 9))],
+                                                                kernel_shape=[2], strides=[2],
+                                                                dilations=[2], ceil_mode=1)]))
+case("averagepool_2d_pads", lambda g: g.weighted_sum([g.op("AveragePool", [g.param((1, 2, 5, 5))],
+                                                            kernel_shape=[3, 3], strides=[2, 2],
+                                                            pads=[1, 1, 1, 1])]))
+case("averagepool_2d_ceil_count_pad", lambda g: g.weighted_sum([g.op(
+    "AveragePool", [g.param((1, 2, 6, 5))], kernel_shape=[2, 3], strides=[2, 2], pads=[1, 0, 0, 1],
+    ceil_mode=1, count_include_pad=1)]))
+case("globalmaxpool_2d", lambda g: g.weighted_sum([g.op("GlobalMaxPool", [g.param((2, 3, 4, 5))])]))
+
+
+def batchnorm_case(training):
+    def build(g):
+        g.opset = 15  # training_mode
+        ins = [g.param((4, 3, 5)), g.param((3,)), g.param((3,)), g.param((3,)),
+               g.param((3,), lo=0.5, hi=1.5)]
+        # In training mode the running mean and variance too (ONNX's
+        # shape inference wants all three outputs named there).
+        outs = g.op("BatchNormalization", ins, n_out=3 if training else 1,
+                    training_mode=int(training), epsilon=1e-3, momentum=0.8)
+        return g.weighted_sum(outs if training else [outs])
+    return build
+
+
+case("batchnorm_training", batchnorm_case(True))
+case("batchnorm_inference", batchnorm_case(False))
+
+
+def groupnorm_case(opset):
+    def build(g):
+        g.opset = opset  # scale and bias per group before 21, per channel from it
+        per = 2 if opset < 21 else 4
+        out = g.op("GroupNormalization", [g.param((2, 4, 3, 2)), g.param((per,)),
+                                          g.param((per,))], num_groups=2, epsilon=1e-3)
+        return g.weighted_sum([out], shapes={out: (TensorProto.FLOAT, (2, 4, 3, 2))})
+    return build
+
+
+# GroupNormalization is opset 18: an onnx that knows it (pip's; Debian's 1.12
+# stops at 17) checks these cases.
+if onnx.defs.onnx_opset_version() >= 21:
+    case("groupnorm_opset18", groupnorm_case(18))
+    case("groupnorm_opset21", groupnorm_case(21))
+case("mod_fmod_floats", lambda g: g.weighted_sum([g.op("Mod", [
+    g.param((3, 4), lo=-5.0, hi=5.0), g.param((3, 4), away=0.5, hi=2.0)], fmod=1)]))
+# x * floor(x) and the like: the rounding itself has gradient 0, so each
+# product's gradient is the rounded value (a leaked gradient would add x).
+case("rounding_times_x", lambda g: (lambda x: g.weighted_sum([
+    g.op("Mul", [x, g.op(op, [x])]) for op in ("Floor", "Ceil", "Round", "Sign")]))(
+        g.param((4, 5), lo=-3.0, hi=3.0)))
+case("onehot_values", lambda g: (lambda out: g.weighted_sum(
+    [out], shapes={out: (TensorProto.FLOAT, (2, 4, 2))}))(g.op("OneHot", [
+        g.const(np.array([[1, -1], [0, 3]], np.int64)), g.const(np.array(4, np.int64)),
+        g.param((2,))], axis=1)))
+
 # ---------------------------------------------------------------------------
 # Runner
 # ---------------------------------------------------------------------------

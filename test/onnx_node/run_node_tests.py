@@ -78,7 +78,9 @@ SUPPORTED_OPS = (
     "Flatten CastLike Range RMSNormalization RotaryEmbedding Attention "
     "Clip LeakyRelu PRelu ThresholdedRelu Elu Selu Celu HardSigmoid HardSwish Softsign "
     "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements "
-    "ReduceMax ReduceMin ReduceLogSumExp Einsum Softplus Mish Conv InstanceNormalization"
+    "ReduceMax ReduceMin ReduceLogSumExp Einsum Softplus Mish Conv InstanceNormalization "
+    "GlobalMaxPool GroupNormalization BatchNormalization Sign Floor Ceil Round Mod ArgMax ArgMin "
+    "OneHot TopK MaxPool AveragePool"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -111,6 +113,8 @@ COMPILE_TIME_INPUTS = {
     "Range": (0, 1, 2),
     "ConstantOfShape": (0,),
     "Dropout": (1, 2),
+    "TopK": (1,),
+    "OneHot": (1,),
 }
 
 # Numeric tolerances.  ONNX's backend tests use rtol 1e-3, atol 1e-7; the atol
