@@ -37,6 +37,11 @@ What it does that a plain ``torch.onnx.export`` does not:
   (otherwise torch.export reads both from one input and leaves the other
   unread).
 
+* A batch norm in ``train()`` mode is exported in training mode: the
+  torch.export-based exporter writes it as BatchNormalization that
+  normalizes with the running statistics (inference), which would train
+  another model than PyTorch's.
+
 The model should be in ``train()`` mode (dropout is exported as training-mode
 Dropout, which tcc compiles) and should compute its loss, or export logits and
 let ``tcc --loss=cross-entropy:...`` append one.
@@ -256,6 +261,42 @@ def _optimize_keeping_parameters(model_ir, parameters: set[str]) -> None:
     passes(model_ir)
 
 
+def _batchnorm_training_mode(model_proto, module) -> int:
+    """Marks the BatchNormalization nodes of batch norms that train in
+    training mode; returns how many it marked.
+
+    The torch.export-based exporter writes a batch norm of a module in
+    train() mode as BatchNormalization without training_mode, which
+    normalizes with the running statistics: tcc would train another model
+    than PyTorch's, which normalizes with the batch's. A node is the
+    module's when its input_mean is the module's running_mean buffer; it gets
+    training_mode=1 and the running mean and variance outputs ONNX then
+    wants (tcc computes them; tcc-run does not carry them from step to step,
+    and tcc says so)."""
+    import torch
+    from onnx import helper
+    training = {name for name, m in module.named_modules()
+                if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training
+                and m.track_running_stats}
+    marked = 0
+    for node in model_proto.graph.node:
+        if node.op_type != "BatchNormalization" or len(node.input) < 5:
+            continue
+        if not node.input[3].endswith(".running_mean") or \
+                node.input[3][:-len(".running_mean")] not in training:
+            continue
+        mode = [a for a in node.attribute if a.name == "training_mode"]
+        if mode and mode[0].i:
+            continue
+        for a in mode:
+            node.attribute.remove(a)
+        node.attribute.append(helper.make_attribute("training_mode", 1))
+        while len(node.output) < 3:
+            node.output.append("%s_running_%s" % (node.output[0], ("mean", "var")[len(node.output) - 1]))
+        marked += 1
+    return marked
+
+
 def _set_metadata(model_proto, key: str, value: str | None) -> None:
     for p in list(model_proto.metadata_props):
         if p.key == key:
@@ -343,6 +384,7 @@ def export(module, args, path, *, kwargs=None, input_names=None, output_names=No
             shutil.rmtree(tmpdir, ignore_errors=True)
     else:
         raise ValueError(f"exporter must be 'dynamo' or 'torchscript', not {exporter!r}")
+    _batchnorm_training_mode(proto, module)
     names = _record_trainable(proto, parameters, frozen)
     _set_metadata(proto, OBJECTIVE_KEY, objective_text)
     _save(proto, str(path), external_data)

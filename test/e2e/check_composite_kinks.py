@@ -1,5 +1,6 @@
 """The gradients of the ops the importer composes (compiler/Import/Composites.h)
-at their kinks, against PyTorch's autograd in float64.
+at their kinks (and the rounding ops' steps), against PyTorch's autograd in
+float64.
 
 Usage: VENV/bin/python check_composite_kinks.py --tcc TCC --tcc-run TCC_RUN --workdir DIR
 
@@ -41,6 +42,14 @@ CASES = {
     "Softplus": ("Softplus", {}, {}, 17, F.softplus),
     "Clip": ("Clip", {}, {"lo": np.float64(-0.5), "hi": np.float64(0.7)}, 17,
              lambda x: torch.clamp(x, -0.5, 0.7)),
+    # Rounding has gradient 0 everywhere, at the integers too (Discrete.cpp);
+    # Mod's is 1 on the dividend, at the multiples of the divisor too.
+    "Floor": ("Floor", {}, {}, 17, torch.floor),
+    "Ceil": ("Ceil", {}, {}, 17, torch.ceil),
+    "Round": ("Round", {}, {}, 17, torch.round),
+    "Sign": ("Sign", {}, {}, 17, torch.sign),
+    "Mod fmod": ("Mod", {"fmod": 1}, {"b": np.float64(0.75)}, 17, lambda x: torch.fmod(x, 0.75)),
+    "Mod": ("Mod", {}, {"b": np.float64(-0.75)}, 17, lambda x: torch.remainder(x, -0.75)),
     "PRelu": ("PRelu", {}, {"slope": np.array([0.25], np.float64)}, 17,
               lambda x: F.prelu(x, torch.tensor([0.25], dtype=torch.float64))),
 }
