@@ -72,6 +72,20 @@ LogicalResult readParameterValues(MLIRContext *context, llvm::StringRef path,
 /// The ONNX op types the importer knows, in the order of its table.
 std::vector<llvm::StringRef> supportedOnnxOps();
 
+/// One ONNX op the importer knows, as `tcc --list-ops` prints it.
+struct SupportedOp {
+  llvm::StringRef onnx;
+  int64_t minOpset;
+  /// The tcc op it becomes, or "composite" (several tcc ops: Composites.h).
+  std::string writtenAs;
+  /// How a gradient flows through it: "rule" (the tcc op's gradient rule),
+  /// "parts" (a composite: its ops' rules), "lowered" (tcc-legalize writes
+  /// the op as others before autodiff: their rules), or "none" (no rule: an
+  /// op on integers, shapes or booleans).
+  llvm::StringRef gradient;
+};
+std::vector<SupportedOp> describeSupportedOps(MLIRContext *context);
+
 } // namespace mlir::tcc
 
 #endif // TCC_COMPILER_IMPORT_ONNXIMPORTER_H

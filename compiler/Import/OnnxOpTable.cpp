@@ -3,6 +3,7 @@
 #include "compiler/Import/OnnxOpTable.h"
 
 #include "compiler/Dialect/TccOps.h"
+#include "compiler/Import/Composites.h"
 #include "compiler/Import/OnnxImporter.h"
 #include "llvm/ADT/StringMap.h"
 
@@ -228,3 +229,22 @@ std::vector<StringRef> mlir::tcc::supportedOnnxOps() {
   return names;
 }
 
+
+std::vector<mlir::tcc::SupportedOp> mlir::tcc::describeSupportedOps(MLIRContext *context) {
+  std::vector<SupportedOp> ops;
+  for (const onnx_ops::OpSpec &spec : onnx_ops::opTable()) {
+    SupportedOp op{spec.onnx, spec.minOpset, spec.tcc.str(), "none"};
+    if (isCompositeOp(spec.onnx)) {
+      op.writtenAs = "composite";
+      op.gradient = "parts";
+    } else if (std::optional<RegisteredOperationName> name =
+                   RegisteredOperationName::lookup(spec.tcc, context)) {
+      if (name->hasInterface<GradientOpInterface>())
+        op.gradient = "rule";
+      else if (name->hasTrait<OpTrait::tcc::ImportOnly>())
+        op.gradient = "lowered";
+    }
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}

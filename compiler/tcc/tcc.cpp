@@ -56,7 +56,12 @@ namespace cl = llvm::cl;
 static cl::OptionCategory tccCategory("tcc options");
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.onnx>"),
-                                      cl::Required, cl::cat(tccCategory));
+                                      cl::cat(tccCategory));
+static cl::opt<bool> listOps(
+    "list-ops",
+    cl::desc("Print the ONNX ops tcc knows (from which opset, the tcc op each "
+             "becomes, how a gradient flows through it) and exit"),
+    cl::init(false), cl::cat(tccCategory));
 static cl::opt<std::string>
     outputFile("o", cl::desc("Output file ('-' for stdout, the default)"),
                cl::value_desc("file"), cl::init("-"), cl::cat(tccCategory));
@@ -1134,12 +1139,25 @@ int main(int argc, char **argv) {
       "  tcc model.onnx --emit=source -o DIR        the step's source, to build "
       "elsewhere\n");
 
+  MLIRContext context;
+  context.loadDialect<tcc::TccDialect, func::FuncDialect>();
+  if (listOps) {
+    llvm::outs() << llvm::formatv("{0,-24} {1,-6} {2,-34} {3}\n", "onnx op", "since",
+                                  "written as", "gradient");
+    for (const tcc::SupportedOp &op : tcc::describeSupportedOps(&context))
+      llvm::outs() << llvm::formatv("{0,-24} {1,-6} {2,-34} {3}\n", op.onnx, op.minOpset,
+                                    op.writtenAs, op.gradient);
+    return 0;
+  }
+  if (inputFile.empty()) {
+    llvm::errs() << "tcc: no model given (tcc model.onnx ...; tcc --help says more)\n";
+    return 1;
+  }
+
   Driver d;
   if (failed(parseFlags(d)))
     return 1;
 
-  MLIRContext context;
-  context.loadDialect<tcc::TccDialect, func::FuncDialect>();
   // Diagnostics name the ONNX node; the generic form of the op adds nothing
   // a user can act on.
   context.printOpOnDiagnostic(false);
