@@ -31,6 +31,16 @@ import check_hf_models as hf  # noqa: E402
 V = hf.V
 NO_DROP = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
+def batched_experts(config):
+    """A mixture of experts as transformers' "batched_mm" experts: each
+    token's chosen experts' weights gathered and multiplied in a batch.
+    The default ("grouped_mm") calls a kernel torch.export cannot translate,
+    and "eager" loops over the experts a batch hits (a data-dependent
+    shape)."""
+    config._experts_implementation = "batched_mm"
+    return config
+
+
 # name -> (family, what it exercises, factory(transformers, common kwargs))
 MODELS = {
     "gpt2": ("decoder", "learned positions, Conv1D projections", None),
@@ -80,8 +90,13 @@ MODELS = {
         T.XGLMConfig(num_layers=2, d_model=64, attention_heads=4, ffn_dim=128, vocab_size=V,
                      max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
                      activation_dropout=0.0, layerdrop=0.0))),
-    "mixtral": ("decoder, MoE", "top-2 of 4 experts", lambda T, c: T.MixtralForCausalLM(
-        T.MixtralConfig(**c, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2))),
+    "mixtral": ("decoder, MoE", "top-2 of 4 experts (TopK routing)", lambda T, c: T.MixtralForCausalLM(
+        batched_experts(T.MixtralConfig(**c, num_key_value_heads=2, num_local_experts=4,
+                                        num_experts_per_tok=2)))),
+    "qwen2_moe": ("decoder, MoE", "top-2 of 4 experts and a shared expert", lambda T, c: T.Qwen2MoeForCausalLM(
+        batched_experts(T.Qwen2MoeConfig(**c, num_key_value_heads=2, num_experts=4,
+                                         num_experts_per_tok=2, moe_intermediate_size=64,
+                                         shared_expert_intermediate_size=64)))),
     "bert": ("encoder, masked LM", "absolute positions, GELU", None),
     "roberta": ("encoder, masked LM", "positions from the input ids", lambda T, c: T.RobertaForMaskedLM(
         T.RobertaConfig(**c, **NO_DROP))),
@@ -142,9 +157,30 @@ def vision_speech():
         conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
         num_conv_pos_embedding_groups=4, num_labels=4, hidden_dropout=0.0, attention_dropout=0.0,
         activation_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0, mask_time_prob=0.0))
+    resnet = T.ResNetForImageClassification(T.ResNetConfig(
+        num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+        layer_type="bottleneck", num_labels=10))
+    convnext = T.ConvNextForImageClassification(T.ConvNextConfig(
+        num_channels=3, patch_size=4, num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], num_labels=10,
+        drop_path_rate=0.0))
+    mobilenet = T.MobileNetV2ForImageClassification(T.MobileNetV2Config(
+        num_channels=3, image_size=32, depth_multiplier=0.25, num_labels=10,
+        classifier_dropout_prob=0.0))
+    swin = T.SwinForImageClassification(T.SwinConfig(
+        image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[1, 1],
+        num_heads=[2, 2], window_size=4, num_labels=10, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, drop_path_rate=0.0))
+    image = (torch.randn(2, 3, 32, 32), torch.tensor([1, 7]))
     return {
-        "vit": ("vision", "patch embedding (Conv), [CLS] head", WithLoss(vit),
-                (torch.randn(2, 3, 32, 32), torch.tensor([1, 7]))),
+        "vit": ("vision", "patch embedding (Conv), [CLS] head", WithLoss(vit), image),
+        "resnet": ("vision", "Conv, BatchNorm in training mode, MaxPool, bottlenecks",
+                   WithLoss(resnet), image),
+        "convnext": ("vision", "depthwise Conv, channels-last LayerNorm, layer scale",
+                     WithLoss(convnext), image),
+        "mobilenet_v2": ("vision", "depthwise Conv, BatchNorm, ReLU6 (Clip)",
+                         WithLoss(mobilenet), image),
+        "swin": ("vision", "shifted windows, relative position bias, patch merging",
+                 WithLoss(swin), image),
         "wav2vec2": ("speech", "convolutional feature encoder, conv positions", WithLoss(w2v),
                      (torch.randn(2, 1600), torch.tensor([0, 3]))),
     }

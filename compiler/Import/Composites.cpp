@@ -60,6 +60,9 @@ const Composite kComposites[] = {
     {"ReduceLogSumExp", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"Einsum", {"equation"}},
     {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
+    {"ConvTranspose",
+     {"auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads",
+      "strides"}},
     {"InstanceNormalization", {"epsilon"}},
     {"GroupNormalization", {"epsilon", "num_groups", "stash_type"}},
     {"BatchNormalization", {"epsilon", "momentum", "training_mode"}, 3},
@@ -197,6 +200,8 @@ static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::N
     return buildGroupNorm(builder, loc, node, opset, operands);
   if (opType == "MaxPool" || opType == "AveragePool")
     return buildPool(builder, loc, node, operands);
+  if (opType == "ConvTranspose")
+    return buildConvTranspose(builder, loc, node, operands);
   if (opType == "Conv")
     return buildConv(builder, loc, node, operands);
   if (opType == "InstanceNormalization")

@@ -1,7 +1,8 @@
 //===- Composites.h - ONNX ops written as several tcc ops --------*- C++ -*-===//
 //
 // Activations, reductions (ReduceMax/Min as trees of elementwise maxima),
-// Conv (a gather of patches and a batched MatMul: Conv.cpp), MaxPool and
+// Conv and ConvTranspose (a gather of patches and a batched MatMul:
+// Conv.cpp), MaxPool and
 // AveragePool (the same patches, reduced),
 // InstanceNormalization, GroupNormalization and BatchNormalization
 // (Norms.cpp), Sign, Floor, Ceil, Round, Mod, ArgMax/ArgMin, OneHot and
@@ -50,6 +51,10 @@ FailureOr<SmallVector<Value>> buildComposite(OpBuilder &builder, Location loc,
 /// MatMul with the weights, written at the builder's insertion point.
 FailureOr<Value> buildConv(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
                            ArrayRef<Value> operands);
+
+/// ONNX ConvTranspose (Conv.cpp): the same gather and batched MatMul.
+FailureOr<Value> buildConvTranspose(OpBuilder &builder, Location loc,
+                                    const onnx::NodeProto &node, ArrayRef<Value> operands);
 
 /// ONNX MaxPool (its Indices output refused) and AveragePool (Conv.cpp): the
 /// same gather of patches, reduced over the taps.

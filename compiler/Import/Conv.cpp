@@ -20,6 +20,11 @@
 // stride 1 enlarges Kt times: tcc refuses one whose patch matrix would pass
 // 2^31 elements.
 //
+// ConvTranspose is the same product with the patches read the other way
+// round: output position o's tap t reads the input element i with
+// i * stride + t * dilation = o + pad (none where that is not whole), and
+// W [C, M/G, K...] is read per group as [C/G * Kt, M/G].
+//
 // MaxPool and AveragePool gather the same patches (the padding column -inf
 // for the maximum) and reduce them over the taps: Composer::extremum's max
 // tree, or a sum divided by the taps inside the input (count_include_pad:
@@ -194,6 +199,9 @@ Value gatherPatches(Composer &c, Value x, const Window &w, bool lowest) {
 
 } // namespace
 
+static Value groupedProduct(Composer &c, Value x, const Window &win, Value weights, int64_t G,
+                            int64_t M, Value bias);
+
 FailureOr<Value> mlir::tcc::buildConv(OpBuilder &builder, Location loc, const onnx::NodeProto &node,
                                       ArrayRef<Value> operands) {
   Value x = operands.size() > 0 ? operands[0] : Value();
@@ -212,7 +220,7 @@ FailureOr<Value> mlir::tcc::buildConv(OpBuilder &builder, Location loc, const on
     return emitError(loc) << "Conv is supported in 1, 2 and 3 spatial dimensions, with W of X's "
                              "rank; X is "
                           << xt << ", W " << wt;
-  const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), M = wt.getDimSize(0);
+  const int64_t C = xt.getDimSize(1), M = wt.getDimSize(0);
   const onnx::AttributeProto *groupAttr = findAttr(node, "group");
   const int64_t G = groupAttr ? groupAttr->i() : 1;
   if (G < 1 || C % G != 0 || M % G != 0 || wt.getDimSize(1) * G != C)
@@ -235,25 +243,169 @@ FailureOr<Value> mlir::tcc::buildConv(OpBuilder &builder, Location loc, const on
   }
 
   Composer c(builder, loc);
-  auto i64s = [&](ArrayRef<int64_t> v) { return builder.getDenseI64ArrayAttr(v); };
+  const int64_t Cg = C / G, Mg = M / G;
+  // W [M, Cg, K...] as [G, Cg Kt, Mg].
+  Value weights = c.make<TransposeOp>({c.reshape(w, {G, Mg, Cg * win.Kt})},
+                                      {builder.getNamedAttr("perm", builder.getDenseI64ArrayAttr({0, 2, 1}))});
+  return c.finish(groupedProduct(c, x, win, weights, G, M, bias));
+}
+
+/// y [N, M, O...] = the patches of x [N, C, D...] at the window's positions,
+/// per group one batched MatMul with `weights` [G, C/G Kt, M/G] (+ bias [M]).
+static Value groupedProduct(Composer &c, Value x, const Window &win, Value weights, int64_t G,
+                            int64_t M, Value bias) {
+  OpBuilder &b = c.builder();
+  auto xt = cast<RankedTensorType>(x.getType());
+  const int64_t N = xt.getDimSize(0), C = xt.getDimSize(1), Cg = C / G, Ot = win.Ot, Kt = win.Kt;
   auto transpose = [&](Value v, ArrayRef<int64_t> perm) {
-    return c.make<TransposeOp>({v}, {builder.getNamedAttr("perm", i64s(perm))});
+    return c.make<TransposeOp>({v}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
   };
-  const int64_t Cg = C / G, Mg = M / G, Ot = win.Ot, Kt = win.Kt;
   Value patches = gatherPatches(c, x, win, /*lowest=*/false);   // [N, C, O, Kt]
   Value rows = transpose(patches, {0, 2, 1, 3});               // [N, O, C, Kt]
   rows = transpose(c.reshape(rows, {N, Ot, G, Cg * Kt}), {0, 2, 1, 3}); // [N, G, O, Cg Kt]
-  Value weights = transpose(c.reshape(w, {G, Mg, Cg * Kt}), {0, 2, 1}); // [G, Cg Kt, Mg]
-  Value y = c.make<MatMulOp>({rows, weights});                  // [N, G, O, Mg]
+  Value y = c.make<MatMulOp>({rows, weights});                  // [N, G, O, M/G]
   SmallVector<int64_t> outShape = {N, M};
   outShape.append(win.O.begin(), win.O.end());
   y = c.reshape(transpose(y, {0, 1, 3, 2}), outShape);
   if (bias) {
-    SmallVector<int64_t> biasShape(k + 1, 1);
+    SmallVector<int64_t> biasShape(win.O.size() + 1, 1);
     biasShape[0] = M;
     y = c.add(y, c.reshape(bias, biasShape));
   }
-  return c.finish(y);
+  return y;
+}
+
+FailureOr<Value> mlir::tcc::buildConvTranspose(OpBuilder &builder, Location loc,
+                                               const onnx::NodeProto &node,
+                                               ArrayRef<Value> operands) {
+  Value x = operands.size() > 0 ? operands[0] : Value();
+  Value w = operands.size() > 1 ? operands[1] : Value();
+  Value bias = operands.size() > 2 ? operands[2] : Value();
+  if (!x || !w)
+    return emitError(loc) << "ConvTranspose needs its input X and its weights W";
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto wt = cast<RankedTensorType>(w.getType());
+  Type elt = xt.getElementType();
+  const int64_t rank = xt.getRank(), k = rank - 2;
+  if (!isa<FloatType>(elt) || wt.getElementType() != elt || k < 1 || k > 3 ||
+      wt.getRank() != rank)
+    return emitError(loc) << "ConvTranspose needs floating-point X and W of one type and rank, "
+                             "with 1, 2 or 3 spatial dimensions; these are "
+                          << xt << " and " << wt;
+  const int64_t C = xt.getDimSize(1);
+  const onnx::AttributeProto *groupAttr = findAttr(node, "group");
+  const int64_t G = groupAttr ? groupAttr->i() : 1;
+  if (G < 1 || wt.getDimSize(0) != C || C % G)
+    return emitError(loc) << "ConvTranspose's group " << G << " does not fit X " << xt
+                          << " and W " << wt << " (W's first dimension must be X's channels)";
+  const int64_t Mg = wt.getDimSize(1), M = Mg * G;
+  SmallVector<int64_t> K(wt.getShape().drop_front(2));
+  if (const onnx::AttributeProto *ks = findAttr(node, "kernel_shape");
+      ks && SmallVector<int64_t>(ks->ints().begin(), ks->ints().end()) != K)
+    return emitError(loc) << "ConvTranspose's kernel_shape does not match W " << wt;
+  Window win;
+  win.K = K;
+  win.D.assign(xt.getShape().begin() + 2, xt.getShape().end());
+  win.strides = ints(node, "strides", k, 1);
+  win.dil = ints(node, "dilations", k, 1);
+  SmallVector<int64_t> outPad = ints(node, "output_padding", k, 0);
+  if (win.strides.size() != size_t(k) || win.dil.size() != size_t(k) ||
+      outPad.size() != size_t(k) || llvm::any_of(win.strides, [](int64_t v) { return v < 1; }) ||
+      llvm::any_of(win.dil, [](int64_t v) { return v < 1; }))
+    return emitError(loc) << "ConvTranspose's strides " << list(win.strides) << ", dilations "
+                          << list(win.dil) << " and output_padding " << list(outPad) << " must be "
+                          << k << " integers each (strides and dilations positive)";
+  // The full output of each dimension, before the pads are cut from it.
+  SmallVector<int64_t> full(k);
+  for (int64_t d = 0; d < k; ++d)
+    full[d] = win.strides[d] * (win.D[d] - 1) + outPad[d] + (K[d] - 1) * win.dil[d] + 1;
+  const onnx::AttributeProto *autoPad = findAttr(node, "auto_pad");
+  std::string mode = autoPad ? autoPad->s() : "NOTSET";
+  const onnx::AttributeProto *outShapeAttr = findAttr(node, "output_shape");
+  win.begin.assign(k, 0);
+  win.end.assign(k, 0);
+  if (outShapeAttr || mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+    // The output's size is given (output_shape, or D * stride for SAME):
+    // the total padding follows, split as ONNX says (SAME_UPPER puts the
+    // extra one at the end).
+    SmallVector<int64_t> want;
+    if (outShapeAttr)
+      want.assign(outShapeAttr->ints().begin(), outShapeAttr->ints().end());
+    if (want.size() == size_t(k + 2))
+      want.erase(want.begin(), want.begin() + 2);
+    if (!outShapeAttr)
+      for (int64_t d = 0; d < k; ++d)
+        want.push_back(win.D[d] * win.strides[d]);
+    if (want.size() != size_t(k))
+      return emitError(loc) << "ConvTranspose's output_shape " << list(want) << " must name "
+                            << k << " spatial sizes";
+    for (int64_t d = 0; d < k; ++d) {
+      // Negative where the output is larger than the full one: positions
+      // no input reaches (the bias alone) at the end.
+      const int64_t total = full[d] - want[d];
+      if (want[d] < 1)
+        return emitError(loc) << "ConvTranspose's output_shape " << list(want)
+                              << " must be positive sizes";
+      win.begin[d] = mode == "SAME_LOWER" ? total - total / 2 : total / 2;
+      win.end[d] = total - win.begin[d];
+    }
+  } else if (mode == "NOTSET") {
+    SmallVector<int64_t> pads = ints(node, "pads", 2 * k, 0);
+    if (pads.size() != size_t(2 * k) || llvm::any_of(pads, [](int64_t p) { return p < 0; }))
+      return emitError(loc) << "ConvTranspose's pads " << list(pads) << " must be " << 2 * k
+                            << " non-negative integers (begins, then ends)";
+    for (int64_t d = 0; d < k; ++d)
+      win.begin[d] = pads[d], win.end[d] = pads[k + d];
+  } else if (mode != "VALID") {
+    return emitError(loc) << "ConvTranspose's auto_pad \"" << mode
+                          << "\" is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID";
+  }
+  win.O.resize(k);
+  for (int64_t d = 0; d < k; ++d) {
+    win.O[d] = full[d] - win.begin[d] - win.end[d];
+    if (win.O[d] < 1)
+      return emitError(loc) << "ConvTranspose's pads leave no output of " << list(full);
+    win.P *= win.D[d], win.Ot *= win.O[d], win.Kt *= K[d];
+  }
+  const int64_t N = xt.getDimSize(0);
+  if (win.Ot * win.Kt > (int64_t(1) << 24) || N * C * win.Ot * win.Kt > (int64_t(1) << 31))
+    return emitError(loc) << "ConvTranspose of X " << xt << " with W " << wt
+                          << " would need a patch matrix of " << N * C * win.Ot * win.Kt
+                          << " elements (at most 2^31 elements and 2^24 positions)";
+  if (bias) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != M || bt.getElementType() != elt)
+      return emitError(loc) << "ConvTranspose's bias " << bt << " must be [" << M << "] of X's type";
+  }
+  // Output position o of the full output, tap t: the input element i with
+  // i * stride + t * dilation = o + begin, where that is whole and inside.
+  SmallVector<int64_t> o(k, 0), t(k, 0);
+  for (int64_t oi = 0; oi < win.Ot; ++oi) {
+    for (int64_t rest = oi, d = k - 1; d >= 0; --d)
+      o[d] = rest % win.O[d], rest /= win.O[d];
+    for (int64_t ti = 0; ti < win.Kt; ++ti) {
+      for (int64_t rest = ti, d = k - 1; d >= 0; --d)
+        t[d] = rest % K[d], rest /= K[d];
+      int64_t linear = 0;
+      bool inside = true;
+      for (int64_t d = 0; d < k; ++d) {
+        const int64_t at = o[d] + win.begin[d] - t[d] * win.dil[d];
+        const int64_t i = at >= 0 && at % win.strides[d] == 0 ? at / win.strides[d] : -1;
+        inside = inside && i >= 0 && i < win.D[d];
+        linear = linear * win.D[d] + i;
+      }
+      win.positions.push_back(inside ? linear : win.P);
+      win.padded = win.padded || !inside;
+    }
+  }
+  Composer c(builder, loc);
+  const int64_t Cg = C / G;
+  // W [C, Mg, K...] as [G, Cg Kt, Mg]: [G, Cg, Mg, Kt] with Mg and Kt swapped.
+  Value weights = c.make<TransposeOp>(
+      {c.reshape(w, {G, Cg, Mg, win.Kt})},
+      {builder.getNamedAttr("perm", builder.getDenseI64ArrayAttr({0, 1, 3, 2}))});
+  weights = c.reshape(weights, {G, Cg * win.Kt, Mg});
+  return c.finish(groupedProduct(c, x, win, weights, G, M, bias));
 }
 
 FailureOr<Value> mlir::tcc::buildPool(OpBuilder &builder, Location loc, const onnx::NodeProto &node,

@@ -119,6 +119,7 @@ const std::vector<OpSpec> &opTable() {
       {"ReduceLogSumExp", AddOp::getOperationName(), 1, 1, {}},
       {"Einsum", MatMulOp::getOperationName(), 12, 1, {}},
       {"Conv", MatMulOp::getOperationName(), 1, 1, {}},
+      {"ConvTranspose", MatMulOp::getOperationName(), 1, 1, {}},
       {"InstanceNormalization", AddOp::getOperationName(), 6, 1, {}},
       {"GroupNormalization", AddOp::getOperationName(), 18, 1, {}},
       {"BatchNormalization", AddOp::getOperationName(), 9, -1, {}},
@@ -167,7 +168,7 @@ ArrayRef<Arity> arityOf(StringRef op) {
     t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Einsum"] = {{0, 1, kMany, 1, 1}};
-    t["Conv"] = {{0, 2, 3, 1, 1}};
+    t["Conv"] = t["ConvTranspose"] = {{0, 2, 3, 1, 1}};
     t["InstanceNormalization"] = t["GroupNormalization"] = t["OneHot"] = {{0, 3, 3, 1, 1}};
     t["BatchNormalization"] = {{0, 5, 5, 1, 1}, {14, 5, 5, 1, 3}};
     t["TopK"] = {{0, 2, 2, 2, 2}};

@@ -833,6 +833,11 @@ case("conv2d_same_upper_stride2", conv_case((1, 2, 5, 5), (3, 2, 3, 3), bias=Fal
                                             auto_pad="SAME_UPPER", strides=[2, 2]))
 case("conv1d_depthwise_same_lower", conv_case((1, 3, 6), (3, 1, 4), group=3,
                                               auto_pad="SAME_LOWER"))
+case("convtranspose2d_strides_pads_bias", lambda g: g.weighted_sum([g.op("ConvTranspose", [
+    g.param((2, 4, 3, 3)), g.param((4, 3, 3, 2)), g.param((3,))], strides=[2, 1],
+    pads=[1, 0, 0, 1], output_padding=[1, 0])], shapes=None))
+case("convtranspose1d_groups_dilation", lambda g: g.weighted_sum([g.op("ConvTranspose", [
+    g.param((1, 4, 5)), g.param((4, 1, 3))], group=2, dilations=[2], strides=[2])]))
 case("instancenorm_2d", lambda g: g.weighted_sum([g.op("InstanceNormalization", [
     g.param((2, 3, 4, 5)), g.param((3,)), g.param((3,))], epsilon=1e-3)]))
 

@@ -80,7 +80,7 @@ SUPPORTED_OPS = (
     "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements "
     "ReduceMax ReduceMin ReduceLogSumExp Einsum Softplus Mish Conv InstanceNormalization "
     "GlobalMaxPool GroupNormalization BatchNormalization Sign Floor Ceil Round Mod ArgMax ArgMin "
-    "OneHot TopK MaxPool AveragePool"
+    "OneHot TopK MaxPool AveragePool ConvTranspose"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -53,6 +53,9 @@ def main(outdir):
           [f32("x", (1, 2, 4))], [("y", F, (1, 2, 4))], outdir)
     model("bad_maxpool_indices", [node("MaxPool", ["x"], ["y", "idx"], name="n", kernel_shape=[2])],
           [f32("x", (1, 2, 4))], [("y", F, (1, 2, 3)), ("idx", I64, (1, 2, 3))], outdir)
+    model("convtranspose", [node("ConvTranspose", ["x", "w"], ["y"], name="n", strides=[2])],
+          [f32("x", (1, 2, 3))], [("y", F, (1, 4, 7))], outdir,
+          inits=[numpy_helper.from_array(np.ones((2, 4, 3), np.float32), "w")])
     ones, zeros = (numpy_helper.from_array(np.full(3, v, np.float32), n) for v, n in ((1, "s"), (0, "b")))
     stats = [numpy_helper.from_array(np.zeros(3, np.float32), "running_mean"),
              numpy_helper.from_array(np.ones(3, np.float32), "running_var")]
