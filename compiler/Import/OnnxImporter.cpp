@@ -516,6 +516,17 @@ LogicalResult Importer::importSignature(func::FuncOp &func) {
         guessedByReason[role->second.reason].push_back(t.name());
       constantInits.emplace_back(t.name(), readerOf(t.name()) + role->second.reason);
     } else if (elt && isa<FloatType>(elt)) {
+      if (role != roles.end() && !role->second.copyOf.empty() &&
+          !options.frozen.contains(t.name()))
+        emitWarning(loc) << "initializer \"" << t.name() << "\" holds the values of \""
+                         << role->second.copyOf << "\""
+                         << (role->second.copyTransposed ? ", transposed" : "")
+                         << ": if they are one tied weight written twice (as tf2onnx writes "
+                            "tied embeddings), tcc does not tie them and trains two parameters "
+                            "that drift apart where PyTorch and Keras train one; "
+                            "python/tcc_export.py writes a tied weight once, and "
+                            "--trainable="
+                         << t.name() << " says they are two";
       FailureOr<SmallVector<int64_t>> shape = tensorShape(t, loc);
       if (failed(shape))
         return failure();

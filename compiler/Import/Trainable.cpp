@@ -167,6 +167,54 @@ private:
   llvm::StringSet<> outputs;
 };
 
+/// Whether `value` reaches a Softmax input through elementwise ops and
+/// moves alone (no MatMul, no reduction): what an additive or
+/// multiplicative attention mask does.
+bool reachesSoftmaxElementwise(const onnx::GraphProto &graph, llvm::StringRef value) {
+  static const llvm::StringSet<> passes = {"Add", "Sub", "Mul", "Div", "Neg", "Where", "Cast",
+                                           "CastLike", "Expand", "Reshape", "Unsqueeze",
+                                           "Squeeze", "Slice", "Identity", "Transpose"};
+  llvm::StringSet<> seen;
+  llvm::SmallVector<std::string> work{value.str()};
+  while (!work.empty()) {
+    std::string v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (const onnx::NodeProto &node : graph.node()) {
+      if (std::find(node.input().begin(), node.input().end(), v) == node.input().end())
+        continue;
+      if (node.op_type() == "Softmax")
+        return true;
+      if (passes.contains(node.op_type()))
+        for (const std::string &out : node.output())
+          work.push_back(out);
+    }
+  }
+  return false;
+}
+
+/// Whether `a` holds `b`'s values, as `b` or as b's 2-D transpose (exactly).
+bool sameValues(const onnx::TensorProto &ta, const std::vector<double> &a,
+                const onnx::TensorProto &tb, const std::vector<double> &b, bool &transposed) {
+  if (a.size() != b.size())
+    return false;
+  transposed = false;
+  bool sameShape = ta.dims_size() == tb.dims_size() &&
+                   std::equal(ta.dims().begin(), ta.dims().end(), tb.dims().begin());
+  if (sameShape && a == b)
+    return true;
+  if (ta.dims_size() != 2 || tb.dims_size() != 2 || ta.dims(0) != tb.dims(1) ||
+      ta.dims(1) != tb.dims(0))
+    return false;
+  const int64_t rows = ta.dims(0), cols = ta.dims(1);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if (a[i * cols + j] != b[j * rows + i])
+        return false;
+  transposed = true;
+  return true;
+}
+
 bool isFloatType(int32_t t) {
   return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE ||
          t == onnx::TensorProto::FLOAT16 || t == onnx::TensorProto::BFLOAT16;
@@ -245,7 +293,48 @@ mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
                     "its scalar constants as initializers)";
       continue;
     }
+    // An attention mask folded into a float initializer: only 0 and 1 (both),
+    // moved into a Softmax by elementwise ops alone.
+    if (known && t.dims_size() >= 2 &&
+        std::all_of(values.begin(), values.end(), [](double x) { return x == 0.0 || x == 1.0; }) &&
+        std::count(values.begin(), values.end(), 0.0) != 0 &&
+        std::count(values.begin(), values.end(), 1.0) != 0 &&
+        reachesSoftmaxElementwise(graph, t.name())) {
+      role.parameter = false;
+      role.reason = "it holds 0s and 1s that reach a Softmax through elementwise ops (an "
+                    "attention mask)";
+      continue;
+    }
     role.guessed = false;
+  }
+  if (!hasMetadata) {
+    // Value-identical copies among the parameters (not uniform: at
+    // initialisation every LayerNorm weight is ones).
+    struct Candidate {
+      const onnx::TensorProto *t;
+      std::vector<double> values;
+    };
+    std::vector<Candidate> seen;
+    for (const onnx::TensorProto &t : graph.initializer()) {
+      auto it = roles.find(t.name());
+      if (it == roles.end() || !it->second.parameter || trainable.contains(t.name()))
+        continue;
+      Candidate c{&t, {}};
+      if (!readFloats(t, c.values) || c.values.size() < 2 ||
+          std::all_of(c.values.begin(), c.values.end(),
+                      [&](double x) { return x == c.values.front(); }))
+        continue;
+      for (const Candidate &earlier : seen) {
+        bool transposed = false;
+        if (sameValues(t, c.values, *earlier.t, earlier.values, transposed)) {
+          it->second.copyOf = earlier.t->name();
+          it->second.copyTransposed = transposed;
+          break;
+        }
+      }
+      if (it->second.copyOf.empty())
+        seen.push_back(std::move(c));
+    }
   }
   return roles;
 }

@@ -15,8 +15,12 @@
 //      shapes or Sin/Cos (a mask, or what builds a position table), it is a
 //      sinusoidal position table itself, or it has one element (the
 //      torch.export-based exporter stores its scalar constants as
-//      initializers). Such an initializer becomes a constant, with a warning
-//      that names it and says how to train it.
+//      initializers), or its values are 0 and 1 and it reaches a Softmax
+//      through elementwise ops (an attention mask folded into a float).
+//      Such an initializer becomes a constant, with a warning that names it
+//      and says how to train it. A parameter that is a value-identical copy
+//      of another (or its transpose), as tied weights come out of tf2onnx,
+//      is named in a warning: tcc trains the two apart.
 // `--frozen=NAME` keeps a parameter fixed (it stays a step argument).
 //
 // tcc never trains silently what PyTorch would not.
@@ -54,6 +58,12 @@ struct InitializerRole {
   std::string reason;
   /// Whether tcc guessed (no metadata), so the user is told.
   bool guessed = false;
+  /// Without metadata, for a parameter whose values are another parameter's
+  /// (`copyOf`), element for element or as its 2-D transpose
+  /// (`copyTransposed`), and not all one value: a tied weight an exporter
+  /// wrote twice (tf2onnx's tied embeddings), which tcc would train as two.
+  std::string copyOf;
+  bool copyTransposed = false;
 };
 
 /// Classifies every floating-point initializer of `model` (by name). Names in

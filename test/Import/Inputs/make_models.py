@@ -291,6 +291,20 @@ def buffers(outdir, rng):
     save(scores_model([numpy_helper.from_array(finite, "mask")],
                       [helper.make_node("Add", ["scores", "mask"], ["masked"], name="add")]),
          outdir, "buffer_finite_mask")
+    # tf2onnx's forms without metadata: a 0/1 mask multiplied into the
+    # scores (a buffer), and a tied weight written twice, transposed (named
+    # in a warning); a parameter of ones beside them is neither.
+    rng1 = np.random.default_rng(5)
+    tied = rng1.standard_normal((4, 4)).astype(np.float32)
+    save(scores_model([numpy_helper.from_array(np.tril(np.ones((4, 4), np.float32)), "keep"),
+                       numpy_helper.from_array(tied, "emb"),
+                       numpy_helper.from_array(tied.T.copy(), "head"),
+                       numpy_helper.from_array(np.ones((4, 4), np.float32), "gamma")],
+                      [helper.make_node("MatMul", ["scores", "emb"], ["e"], name="e"),
+                       helper.make_node("MatMul", ["e", "head"], ["h"], name="h"),
+                       helper.make_node("Mul", ["h", "gamma"], ["g"], name="scale"),
+                       helper.make_node("Mul", ["g", "keep"], ["masked"], name="mask")]),
+         outdir, "buffer_keep_mask_tied")
     # What torch.onnx.export's default optimizer writes: a parameter folded
     # into a copy named val_N, no metadata.
     save(scores_model(gamma, scale_nodes, w_name="val_12"), outdir, "folded_names")
