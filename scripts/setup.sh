@@ -52,6 +52,23 @@ if [ "${TCC_NO_VENV:-0}" != 1 ]; then
   venv_python="$venv/bin/python"
 fi
 
+# TensorFlow and tf2onnx (scripts/requirements-tf.txt) in a second
+# environment, for the Keras models' test; TCC_NO_TF=1 skips it (the test
+# is then not registered).
+tf_venv="${TCC_TF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/tcc/venv-tf}"
+tf_requirements="$repo/scripts/requirements-tf.txt"
+tf_python=""
+if [ "${TCC_NO_VENV:-0}" != 1 ] && [ "${TCC_NO_TF:-0}" != 1 ]; then
+  if ! cmp -s "$tf_requirements" "$tf_venv/.tcc-requirements" 2>/dev/null; then
+    echo "setup: installing scripts/requirements-tf.txt into $tf_venv (a few minutes the first time)"
+    python3 -m venv "$tf_venv"
+    "$tf_venv/bin/pip" install -q --disable-pip-version-check -r "$tf_requirements" \
+      || { echo "setup: error: pip install -r $tf_requirements failed"; exit 1; }
+    cp "$tf_requirements" "$tf_venv/.tcc-requirements"
+  fi
+  tf_python="$tf_venv/bin/python"
+fi
+
 build="${TCC_BUILD_DIR:-$repo/build}"
 # TCC_SANITIZE=address,undefined (scripts/test.sh --sanitize) builds with
 # those sanitizers, in its own folder (build-sanitize by default).
@@ -64,9 +81,11 @@ if [ -n "${TCC_SANITIZE:-}" ]; then
   sanitize_flags=(-DCMAKE_C_FLAGS="$f" -DCMAKE_CXX_FLAGS="$f" -DCMAKE_EXE_LINKER_FLAGS="$f"
                   -DCMAKE_SHARED_LINKER_FLAGS="$f" -DCMAKE_MODULE_LINKER_FLAGS="$f")
 fi
-if [ ! -f "$build/build.ninja" ] || ! grep -qs "^TCC_VENV_PYTHON:[A-Z]*=$venv_python\$" "$build/CMakeCache.txt"; then
+if [ ! -f "$build/build.ninja" ] || ! grep -qs "^TCC_VENV_PYTHON:[A-Z]*=$venv_python\$" "$build/CMakeCache.txt" \
+   || ! grep -qs "^TCC_TF_PYTHON:[A-Z]*=$tf_python\$" "$build/CMakeCache.txt"; then
   cmake -G Ninja -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=$build_type \
-    -DPython3_EXECUTABLE=/usr/bin/python3 -DTCC_VENV_PYTHON="$venv_python" "${sanitize_flags[@]}" \
+    -DPython3_EXECUTABLE=/usr/bin/python3 -DTCC_VENV_PYTHON="$venv_python" \
+    -DTCC_TF_PYTHON="$tf_python" "${sanitize_flags[@]}" \
     >"$build.cmake.log" 2>&1 || { cat "$build.cmake.log"; exit 1; }
 fi
 ninja -C "$build"

@@ -155,6 +155,12 @@ public:
   /// maxima of halves (an odd last element joins by broadcasting), O(n)
   /// work, exact, and differentiable to the element chosen.
   Value extremum(Value x, ArrayRef<int64_t> axes, bool isMin) {
+    return tree(x, axes, [&](Value a, Value b) { return pick(a, b, isMin); });
+  }
+  /// `x` reduced over `axes` (normalized, each of at least one element, kept
+  /// as size 1) by `combine`, an associative elementwise op, as a tree of
+  /// halves: max, min (extremum), product (ReduceProd).
+  Value tree(Value x, ArrayRef<int64_t> axes, llvm::function_ref<Value(Value, Value)> combine) {
     if (!x)
       return fail();
     auto type = cast<RankedTensorType>(x.getType());
@@ -163,9 +169,9 @@ public:
       for (int64_t n = type.getDimSize(axis); n > 1 && m; n /= 2) {
         int64_t h = n / 2;
         Value first = slice(m, axis, 0, h), second = slice(m, axis, h, 2 * h);
-        Value folded = pick(first, second, isMin);
+        Value folded = combine(first, second);
         if (n % 2)
-          folded = pick(folded, slice(m, axis, n - 1, n), isMin);
+          folded = combine(folded, slice(m, axis, n - 1, n));
         m = folded;
       }
     return m;

@@ -58,6 +58,7 @@ const Composite kComposites[] = {
     {"ReduceMax", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceMin", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"ReduceLogSumExp", {"axes", "keepdims", "noop_with_empty_axes"}},
+    {"ReduceProd", {"axes", "keepdims", "noop_with_empty_axes"}},
     {"Einsum", {"equation"}},
     {"Conv", {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}},
     {"ConvTranspose",
@@ -503,7 +504,8 @@ static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::N
     else
       result = c.make<ReduceMeanOp>({x}, {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr(axes)),
                                         builder.getNamedAttr("keepdims", builder.getI64IntegerAttr(1))});
-  } else if (opType == "ReduceMax" || opType == "ReduceMin" || opType == "ReduceLogSumExp") {
+  } else if (opType == "ReduceMax" || opType == "ReduceMin" || opType == "ReduceLogSumExp" ||
+             opType == "ReduceProd") {
     // Max (min) over each axis as Composer::extremum's tree. LogSumExp is
     // m + log(sum(exp(x - m))) with m that maximum, the stable form.
     std::optional<SmallVector<NamedAttribute>> attrs = reduceAttrs();
@@ -534,14 +536,17 @@ static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::N
     if (llvm::any_of(axes, [&](int64_t a) { return type.getDimSize(a) == 0; })) {
       // An empty set: the identity of the reduction, -inf for max and
       // log-sum-exp, +inf for min (the type's extremes for integers, false
-      // and true for booleans).
+      // and true for booleans), 1 for a product.
       SmallVector<int64_t> shape;
       for (int64_t d = 0; d < type.getRank(); ++d)
         if (!llvm::is_contained(axes, d) || keepdims)
           shape.push_back(llvm::is_contained(axes, d) ? 1 : type.getDimSize(d));
       auto outType = RankedTensorType::get(shape, elt);
       Attribute fill;
-      if (auto ft = dyn_cast<FloatType>(elt))
+      if (opType == "ReduceProd")
+        fill = isa<FloatType>(elt) ? Attribute(builder.getFloatAttr(elt, 1.0))
+                                   : Attribute(builder.getIntegerAttr(elt, 1));
+      else if (auto ft = dyn_cast<FloatType>(elt))
         fill = FloatAttr::get(ft, APFloat::getInf(ft.getFloatSemantics(), /*Negative=*/!isMin));
       else if (elt.isInteger(1))
         fill = builder.getBoolAttr(isMin);
@@ -550,7 +555,11 @@ static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::N
                                           : APInt::getSignedMinValue(it.getWidth()));
       return c.finish(c.constant(DenseElementsAttr::get(outType, fill)));
     }
-    Value m = c.extremum(x, axes, isMin);
+    // A product as the same tree of elementwise products: exact for
+    // integers (shape arithmetic folds), and each factor's gradient the
+    // product of the others.
+    Value m = opType == "ReduceProd" ? c.tree(x, axes, [&](Value a, Value b) { return c.mul(a, b); })
+                                     : c.extremum(x, axes, isMin);
     if (opType == "ReduceLogSumExp") {
       Value shifted = c.sub(x, m);
       Value e = c.make<ExpOp>({shifted});

@@ -117,6 +117,7 @@ const std::vector<OpSpec> &opTable() {
       {"ReduceMax", MaxOp::getOperationName(), 1, 1, {}},
       {"ReduceMin", MinOp::getOperationName(), 1, 1, {}},
       {"ReduceLogSumExp", AddOp::getOperationName(), 1, 1, {}},
+      {"ReduceProd", MulOp::getOperationName(), 1, 1, {}},
       {"Einsum", MatMulOp::getOperationName(), 12, 1, {}},
       {"Conv", MatMulOp::getOperationName(), 1, 1, {}},
       {"ConvTranspose", MatMulOp::getOperationName(), 1, 1, {}},
@@ -166,7 +167,8 @@ ArrayRef<Arity> arityOf(StringRef op) {
     t["ScatterND"] = t["ScatterElements"] = {{0, 3, 3, 1, 1}};
     t["Clip"] = {{0, 1, 1, 1, 1}, {11, 1, 3, 1, 1}};
     t["ReduceSumSquare"] = t["ReduceL1"] = t["ReduceL2"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
-    t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
+    t["ReduceMax"] = t["ReduceMin"] = t["ReduceLogSumExp"] = t["ReduceProd"] =
+        {{0, 1, 1, 1, 1}, {18, 1, 2, 1, 1}};
     t["Einsum"] = {{0, 1, kMany, 1, 1}};
     t["Conv"] = t["ConvTranspose"] = {{0, 2, 3, 1, 1}};
     t["InstanceNormalization"] = t["GroupNormalization"] = t["OneHot"] = {{0, 3, 3, 1, 1}};

@@ -289,8 +289,8 @@ mlir::tcc::classifyInitializers(const onnx::ModelProto &model,
     }
     if (count == 1) {
       role.parameter = false;
-      role.reason = "it has one element (the torch.export-based exporter stores "
-                    "its scalar constants as initializers)";
+      role.reason = "it has one element (a scalar constant: the torch.export-based "
+                    "exporter and tf2onnx store theirs as initializers)";
       continue;
     }
     // An attention mask folded into a float initializer: only 0 and 1 (both),

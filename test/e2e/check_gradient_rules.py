@@ -784,6 +784,8 @@ case("reducemax_axis1", lambda g: g.weighted_sum([g.op(
     "ReduceMax", [g.param((2, 5, 3))], axes=[1], keepdims=0)]))
 case("reducemin_all_keepdims", lambda g: g.weighted_sum([g.op(
     "ReduceMin", [g.param((3, 4))], keepdims=1)]))
+case("reduceprod_axis1", lambda g: g.weighted_sum([g.op(
+    "ReduceProd", [g.param((2, 5, 3), away=0.5, hi=1.5)], axes=[1], keepdims=0)]))
 case("reducelogsumexp_axes0_2", lambda g: g.weighted_sum([g.op(
     "ReduceLogSumExp", [g.param((3, 2, 5), lo=-3.0, hi=3.0)], axes=[0, 2], keepdims=0)]))
 def einsum_case(equation, *shapes):

@@ -80,7 +80,7 @@ SUPPORTED_OPS = (
     "GlobalAveragePool ReduceSumSquare ReduceL1 ReduceL2 Tile CumSum GatherND ScatterND ScatterElements "
     "ReduceMax ReduceMin ReduceLogSumExp Einsum Softplus Mish Conv InstanceNormalization "
     "GlobalMaxPool GroupNormalization BatchNormalization Sign Floor Ceil Round Mod ArgMax ArgMin "
-    "OneHot TopK MaxPool AveragePool ConvTranspose"
+    "OneHot TopK MaxPool AveragePool ConvTranspose ReduceProd"
 ).split()
 SUPPORTED_SET = frozenset(SUPPORTED_OPS)
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -108,6 +108,7 @@ COMPILE_TIME_INPUTS = {
     "ReduceMax": (1,),
     "ReduceMin": (1,),
     "ReduceLogSumExp": (1,),
+    "ReduceProd": (1,),
     "Pad": (1, 2, 3),
     "Trilu": (1,),
     "Range": (0, 1, 2),
