@@ -312,8 +312,8 @@ def main():
         "parameter's largest); the weights after 3 AdamW steps (accumulation 2) against PyTorch's "
         "loop; onnxruntime's loss on the model `tcc-run --save` wrote against PyTorch with those "
         "weights; the fp16 CUDA emulation's worst gradient, and PyTorch's own fp16 autocast's on "
-        "the same batch (`torch16`). The vision and speech rows (ViT, wav2vec2: features in, not "
-        "token ids) have the float64 loss and gradient columns only. A refused model shows "
+        "the same batch (`torch16`). The vision and speech rows (ViT, ResNet, ConvNeXt, MobileNetV2, Swin, wav2vec2: "
+        "features in, not token ids) have the float64 loss and gradient columns only. A refused model shows "
         "tcc's (or the exporter's) first error."
         % (torch.__version__, transformers.__version__, len(rows), time.time() - t_all),
         "",

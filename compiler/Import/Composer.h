@@ -33,6 +33,16 @@ inline const onnx::AttributeProto *findAttr(const onnx::NodeProto &node, llvm::S
   return nullptr;
 }
 
+/// Attribute `name`'s integer (float) value, or `dflt` when the node has none.
+inline int64_t attrInt(const onnx::NodeProto &node, llvm::StringRef name, int64_t dflt) {
+  const onnx::AttributeProto *a = findAttr(node, name);
+  return a ? static_cast<int64_t>(a->i()) : dflt;
+}
+inline double attrFloat(const onnx::NodeProto &node, llvm::StringRef name, double dflt) {
+  const onnx::AttributeProto *a = findAttr(node, name);
+  return a ? static_cast<double>(a->f()) : dflt;
+}
+
 /// The integers of a compile-time constant tensor, if `v` is one.
 inline std::optional<SmallVector<int64_t>> constInts(Value v) {
   DenseIntElementsAttr dense;

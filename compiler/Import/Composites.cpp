@@ -207,14 +207,8 @@ static FailureOr<Value> buildOne(OpBuilder &builder, Location loc, const onnx::N
     return buildConv(builder, loc, node, operands);
   if (opType == "InstanceNormalization")
     return buildInstanceNorm(builder, loc, node, operands);
-  auto attrF = [&](StringRef name, double dflt) {
-    const onnx::AttributeProto *a = findAttr(node, name);
-    return a ? static_cast<double>(a->f()) : dflt;
-  };
-  auto attrI = [&](StringRef name, int64_t dflt) {
-    const onnx::AttributeProto *a = findAttr(node, name);
-    return a ? static_cast<int64_t>(a->i()) : dflt;
-  };
+  auto attrF = [&](StringRef name, double dflt) { return attrFloat(node, name, dflt); };
+  auto attrI = [&](StringRef name, int64_t dflt) { return attrInt(node, name, dflt); };
 
   Value x = operands[0];
   auto type = cast<RankedTensorType>(x.getType());

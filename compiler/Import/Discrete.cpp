@@ -156,10 +156,7 @@ FailureOr<SmallVector<Value>> mlir::tcc::buildDiscrete(OpBuilder &builder, Locat
                                                       const onnx::NodeProto &node,
                                                       ArrayRef<Value> operands) {
   StringRef opType = node.op_type();
-  auto attrI = [&](StringRef name, int64_t dflt) {
-    const onnx::AttributeProto *a = findAttr(node, name);
-    return a ? static_cast<int64_t>(a->i()) : dflt;
-  };
+  auto attrI = [&](StringRef name, int64_t dflt) { return attrInt(node, name, dflt); };
   Value x = operands[0];
   auto type = cast<RankedTensorType>(x.getType());
   Type elt = type.getElementType();

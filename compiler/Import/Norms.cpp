@@ -107,8 +107,7 @@ FailureOr<Value> mlir::tcc::buildGroupNorm(OpBuilder &builder, Location loc,
                                 perGroup ? "scale and bias (per group before opset 21)"
                                          : "scale and bias (per channel from opset 21)")))
     return failure();
-  const onnx::AttributeProto *epsilon = findAttr(node, "epsilon");
-  const double eps = epsilon ? epsilon->f() : 1e-5;
+  const double eps = attrFloat(node, "epsilon", 1e-5);
   const int64_t N = xt.getDimSize(0), rest = xt.getNumElements() / (N * G);
   Composer c(builder, loc);
   auto mean = [&](Value v) {
@@ -155,11 +154,7 @@ FailureOr<SmallVector<Value>> mlir::tcc::buildBatchNorm(OpBuilder &builder, Loca
   if (!train && runningNamed)
     return emitError(loc) << "BatchNormalization has running mean and variance outputs only in "
                              "training mode (training_mode = 1)";
-  auto attrF = [&](StringRef name, double dflt) {
-    const onnx::AttributeProto *a = findAttr(node, name);
-    return a ? static_cast<double>(a->f()) : dflt;
-  };
-  const double eps = attrF("epsilon", 1e-5), momentum = attrF("momentum", 0.9);
+  const double eps = attrFloat(node, "epsilon", 1e-5), momentum = attrFloat(node, "momentum", 0.9);
   SmallVector<int64_t> perC(xt.getRank() - 1, 1), axes = {0};
   perC[0] = C;
   for (int64_t d = 2; d < xt.getRank(); ++d)
