@@ -886,22 +886,6 @@ def batchnorm_case(training):
 case("batchnorm_training", batchnorm_case(True))
 case("batchnorm_inference", batchnorm_case(False))
 
-
-def groupnorm_case(opset):
-    def build(g):
-        g.opset = opset  # scale and bias per group before 21, per channel from it
-        per = 2 if opset < 21 else 4
-        out = g.op("GroupNormalization", [g.param((2, 4, 3, 2)), g.param((per,)),
-                                          g.param((per,))], num_groups=2, epsilon=1e-3)
-        return g.weighted_sum([out], shapes={out: (TensorProto.FLOAT, (2, 4, 3, 2))})
-    return build
-
-
-# GroupNormalization is opset 18: an onnx that knows it (pip's; Debian's 1.12
-# stops at 17) checks these cases.
-if onnx.defs.onnx_opset_version() >= 21:
-    case("groupnorm_opset18", groupnorm_case(18))
-    case("groupnorm_opset21", groupnorm_case(21))
 case("mod_fmod_floats", lambda g: g.weighted_sum([g.op("Mod", [
     g.param((3, 4), lo=-5.0, hi=5.0), g.param((3, 4), away=0.5, hi=2.0)], fmod=1)]))
 # x * floor(x) and the like: the rounding itself has gradient 0, so each

@@ -12,7 +12,10 @@ is exported with python/tcc_export.py by both exporters (the
 torch.export-based one writes train-mode batch norm as inference
 BatchNormalization, which tcc_export corrects), compiled with
 `tcc --target=cpu --cpu-precision=f64` and run with `tcc-run --grads-only`.
-Exit 0 when, for both exporters, the loss is within 1e-9 relative and every
+Beside it, ONNX GroupNormalization itself (torch exports GroupNorm as
+InstanceNormalization): opsets 18 and 21, every gradient against
+torch.nn.functional.group_norm's within 1e-9. Exit 0 when, for both
+exporters, the loss is within 1e-9 relative and every
 parameter's gradient within 1e-6 of the largest of its elements (or of 1% of
 the largest gradient, for a bias whose gradient a batch norm makes rounding
 noise). The exported graph's constants are float32 (GELU's 1/sqrt(2), the
@@ -116,8 +119,64 @@ def main():
         print("%s %-11s loss %.12f (PyTorch %.12f, rel %.1e); worst gradient rel %.1e (%s)%s" % (
             "PASS" if ok else "FAIL", exporter, got_loss, loss.item(), loss_err, worst, where,
             "; tcc warned about the running statistics" if "running mean" in log else ""))
-    print("%d passed, %d failed" % (2 - failed, failed))
+    failed += group_norm_check(args)
+    print("%d passed, %d failed" % (4 - failed, failed))
     return 1 if failed else 0
+
+
+def group_norm_check(args):
+    """ONNX GroupNormalization as a model states it (torch exports GroupNorm
+    as InstanceNormalization instead): opset 18 (scale and bias per group)
+    and 21 (per channel), input, scale and bias trained, against
+    torch.nn.functional.group_norm's autograd in float64."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 3, 2))
+    r = rng.standard_normal((2, 4, 3, 2))
+    failed = 0
+    for opset in (18, 21):
+        per = 2 if opset < 21 else 4
+        scale, bias = rng.standard_normal(per), rng.standard_normal(per)
+        inits = [numpy_helper.from_array(a, n) for a, n in
+                 ((x, "x"), (scale, "scale"), (bias, "bias"), (r, "r"))]
+        nodes = [helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"],
+                                  num_groups=2, epsilon=1e-3),
+                 helper.make_node("Mul", ["y", "r"], ["yr"]),
+                 helper.make_node("ReduceSum", ["yr"], ["loss"], keepdims=0)]
+        g = helper.make_graph(nodes, "gn", [], [helper.make_tensor_value_info(
+            "loss", TensorProto.DOUBLE, [])], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        entry = m.metadata_props.add()
+        entry.key, entry.value = "tcc.trainable", "x,scale,bias"
+        work = os.path.join(args.workdir, "groupnorm%d" % opset)
+        os.makedirs(os.path.join(work, "feed"))
+        onnx.save(m, os.path.join(work, "m.onnx"))
+        try:
+            run([args.tcc, os.path.join(work, "m.onnx"), "--target=cpu", "--cpu-precision=f64",
+                 "-o", os.path.join(work, "s.so")])
+            run([args.tcc_run, os.path.join(work, "s.so"), "--feed", os.path.join(work, "feed"),
+                 "--grads-only", "--dump", os.path.join(work, "out")])
+        except RuntimeError as e:
+            print("FAIL groupnorm%d %s" % (opset, e))
+            failed += 1
+            continue
+        tx, ts, tb = (torch.tensor(a, requires_grad=True) for a in (x, scale, bias))
+        # Per group (opset 18): the group's scale repeated over its channels.
+        ws = ts.repeat_interleave(2) if per == 2 else ts
+        wb = tb.repeat_interleave(2) if per == 2 else tb
+        (F.group_norm(tx, 2, ws, wb, eps=1e-3) * torch.tensor(r)).sum().backward()
+        worst = 0.0
+        for name, t in (("x", tx), ("scale", ts), ("bias", tb)):
+            got = np.load(os.path.join(work, "out", "grads", name + ".npy"))
+            want = t.grad.numpy()
+            worst = max(worst, float(np.max(np.abs(got - want)) / np.max(np.abs(want))))
+        ok = worst <= 1e-9
+        failed += not ok
+        print("%s groupnorm%d worst gradient rel %.1e (x, scale, bias against "
+              "torch.nn.functional.group_norm)" % ("PASS" if ok else "FAIL", opset, worst))
+    return failed
 
 
 if __name__ == "__main__":
