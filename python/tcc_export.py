@@ -391,6 +391,120 @@ def export(module, args, path, *, kwargs=None, input_names=None, output_names=No
     return names
 
 
+def export_inference(module, args, path, *, training_model=None, kwargs=None,
+                     input_names=None, output_names=None, dynamic: bool = True,
+                     opset_version: int | None = None,
+                     external_data: bool | None = None) -> list[str]:
+    """Exports `module` for inference, so that `tcc-run --save OUT --model
+    PATH` writes the trained weights into it: an eval-mode graph (dropout
+    off, batch norms on their running statistics), whatever `module`
+    returns (the logits: no loss, no labels input), and with `dynamic` every
+    input's first two dimensions named (batch, sequence) instead of fixed,
+    so that onnxruntime runs it on any batch and length (the position table
+    still bounds the length). Returns the parameter initializers' names.
+
+    `module` holds the model under the same attribute as the training
+    export's wrapper (`self.m`), so that the initializers have the same
+    names. With `training_model` (the file `export` wrote), a parameter the
+    two exports name differently because it is tied (GPT-2's lm_head and
+    wte) is renamed to the training model's name, and a parameter the
+    training model lacks, or holds with other dims, is an error: --save
+    would leave it at its initial value. The same tcc.trainable and
+    tcc.frozen metadata is recorded, which `tcc-run --save` checks."""
+    import onnx
+    import torch
+
+    args = _distinct_args(tuple(args))
+    parameters, frozen = _split_parameters(module)
+    dynamic_shapes = None
+    if dynamic:
+        import inspect
+        batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence")
+
+        def dims(a):
+            rank = a.dim() if torch.is_tensor(a) else 0
+            return {0: batch, 1: seq} if rank >= 2 else {0: batch} if rank == 1 else None
+        # Keyed by forward's own argument names, which torch.export wants
+        # (input_names only name the ONNX inputs).
+        bound = inspect.signature(module.forward).bind(*args, **(kwargs or {}))
+        dynamic_shapes = {k: dims(v) for k, v in bound.arguments.items()}
+    was_training = module.training
+    module.eval()
+    try:
+        program = torch.onnx.export(
+            module, tuple(args), kwargs=kwargs, dynamo=True, optimize=False,
+            input_names=input_names, output_names=output_names,
+            opset_version=opset_version, dynamic_shapes=dynamic_shapes,
+            external_data=False, verbose=False)
+    finally:
+        module.train(was_training)
+    _optimize_keeping_parameters(program.model, parameters | frozen)
+    import onnx_ir as ir
+    proto = ir.serde.serialize_model(program.model)
+    if training_model is not None:
+        _match_training_names(proto, module, str(training_model))
+        parameters, frozen = _split_parameters(module)
+        trained_meta = _metadata(str(training_model))
+        parameters = parameters | set(filter(None, trained_meta.get(METADATA_KEY, "").split(",")))
+        frozen = frozen | set(filter(None, trained_meta.get(FROZEN_KEY, "").split(",")))
+        frozen -= parameters
+    names = _record_trainable(proto, parameters, frozen)
+    _save(proto, str(path), external_data)
+    return names + [t.name for t in proto.graph.initializer if t.name in frozen]
+
+
+def _metadata(path: str) -> dict:
+    import onnx
+    proto = onnx.load(path, load_external_data=False)
+    return {p.key: p.value for p in proto.metadata_props}
+
+
+def _match_training_names(proto, module, training_model: str) -> None:
+    """Renames each parameter initializer of `proto` that the training model
+    holds under another name of the same (tied) parameter, and refuses a
+    parameter that the training model lacks or holds with other dims."""
+    import onnx
+    trained = {t.name: list(t.dims) for t in
+               onnx.load(training_model, load_external_data=False).graph.initializer}
+    aliases: dict[int, list[str]] = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        aliases.setdefault(id(p), []).append(name)
+    alias_of = {name: names for names in aliases.values() for name in names}
+    renames, problems = {}, []
+    for t in proto.graph.initializer:
+        if t.name not in alias_of:
+            continue
+        target = t.name if t.name in trained else next(
+            (a for a in alias_of[t.name] if a in trained), None)
+        if target is None:
+            problems.append("%s is not an initializer of %s" % (t.name, training_model))
+        elif trained[target] != list(t.dims):
+            problems.append("%s has dims %s here but %s in %s" % (
+                t.name, list(t.dims), trained[target], training_model))
+        elif target != t.name:
+            renames[t.name] = target
+    if problems:
+        raise ValueError("the inference export does not match the training model, so "
+                         "tcc-run --save could not write every trained weight into it: "
+                         + "; ".join(problems))
+    if not renames:
+        return
+
+    def rename_graph(graph):
+        for t in graph.initializer:
+            t.name = renames.get(t.name, t.name)
+        for v in list(graph.input) + list(graph.value_info):
+            v.name = renames.get(v.name, v.name)
+        for node in graph.node:
+            for i, name in enumerate(node.input):
+                node.input[i] = renames.get(name, name)
+            for a in node.attribute:
+                for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    rename_graph(g)
+
+    rename_graph(proto.graph)
+
+
 # A protobuf message cannot reach 2 GiB; past this many bytes of
 # initializers, export() writes them as external data.
 EXTERNAL_DATA_BYTES = 1 << 30

@@ -940,6 +940,109 @@ bool Saver::paramData(int idx, const TensorFields &t, std::string &out) {
   return true;
 }
 
+/// The parameters a model declares trainable (its tcc.trainable metadata,
+/// as python/tcc_export.py records it) and the names of its main graph's
+/// initializers. False when malformed.
+bool declaredParameters(const std::string &bytes,
+                        std::vector<std::string> &trainable,
+                        std::unordered_map<std::string, int> &initializers) {
+  FieldReader model(reinterpret_cast<const uint8_t *>(bytes.data()),
+                    bytes.size());
+  Field mf;
+  int rc;
+  while ((rc = model.next(mf)) > 0) {
+    if (mf.wire != 2)
+      continue;
+    if (mf.num == 14) { // metadata_props
+      std::string key, value;
+      if (!parseStringEntry(mf.data, mf.len, key, value))
+        return false;
+      if (key != "tcc.trainable")
+        continue;
+      size_t at = 0;
+      while (at <= value.size()) {
+        size_t comma = value.find(',', at);
+        if (comma == std::string::npos)
+          comma = value.size();
+        if (comma > at)
+          trainable.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else if (mf.num == 7) { // graph
+      FieldReader graph(mf.data, mf.len);
+      Field gf;
+      int grc;
+      while ((grc = graph.next(gf)) > 0) {
+        if (gf.num != 5 || gf.wire != 2)
+          continue;
+        TensorFields t;
+        if (!parseTensor(gf.data, gf.len, t))
+          return false;
+        initializers.emplace(t.name, 0);
+      }
+      if (grc < 0)
+        return false;
+    }
+  }
+  return rc == 0;
+}
+
+bool samePath(const std::string &a, const std::string &b) {
+  char ra[PATH_MAX], rb[PATH_MAX];
+  if (::realpath(a.c_str(), ra) && ::realpath(b.c_str(), rb))
+    return std::strcmp(ra, rb) == 0;
+  return a == b;
+}
+
+/// Saving into a model other than the step's own (an inference export, by
+/// `tcc-run --model`): every parameter that model declares must be one the
+/// step trained, or one the step's own model held fixed too; otherwise
+/// --save would write it at its initial value, with exit 0.
+std::string checkDeclaredParameters(
+    const std::string &bytes, const std::string &modelPath,
+    const tcc_step_info *info,
+    const std::unordered_map<std::string, int> &paramIndex) {
+  if (!info->model_path || !*info->model_path ||
+      samePath(modelPath, info->model_path))
+    return "";
+  std::vector<std::string> declared;
+  std::unordered_map<std::string, int> initializers;
+  if (!declaredParameters(bytes, declared, initializers))
+    return modelPath + " is not a valid ONNX model (malformed protobuf)";
+  std::vector<std::string> untrained;
+  for (const std::string &name : declared)
+    if (!paramIndex.count(name) && initializers.count(name))
+      untrained.push_back(name);
+  if (untrained.empty())
+    return "";
+  // A parameter the step's own model holds but the step does not train
+  // (one that does not reach the loss) stays as exported there too.
+  std::string own;
+  std::vector<std::string> ownDeclared;
+  std::unordered_map<std::string, int> ownInitializers;
+  if (readFile(info->model_path, own).empty() &&
+      declaredParameters(own, ownDeclared, ownInitializers)) {
+    std::vector<std::string> left;
+    for (std::string &name : untrained)
+      if (!ownInitializers.count(name))
+        left.push_back(std::move(name));
+    untrained.swap(left);
+  }
+  if (untrained.empty())
+    return "";
+  return "'" + untrained.front() + "' is a trainable parameter of " +
+         modelPath + " (its tcc.trainable)" +
+         (untrained.size() > 1
+              ? " and so are " + std::to_string(untrained.size() - 1) +
+                    " more tensors"
+              : std::string()) +
+         " that the step, compiled from " + info->model_path +
+         ", does not hold: --save would write them untrained. Export the "
+         "model for --model from the same module, under the same names "
+         "(python/tcc_export.py export_inference(..., training_model=" +
+         info->model_path + "))";
+}
+
 std::string Saver::run(const std::string &bytes, Rope &out) {
   if (!info)
     return "no step info";
@@ -955,6 +1058,9 @@ std::string Saver::run(const std::string &bytes, Rope &out) {
     if (!paramIndex.emplace(nm, i).second)
       return std::string("parameter '") + nm + "' is listed twice in the step";
   }
+  std::string why = checkDeclaredParameters(bytes, modelPath, info, paramIndex);
+  if (!why.empty())
+    return why;
   bool changed;
   if (!rewrite(Kind::Model, reinterpret_cast<const uint8_t *>(bytes.data()),
                bytes.size(), false, 0, out, changed))
@@ -1100,6 +1206,19 @@ std::string listInitializers(const std::string &modelPath,
   if (rc < 0)
     return bad;
   return "";
+}
+
+std::string checkSaveModel(const std::string &modelPath,
+                           const tcc_step_info *info) {
+  std::string bytes;
+  std::string why = readFile(modelPath, bytes);
+  if (!why.empty())
+    return "cannot read " + modelPath + ": " + why;
+  std::unordered_map<std::string, int> params;
+  for (int i = 0; i < info->num_params; ++i)
+    if (info->params && info->params[i].name)
+      params.emplace(info->params[i].name, i);
+  return checkDeclaredParameters(bytes, modelPath, info, params);
 }
 
 } // namespace tcc::onnx

@@ -52,6 +52,14 @@ int tcc_save_onnx(const char *model_path, const char *out_path,
 
 namespace tcc::onnx {
 
+/// Saving into `model_path` other than the step's own model (`tcc-run
+/// --model`): "" when every parameter it declares trainable (its
+/// tcc.trainable metadata) is one of the step's, or one the step's own model
+/// holds without training it too; otherwise what would be written untrained.
+/// tcc_save_onnx checks the same; tcc-run calls this before training.
+std::string checkSaveModel(const std::string &modelPath,
+                           const tcc_step_info *info);
+
 /// One initializer of ModelProto.graph, as `listInitializers` reads it.
 struct Initializer {
   std::string name;

@@ -491,6 +491,8 @@ int Trainer::checkOutputs() {
                        shapeToString(found->dims) +
                        ", the step's parameter " + shapeToString(p.dims, p.rank));
       }
+      if (!(err = tcc::onnx::checkSaveModel(modelPath, &info)).empty())
+        return error("--save: " + err);
     }
   }
   // The metrics file is checked now but opened only after the checkpoint

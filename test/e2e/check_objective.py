@@ -36,6 +36,13 @@ downloaded, dropout 0), the CPU target in float64:
               (trained here on examples/data/corpus.txt): train.bin and
               val.bin (10%) decode back to the text, and tcc-run --data
               trains on them.
+  inference   An inference export (tcc_export.export_inference of the
+              logits wrapper, dynamic batch and length) that `tcc-run --save
+              --model` fills with the trained weights, byte for byte those of
+              the training model's --save: onnxruntime's greedy tokens and
+              logits (1e-4) equal transformers' on the same weights at batch
+              1 and 3 and growing lengths. A model with a layer the step does
+              not train is refused by export_inference and by --save.
   peft-adapter The LoRA step's trained adapters as a PEFT adapter folder:
               PeftModel.from_pretrained gives onnxruntime's loss.
   plain       torch.onnx.export(dynamo=True) with its default optimizer,
@@ -209,6 +216,93 @@ def check_safetensors(args, work, data_path):
     return "%d tensors; from_pretrained loss %.6f = onnxruntime %.6f" % (len(names), hf, ref)
 
 
+class Logits(torch.nn.Module):
+    """docs/exporting.md's inference wrapper: the model under the same
+    attribute as WithLoss's, the logits out."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, use_cache=False).logits
+
+
+def check_inference(args, work, data_path):
+    """An inference export that --save --model fills with the trained
+    weights: onnxruntime generates from it what transformers generates from
+    the same trained weights, at any batch and length."""
+    import onnx
+    import onnxruntime as ort
+    import tcc_hf
+    import transformers as Tr
+    from onnx import numpy_helper
+    step, onnx_path = os.path.join(work, "gpt2.so"), os.path.join(work, "gpt2.onnx")
+    infer = os.path.join(work, "gpt2.infer.onnx")
+    ids = torch.randint(0, V, (B, T))
+    names = tcc_export.export_inference(Logits(gpt2()), (ids,), infer, training_model=onnx_path,
+                                        input_names=["input_ids"], output_names=["logits"])
+    want = set(metadata(onnx_path)[tcc_export.METADATA_KEY].split(","))
+    if set(names) != want:
+        raise RuntimeError("the inference export's parameters %s differ from the training "
+                           "model's: %s" % (sorted(set(names) ^ want)[:4], len(want)))
+    train = [args.tcc_run, step, "--data", data_path, "--steps", "3", "--lr", "1e-2", "--quiet"]
+    saved = os.path.join(work, "gpt2_trained_for_infer.onnx")
+    saved_infer = os.path.join(work, "gpt2_trained.infer.onnx")
+    run(train + ["--save", saved])
+    run(train + ["--save", saved_infer, "--model", infer])
+    a = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved).graph.initializer}
+    b = {t.name: numpy_helper.to_array(t) for t in onnx.load(saved_infer).graph.initializer}
+    initial = {t.name: numpy_helper.to_array(t) for t in onnx.load(onnx_path).graph.initializer}
+    differ = [n for n in want if not np.array_equal(a[n], b[n])]
+    if differ or all(np.array_equal(a[n], initial[n]) for n in want):
+        raise RuntimeError("the inference model's weights are not the trained ones: %s" % differ[:4])
+
+    # Greedy generation: onnxruntime on the inference model, transformers on
+    # the same trained weights (as safetensors).
+    cfg_dir, hf_dir = os.path.join(work, "gpt2_config"), os.path.join(work, "gpt2_hf_infer")
+    gpt2().config.save_pretrained(cfg_dir)
+    tcc_hf.write_safetensors(saved, hf_dir, config_from=cfg_dir)
+    hf = Tr.GPT2LMHeadModel.from_pretrained(hf_dir).eval()
+    sess = ort.InferenceSession(saved_infer, providers=["CPUExecutionProvider"])
+    worst = 0.0
+    for batch, prompt in ((1, 5), (3, 11)):
+        x = torch.randint(0, V, (batch, prompt), generator=torch.Generator().manual_seed(batch))
+        for _ in range(6):
+            got = sess.run(None, {"input_ids": x.numpy()})[0]
+            with torch.no_grad():
+                ref = hf(input_ids=x, use_cache=False).logits.numpy()
+            if got.shape != ref.shape:
+                raise RuntimeError("logits %s, transformers %s" % (got.shape, ref.shape))
+            worst = max(worst, float(np.abs(got - ref).max()))
+            if worst > 1e-4:
+                raise RuntimeError("logits at %s off by %.3g" % (tuple(x.shape), worst))
+            nxt_ort, nxt_hf = got[:, -1].argmax(-1), ref[:, -1].argmax(-1)
+            if not np.array_equal(nxt_ort, nxt_hf):
+                raise RuntimeError("onnxruntime generates %s, transformers %s" % (nxt_ort, nxt_hf))
+            x = torch.cat([x, torch.from_numpy(nxt_ort)[:, None]], 1)
+
+    # A model for --model with a parameter the step does not train: refused,
+    # by export_inference and by --save, and no file written.
+    other = Tr.GPT2LMHeadModel(Tr.GPT2Config(n_layer=3, n_embd=32, n_head=4, vocab_size=V,
+                                             n_positions=64))
+    try:
+        tcc_export.export_inference(Logits(other), (ids,), os.path.join(work, "x.onnx"),
+                                    training_model=onnx_path, input_names=["input_ids"])
+        raise RuntimeError("export_inference took a model with a layer more")
+    except ValueError as e:
+        if "m.transformer.h.2" not in str(e):
+            raise
+    bad = os.path.join(work, "gpt2_3layer.infer.onnx")
+    tcc_export.export_inference(Logits(other), (ids,), bad, input_names=["input_ids"])
+    bad_out = os.path.join(work, "gpt2_3layer_trained.onnx")
+    out = run(train + ["--save", bad_out, "--model", bad], expect=1)
+    if "m.transformer.h.2" not in out or "tcc.trainable" not in out or os.path.exists(bad_out):
+        raise RuntimeError("--save into a model with an untrained layer:\n" + out)
+    return "%d trained tensors in the inference model; greedy tokens equal transformers', " \
+        "logits within %.1e" % (len(want), worst)
+
+
 def check_peft_adapter(args, work):
     """The LoRA step's trained adapters as a PEFT adapter folder."""
     import peft
@@ -376,6 +470,8 @@ def main():
     p.add_argument("--tcc", required=True)
     p.add_argument("--tcc-run", required=True)
     p.add_argument("--workdir", required=True)
+    p.add_argument("--only", help="run only the checks named here (comma-separated; "
+                   "later checks use files that earlier ones write)")
     args = p.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.workdir, exist_ok=True)
@@ -385,10 +481,13 @@ def main():
     checks = [("objective", lambda: check_objective(args, args.workdir, data_path, data)),
               ("same-tensor", lambda: check_same_tensor(args, args.workdir)),
               ("safetensors", lambda: check_safetensors(args, args.workdir, data_path)),
+              ("inference", lambda: check_inference(args, args.workdir, data_path)),
               ("tokens", lambda: check_tokens(args, args.workdir)),
               ("lora", lambda: check_lora(args, args.workdir)),
               ("peft-adapter", lambda: check_peft_adapter(args, args.workdir)),
               ("plain", lambda: check_plain(args, args.workdir))]
+    if args.only:
+        checks = [c for c in checks if c[0] in args.only.split(",")]
     passed = failed = 0
     for name, fn in checks:
         try:
