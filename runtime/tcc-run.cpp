@@ -211,6 +211,21 @@ const char *const kUsage =
     "                 --logdir DIR): train/loss, train/lr, train/grad_norm,\n"
     "                 train/tokens_per_s, train/skipped, and with loss scaling\n"
     "                 train/loss_scale; the same values as --metrics\n"
+    "  --val-data FILE\n"
+    "                 validation tokens (as --data reads them), evaluated by\n"
+    "                 the evaluation step that tcc --with-eval builds into\n"
+    "                 step.so (forward and loss, dropout off, no gradients)\n"
+    "                 on the trained parameters: at the end, and every\n"
+    "                 --eval-every N optimizer steps; its mean loss and\n"
+    "                 perplexity go to the progress line, the summary,\n"
+    "                 --metrics (val_loss, val_ppl) and --tensorboard\n"
+    "                 (val/loss, val/perplexity)\n"
+    "  --eval-batches K\n"
+    "                 evaluate on the first K micro-batches of consecutive\n"
+    "                 windows of --val-data, the same each time (default:\n"
+    "                 every whole batch the file holds, at most 100)\n"
+    "  --eval-only    evaluate without training: the initial weights,\n"
+    "                 --init-weights', or --resume DIR's checkpoint's\n"
     "  --dump OUT     after training, write OUT/losses.npy (float32, every\n"
     "                 micro-step's loss in this process, in order) and\n"
     "                 OUT/params/<name>.npy (the final parameters); each file\n"
@@ -330,6 +345,8 @@ const ValueFlag kValueFlags[] = {
     {"--init-weights", "FILE"},
     {"--trace", "FILE.json"},    {"--trace-steps", "N"},
     {"--tensorboard", "DIR"},
+    {"--val-data", "FILE"},      {"--eval-every", "N"},
+    {"--eval-batches", "K"},
 };
 
 std::string parseInt(const std::string &flag, const std::string &v,
@@ -371,7 +388,8 @@ std::string parseReal(const std::string &flag, const std::string &v,
 /// " (did you mean '--steps'?)" for a flag within two edits of a known
 /// one; "" otherwise.
 std::string suggestFlag(const std::string &flag) {
-  std::vector<std::string> known = {"--feed", "--dump", "--grads-only", "--nesterov", "--quiet",
+  std::vector<std::string> known = {"--feed", "--dump", "--grads-only", "--eval-only",
+                                    "--nesterov", "--quiet",
                                     "--no-prefetch", "--cuda-graphs", "--no-cuda-graphs",
                                     "--help", "--version"};
   for (const ValueFlag &f : kValueFlags)
@@ -408,7 +426,8 @@ std::string setValueFlag(const std::string &flag, const char *meta, const std::s
   std::string err;
   if (flag == "--data" || flag == "--metrics" || flag == "--checkpoint" ||
       flag == "--resume" || flag == "--save" || flag == "--model" ||
-      flag == "--init-weights" || flag == "--trace" || flag == "--tensorboard") {
+      flag == "--init-weights" || flag == "--trace" || flag == "--tensorboard" ||
+      flag == "--val-data") {
     if (value.empty())
       return flag + " needs a non-empty " + meta;
     (flag == "--data"         ? opts.data
@@ -419,10 +438,15 @@ std::string setValueFlag(const std::string &flag, const char *meta, const std::s
      : flag == "--resume"     ? opts.resume
      : flag == "--save"       ? opts.save
      : flag == "--init-weights" ? opts.initWeights
+     : flag == "--val-data"   ? opts.valData
                               : opts.model) = value;
     opts.haveData |= flag == "--data";
   } else if (flag == "--steps") {
     err = parseInt(flag, value, 1, opts.steps);
+  } else if (flag == "--eval-every") {
+    err = parseInt(flag, value, 1, opts.evalEvery);
+  } else if (flag == "--eval-batches") {
+    err = parseInt(flag, value, 1, opts.evalBatches);
   } else if (flag == "--max-steps") {
     err = parseInt(flag, value, 1, opts.maxSteps);
   } else if (flag == "--accum") {
@@ -526,6 +550,12 @@ int parseArgs(int argc, char **argv, Options &opts) {
       opts.gradsOnly = true;
       continue;
     }
+    if (a == "--eval-only") {
+      if (opts.evalOnly)
+        return error(a + " is given twice");
+      opts.evalOnly = true;
+      continue;
+    }
     if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch" ||
         a == "--cuda-graphs" || a == "--no-cuda-graphs") {
       if (opts.wasGiven(a.c_str()))
@@ -594,6 +624,23 @@ int parseArgs(int argc, char **argv, Options &opts) {
                    "<input>.npy per step input");
     return -1;
   }
+  if (opts.evalOnly) {
+    if (opts.valData.empty())
+      return error("--eval-only evaluates on --val-data FILE (a token stream, as --data "
+                   "reads)");
+    for (const std::string &f : opts.given)
+      if (f != "--quiet" && f != "--init-weights" && f != "--resume" && f != "--val-data" &&
+          f != "--eval-batches" && f != "--labels" && f != "--threads")
+        return error("--eval-only evaluates without training; it cannot be combined with " +
+                     f);
+    if (opts.haveFeed || opts.haveData)
+      return error("--eval-only evaluates on --val-data, without training data");
+    return -1;
+  }
+  if (opts.wasGiven("--eval-every") && opts.valData.empty())
+    return error("--eval-every needs --val-data FILE (what to evaluate on)");
+  if (opts.wasGiven("--eval-batches") && opts.valData.empty())
+    return error("--eval-batches needs --val-data FILE (what to evaluate on)");
   if (opts.haveFeed && opts.haveData)
     return error("--feed and --data cannot be combined: give one source of "
                  "training data");
@@ -663,7 +710,7 @@ int run(int argc, char **argv) {
 
   // A resume takes the training flags its checkpoint remembers, except
   // those given again (runtime/lib/resume_flags.h).
-  if (!opts.resume.empty() && !opts.gradsOnly) {
+  if (!opts.resume.empty() && !opts.gradsOnly && !opts.evalOnly) {
     std::vector<std::string> notes;
     err = applyRecordedFlags(
         opts.resume, opts,

@@ -811,6 +811,15 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                           }))
     return error(loc) << opType << " needs its \"" << required << "\" attribute";
 
+  if (options.evaluation && opType == "BatchNormalization" &&
+      llvm::any_of(node.attribute(), [](const onnx::AttributeProto &a) {
+        return a.name() == "training_mode" && a.i() != 0;
+      }))
+    return error(loc) << "BatchNormalization in training mode: the evaluation step "
+                         "(--with-eval) would normalize with its running statistics, "
+                         "which tcc-run does not update while training; compile "
+                         "without --with-eval";
+
   // Ops written as several tcc ops (Composites.h); an omitted optional input
   // is a null operand.
   if (isCompositeOp(opType)) {

@@ -40,6 +40,11 @@ struct ImportOptions {
   /// Train a model without tcc.trainable metadata whose initializers carry
   /// an exporter's folded names (`--allow-unrecorded`).
   bool allowUnrecorded = false;
+  /// The evaluation step (`tcc --with-eval`): a BatchNormalization in
+  /// training mode is refused (the evaluation would normalize with running
+  /// statistics that tcc-run does not update). The driver fixes every
+  /// parameter and turns dropout off after the import.
+  bool evaluation = false;
 };
 
 struct ImportStats {

@@ -38,6 +38,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -268,6 +269,13 @@ static cl::list<std::string> trainable(
              "a scalar) says they are buffers"),
     cl::value_desc("name,..."), cl::CommaSeparated, cl::cat(tccCategory));
 
+static cl::opt<bool> withEval(
+    "with-eval",
+    cl::desc("Also compile an evaluation step into step.so: the forward pass "
+             "and the loss, every parameter fixed, dropout off, no gradients, "
+             "planned within what the training step leaves of --mem-budget; "
+             "tcc-run --val-data runs it (docs/usage.md)"),
+    cl::cat(tccCategory));
 static cl::opt<bool> allowUnrecorded(
     "allow-unrecorded",
     cl::desc("Train a model without tcc.trainable metadata even where its "
@@ -890,7 +898,7 @@ static LogicalResult buildTrainingStep(ModuleOp module, Driver &d) {
 
 /// The memory plan (tcc-plan-pipeline, within --mem-budget), and the
 /// reports and the plot that describe it.
-static LogicalResult planStep(ModuleOp module, const Driver &d) {
+static LogicalResult planStep(ModuleOp module, const Driver &d, bool reports = true) {
   MLIRContext &context = *module.getContext();
   auto addPlanPasses = [&](PassManager &pm, int64_t budget) {
     tcc::PipelineConfig config = d.pipeline;
@@ -961,6 +969,8 @@ static LogicalResult planStep(ModuleOp module, const Driver &d) {
     return failure();
   }
   const int64_t floatBytes = targetAttr.getFloatBytes();
+  if (!reports)
+    return success();
   if (!fusionReport.empty() && failed(tcc::writeFusionReport(planned, fusionReport)))
     return failure();
   if (!memoryReport.empty() &&
@@ -993,7 +1003,11 @@ static LogicalResult planStep(ModuleOp module, const Driver &d) {
 
 /// What -o and --emit ask for from the planned step: the planned or
 /// kernel IR, the step's source, or the step library (with its summary).
-static int emitOutput(ModuleOp module, const Driver &d) {
+/// `libraryPath`: where the step library goes (-o, or a temporary file
+/// that main packs); `evaluation`: the evaluation step (no weights, no
+/// summary line).
+static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
+                      bool evaluation = false) {
   tcc::TargetAttr targetAttr = tcc::TargetAttr::of(module);
   tcc::LayoutAttr layout = tcc::LayoutAttr::of(*module.getOps<func::FuncOp>().begin());
   if (emit == EmitKind::Planned)
@@ -1007,7 +1021,7 @@ static int emitOutput(ModuleOp module, const Driver &d) {
   }
   Location fileLoc = tcc::fileLocation(module.getContext(), inputFile);
   tcc::StepEmitOptions emitOptions;
-  emitOptions.embedWeights = !noWeights;
+  emitOptions.embedWeights = !noWeights && !evaluation;
   emitOptions.modelName = llvm::sys::path::filename(inputFile).str();
   SmallString<256> absolute(inputFile);
   llvm::sys::fs::make_absolute(absolute);
@@ -1027,7 +1041,7 @@ static int emitOutput(ModuleOp module, const Driver &d) {
     });
 
   std::string weights;
-  if (!noWeights &&
+  if (emitOptions.embedWeights &&
       failed(tcc::readParameterValues(module.getContext(), inputFile, step->params,
                                       targetAttr.getStorage().isF64(), weights)))
     return 1;
@@ -1094,9 +1108,16 @@ static int emitOutput(ModuleOp module, const Driver &d) {
                     "-o step.so (or --emit=summary)\n";
     return 1;
   }
-  if (failed(tcc::buildStepLibrary(*step, weights, outputFile, fileLoc,
+  if (failed(tcc::buildStepLibrary(*step, weights, libraryPath, fileLoc,
                                       buildOptions)))
     return 1;
+  if (evaluation) {
+    llvm::errs() << "tcc: " << outputFile << ": evaluation step, arena "
+                 << humanBytes(layout.getArenaBytes()) << " (parameters "
+                 << humanBytes(layout.getParamBytes()) << ", activations and temporaries "
+                 << humanBytes(layout.getTemporaryBytes()) << ")\n";
+    return 0;
+  }
   llvm::errs() << "tcc: " << outputFile << ": arena "
                << humanBytes(layout.getArenaBytes()) << " (parameters "
                << humanBytes(layout.getParamBytes()) << ", gradients "
@@ -1118,6 +1139,100 @@ static int emitOutput(ModuleOp module, const Driver &d) {
                        : std::string())
                << ")" << (d.budget ? ", budget " + humanBytes(d.budget) : "")
                << hostSummary(*module.getOps<func::FuncOp>().begin()) << "\n";
+  return 0;
+}
+
+/// The file layout of a step library with an evaluation step (tcc
+/// --with-eval): the training step's ELF image, the evaluation step's,
+/// then the evaluation step's size (8 bytes, little-endian) and this magic.
+/// The dynamic loader maps only what the first image's program headers
+/// name, so the bytes after it travel with step.so unread;
+/// runtime/lib/evaluator.cpp reads them.
+static constexpr char kEvalMagic[8] = {'T', 'C', 'C', '-', 'E', 'V', 'A', 'L'};
+
+/// --with-eval: the evaluation step (the model imported again, every
+/// parameter fixed and dropout off, so that no backward pass is built),
+/// planned within what the training step leaves of --mem-budget, built, and
+/// packed after the training step into -o.
+static int emitWithEvaluation(MLIRContext &context, ModuleOp trained, Driver d) {
+  tcc::LayoutAttr trainLayout = tcc::LayoutAttr::of(*trained.getOps<func::FuncOp>().begin());
+  Driver e = d;
+  e.import.evaluation = true;
+  e.compareBudget.reset();
+  if (d.budget > 0) {
+    e.budget = d.budget - trainLayout.getPlannedBytes();
+    if (e.budget <= 0) {
+      llvm::errs() << "tcc: error: --with-eval: the training step's plan takes all of "
+                      "--mem-budget="
+                   << memBudget << ", which leaves nothing for the evaluation step\n";
+      return 1;
+    }
+  }
+  tcc::ImportStats stats;
+  OwningOpRef<ModuleOp> eval = importModel(context, e, stats);
+  if (!eval)
+    return 1;
+  auto func = *eval->getOps<func::FuncOp>().begin();
+  Builder b(&context);
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttr(i, tcc::kParamAttr))
+      func.setArgAttr(i, tcc::kFrozenAttr, b.getUnitAttr());
+  func.walk([&](tcc::DropoutOp op) { op.setTraining(false); });
+  if (failed(buildTrainingStep(*eval, e)))
+    return 1;
+  if (d.budget > 0)
+    llvm::errs() << "tcc: the evaluation step is planned within the "
+                 << humanBytes(e.budget) << " the training step leaves of --mem-budget\n";
+  if (failed(planStep(*eval, e, /*reports=*/false)))
+    return 1;
+
+  // Both libraries into temporaries beside -o, then one file renamed into
+  // place: -o is the old file or the complete new one.
+  std::string trainTmp = outputFile + ".tcc-train.tmp", evalTmp = outputFile + ".tcc-eval.tmp",
+              packed = outputFile + ".tcc-packed.tmp";
+  auto cleanup = llvm::make_scope_exit([&] {
+    for (const std::string &f : {trainTmp, evalTmp, packed})
+      llvm::sys::fs::remove(f);
+  });
+  if (int rc = emitOutput(*eval, e, evalTmp, /*evaluation=*/true))
+    return rc;
+  if (int rc = emitOutput(trained, d, trainTmp))
+    return rc;
+  Location fileLoc = tcc::fileLocation(&context, inputFile);
+  auto trainBytes = llvm::MemoryBuffer::getFile(trainTmp, /*IsText=*/false,
+                                                /*RequiresNullTerminator=*/false);
+  auto evalBytes = llvm::MemoryBuffer::getFile(evalTmp, /*IsText=*/false,
+                                               /*RequiresNullTerminator=*/false);
+  if (!trainBytes || !evalBytes) {
+    emitError(fileLoc) << "cannot read back the built step libraries";
+    return 1;
+  }
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(packed, ec);
+    if (ec) {
+      emitError(fileLoc) << "cannot write " << packed << ": " << ec.message();
+      return 1;
+    }
+    uint64_t n = (*evalBytes)->getBufferSize();
+    char size[8];
+    for (int i = 0; i < 8; ++i)
+      size[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    os << (*trainBytes)->getBuffer() << (*evalBytes)->getBuffer() << StringRef(size, 8)
+       << StringRef(kEvalMagic, 8);
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
+      emitError(fileLoc) << "writing " << packed << " failed (a full disk?)";
+      return 1;
+    }
+  }
+  llvm::sys::fs::setPermissions(packed, llvm::sys::fs::perms(0755));
+  if (std::error_code ec = llvm::sys::fs::rename(packed, outputFile)) {
+    emitError(fileLoc) << "cannot move the step library to " << outputFile << ": "
+                       << ec.message();
+    return 1;
+  }
   return 0;
 }
 
@@ -1157,6 +1272,11 @@ int main(int argc, char **argv) {
   Driver d;
   if (failed(parseFlags(d)))
     return 1;
+  if (withEval && ((emit != EmitKind::Default && emit != EmitKind::Step) || outputFile == "-")) {
+    llvm::errs() << "tcc: error: --with-eval builds an evaluation step into the step "
+                    "library (-o step.so), not into --emit's other outputs\n";
+    return 1;
+  }
 
   // Diagnostics name the ONNX node; the generic form of the op adds nothing
   // a user can act on.
@@ -1195,5 +1315,7 @@ int main(int argc, char **argv) {
     llvm::errs() << " (no step library without -o)\n";
     return 0;
   }
-  return emitOutput(*module, d);
+  if (!withEval)
+    return emitOutput(*module, d, outputFile);
+  return emitWithEvaluation(context, *module, d);
 }

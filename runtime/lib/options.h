@@ -35,6 +35,14 @@ struct Options {
   int64_t maxSteps = 0;
   /// Where this run stops: --max-steps, else --steps.
   int64_t stopAt() const { return maxSteps && maxSteps < steps ? maxSteps : steps; }
+  /// Validation (tcc --with-eval steps): --val-data FILE, evaluated every
+  /// --eval-every N optimizer steps (0: at the end only) on --eval-batches K
+  /// micro-batches (0: every whole batch of the file, at most 100);
+  /// --eval-only evaluates (the initial weights, --init-weights' or
+  /// --resume's checkpoint's) without training.
+  std::string valData;
+  int64_t evalEvery = 0, evalBatches = 0;
+  bool evalOnly = false;
   /// --threads: the threads a CPU step's GEMMs use (0: every core this
   /// process may run on).
   int64_t threads = 0;

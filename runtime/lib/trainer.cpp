@@ -186,6 +186,8 @@ void traceOps(tcc::trace::Writer &trace, const tcc_step_info &info, const TraceM
 namespace detail {
 
 int Trainer::run() {
+  if (opts.evalOnly)
+    return evaluateOnly();
   for (int (Trainer::*phase)() : {&Trainer::validate, &Trainer::openData, &Trainer::checkOutputs,
                                   &Trainer::agree, &Trainer::restore, &Trainer::prepareLoop,
                                   &Trainer::loop})
@@ -367,6 +369,7 @@ int Trainer::openData() {
                    std::to_string(tokens.size()) +
                    " tokens; the step's windows need at least T + 1 = " +
                    std::to_string(T + 1));
+    dataColumns = columns;
     maker.reset(new tcc::data::TokenBatchMaker(
         tokens, B, T, std::move(columns),
         opts.sequential ? tcc::data::Order::Sequential
@@ -429,7 +432,93 @@ int Trainer::openData() {
       }
   }
 
+  if (!opts.valData.empty()) {
+    std::vector<tcc::data::TokenColumn> columns = dataColumns;
+    if (columns.empty() && !(err = tokenColumns(columns)).empty())
+      return error("--val-data: " + err);
+    return openValidation(std::move(columns));
+  }
   return kGoOn;
+}
+
+int Trainer::openValidation(std::vector<tcc::data::TokenColumn> columns) {
+  // Rank 0 evaluates; the other ranks wait for it at the next collective.
+  if (world.rank() != 0)
+    return kGoOn;
+  const int64_t B = info.inputs[0].dims[0], T = info.inputs[0].dims[1];
+  if (!(err = valTokens.open(opts.valData)).empty())
+    return error("--val-data: " + err);
+  const uint64_t windows = valTokens.size() > static_cast<uint64_t>(T)
+                               ? (valTokens.size() - 1) / static_cast<uint64_t>(T)
+                               : 0;
+  const int64_t whole = static_cast<int64_t>(windows / static_cast<uint64_t>(B));
+  if (whole < 1)
+    return error("the validation file " + opts.valData + " has " +
+                 std::to_string(valTokens.size()) + " tokens; one validation batch of " +
+                 std::to_string(B) + " windows of " + std::to_string(T) + " needs at least " +
+                 std::to_string(B * T + 1));
+  if (opts.evalBatches > whole)
+    return error("--eval-batches " + std::to_string(opts.evalBatches) + ": the validation file " +
+                 opts.valData + " holds " + std::to_string(whole) + " batches of " +
+                 std::to_string(B) + "x" + std::to_string(T) + " tokens");
+  valBatches = opts.evalBatches ? opts.evalBatches : std::min<int64_t>(whole, 100);
+  valMaker.reset(new tcc::data::TokenBatchMaker(valTokens, B, T, std::move(columns),
+                                                tcc::data::Order::Sequential));
+  evaluator.reset(new Evaluator());
+  bool found = false;
+  if (!(err = evaluator->open(step, world, found)).empty())
+    return error(err);
+  if (!found)
+    return error("--val-data: " + opts.step +
+                 " carries no evaluation step; compile it with tcc --with-eval (the "
+                 "forward pass and loss with dropout off, planned within the same "
+                 "--mem-budget)");
+  return kGoOn;
+}
+
+int Trainer::evaluate() {
+  if (step.device && !(err = mem.copyOutParamsAndState(false)).empty())
+    return error(err);
+  if (!(err = evaluator->loadParameters(step, arena)).empty() ||
+      !(err = evaluator->evaluate(*valMaker, valBatches, valLoss)).empty())
+    return error("--val-data: " + err);
+  lastValLoss = valLoss;
+  return kGoOn;
+}
+
+int Trainer::evaluateOnly() {
+  std::vector<tcc::data::TokenColumn> columns;
+  if (!(err = tokenColumns(columns)).empty())
+    return error("--val-data: " + err);
+  if (int r = openValidation(std::move(columns)); r != kGoOn)
+    return r;
+  if (!(err = prepareArena(step, mem, world, nccl)).empty() ||
+      !(err = loadInitWeights(opts.initWeights, !opts.resume.empty(), step, mem)).empty())
+    return error(err);
+  arena = mem.host;
+  int64_t at = 0;
+  std::string from = opts.initWeights.empty() ? "the initial weights"
+                                              : "the weights of " + opts.initWeights;
+  if (!opts.resume.empty()) {
+    if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena, world.rank(), world.size()))
+             .empty())
+      return error(err);
+    at = ck.step;
+    from = "the checkpoint " + tcc::ckpt::filePath(opts.resume) + " (step " +
+           std::to_string(at) + ")";
+  } else if (step.device && !(err = mem.copyOutParamsAndState(false)).empty()) {
+    return error(err);
+  }
+  if (int r = evaluate(); r != kGoOn)
+    return r;
+  if (world.rank() == 0)
+    std::printf("validation loss %.6f, perplexity %.4f: %lld batches of %s from %s, %s\n",
+                valLoss, std::exp(valLoss), static_cast<long long>(valBatches),
+                (std::to_string(info.inputs[0].dims[0]) + "x" +
+                 std::to_string(info.inputs[0].dims[1]))
+                    .c_str(),
+                opts.valData.c_str(), from.c_str());
+  return 0;
 }
 
 int Trainer::checkOutputs() {
@@ -648,6 +737,14 @@ int Trainer::trainStep(int64_t it) {
   double secs = elapsed();
   uint64_t tokensNow = static_cast<uint64_t>(done * K) * tokensPerMicro;
 
+  valLoss = NAN;
+  if (evaluator && ((opts.evalEvery && (it + 1) % opts.evalEvery == 0) ||
+                    it + 1 == opts.stopAt())) {
+    if (int r = evaluate(); r != kGoOn)
+      return r;
+    if (step.device)
+      mirrorAt = it + 1;
+  }
   if (int r = record(it, loss, lr, scale, skip, secs, tokensNow, done); r >= 0)
     return r;
 
@@ -809,6 +906,9 @@ int Trainer::record(int64_t it, double loss, double lr, double scale, bool skip,
       if (step.deviceMemory(&peak, &total) == 0)
         extra += ",\"device_peak_bytes\":" + std::to_string(peak);
     }
+    if (!std::isnan(valLoss))
+      extra += ",\"val_loss\":" + jsonNumber(valLoss) +
+               ",\"val_ppl\":" + jsonNumber(std::exp(valLoss));
     std::fprintf(metrics,
                  "{\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
                  "\"tokens\":%llu,\"elapsed_s\":%.6f,\"tokens_per_s\":%s,"
@@ -836,6 +936,10 @@ int Trainer::record(int64_t it, double loss, double lr, double scale, bool skip,
     };
     if (scaler.enabled())
       scalars.push_back({"train/loss_scale", scale});
+    if (!std::isnan(valLoss)) {
+      scalars.push_back({"val/loss", valLoss});
+      scalars.push_back({"val/perplexity", std::exp(valLoss)});
+    }
     struct timespec wall;
     ::clock_gettime(CLOCK_REALTIME, &wall);
     if (!(err = board.scalars(it + 1, static_cast<double>(wall.tv_sec) + wall.tv_nsec * 1e-9,
@@ -844,8 +948,8 @@ int Trainer::record(int64_t it, double loss, double lr, double scale, bool skip,
       return error(err);
   }
 
-  if (!opts.quiet &&
-      ((it + 1) % opts.printEvery == 0 || it + 1 == opts.stopAt())) {
+  if (!opts.quiet && ((it + 1) % opts.printEvery == 0 || it + 1 == opts.stopAt() ||
+                      !std::isnan(valLoss))) {
     std::string line = "step " + std::to_string(it + 1) + "/" +
                        std::to_string(opts.steps) + "  loss " +
                        format("%.4f", loss) + "  lr " + format("%.2e", lr);
@@ -861,6 +965,9 @@ int Trainer::record(int64_t it, double loss, double lr, double scale, bool skip,
       if (scaler.skipped())
         line += "  skipped " + std::to_string(scaler.skipped());
     }
+    if (!std::isnan(valLoss))
+      line += "  val loss " + format("%.4f", valLoss) + " ppl " +
+              format("%.2f", std::exp(valLoss));
     line += "  elapsed " + formatDuration(secs) + "  eta " +
             formatDuration(eta);
     if (tty) {

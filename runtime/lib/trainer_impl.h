@@ -15,6 +15,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/lib/arena.h"
+#include "runtime/lib/evaluator.h"
 #include "runtime/lib/feeds.h"
 #include "runtime/lib/report.h"
 #include "runtime/lib/tensor_values.h"
@@ -97,6 +98,18 @@ private:
   /// What each step input takes from a token window (--data), by the
   /// step's objective and --labels; "" or why not.
   std::string tokenColumns(std::vector<tcc::data::TokenColumn> &columns);
+
+  /// --val-data: the validation stream and the step's evaluation step
+  /// (rank 0 only), from the token columns `columns`.
+  int openValidation(std::vector<tcc::data::TokenColumn> columns);
+
+  /// The validation loss of the parameters in the host arena or mirror
+  /// (`arena`, current), into valLoss.
+  int evaluate();
+
+  /// --eval-only: the initial, --init-weights' or a checkpoint's parameters
+  /// evaluated, without training.
+  int evaluateOnly();
 
   /// The output locations, checked (and created) before any work.
   int checkOutputs();
@@ -194,6 +207,13 @@ private:
   uint32_t dataKind = 0;
   uint64_t dataLength = 0;
   uint64_t tokensPerMicro = 0; // B*T of the first integer input
+  std::vector<tcc::data::TokenColumn> dataColumns; // --data's, for --val-data
+  // openValidation
+  std::unique_ptr<Evaluator> evaluator;
+  tcc::data::TokenStream valTokens;
+  std::unique_ptr<tcc::data::BatchMaker> valMaker;
+  int64_t valBatches = 0;
+  double valLoss = NAN, lastValLoss = NAN; // this step's (NaN: none), the last one
   // checkOutputs
   std::string paramsDir, modelPath;
   // restore

@@ -287,6 +287,10 @@ int Trainer::finish() {
                " steps skipped)";
   if (world.parallel())
     summary += ", " + std::to_string(N) + " ranks";
+  if (!std::isnan(lastValLoss))
+    summary += "; validation loss " + format("%.4f", lastValLoss) + ", perplexity " +
+               format("%.2f", std::exp(lastValLoss)) + " (" + std::to_string(valBatches) +
+               " batches of " + opts.valData + ")";
   if (world.rank() == 0)
     std::printf("%s\n", summary.c_str());
   char comm[512] = {0};

@@ -36,6 +36,15 @@ downloaded, dropout 0), the CPU target in float64:
               (trained here on examples/data/corpus.txt): train.bin and
               val.bin (10%) decode back to the text, and tcc-run --data
               trains on them.
+  validation  tcc --with-eval builds the evaluation step into step.so (a
+              GPT-2 with dropout 0.1); tcc-run --val-data --eval-every 2
+              --eval-batches 3 logs val_loss at steps 2 and 4, the last equal
+              to PyTorch float64's eval-mode next-token loss of the trained
+              parameters (--dump) on the same windows (1e-9); --eval-only
+              gives it again from the checkpoint, and PyTorch's for the
+              initial weights on every whole batch; the fp16 CUDA step
+              through the CUDA emulation within 5e-3; a step without one is
+              refused with a word about --with-eval.
   inference   An inference export (tcc_export.export_inference of the
               logits wrapper, dynamic batch and length) that `tcc-run --save
               --model` fills with the trained weights, byte for byte those of
@@ -214,6 +223,97 @@ def check_safetensors(args, work, data_path):
     if abs(hf - ref) > 1e-5 * abs(ref):
         raise RuntimeError("from_pretrained's loss %.9g, onnxruntime's %.9g" % (hf, ref))
     return "%d tensors; from_pretrained loss %.6f = onnxruntime %.6f" % (len(names), hf, ref)
+
+
+def check_validation(args, work, data_path):
+    """tcc --with-eval and tcc-run --val-data on a GPT-2 with dropout 0.1:
+    the validation loss is PyTorch float64's eval-mode (dropout off)
+    next-token loss of the trained parameters on the same windows."""
+    import transformers as Tr
+    torch.manual_seed(1)
+    cfg = Tr.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=V, n_positions=64,
+                        resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+    model = Tr.GPT2LMHeadModel(cfg).train()
+    ids = torch.randint(0, V, (B, T))
+    onnx_path, step = os.path.join(work, "gpt2_dropout.onnx"), os.path.join(work, "gpt2_eval.so")
+    tcc_export.export(WithLoss(model), (ids, ids.clone()), onnx_path,
+                      input_names=["input_ids", "labels"], output_names=["loss"])
+    run([args.tcc, onnx_path, "--target=cpu", "--cpu-precision=f64", "--with-eval", "-o", step])
+    val = np.random.default_rng(9).integers(0, V, 1000).astype(np.uint16)
+    val_path = os.path.join(work, "val.bin")
+    val.tofile(val_path)
+
+    def reference(params, batches, train_mode=False):
+        m = Tr.GPT2LMHeadModel(cfg)
+        if params is not None:
+            m.load_state_dict({k: torch.from_numpy(v) for k, v in params.items()}, strict=False)
+        m = m.double().train(train_mode)
+        losses = []
+        with torch.no_grad():
+            for k in range(batches):
+                x = torch.from_numpy(np.stack([val[(k * B + b) * T:][:T] for b in range(B)])
+                                     .astype(np.int64))
+                logits = m(input_ids=x, use_cache=False).logits
+                losses.append(float(F.cross_entropy(logits[:, :-1].reshape(-1, V),
+                                                    x[:, 1:].reshape(-1))))
+        return float(np.mean(losses))
+
+    # The initial weights, without training: every whole batch (31).
+    out = run([args.tcc_run, step, "--eval-only", "--val-data", val_path])
+    got0 = float(out.split("validation loss ")[1].split(",")[0])
+    model.eval()
+    with torch.no_grad():
+        want0 = reference({k[len("m."):]: v.detach().numpy() for k, v in
+                           WithLoss(model).named_parameters()}, (len(val) - 1) // T // B)
+    if abs(got0 - want0) > 1e-5 * want0:  # printed to 6 decimals
+        raise RuntimeError("--eval-only: %.6f, PyTorch eval mode %.6f" % (got0, want0))
+
+    metrics, dump = os.path.join(work, "val_metrics.jsonl"), os.path.join(work, "val_dump")
+    ck = os.path.join(work, "val_ck")
+    run([args.tcc_run, step, "--data", data_path, "--val-data", val_path, "--eval-every", "2",
+         "--eval-batches", "3", "--steps", "4", "--lr", "1e-2", "--metrics", metrics,
+         "--dump", dump, "--checkpoint", ck, "--quiet"])
+    import json
+    rows = [json.loads(line) for line in open(metrics)]
+    evaluated = [r["step"] for r in rows if "val_loss" in r]
+    if evaluated != [2, 4]:
+        raise RuntimeError("validation at steps %s, not [2, 4]" % evaluated)
+    params = {}
+    for f in os.listdir(os.path.join(dump, "params")):
+        params[f[:-len(".npy")][len("m."):]] = np.load(os.path.join(dump, "params", f))
+    want = reference(params, 3)
+    got = rows[-1]["val_loss"]
+    if abs(got - want) > 1e-9 * want:
+        raise RuntimeError("val_loss %.12g, PyTorch eval mode %.12g" % (got, want))
+    # With dropout on, the same parameters' loss is another number: the
+    # comparison above tells the two apart.
+    torch.manual_seed(2)
+    dropped = reference(params, 3, train_mode=True)
+    if abs(dropped - want) < 1e-4 * want:
+        raise RuntimeError("the train-mode loss %.9g is too close to tell apart" % dropped)
+    again = run([args.tcc_run, step, "--eval-only", "--val-data", val_path, "--eval-batches",
+                 "3", "--resume", ck])
+    if "validation loss %.6f" % got not in again or "(step 4)" not in again:
+        raise RuntimeError("--eval-only --resume says:\n%s\nthe run logged %.6f" % (again, got))
+    # The fp16 CUDA step (through tcc's CUDA emulation): its evaluation step
+    # holds fp16 copies of the fp32 master weights.
+    emu, emu_dump = os.path.join(work, "gpt2_eval_emu.so"), os.path.join(work, "val_dump_emu")
+    emu_metrics = os.path.join(work, "val_metrics_emu.jsonl")
+    run([args.tcc, onnx_path, "--cuda-emulation", "--with-eval", "-o", emu])
+    run([args.tcc_run, emu, "--data", data_path, "--val-data", val_path, "--eval-batches", "3",
+         "--steps", "2", "--lr", "1e-2", "--metrics", emu_metrics, "--dump", emu_dump, "--quiet"])
+    emu_got = [json.loads(line) for line in open(emu_metrics)][-1]["val_loss"]
+    emu_want = reference({f[:-len(".npy")][len("m."):]: np.load(os.path.join(emu_dump, "params", f))
+                          for f in os.listdir(os.path.join(emu_dump, "params"))}, 3)
+    if abs(emu_got - emu_want) > 5e-3 * emu_want:
+        raise RuntimeError("fp16 val_loss %.6f, PyTorch float64 eval mode %.6f" % (emu_got, emu_want))
+    refused = run([args.tcc_run, os.path.join(work, "gpt2.so"), "--data", data_path,
+                   "--val-data", val_path], expect=1)
+    if "--with-eval" not in refused:
+        raise RuntimeError("a step without an evaluation step:\n" + refused)
+    return ("val loss %.6f = PyTorch eval-mode %.6f (rel %.1e); initial %.6f = %.6f; "
+            "fp16 CUDA (emulated) rel %.1e" % (got, want, abs(got - want) / want, got0, want0,
+                                               abs(emu_got - emu_want) / emu_want))
 
 
 class Logits(torch.nn.Module):
@@ -482,6 +582,7 @@ def main():
               ("same-tensor", lambda: check_same_tensor(args, args.workdir)),
               ("safetensors", lambda: check_safetensors(args, args.workdir, data_path)),
               ("inference", lambda: check_inference(args, args.workdir, data_path)),
+              ("validation", lambda: check_validation(args, args.workdir, data_path)),
               ("tokens", lambda: check_tokens(args, args.workdir)),
               ("lora", lambda: check_lora(args, args.workdir)),
               ("peft-adapter", lambda: check_peft_adapter(args, args.workdir)),

@@ -252,6 +252,27 @@ def keep_checkpoints_case(step):
         ", ".join(kept), len(param_files(A)))
 
 
+@case("eval-flags")
+def eval_flags_case(step):
+    """The validation flags' misuses: one error each, before any work."""
+    cases = [
+        (["--data", TRAIN_BIN, "--eval-every", "5"], "--eval-every needs --val-data"),
+        (["--data", TRAIN_BIN, "--eval-batches", "5"], "--eval-batches needs --val-data"),
+        (["--eval-only"], "--eval-only evaluates on --val-data"),
+        (["--eval-only", "--val-data", TRAIN_BIN, "--steps", "3"],
+         "cannot be combined with --steps"),
+        (["--eval-only", "--val-data", TRAIN_BIN, "--data", TRAIN_BIN],
+         "cannot be combined with --data"),
+        (["--data", TRAIN_BIN, "--val-data", TRAIN_BIN], "carries no evaluation step"),
+        (["--data", TRAIN_BIN, "--eval-evry", "2"], "did you mean '--eval-every'"),
+    ]
+    for args, want in cases:
+        p = tcc_run(step, *args)
+        require(p.returncode == 1 and want in p.stderr and p.stderr.count("error:") == 1,
+                "%s: exit %d, %r" % (" ".join(args), p.returncode, p.stderr[-300:]))
+    return "%d misuses refused with one error each" % len(cases)
+
+
 # ---------------------------------------------------------------------------
 # 2. kill -9 at random moments, resume each time
 # ---------------------------------------------------------------------------
@@ -843,6 +864,7 @@ def main():
         resume_case("resume-sequential", step, ["--data-order", "sequential"])
         resume_flags_case(step)
         keep_checkpoints_case(step)
+        eval_flags_case(step)
         kill_case(step)
         save_cases(step)
         error_cases(step, sgd)
