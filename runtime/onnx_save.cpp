@@ -81,6 +81,10 @@ enum : uint32_t {
 constexpr int64_t kLocationExternal = 1;
 /// Protobuf refuses messages of 2 GiB or more.
 constexpr uint64_t kMaxProtoBytes = static_cast<uint64_t>(INT_MAX);
+// External data output: tensors of at least this many bytes go to the data
+// file (onnx's own size_threshold), each at a multiple of kExternalAlign.
+constexpr uint64_t kExternalMinBytes = 1024;
+constexpr uint64_t kExternalAlign = 4096;
 /// Nesting of messages (graphs in attributes in nodes in graphs ...) and of
 /// groups beyond this is taken for garbage rather than risk the stack.
 constexpr int kMaxDepth = 100;
@@ -693,6 +697,19 @@ public:
 
   std::string run(const std::string &bytes, Rope &out);
 
+  /// The output's path: its tensors' data goes to `basename(out) + ".data"`
+  /// beside it when the model would not fit in a protobuf with them inline
+  /// (more than `inlineLimit` bytes).
+  void setOutput(const std::string &outPath, uint64_t limit) {
+    size_t slash = outPath.find_last_of('/');
+    dataName = (slash == std::string::npos ? outPath : outPath.substr(slash + 1)) + ".data";
+    inlineLimit = limit;
+  }
+  /// Whether run() put the tensors' data in `data` (written to
+  /// outPath + ".data").
+  bool external() const { return externalData; }
+  const Rope &dataRope() const { return dataOut; }
+
 private:
   bool rewrite(Kind kind, const uint8_t *data, size_t len, bool mainGraph,
                int depth, Rope &out, bool &changed);
@@ -715,6 +732,11 @@ private:
   const uint8_t *arena;
   std::unordered_map<std::string, int> paramIndex;
   std::vector<int> found;
+  // External data (a model over inlineLimit bytes).
+  std::string dataName = "model.onnx.data";
+  uint64_t inlineLimit = kMaxProtoBytes;
+  bool externalData = false;
+  Rope dataOut;
   std::deque<std::string> store; // element addresses are stable
   std::string err;
 };
@@ -872,6 +894,40 @@ bool Saver::rewriteTensor(const uint8_t *data, size_t len, bool isInitializer,
     }
     out.add(f.begin, f.end);
   }
+  if (externalData && values.size() >= kExternalMinBytes) {
+    // The data at a page-aligned offset of the data file (so that a reader
+    // may map it), and the TensorProto says where: location, offset, length
+    // and data_location EXTERNAL, as onnx's external data format has them.
+    static const std::string kZeros(kExternalAlign, '\0');
+    if (uint64_t pad = (kExternalAlign - dataOut.size % kExternalAlign) % kExternalAlign)
+      dataOut.add(kZeros.data(), static_cast<size_t>(pad));
+    const uint64_t offset = dataOut.size, length = values.size();
+    const char *v = keep(std::move(values));
+    dataOut.add(v, static_cast<size_t>(length));
+    const std::pair<const char *, std::string> where[] = {
+        {"location", dataName}, {"offset", std::to_string(offset)},
+        {"length", std::to_string(length)}};
+    std::string fields;
+    for (const auto &[key, value] : where) {
+      const size_t keyLen = std::strlen(key);
+      std::string entry;
+      appendVarint(entry, (1 << 3) | 2);
+      appendVarint(entry, keyLen);
+      entry.append(key, keyLen);
+      appendVarint(entry, (2 << 3) | 2);
+      appendVarint(entry, value.size());
+      entry += value;
+      appendVarint(fields, (kTExternalData << 3) | 2);
+      appendVarint(fields, entry.size());
+      fields += entry;
+    }
+    appendVarint(fields, (kTDataLocation << 3) | 0);
+    appendVarint(fields, kLocationExternal);
+    const char *h = keep(std::move(fields));
+    out.add(h, store.back().size());
+    changed = true;
+    return true;
+  }
   std::string hdr;
   appendVarint(hdr, (kTRawData << 3) | 2);
   appendVarint(hdr, values.size());
@@ -923,10 +979,6 @@ bool Saver::paramData(int idx, const TensorFields &t, std::string &out) {
       (src != dst && !(isFloatType(src) && isFloatType(dst)))) {
     err = "parameter '" + name + "' is " + typeName(dst) + " in " + modelPath +
           " and cannot be written from " + typeName(src) + " values";
-    return false;
-  }
-  if (n * dstSize > kMaxProtoBytes) {
-    err = "parameter '" + name + "' does not fit in a protobuf (2 GiB)";
     return false;
   }
   const uint8_t *p = arena + d.offset;
@@ -1065,6 +1117,19 @@ std::string Saver::run(const std::string &bytes, Rope &out) {
   if (!rewrite(Kind::Model, reinterpret_cast<const uint8_t *>(bytes.data()),
                bytes.size(), false, 0, out, changed))
     return err;
+  if (out.size > inlineLimit) {
+    // Too large for one protobuf with the data inline: again, with every
+    // tensor the rewrite writes (the parameters, and what the model held
+    // externally) in the data file beside the output.
+    out = Rope();
+    store.clear();
+    externalData = true;
+    dataOut = Rope();
+    found.assign(static_cast<size_t>(info->num_params), 0);
+    if (!rewrite(Kind::Model, reinterpret_cast<const uint8_t *>(bytes.data()),
+                 bytes.size(), false, 0, out, changed))
+      return err;
+  }
   int missing = 0;
   std::string first;
   for (int i = 0; i < info->num_params; ++i)
@@ -1076,9 +1141,9 @@ std::string Saver::run(const std::string &bytes, Rope &out) {
                               " more parameters)"
                         : std::string());
   if (out.size > kMaxProtoBytes)
-    return "the model with its parameters inline would be " +
-           std::to_string(out.size) +
-           " bytes, beyond protobuf's 2 GiB limit";
+    return "the model would be " + std::to_string(out.size) +
+           " bytes even with its parameters' data in " + dataName +
+           ", beyond protobuf's 2 GiB limit";
   return "";
 }
 
@@ -1226,6 +1291,13 @@ std::string checkSaveModel(const std::string &modelPath,
 int tcc_save_onnx(const char *model_path, const char *out_path,
                   const tcc_step_info *info, const void *arena, char *err,
                   size_t err_len) {
+  return tcc::onnx::saveOnnx(model_path, out_path, info, arena, err, err_len,
+                             tcc::onnx::kMaxProtoBytes);
+}
+
+int tcc::onnx::saveOnnx(const char *model_path, const char *out_path,
+                        const tcc_step_info *info, const void *arena, char *err,
+                        size_t err_len, uint64_t inline_limit) {
   auto finish = [&](const std::string &msg) {
     if (err && err_len > 0)
       std::snprintf(err, err_len, "%s", msg.c_str());
@@ -1241,9 +1313,15 @@ int tcc_save_onnx(const char *model_path, const char *out_path,
     return finish(std::string("cannot read ") + model_path + ": " + why);
   tcc::onnx::Saver saver(model_path, info,
                          static_cast<const uint8_t *>(arena));
+  saver.setOutput(out_path, inline_limit);
   tcc::onnx::Rope out;
   why = saver.run(bytes, out);
   if (!why.empty())
+    return finish(why);
+  // The data file first: the model that names it replaces the old one
+  // only once the data is whole.
+  if (saver.external() &&
+      !(why = tcc::onnx::writeRope(std::string(out_path) + ".data", saver.dataRope())).empty())
     return finish(why);
   return finish(tcc::onnx::writeRope(out_path, out));
 }

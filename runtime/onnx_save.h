@@ -41,7 +41,12 @@
 ///   functions and training_info too) is written inline, so that the output
 ///   stands alone wherever it is put. Locations are resolved against the
 ///   directory of `model_path`; absolute ones and ones with a ".." component
-///   are refused. A result over protobuf's 2 GiB limit is an error.
+///   are refused. A model that would pass protobuf's 2 GiB limit with its
+///   tensors inline is written with the data of every tensor the rewrite
+///   writes (the parameters, and what the model held externally) of at least
+///   1 KiB in `out_path` + ".data" instead, each at a 4096-byte-aligned
+///   offset, as ONNX external data that names it by its file name (so the
+///   two files move together); what is still over 2 GiB is an error.
 /// - The file is written atomically: to `out_path` + ".tmp", fsync, rename
 ///   (terminating signals are held back meanwhile). On failure neither the
 ///   output nor the temporary is left behind. `out_path` may equal
@@ -59,6 +64,12 @@ namespace tcc::onnx {
 /// tcc_save_onnx checks the same; tcc-run calls this before training.
 std::string checkSaveModel(const std::string &modelPath,
                            const tcc_step_info *info);
+
+/// tcc_save_onnx with the size past which the tensors' data goes to
+/// `out_path` + ".data" (tcc_save_onnx: protobuf's 2 GiB limit; tests pass
+/// less).
+int saveOnnx(const char *model_path, const char *out_path, const tcc_step_info *info,
+             const void *arena, char *err, size_t err_len, uint64_t inline_limit);
 
 /// One initializer of ModelProto.graph, as `listInitializers` reads it.
 struct Initializer {

@@ -13,6 +13,10 @@ holding 2 * original + 1, and calls tcc_save_onnx. This script checks, on
   - a hand-built model with FLOAT16 / BFLOAT16 / DOUBLE / FLOAT initializers
     stored as raw_data, int32_data, double_data and float_data,
   - the MLP saved with external data (attribute tensors too),
+  - a model with an 8 KiB weight, from inline and from external data, saved
+    past a lowered inline limit (saveOnnx's; 2 GiB in tcc-run): the weight's
+    data in OUT.data at a 4096-aligned offset, named by its file name, the
+    small tensors inline, onnx.checker passing, values = 2 * orig + 1,
 that the output passes onnx.checker, that every parameter equals 2 * orig + 1
 converted to its type (exactly: numpy's round-to-nearest-even for float16, an
 exact-arithmetic reference for bfloat16), and that everything else is
@@ -308,6 +312,20 @@ def make_typed(path):
     onnx.save(m, path)
 
 
+def make_big(path):
+    """y = x @ W + b with W [32, 64] (8 KiB: past the 1 KiB that external
+    data output moves) and b [64] (256 bytes: stays inline)."""
+    rng = np.random.default_rng(4)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"]), helper.make_node("Add", ["h", "b"], ["y"])],
+        "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+        [numpy_helper.from_array(rng.standard_normal((32, 64)).astype(np.float32), "W"),
+         numpy_helper.from_array(rng.standard_normal(64).astype(np.float32), "b")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def make_external(src, dirpath):
     """The MLP plus a Constant node, every tensor (attribute tensors too) in
     one external file weights.bin."""
@@ -493,6 +511,48 @@ def main():
     rc, out = run(args, os.path.join(nodata, "model.onnx"), J("nodata_out.onnx"),
                   "--params-from", ext, "--skip", "2.bias")
     expect_error("external file missing", rc, out, ["weights.bin", "2.bias"], J("nodata_out.onnx"))
+
+    # 3b. A model past the inline limit (2 GiB; here lowered): the tensors'
+    # data in OUT.data beside it, page-aligned, named by its file name.
+    big = make_big(J("big_src.onnx"))
+    big_ext = make_external(big, J("big_ext"))
+    for label, src, orig_src in (("external out", big, onnx.load(big)),
+                                 ("external in and out", big_ext, onnx.load(big_ext))):
+        xdir = J(label.replace(" ", "_"))
+        os.makedirs(xdir, exist_ok=True)
+        xout = os.path.join(xdir, "big.onnx")
+        rc, out = run(args, src, xout, "--inline-limit", "2000")
+        check(f"{label}: saved", rc == 0, out)
+        if rc != 0:
+            continue
+        check(f"{label}: the model and its data file only",
+              sorted(os.listdir(xdir)) == ["big.onnx", "big.onnx.data"], str(os.listdir(xdir)))
+        try:
+            onnx.checker.check_model(xout)
+            check(f"{label}: onnx.checker", True)
+        except Exception as e:  # noqa: BLE001
+            check(f"{label}: onnx.checker", False, str(e))
+        bare = onnx.load(xout, load_external_data=False)
+        full = onnx.load(xout)
+        params = set(float_names(orig_src))
+        byname = {t.name: t for t in full.graph.initializer}
+        placed, bad = 0, []
+        for t in bare.graph.initializer:
+            if t.name not in params:
+                continue
+            info = {e.key: e.value for e in t.external_data}
+            size = int(np.prod(t.dims)) * {TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8,
+                                           TensorProto.FLOAT16: 2}[t.data_type]
+            if size >= 1024:
+                if t.data_location != TensorProto.EXTERNAL or info.get("location") != "big.onnx.data" \
+                        or int(info.get("offset", "1")) % 4096:
+                    bad.append(f"{t.name}: external_data {info}")
+                placed += 1
+        for t in orig_src.graph.initializer:
+            if t.name in params and not same_values(expected(t, "auto"), tensor_values(byname[t.name])):
+                bad.append(f"{t.name}: values")
+        check(f"{label}: {placed} of {len(params)} parameters in big.onnx.data, "
+              f"all = 2*orig+1", placed > 0 and not bad, "; ".join(bad[:4]))
 
     # 4. Errors.
     with open(mlp, "rb") as f:

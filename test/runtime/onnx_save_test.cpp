@@ -2,6 +2,7 @@
 //
 //   onnx_save_test MODEL OUT [--arena auto|f32|f64] [--skip NAME]...
 //                  [--missing NAME] [--bad-dims NAME] [--params-from MODEL2]
+//                  [--inline-limit BYTES]
 //       Makes a parameter descriptor for every FLOAT, DOUBLE, FLOAT16 and
 //       BFLOAT16 initializer of MODEL (but the skipped ones), with an arena of
 //       float32 (float64 for DOUBLE initializers; `--arena` forces one) that
@@ -9,7 +10,9 @@
 //       tcc_save_onnx(MODEL, OUT). `--missing` adds a parameter the model does
 //       not have; `--bad-dims` changes one parameter's first dim;
 //       `--params-from` takes the initializers (and values) from MODEL2
-//       instead, e.g. when MODEL is a corrupted copy of it. Exit 0 on
+//       instead, e.g. when MODEL is a corrupted copy of it.
+//       `--inline-limit` calls tcc::onnx::saveOnnx with that limit instead
+//       (past it, the tensors' data goes to OUT.data). Exit 0 on
 //       success; 1 with the message on stderr otherwise.
 //
 //   onnx_save_test --convert F32.bin F64.bin OUTDIR
@@ -365,6 +368,7 @@ int main(int argc, char **argv) {
     return usage();
   std::string model = argv[1], out = argv[2];
   Options opt;
+  uint64_t inlineLimit = 0; // 0: tcc_save_onnx's (2 GiB)
   for (int i = 3; i < argc; ++i) {
     std::string a = argv[i];
     if (i + 1 >= argc)
@@ -380,6 +384,8 @@ int main(int argc, char **argv) {
       opt.badDims = v;
     else if (a == "--params-from")
       opt.paramsFrom = v;
+    else if (a == "--inline-limit")
+      inlineLimit = std::strtoull(v.c_str(), nullptr, 10);
     else
       return usage();
   }
@@ -391,8 +397,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   char err[1024] = "";
-  int rc = tcc_save_onnx(model.c_str(), out.c_str(), &s.info, s.arena(), err,
-                         sizeof err);
+  int rc = inlineLimit ? tcc::onnx::saveOnnx(model.c_str(), out.c_str(), &s.info, s.arena(),
+                                             err, sizeof err, inlineLimit)
+                       : tcc_save_onnx(model.c_str(), out.c_str(), &s.info, s.arena(), err,
+                                       sizeof err);
   if (rc != 0) {
     std::fprintf(stderr, "onnx_save_test: %s\n", err);
     return 1;
