@@ -106,6 +106,43 @@ def curves(cpu_path, cuda_path):
             print("  step %4d  cpu %.4f  cuda %.4f" % (s + 1, a[s], b[s]))
 
 
+EVAL_INITIAL_TOL = 5e-3  # fp16 evaluation of the same (initial) weights
+EVAL_TRAINED_TOL = 3e-2  # after 20 and 40 steps, the fp16 and fp32 runs apart
+
+
+def eval_loss(text_path):
+    """The loss `tcc-run --eval-only` printed, or None."""
+    if not os.path.exists(text_path):
+        return None
+    for line in open(text_path):
+        if line.startswith("validation loss "):
+            return float(line.split()[2].rstrip(","))
+    return None
+
+
+def evaluation(ref, out):
+    """The evaluation step on the GPU: --eval-only on the initial weights
+    against the CPU's (relative EVAL_INITIAL_TOL), and the validation losses
+    of a 40-step run at steps 20 and 40 against the CPU run's
+    (EVAL_TRAINED_TOL). Returns the number of failures."""
+    bad = 0
+    cpu0, cuda0 = eval_loss(os.path.join(ref, "eval_initial_cpu.txt")), \
+        eval_loss(os.path.join(out, "eval_initial_cuda.txt"))
+    ok = cpu0 is not None and cuda0 is not None and abs(cuda0 - cpu0) <= EVAL_INITIAL_TOL * cpu0
+    bad += not ok
+    print("eval: initial weights, validation loss cpu %s cuda %s  %s" % (cpu0, cuda0, "ok" if ok else "FAILED"))
+    path = os.path.join(out, "eval_train_cuda.jsonl")
+    cpu = {r["step"]: r["val_loss"] for r in load(os.path.join(ref, "eval_train_cpu.jsonl")) if "val_loss" in r}
+    cuda = {r["step"]: r["val_loss"] for r in load(path) if "val_loss" in r} if os.path.exists(path) else {}
+    for step in sorted(cpu):
+        got = cuda.get(step)
+        ok = got is not None and abs(got - cpu[step]) <= EVAL_TRAINED_TOL * cpu[step]
+        bad += not ok
+        print("eval: step %d, validation loss cpu %.4f cuda %s  %s" % (
+            step, cpu[step], "%.4f" % got if got is not None else "none", "ok" if ok else "FAILED"))
+    return bad
+
+
 TAIL = 20           # the steps a run's final loss is averaged over
 SPREAD_MARGIN = 0.05  # relative widening of the fp32 runs' range
 
@@ -225,5 +262,7 @@ if __name__ == "__main__":
         curves(sys.argv[2], sys.argv[3])
     elif cmd == "seeds":
         sys.exit(1 if seeds(sys.argv[2], sys.argv[3]) else 0)
+    elif cmd == "eval":
+        sys.exit(1 if evaluation(sys.argv[2], sys.argv[3]) else 0)
     else:
         gpt2(sys.argv[2])

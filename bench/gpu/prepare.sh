@@ -57,6 +57,15 @@ for s in 1 2 3 4; do
   "$tccrun" "$work/demo-cpu.so" ${flags/--seed 0/--seed $s} --quiet --metrics "$p/ref/train_cpu_seed$s.jsonl"
 done
 
+echo "== demo GPT with an evaluation step (tcc --with-eval): CUDA step and the CPU validation losses"
+"$tcc" examples/tiny_gpt_demo.onnx --target=cuda --with-eval -o "$p/steps/demo_eval.so"
+"$tcc" examples/tiny_gpt_demo.onnx --target=cpu --with-eval -o "$work/demo_eval-cpu.so"
+"$tccrun" "$work/demo_eval-cpu.so" --eval-only --val-data examples/data/train.bin --eval-batches 20 \
+  > "$p/ref/eval_initial_cpu.txt"
+# shellcheck disable=SC2086
+"$tccrun" "$work/demo_eval-cpu.so" ${flags/--steps 200/--steps 40} --quiet --val-data examples/data/train.bin \
+  --eval-every 20 --eval-batches 20 --metrics "$p/ref/eval_train_cpu.jsonl"
+
 echo "== GPT-2 small"
 # Traced at batch 1 with a dynamic batch (2 minutes here instead of 14);
 # every tcc call below fixes it at 8, which plans the step an export at

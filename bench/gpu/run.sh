@@ -13,6 +13,9 @@
 # 1. parity: the fp16 CUDA steps of the test models against the CPU target
 #    (loss and every gradient, relative error < 1e-2), and a 200-step
 #    training run of the demo GPT against the CPU run's loss curve;
+# 1b. validation: the demo's evaluation step (tcc --with-eval), a second step
+#    library in the same process, on the initial weights and every 20 steps
+#    of a 40-step run, against the CPU's validation losses;
 # 2. speed and memory: GPT-2 small, tcc at its unconstrained plan (also with
 #    --no-attention-fusion, to time the fused attention kernels) and at
 #    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
@@ -32,7 +35,7 @@
 # Each stage has a time limit, so one failure does not cost the others.
 #
 # RUN_STAGES="seeds profile" runs only those stages (keys: kernels parity
-# train seeds nographs nccl gpt2 offload profile eager compile table
+# train eval seeds nographs nccl gpt2 offload profile eager compile table
 # sanitizer; tcc-run is always built), for a short rerun.
 # What the device call returns: $OUT/run.log (this output, as it is written)
 # and $OUT/results.tgz (every stage's files, packed again after each stage,
@@ -112,6 +115,16 @@ if stage train "training: 200 steps of the demo GPT, CUDA vs CPU"; then
   # shellcheck disable=SC2046
   timeout 120 $tr $p/steps/demo.so $(cat $p/train_flags.txt) --metrics "$out/train_cuda.jsonl" 2>&1 | tail -6
   $py bench/gpu/compare.py curves $p/ref/train_cpu.jsonl "$out/train_cuda.jsonl"
+fi
+
+if stage eval "validation: the evaluation step (tcc --with-eval) beside the training step on the GPU, vs the CPU's"; then
+  timeout 60 $tr $p/steps/demo_eval.so --eval-only --val-data examples/data/train.bin --eval-batches 20 \
+    > "$out/eval_initial_cuda.txt" 2>&1 || { echo "eval-only failed:"; tail -5 "$out/eval_initial_cuda.txt"; }
+  flags=$(cat $p/train_flags.txt)
+  # shellcheck disable=SC2086
+  timeout 60 $tr $p/steps/demo_eval.so ${flags/--steps 200/--steps 40} --quiet --val-data examples/data/train.bin \
+    --eval-every 20 --eval-batches 20 --metrics "$out/eval_train_cuda.jsonl" 2>&1 | tail -3
+  $py bench/gpu/compare.py eval $p/ref "$out"
 fi
 
 if stage seeds "training: seeds 1-4, fp16 CUDA against the spread of the CPU runs across seeds"; then
