@@ -583,10 +583,27 @@ struct Rope {
   }
 };
 
+/// Writes `rope` into a unique temporary beside `path` (`file`) and fsyncs
+/// it, without renaming it into place: "" or why not (the temporary then
+/// discarded).
+std::string stageRope(const std::string &path, const Rope &rope, io::AtomicFile &file);
+
 /// Writes `rope` to `path` atomically (via a unique temporary beside it).
 /// Returns "" on success.
 std::string writeRope(const std::string &path, const Rope &rope) {
   io::AtomicFile file;
+  std::string why = stageRope(path, rope, file);
+  if (!why.empty())
+    return why;
+  if (const char *what = file.commit(path, dirOf(path))) {
+    int err = errno;
+    file.discard();
+    return "cannot write " + path + " (" + what + "): " + errnoText(err);
+  }
+  return "";
+}
+
+std::string stageRope(const std::string &path, const Rope &rope, io::AtomicFile &file) {
   if (!file.createBeside(path))
     return "cannot write " + path + " (creating its temporary): " + errnoText(errno);
   int fd = file.fd();
@@ -614,8 +631,8 @@ std::string writeRope(const std::string &path, const Rope &rope) {
   }
   if (!io::writeAll(fd, buf.data(), buf.size()))
     return fail("write");
-  if (const char *what = file.commit(path, dirOf(path)))
-    return fail(what);
+  if (::fsync(fd) != 0)
+    return fail("fsync");
   return "";
 }
 
@@ -1072,14 +1089,17 @@ std::string checkDeclaredParameters(
   std::string own;
   std::vector<std::string> ownDeclared;
   std::unordered_map<std::string, int> ownInitializers;
-  if (readFile(info->model_path, own).empty() &&
-      declaredParameters(own, ownDeclared, ownInitializers)) {
-    std::vector<std::string> left;
-    for (std::string &name : untrained)
-      if (!ownInitializers.count(name))
-        left.push_back(std::move(name));
-    untrained.swap(left);
-  }
+  std::string ownWhy = readFile(info->model_path, own);
+  if (ownWhy.empty() && !declaredParameters(own, ownDeclared, ownInitializers))
+    ownWhy = "not a valid ONNX model";
+  if (!ownWhy.empty())
+    return "cannot check " + modelPath + " against the model the step was compiled from, " +
+           info->model_path + ": " + ownWhy;
+  std::vector<std::string> left;
+  for (std::string &name : untrained)
+    if (!ownInitializers.count(name))
+      left.push_back(std::move(name));
+  untrained.swap(left);
   if (untrained.empty())
     return "";
   return "'" + untrained.front() + "' is a trainable parameter of " +
@@ -1275,6 +1295,8 @@ std::string listInitializers(const std::string &modelPath,
 
 std::string checkSaveModel(const std::string &modelPath,
                            const tcc_step_info *info) {
+  if (!info->model_path || !*info->model_path || samePath(modelPath, info->model_path))
+    return "";
   std::string bytes;
   std::string why = readFile(modelPath, bytes);
   if (!why.empty())
@@ -1318,10 +1340,28 @@ int tcc::onnx::saveOnnx(const char *model_path, const char *out_path,
   why = saver.run(bytes, out);
   if (!why.empty())
     return finish(why);
-  // The data file first: the model that names it replaces the old one
-  // only once the data is whole.
-  if (saver.external() &&
-      !(why = tcc::onnx::writeRope(std::string(out_path) + ".data", saver.dataRope())).empty())
+  if (!saver.external())
+    return finish(tcc::onnx::writeRope(out_path, out));
+  // Both files whole on disk before either is renamed into place, the data
+  // first: a failure before the renames leaves the old pair as it was (and
+  // no temporary); only a crash between the two renames can pair the old
+  // model with the new data.
+  const std::string dataPath = std::string(out_path) + ".data";
+  tcc::io::AtomicFile dataFile, modelFile;
+  if (!(why = tcc::onnx::stageRope(dataPath, saver.dataRope(), dataFile)).empty())
     return finish(why);
-  return finish(tcc::onnx::writeRope(out_path, out));
+  if (!(why = tcc::onnx::stageRope(out_path, out, modelFile)).empty()) {
+    dataFile.discard();
+    return finish(why);
+  }
+  const std::string dir = tcc::io::dirOf(out_path);
+  for (auto [file, path] : {std::pair<tcc::io::AtomicFile *, std::string>{&dataFile, dataPath},
+                            {&modelFile, std::string(out_path)}})
+    if (const char *what = file->commit(path, dir)) {
+      int err = errno;
+      dataFile.discard();
+      modelFile.discard();
+      return finish("cannot write " + path + " (" + what + "): " + tcc::io::errnoText(err));
+    }
+  return finish("");
 }

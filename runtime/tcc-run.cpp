@@ -555,6 +555,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
       if (opts.evalOnly)
         return error(a + " is given twice");
       opts.evalOnly = true;
+      opts.given.push_back(a);
       continue;
     }
     if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch" ||
@@ -630,8 +631,8 @@ int parseArgs(int argc, char **argv, Options &opts) {
       return error("--eval-only evaluates on --val-data FILE (a token stream, as --data "
                    "reads)");
     for (const std::string &f : opts.given)
-      if (f != "--quiet" && f != "--init-weights" && f != "--resume" && f != "--val-data" &&
-          f != "--eval-batches" && f != "--labels" && f != "--threads")
+      if (f != "--eval-only" && f != "--quiet" && f != "--init-weights" && f != "--resume" &&
+          f != "--val-data" && f != "--eval-batches" && f != "--labels" && f != "--threads")
         return error("--eval-only evaluates without training; it cannot be combined with " +
                      f);
     if (opts.haveFeed || opts.haveData)
@@ -711,6 +712,26 @@ int run(int argc, char **argv) {
 
   // A resume takes the training flags its checkpoint remembers, except
   // those given again (runtime/lib/resume_flags.h).
+  if (opts.evalOnly && gWorld.parallel())
+    return error("--eval-only evaluates in one process; run it without mpirun or torchrun");
+  if (opts.evalOnly && !opts.resume.empty() && opts.labels.empty()) {
+    // The one training flag an evaluation reads: how the windows fill the
+    // labels, as the run that wrote the checkpoint had it.
+    Options recorded = opts;
+    std::vector<std::string> notes;
+    err = applyRecordedFlags(
+        opts.resume, recorded,
+        [&](const std::string &flag, const std::string &value) {
+          for (const ValueFlag &f : kValueFlags)
+            if (flag == f.flag)
+              return setValueFlag(flag, f.meta, value, recorded);
+          return "unknown flag " + flag;
+        },
+        notes);
+    if (!err.empty())
+      return error(err);
+    opts.labels = recorded.labels;
+  }
   if (!opts.resume.empty() && !opts.gradsOnly && !opts.evalOnly) {
     std::vector<std::string> notes;
     err = applyRecordedFlags(
@@ -748,6 +769,7 @@ int run(int argc, char **argv) {
     }
     if (step.setThreads(static_cast<int32_t>(std::min<int64_t>(threads, 1024))) != 0)
       return error(opts.step + ": tcc_step_set_threads(" + std::to_string(threads) + ") failed");
+    opts.resolvedThreads = threads;
   }
   if (gWorld.withoutMpi() && !step.device)
     return error(opts.step + " is a CPU step: its data parallelism runs over MPI (mpirun -np " +

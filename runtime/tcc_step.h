@@ -28,6 +28,12 @@ extern "C" {
  * seeds it by writing the seed. Absent from steps without dropout. */
 #define TCC_STEP_DROPOUT_STATE "rng/dropout"
 
+/* A step library built with tcc --with-eval carries an evaluation step (a
+ * second library of this ABI: the forward pass and the loss, every parameter
+ * fixed, dropout off) after its own ELF image, then that image's size in
+ * bytes (8, little-endian) and these 8 bytes. */
+#define TCC_STEP_EVAL_MAGIC "TCC-EVAL"
+
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 enum tcc_dtype {
   TCC_DTYPE_F32 = 1,

@@ -134,6 +134,9 @@ def evaluation(ref, out):
     path = os.path.join(out, "eval_train_cuda.jsonl")
     cpu = {r["step"]: r["val_loss"] for r in load(os.path.join(ref, "eval_train_cpu.jsonl")) if "val_loss" in r}
     cuda = {r["step"]: r["val_loss"] for r in load(path) if "val_loss" in r} if os.path.exists(path) else {}
+    if not cpu:
+        print("eval: the CPU reference has no validation losses (prepare.sh makes them)")
+        bad += 1
     for step in sorted(cpu):
         got = cuda.get(step)
         ok = got is not None and abs(got - cpu[step]) <= EVAL_TRAINED_TOL * cpu[step]

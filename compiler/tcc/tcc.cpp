@@ -23,6 +23,7 @@
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "passes/tiers/TierCostModel.h"
+#include "runtime/tcc_step.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -1143,12 +1144,13 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
 }
 
 /// The file layout of a step library with an evaluation step (tcc
-/// --with-eval): the training step's ELF image, the evaluation step's,
-/// then the evaluation step's size (8 bytes, little-endian) and this magic.
-/// The dynamic loader maps only what the first image's program headers
-/// name, so the bytes after it travel with step.so unread;
-/// runtime/lib/evaluator.cpp reads them.
-static constexpr char kEvalMagic[8] = {'T', 'C', 'C', '-', 'E', 'V', 'A', 'L'};
+/// --with-eval; runtime/tcc_step.h's TCC_STEP_EVAL_MAGIC): the training
+/// step's ELF image, the evaluation step's, then the evaluation step's size
+/// (8 bytes, little-endian) and the magic. The dynamic loader maps only what
+/// the first image's program headers name, so the bytes after it travel with
+/// step.so unread; runtime/lib/evaluator.cpp reads them.
+static constexpr StringLiteral kEvalMagic = TCC_STEP_EVAL_MAGIC;
+static_assert(kEvalMagic.size() == 8, "the trailer's magic is 8 bytes");
 
 /// --with-eval: the evaluation step (the model imported again, every
 /// parameter fixed and dropout off, so that no backward pass is built),
@@ -1219,7 +1221,7 @@ static int emitWithEvaluation(MLIRContext &context, ModuleOp trained, Driver d) 
     for (int i = 0; i < 8; ++i)
       size[i] = static_cast<char>((n >> (8 * i)) & 0xff);
     os << (*trainBytes)->getBuffer() << (*evalBytes)->getBuffer() << StringRef(size, 8)
-       << StringRef(kEvalMagic, 8);
+       << kEvalMagic;
     os.close();
     if (os.has_error()) {
       os.clear_error();
@@ -1227,7 +1229,6 @@ static int emitWithEvaluation(MLIRContext &context, ModuleOp trained, Driver d) 
       return 1;
     }
   }
-  llvm::sys::fs::setPermissions(packed, llvm::sys::fs::perms(0755));
   if (std::error_code ec = llvm::sys::fs::rename(packed, outputFile)) {
     emitError(fileLoc) << "cannot move the step library to " << outputFile << ": "
                        << ec.message();

@@ -5,6 +5,7 @@
 #include "runtime/lib/tensor_values.h"
 #include "runtime/onnx_save.h"
 #include "runtime/posix_io.h"
+#include "runtime/step_table.h"
 
 #include <cmath>
 #include <cstring>
@@ -18,18 +19,21 @@
 
 namespace tcc::run {
 
+using tcc::step::describe;
+
 namespace {
-constexpr char kEvalMagic[8] = {'T', 'C', 'C', '-', 'E', 'V', 'A', 'L'};
-
-std::string describeTensor(const tcc_tensor_desc &d) {
-  std::string s = quoted(d.name) + " [";
-  for (int32_t i = 0; i < d.rank; ++i)
-    s += (i ? "x" : "") + std::to_string(d.dims[i]);
-  return s + "] dtype " + std::to_string(d.dtype);
-}
-
 bool sameShape(const tcc_tensor_desc &a, const tcc_tensor_desc &b) {
   return a.rank == b.rank && std::equal(a.dims, a.dims + a.rank, b.dims);
+}
+
+/// Whether the evaluation step's parameter `d` can be filled from the
+/// training step's `s` (same shape): the same type, or float16 from float32
+/// or float64.
+bool fillable(const tcc_tensor_desc &d, const tcc_tensor_desc &s) {
+  if (s.dtype == d.dtype)
+    return s.bytes == d.bytes;
+  return d.dtype == TCC_DTYPE_F16 && (s.dtype == TCC_DTYPE_F32 || s.dtype == TCC_DTYPE_F64) &&
+         s.bytes == d.bytes / 2 * (s.dtype == TCC_DTYPE_F32 ? 4 : 8);
 }
 } // namespace
 
@@ -49,7 +53,7 @@ std::string findEvaluationStep(const std::string &path, uint64_t &offset, uint64
   if (::pread(fd, tail, sizeof tail, static_cast<off_t>(fileSize - sizeof tail)) !=
       static_cast<ssize_t>(sizeof tail))
     return "cannot read " + path + ": " + errnoText(errno);
-  if (std::memcmp(tail + 8, kEvalMagic, 8) != 0)
+  if (std::memcmp(tail + 8, TCC_STEP_EVAL_MAGIC, 8) != 0)
     return "";
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i)
@@ -63,13 +67,14 @@ std::string findEvaluationStep(const std::string &path, uint64_t &offset, uint64
 }
 
 Evaluator::~Evaluator() {
-  // The arena (closed by ~Arena through the step's functions) before the
-  // memory file; the library itself stays mapped for the process.
+  // The memory file's descriptor; the library dlopen mapped from it stays
+  // for the process, and the arena goes with `mem`.
   if (fd >= 0)
     ::close(fd);
 }
 
-std::string Evaluator::open(const Step &train, tcc::dp::World &world, bool &found) {
+std::string Evaluator::open(const Step &train, tcc::dp::World &world, int64_t threads,
+                            bool &found) {
   found = false;
   uint64_t offset = 0, size = 0;
   std::string err = findEvaluationStep(train.path, offset, size);
@@ -98,8 +103,6 @@ std::string Evaluator::open(const Step &train, tcc::dp::World &world, bool &foun
   if (!(err = loadStep("/proc/self/fd/" + std::to_string(fd), step)).empty())
     return what + ": " + err;
   step.name = what;
-  if (!(err = checkInfo(step)).empty())
-    return err;
   const tcc_step_info &e = *step.info, &t = *train.info;
   if (e.has_backward)
     return what + " has a backward pass (it was not built by tcc --with-eval)";
@@ -109,8 +112,8 @@ std::string Evaluator::open(const Step &train, tcc::dp::World &world, bool &foun
   for (int32_t i = 0; i < e.num_inputs; ++i)
     if (std::strcmp(e.inputs[i].name, t.inputs[i].name) != 0 ||
         e.inputs[i].dtype != t.inputs[i].dtype || !sameShape(e.inputs[i], t.inputs[i]))
-      return what + "'s input " + describeTensor(e.inputs[i]) +
-             " differs from the training step's " + describeTensor(t.inputs[i]);
+      return what + "'s input " + describe(e.inputs[i]) +
+             " differs from the training step's " + describe(t.inputs[i]);
   if (e.num_outputs < 1 || e.outputs[0].rank != 0 ||
       (e.outputs[0].dtype != TCC_DTYPE_F32 && e.outputs[0].dtype != TCC_DTYPE_F64 &&
        e.outputs[0].dtype != TCC_DTYPE_F16))
@@ -118,43 +121,42 @@ std::string Evaluator::open(const Step &train, tcc::dp::World &world, bool &foun
   std::unordered_map<std::string, int32_t> trained;
   for (int32_t i = 0; i < t.num_params; ++i)
     trained.emplace(t.params[i].name, i);
+  source.clear();
   for (int32_t i = 0; i < e.num_params; ++i) {
     auto it = trained.find(e.params[i].name);
     if (it == trained.end())
       return what + " holds parameter " + quoted(e.params[i].name) +
              ", which the training step does not";
-    if (!sameShape(e.params[i], t.params[it->second]))
-      return what + "'s parameter " + describeTensor(e.params[i]) +
-             " differs from the training step's " + describeTensor(t.params[it->second]);
+    const tcc_tensor_desc &s = t.params[it->second];
+    if (!sameShape(e.params[i], s) || !fillable(e.params[i], s))
+      return what + "'s parameter " + describe(e.params[i]) +
+             " cannot be filled from the training step's " + describe(s);
+    source.push_back(it->second);
   }
-  return prepareArena(step, mem, world, /*nccl=*/false);
+  if (!(err = prepareArena(step, mem, world, /*nccl=*/false)).empty())
+    return err;
+  // A CPU step's GEMMs on as many threads as the training step's.
+  if (step.setThreads && threads > 0 &&
+      step.setThreads(static_cast<int32_t>(std::min<int64_t>(threads, 1024))) != 0)
+    return what + ": cannot set its threads";
+  return "";
 }
 
 std::string Evaluator::loadParameters(const Step &train, const char *trainMirror) {
   const tcc_step_info &e = *step.info, &t = *train.info;
-  std::unordered_map<std::string, int32_t> trained;
-  for (int32_t i = 0; i < t.num_params; ++i)
-    trained.emplace(t.params[i].name, i);
   for (int32_t i = 0; i < e.num_params; ++i) {
-    const tcc_tensor_desc &d = e.params[i];
-    const tcc_tensor_desc &s = t.params[trained.at(d.name)];
+    // open() checked that each can be filled from its source.
+    const tcc_tensor_desc &d = e.params[i], &s = t.params[source[i]];
     const char *src = trainMirror + s.offset;
     char *dst = mem.host + d.offset;
-    if (s.dtype == d.dtype && s.bytes == d.bytes) {
+    if (s.dtype == d.dtype) {
       std::memcpy(dst, src, static_cast<size_t>(d.bytes));
-    } else if (d.dtype == TCC_DTYPE_F16 &&
-               (s.dtype == TCC_DTYPE_F32 || s.dtype == TCC_DTYPE_F64)) {
-      const uint64_t n = d.bytes / 2, es = s.dtype == TCC_DTYPE_F32 ? 4 : 8;
-      if (s.bytes != n * es)
-        return "parameter " + quoted(d.name) + ": sizes disagree";
+    } else {
+      const uint64_t n = d.bytes / 2, es = s.bytes / n;
       for (uint64_t k = 0; k < n; ++k) {
         uint16_t h = tcc::onnx::toFloat16(elementAsDouble(src + k * es, s.dtype));
         std::memcpy(dst + 2 * k, &h, 2);
       }
-    } else {
-      return "parameter " + quoted(d.name) + " is dtype " + std::to_string(s.dtype) +
-             " in the training step but " + std::to_string(d.dtype) +
-             " in its evaluation step";
     }
     if (std::string err = mem.copyIn(d); !err.empty())
       return err;

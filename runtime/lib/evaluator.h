@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tcc::run {
 
@@ -34,8 +35,10 @@ public:
   /// Opens the evaluation step that `train` carries and prepares its arena.
   /// "" on success; `found` is false (and nothing opened) when `train` has
   /// none. The evaluation step must read the training step's inputs, hold
-  /// its parameters (same names and dims) and have no backward pass.
-  std::string open(const Step &train, tcc::dp::World &world, bool &found);
+  /// its parameters (same names and dims, each of the same type or float16
+  /// of a float32 or float64 one) and have no backward pass. `threads`: a
+  /// CPU step's GEMM threads (tcc-run --threads' count; 0 leaves them).
+  std::string open(const Step &train, tcc::dp::World &world, int64_t threads, bool &found);
 
   /// Copies the parameters from `trainMirror` (the training step's host
   /// arena or mirror, in its layout, holding the current values) into the
@@ -53,6 +56,7 @@ private:
   Step step;
   Arena mem;
   int fd = -1;
+  std::vector<int32_t> source; // per parameter: the training step's index
 };
 
 } // namespace tcc::run

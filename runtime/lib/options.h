@@ -36,8 +36,9 @@ struct Options {
   /// Where this run stops: --max-steps, else --steps.
   int64_t stopAt() const { return maxSteps && maxSteps < steps ? maxSteps : steps; }
   /// Validation (tcc --with-eval steps): --val-data FILE, evaluated every
-  /// --eval-every N optimizer steps (0: at the end only) on --eval-batches K
-  /// micro-batches (0: every whole batch of the file, at most 100);
+  /// --eval-every N optimizer steps (not given: at the end only) on
+  /// --eval-batches K micro-batches (not given: every whole batch of the
+  /// file, at most 100);
   /// --eval-only evaluates (the initial weights, --init-weights' or
   /// --resume's checkpoint's) without training.
   std::string valData;
@@ -46,6 +47,8 @@ struct Options {
   /// --threads: the threads a CPU step's GEMMs use (0: every core this
   /// process may run on).
   int64_t threads = 0;
+  /// The thread count --threads (or the cores) resolved to, for a CPU step.
+  int64_t resolvedThreads = 0;
   uint64_t seed = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, momentum = 0,
          clipNorm = 0, minLr = 0;

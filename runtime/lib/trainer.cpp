@@ -466,7 +466,7 @@ int Trainer::openValidation(std::vector<tcc::data::TokenColumn> columns) {
                                                 tcc::data::Order::Sequential));
   evaluator.reset(new Evaluator());
   bool found = false;
-  if (!(err = evaluator->open(step, world, found)).empty())
+  if (!(err = evaluator->open(step, world, opts.resolvedThreads, found)).empty())
     return error(err);
   if (!found)
     return error("--val-data: " + opts.step +
@@ -476,14 +476,15 @@ int Trainer::openValidation(std::vector<tcc::data::TokenColumn> columns) {
   return kGoOn;
 }
 
-int Trainer::evaluate() {
-  if (step.device && !(err = mem.copyOutParamsAndState(false)).empty())
-    return error(err);
-  if (!(err = evaluator->loadParameters(step, arena)).empty() ||
-      !(err = evaluator->evaluate(*valMaker, valBatches, valLoss)).empty())
-    return error("--val-data: " + err);
+std::string Trainer::evaluate() {
+  std::string why;
+  if (step.device && !(why = mem.copyOutParamsAndState(false)).empty())
+    return why;
+  if (!(why = evaluator->loadParameters(step, arena)).empty() ||
+      !(why = evaluator->evaluate(*valMaker, valBatches, valLoss)).empty())
+    return why;
   lastValLoss = valLoss;
-  return kGoOn;
+  return "";
 }
 
 int Trainer::evaluateOnly() {
@@ -500,17 +501,18 @@ int Trainer::evaluateOnly() {
   std::string from = opts.initWeights.empty() ? "the initial weights"
                                               : "the weights of " + opts.initWeights;
   if (!opts.resume.empty()) {
+    // Into the host mirror, and from there to a device step's arena, which
+    // evaluate() copies the parameters out of.
     if (!(err = tcc::ckpt::read(opts.resume, info, ck, arena, world.rank(), world.size()))
-             .empty())
+             .empty() ||
+        !(err = mem.copyIn(info.params, info.num_params)).empty())
       return error(err);
     at = ck.step;
     from = "the checkpoint " + tcc::ckpt::filePath(opts.resume) + " (step " +
            std::to_string(at) + ")";
-  } else if (step.device && !(err = mem.copyOutParamsAndState(false)).empty()) {
-    return error(err);
   }
-  if (int r = evaluate(); r != kGoOn)
-    return r;
+  if (!(err = evaluate()).empty())
+    return error("--val-data: " + err);
   if (world.rank() == 0)
     std::printf("validation loss %.6f, perplexity %.4f: %lld batches of %s from %s, %s\n",
                 valLoss, std::exp(valLoss), static_cast<long long>(valBatches),
@@ -740,10 +742,16 @@ int Trainer::trainStep(int64_t it) {
   valLoss = NAN;
   if (evaluator && ((opts.evalEvery && (it + 1) % opts.evalEvery == 0) ||
                     it + 1 == opts.stopAt())) {
-    if (int r = evaluate(); r != kGoOn)
-      return r;
-    if (step.device)
+    // A failed evaluation costs the validation, not the run: training goes
+    // on to its checkpoint and --save.
+    if (std::string why = evaluate(); !why.empty()) {
+      warning("validation after step " + std::to_string(it + 1) + " failed, and is off for "
+              "the rest of this run: " + why);
+      evaluator.reset();
+      valLoss = NAN;
+    } else if (step.device) {
       mirrorAt = it + 1;
+    }
   }
   if (int r = record(it, loss, lr, scale, skip, secs, tokensNow, done); r >= 0)
     return r;

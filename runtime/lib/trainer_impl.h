@@ -103,9 +103,9 @@ private:
   /// (rank 0 only), from the token columns `columns`.
   int openValidation(std::vector<tcc::data::TokenColumn> columns);
 
-  /// The validation loss of the parameters in the host arena or mirror
-  /// (`arena`, current), into valLoss.
-  int evaluate();
+  /// The validation loss of the current parameters (a device step's copied
+  /// to the host mirror first), into valLoss: "" or why not.
+  std::string evaluate();
 
   /// --eval-only: the initial, --init-weights' or a checkpoint's parameters
   /// evaluated, without training.

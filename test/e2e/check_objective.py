@@ -43,7 +43,8 @@ downloaded, dropout 0), the CPU target in float64:
               parameters (--dump) on the same windows (1e-9); --eval-only
               gives it again from the checkpoint, and PyTorch's for the
               initial weights on every whole batch; the fp16 CUDA step
-              through the CUDA emulation within 5e-3; a step without one is
+              through the CUDA emulation within 5e-3, and its --eval-only
+              --resume equal to its run's; a step without one is
               refused with a word about --with-eval.
   inference   An inference export (tcc_export.export_inference of the
               logits wrapper, dynamic batch and length) that `tcc-run --save
@@ -300,9 +301,18 @@ def check_validation(args, work, data_path):
     emu, emu_dump = os.path.join(work, "gpt2_eval_emu.so"), os.path.join(work, "val_dump_emu")
     emu_metrics = os.path.join(work, "val_metrics_emu.jsonl")
     run([args.tcc, onnx_path, "--cuda-emulation", "--with-eval", "-o", emu])
+    emu_ck = os.path.join(work, "val_ck_emu")
     run([args.tcc_run, emu, "--data", data_path, "--val-data", val_path, "--eval-batches", "3",
-         "--steps", "2", "--lr", "1e-2", "--metrics", emu_metrics, "--dump", emu_dump, "--quiet"])
+         "--steps", "2", "--lr", "1e-2", "--metrics", emu_metrics, "--dump", emu_dump,
+         "--checkpoint", emu_ck, "--quiet"])
     emu_got = [json.loads(line) for line in open(emu_metrics)][-1]["val_loss"]
+    # --eval-only of its checkpoint: the device arena gets the checkpoint's
+    # parameters, not the initial ones.
+    emu_again = run([args.tcc_run, emu, "--eval-only", "--val-data", val_path, "--eval-batches",
+                     "3", "--resume", emu_ck])
+    if "validation loss %.6f" % emu_got not in emu_again:
+        raise RuntimeError("fp16 --eval-only --resume says:\n%s\nthe run logged %.6f"
+                           % (emu_again, emu_got))
     emu_want = reference({f[:-len(".npy")][len("m."):]: np.load(os.path.join(emu_dump, "params", f))
                           for f in os.listdir(os.path.join(emu_dump, "params"))}, 3)
     if abs(emu_got - emu_want) > 5e-3 * emu_want:

@@ -265,6 +265,7 @@ def eval_flags_case(step):
          "cannot be combined with --data"),
         (["--data", TRAIN_BIN, "--val-data", TRAIN_BIN], "carries no evaluation step"),
         (["--data", TRAIN_BIN, "--eval-evry", "2"], "did you mean '--eval-every'"),
+        (["--grads-only", "--eval-only", "--feed", "x"], "cannot be combined with --eval-only"),
     ]
     for args, want in cases:
         p = tcc_run(step, *args)
