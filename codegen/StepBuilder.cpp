@@ -1,6 +1,7 @@
 //===- StepBuilder.cpp - compile an emitted step into step.so -------------===//
 
 #include "codegen/StepBuilder.h"
+#include "runtime/tcc_step.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"
@@ -774,5 +775,36 @@ LogicalResult mlir::tcc::buildStepLibrary(const EmittedStep &step,
     return failure();
   if (options.keepTemps)
     llvm::errs() << "tcc: kept the build folder " << dir << "\n";
+  return success();
+}
+
+LogicalResult mlir::tcc::packEvaluationStep(StringRef trainLib, StringRef evalLib,
+                                            StringRef outPath, Location loc) {
+  static constexpr StringLiteral kMagic = TCC_STEP_EVAL_MAGIC;
+  static_assert(kMagic.size() == 8, "the trailer's magic is 8 bytes");
+  auto eval = llvm::MemoryBuffer::getFile(evalLib, /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!eval)
+    return emitError(loc) << "cannot read the evaluation step " << evalLib << ": "
+                          << eval.getError().message();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(trainLib, ec, llvm::sys::fs::OF_Append);
+    if (ec)
+      return emitError(loc) << "cannot append to " << trainLib << ": " << ec.message();
+    uint64_t n = (*eval)->getBufferSize();
+    char size[8];
+    for (int i = 0; i < 8; ++i)
+      size[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    os << (*eval)->getBuffer() << StringRef(size, 8) << kMagic;
+    os.close();
+    if (os.has_error()) {
+      os.clear_error();
+      return emitError(loc) << "writing " << trainLib << " failed (a full disk?)";
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(trainLib, outPath))
+    return emitError(loc) << "cannot move the step library to " << outPath << ": "
+                          << ec.message();
   return success();
 }

@@ -65,6 +65,17 @@ LogicalResult buildStepLibrary(const EmittedStep &step, llvm::StringRef weights,
                                   llvm::StringRef outPath, Location loc,
                                   const StepBuildOptions &options);
 
+/// tcc --with-eval: appends the evaluation step library `evalLib` to the
+/// training step library `trainLib` (both built by buildStepLibrary), then
+/// its size (8 bytes, little-endian) and runtime/tcc_step.h's
+/// TCC_STEP_EVAL_MAGIC, and renames `trainLib` to `outPath`. The dynamic
+/// loader maps only what the first image's program headers name, so the
+/// bytes after it travel with step.so unread; tcc-run
+/// (runtime/lib/evaluator.cpp) reads them. Failures are diagnostics at
+/// `loc`; `outPath` is then untouched.
+LogicalResult packEvaluationStep(llvm::StringRef trainLib, llvm::StringRef evalLib,
+                                 llvm::StringRef outPath, Location loc);
+
 /// Writes the source, the runtime headers and build.sh (which builds
 /// step.so there with the same command tcc uses) into `dir`.
 LogicalResult writeStepSources(const EmittedStep &step, llvm::StringRef dir,

@@ -33,7 +33,9 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <functional>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include <fcntl.h>
@@ -1009,51 +1011,68 @@ bool Saver::paramData(int idx, const TensorFields &t, std::string &out) {
   return true;
 }
 
-/// The parameters a model declares trainable (its tcc.trainable metadata,
-/// as python/tcc_export.py records it) and the names of its main graph's
-/// initializers. False when malformed.
-bool declaredParameters(const std::string &bytes,
-                        std::vector<std::string> &trainable,
-                        std::unordered_map<std::string, int> &initializers) {
-  FieldReader model(reinterpret_cast<const uint8_t *>(bytes.data()),
-                    bytes.size());
+/// Calls `fn` on each initializer of the model's main graph
+/// (ModelProto.graph.initializer): its parsed fields and its encoded bytes.
+/// Returns "", fn's first non-empty message, or `malformed` when the
+/// protobuf is.
+std::string forEachInitializer(
+    const std::string &bytes, const std::string &malformed,
+    const std::function<std::string(const TensorFields &, const uint8_t *, size_t)> &fn) {
+  FieldReader model(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
   Field mf;
   int rc;
   while ((rc = model.next(mf)) > 0) {
-    if (mf.wire != 2)
+    if (mf.num != 7 || mf.wire != 2)
       continue;
-    if (mf.num == 14) { // metadata_props
-      std::string key, value;
-      if (!parseStringEntry(mf.data, mf.len, key, value))
-        return false;
-      if (key != "tcc.trainable")
+    FieldReader graph(mf.data, mf.len);
+    Field gf;
+    int grc;
+    while ((grc = graph.next(gf)) > 0) {
+      if (gf.num != 5 || gf.wire != 2)
         continue;
-      size_t at = 0;
-      while (at <= value.size()) {
-        size_t comma = value.find(',', at);
-        if (comma == std::string::npos)
-          comma = value.size();
-        if (comma > at)
-          trainable.push_back(value.substr(at, comma - at));
-        at = comma + 1;
-      }
-    } else if (mf.num == 7) { // graph
-      FieldReader graph(mf.data, mf.len);
-      Field gf;
-      int grc;
-      while ((grc = graph.next(gf)) > 0) {
-        if (gf.num != 5 || gf.wire != 2)
-          continue;
-        TensorFields t;
-        if (!parseTensor(gf.data, gf.len, t))
-          return false;
-        initializers.emplace(t.name, 0);
-      }
-      if (grc < 0)
-        return false;
+      TensorFields t;
+      if (!parseTensor(gf.data, gf.len, t))
+        return malformed;
+      if (std::string why = fn(t, gf.data, gf.len); !why.empty())
+        return why;
+    }
+    if (grc < 0)
+      return malformed;
+  }
+  return rc < 0 ? malformed : "";
+}
+
+/// The parameters a model declares trainable (its tcc.trainable metadata,
+/// as python/tcc_export.py records it) and the names of its main graph's
+/// initializers. False when malformed.
+bool declaredParameters(const std::string &bytes, std::vector<std::string> &trainable,
+                        std::unordered_set<std::string> &initializers) {
+  FieldReader model(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  Field mf;
+  int rc;
+  while ((rc = model.next(mf)) > 0) {
+    if (mf.num != 14 || mf.wire != 2) // metadata_props
+      continue;
+    std::string key, value;
+    if (!parseStringEntry(mf.data, mf.len, key, value))
+      return false;
+    if (key != "tcc.trainable")
+      continue;
+    for (size_t at = 0; at <= value.size();) {
+      size_t comma = std::min(value.find(',', at), value.size());
+      if (comma > at)
+        trainable.push_back(value.substr(at, comma - at));
+      at = comma + 1;
     }
   }
-  return rc == 0;
+  if (rc < 0)
+    return false;
+  return forEachInitializer(bytes, "malformed",
+                            [&](const TensorFields &t, const uint8_t *, size_t) {
+                              initializers.insert(t.name);
+                              return std::string();
+                            })
+      .empty();
 }
 
 bool samePath(const std::string &a, const std::string &b) {
@@ -1075,7 +1094,7 @@ std::string checkDeclaredParameters(
       samePath(modelPath, info->model_path))
     return "";
   std::vector<std::string> declared;
-  std::unordered_map<std::string, int> initializers;
+  std::unordered_set<std::string> initializers;
   if (!declaredParameters(bytes, declared, initializers))
     return modelPath + " is not a valid ONNX model (malformed protobuf)";
   std::vector<std::string> untrained;
@@ -1088,7 +1107,7 @@ std::string checkDeclaredParameters(
   // (one that does not reach the loss) stays as exported there too.
   std::string own;
   std::vector<std::string> ownDeclared;
-  std::unordered_map<std::string, int> ownInitializers;
+  std::unordered_set<std::string> ownInitializers;
   std::string ownWhy = readFile(info->model_path, own);
   if (ownWhy.empty() && !declaredParameters(own, ownDeclared, ownInitializers))
     ownWhy = "not a valid ONNX model";
@@ -1249,48 +1268,29 @@ std::string listInitializers(const std::string &modelPath,
   const std::string bad =
       modelPath + " is not a valid ONNX model (malformed protobuf)";
   const std::string dir = dirOf(modelPath);
-  FieldReader model(reinterpret_cast<const uint8_t *>(bytes.data()),
-                    bytes.size());
-  Field mf;
-  int rc;
-  while ((rc = model.next(mf)) > 0) {
-    if (mf.num != 7 || mf.wire != 2)
-      continue;
-    FieldReader graph(mf.data, mf.len);
-    Field gf;
-    int grc;
-    while ((grc = graph.next(gf)) > 0) {
-      if (gf.num != 5 || gf.wire != 2)
-        continue;
-      TensorFields t;
-      if (!parseTensor(gf.data, gf.len, t))
-        return bad;
-      Initializer init;
-      init.name = t.name;
-      init.dataType = t.dataType;
-      init.dims = t.dims;
-      init.external = t.dataLocation == kLocationExternal;
-      if (init.external) {
-        why = readExternal(t, dir, init.data);
-        if (!why.empty())
-          return "tensor '" + t.name + "' of " + modelPath + ": " + why;
-        init.haveData = true;
-      } else if (t.haveRaw) {
-        init.data.assign(reinterpret_cast<const char *>(t.raw), t.rawLen);
-        init.haveData = true;
-      } else if (t.dataType != kString) {
-        if (!decodeTensorData(gf.data, gf.len, t.dataType, init.data))
-          return bad;
-        init.haveData = true;
-      }
-      out.push_back(std::move(init));
-    }
-    if (grc < 0)
-      return bad;
-  }
-  if (rc < 0)
-    return bad;
-  return "";
+  return forEachInitializer(
+      bytes, bad, [&](const TensorFields &t, const uint8_t *data, size_t len) {
+        Initializer init;
+        init.name = t.name;
+        init.dataType = t.dataType;
+        init.dims = t.dims;
+        init.external = t.dataLocation == kLocationExternal;
+        if (init.external) {
+          std::string why = readExternal(t, dir, init.data);
+          if (!why.empty())
+            return "tensor '" + t.name + "' of " + modelPath + ": " + why;
+          init.haveData = true;
+        } else if (t.haveRaw) {
+          init.data.assign(reinterpret_cast<const char *>(t.raw), t.rawLen);
+          init.haveData = true;
+        } else if (t.dataType != kString) {
+          if (!decodeTensorData(data, len, t.dataType, init.data))
+            return bad;
+          init.haveData = true;
+        }
+        out.push_back(std::move(init));
+        return std::string();
+      });
 }
 
 std::string checkSaveModel(const std::string &modelPath,

@@ -710,40 +710,33 @@ int run(int argc, char **argv) {
     }
   }
 
-  // A resume takes the training flags its checkpoint remembers, except
-  // those given again (runtime/lib/resume_flags.h).
   if (opts.evalOnly && gWorld.parallel())
     return error("--eval-only evaluates in one process; run it without mpirun or torchrun");
+  // A resume takes the training flags its checkpoint remembers, except
+  // those given again (runtime/lib/resume_flags.h), into `into`.
+  auto takeRecorded = [&](Options &into, std::vector<std::string> &notes) {
+    return applyRecordedFlags(
+        opts.resume, into,
+        [&](const std::string &flag, const std::string &value) {
+          for (const ValueFlag &f : kValueFlags)
+            if (flag == f.flag)
+              return setValueFlag(flag, f.meta, value, into);
+          return "unknown flag " + flag;
+        },
+        notes);
+  };
   if (opts.evalOnly && !opts.resume.empty() && opts.labels.empty()) {
     // The one training flag an evaluation reads: how the windows fill the
     // labels, as the run that wrote the checkpoint had it.
     Options recorded = opts;
     std::vector<std::string> notes;
-    err = applyRecordedFlags(
-        opts.resume, recorded,
-        [&](const std::string &flag, const std::string &value) {
-          for (const ValueFlag &f : kValueFlags)
-            if (flag == f.flag)
-              return setValueFlag(flag, f.meta, value, recorded);
-          return "unknown flag " + flag;
-        },
-        notes);
-    if (!err.empty())
+    if (!(err = takeRecorded(recorded, notes)).empty())
       return error(err);
     opts.labels = recorded.labels;
   }
   if (!opts.resume.empty() && !opts.gradsOnly && !opts.evalOnly) {
     std::vector<std::string> notes;
-    err = applyRecordedFlags(
-        opts.resume, opts,
-        [&](const std::string &flag, const std::string &value) {
-          for (const ValueFlag &f : kValueFlags)
-            if (flag == f.flag)
-              return setValueFlag(flag, f.meta, value, opts);
-          return "unknown flag " + flag;
-        },
-        notes);
-    if (!err.empty())
+    if (!(err = takeRecorded(opts, notes)).empty())
       return error(err);
     if (gWorld.rank() == 0 && !opts.quiet)
       for (const std::string &n : notes)

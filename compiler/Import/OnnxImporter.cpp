@@ -154,6 +154,7 @@ private:
   int64_t opset = 0;
   llvm::StringMap<Value> values;
   int64_t numFolded = 0;
+  std::optional<Location> trainingBatchNorm;
   SmallVector<Value> foldIfConstant(Operation *op, Location loc);
   std::vector<std::pair<std::string, std::string>> constantInits;
   bool hasTrainableMetadata = false;
@@ -811,14 +812,11 @@ LogicalResult Importer::importNode(const onnx::NodeProto &node, int index) {
                           }))
     return error(loc) << opType << " needs its \"" << required << "\" attribute";
 
-  if (options.evaluation && opType == "BatchNormalization" &&
+  if (opType == "BatchNormalization" && !trainingBatchNorm &&
       llvm::any_of(node.attribute(), [](const onnx::AttributeProto &a) {
         return a.name() == "training_mode" && a.i() != 0;
       }))
-    return error(loc) << "BatchNormalization in training mode: the evaluation step "
-                         "(--with-eval) would normalize with its running statistics, "
-                         "which tcc-run does not update while training; compile "
-                         "without --with-eval";
+    trainingBatchNorm = loc;
 
   // Ops written as several tcc ops (Composites.h); an omitted optional input
   // is a null operand.
@@ -1260,6 +1258,7 @@ OwningOpRef<ModuleOp> Importer::run(ImportStats *stats) {
     stats->numFolded = numFolded;
     stats->constants = constantInits;
     stats->hasTrainableMetadata = hasTrainableMetadata;
+    stats->trainingBatchNorm = trainingBatchNorm;
   }
   return module;
 }

@@ -20,6 +20,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,6 @@ struct ImportOptions {
   /// Train a model without tcc.trainable metadata whose initializers carry
   /// an exporter's folded names (`--allow-unrecorded`).
   bool allowUnrecorded = false;
-  /// The evaluation step (`tcc --with-eval`): a BatchNormalization in
-  /// training mode is refused (the evaluation would normalize with running
-  /// statistics that tcc-run does not update). The driver fixes every
-  /// parameter and turns dropout off after the import.
-  bool evaluation = false;
 };
 
 struct ImportStats {
@@ -58,6 +54,10 @@ struct ImportStats {
   std::vector<std::pair<std::string, std::string>> constants;
   /// Whether the model says which initializers are parameters.
   bool hasTrainableMetadata = false;
+  /// The first BatchNormalization in training mode, if any (tcc --with-eval
+  /// refuses it: its evaluation would need running statistics that tcc-run
+  /// does not update).
+  std::optional<Location> trainingBatchNorm;
 };
 
 /// Reads the ONNX model at `path` and returns it as a module holding one

@@ -23,7 +23,6 @@
 #include "passes/Passes.h"
 #include "passes/Pipeline.h"
 #include "passes/tiers/TierCostModel.h"
-#include "runtime/tcc_step.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -39,7 +38,6 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -1143,23 +1141,13 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
   return 0;
 }
 
-/// The file layout of a step library with an evaluation step (tcc
-/// --with-eval; runtime/tcc_step.h's TCC_STEP_EVAL_MAGIC): the training
-/// step's ELF image, the evaluation step's, then the evaluation step's size
-/// (8 bytes, little-endian) and the magic. The dynamic loader maps only what
-/// the first image's program headers name, so the bytes after it travel with
-/// step.so unread; runtime/lib/evaluator.cpp reads them.
-static constexpr StringLiteral kEvalMagic = TCC_STEP_EVAL_MAGIC;
-static_assert(kEvalMagic.size() == 8, "the trailer's magic is 8 bytes");
-
-/// --with-eval: the evaluation step (the model imported again, every
-/// parameter fixed and dropout off, so that no backward pass is built),
-/// planned within what the training step leaves of --mem-budget, built, and
-/// packed after the training step into -o.
-static int emitWithEvaluation(MLIRContext &context, ModuleOp trained, Driver d) {
+/// --with-eval: the evaluation step, from `eval` (the imported model, cloned
+/// before the training pipeline) with every parameter fixed and dropout off
+/// (so no backward pass is built), planned within what the training step
+/// leaves of --mem-budget, built, and packed after the training step into -o.
+static int emitWithEvaluation(ModuleOp trained, ModuleOp eval, const Driver &d) {
   tcc::LayoutAttr trainLayout = tcc::LayoutAttr::of(*trained.getOps<func::FuncOp>().begin());
   Driver e = d;
-  e.import.evaluation = true;
   e.compareBudget.reset();
   if (d.budget > 0) {
     e.budget = d.budget - trainLayout.getPlannedBytes();
@@ -1170,71 +1158,33 @@ static int emitWithEvaluation(MLIRContext &context, ModuleOp trained, Driver d) 
       return 1;
     }
   }
-  tcc::ImportStats stats;
-  OwningOpRef<ModuleOp> eval = importModel(context, e, stats);
-  if (!eval)
-    return 1;
-  auto func = *eval->getOps<func::FuncOp>().begin();
-  Builder b(&context);
+  auto func = *eval.getOps<func::FuncOp>().begin();
+  Builder b(eval.getContext());
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
     if (func.getArgAttr(i, tcc::kParamAttr))
       func.setArgAttr(i, tcc::kFrozenAttr, b.getUnitAttr());
   func.walk([&](tcc::DropoutOp op) { op.setTraining(false); });
-  if (failed(buildTrainingStep(*eval, e)))
+  if (failed(buildTrainingStep(eval, e)))
     return 1;
   if (d.budget > 0)
     llvm::errs() << "tcc: the evaluation step is planned within the "
                  << humanBytes(e.budget) << " the training step leaves of --mem-budget\n";
-  if (failed(planStep(*eval, e, /*reports=*/false)))
+  if (failed(planStep(eval, e, /*reports=*/false)))
     return 1;
-
-  // Both libraries into temporaries beside -o, then one file renamed into
-  // place: -o is the old file or the complete new one.
-  std::string trainTmp = outputFile + ".tcc-train.tmp", evalTmp = outputFile + ".tcc-eval.tmp",
-              packed = outputFile + ".tcc-packed.tmp";
+  // Both libraries into temporaries beside -o, the evaluation step then
+  // appended to the training step's, which is renamed into place: -o is
+  // the old file or the complete new one.
+  std::string trainTmp = outputFile + ".tcc-train.tmp", evalTmp = outputFile + ".tcc-eval.tmp";
   auto cleanup = llvm::make_scope_exit([&] {
-    for (const std::string &f : {trainTmp, evalTmp, packed})
-      llvm::sys::fs::remove(f);
+    llvm::sys::fs::remove(trainTmp);
+    llvm::sys::fs::remove(evalTmp);
   });
-  if (int rc = emitOutput(*eval, e, evalTmp, /*evaluation=*/true))
+  if (int rc = emitOutput(eval, e, evalTmp, /*evaluation=*/true))
     return rc;
   if (int rc = emitOutput(trained, d, trainTmp))
     return rc;
-  Location fileLoc = tcc::fileLocation(&context, inputFile);
-  auto trainBytes = llvm::MemoryBuffer::getFile(trainTmp, /*IsText=*/false,
-                                                /*RequiresNullTerminator=*/false);
-  auto evalBytes = llvm::MemoryBuffer::getFile(evalTmp, /*IsText=*/false,
-                                               /*RequiresNullTerminator=*/false);
-  if (!trainBytes || !evalBytes) {
-    emitError(fileLoc) << "cannot read back the built step libraries";
-    return 1;
-  }
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(packed, ec);
-    if (ec) {
-      emitError(fileLoc) << "cannot write " << packed << ": " << ec.message();
-      return 1;
-    }
-    uint64_t n = (*evalBytes)->getBufferSize();
-    char size[8];
-    for (int i = 0; i < 8; ++i)
-      size[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-    os << (*trainBytes)->getBuffer() << (*evalBytes)->getBuffer() << StringRef(size, 8)
-       << kEvalMagic;
-    os.close();
-    if (os.has_error()) {
-      os.clear_error();
-      emitError(fileLoc) << "writing " << packed << " failed (a full disk?)";
-      return 1;
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(packed, outputFile)) {
-    emitError(fileLoc) << "cannot move the step library to " << outputFile << ": "
-                       << ec.message();
-    return 1;
-  }
-  return 0;
+  return failed(tcc::packEvaluationStep(trainTmp, evalTmp, outputFile,
+                                        tcc::fileLocation(eval.getContext(), inputFile)));
 }
 
 int main(int argc, char **argv) {
@@ -1298,6 +1248,18 @@ int main(int argc, char **argv) {
         module->print(os);
     });
 
+  // --with-eval: the evaluation step starts from the same import.
+  OwningOpRef<ModuleOp> evalModule;
+  if (withEval) {
+    if (stats.trainingBatchNorm) {
+      emitError(*stats.trainingBatchNorm)
+          << "BatchNormalization in training mode: the evaluation step (--with-eval) would "
+             "normalize with its running statistics, which tcc-run does not update while "
+             "training; compile without --with-eval";
+      return 1;
+    }
+    evalModule = module->clone();
+  }
   if (failed(buildTrainingStep(*module, d)))
     return 1;
   if (emit == EmitKind::Training)
@@ -1316,7 +1278,7 @@ int main(int argc, char **argv) {
     llvm::errs() << " (no step library without -o)\n";
     return 0;
   }
-  if (!withEval)
+  if (!evalModule)
     return emitOutput(*module, d, outputFile);
-  return emitWithEvaluation(context, *module, d);
+  return emitWithEvaluation(*module, *evalModule, d);
 }

@@ -3,8 +3,9 @@
 // runTraining's Trainer (runtime/lib/trainer.h is the interface), shared by
 // the files that define its phases: trainer.cpp (validate, open the data,
 // check the outputs, the loop of optimizer steps and micro-steps, the
-// record), trainer_state.cpp (restore, checkpoints, finish) and
-// trainer_world.cpp (the sums and the sharded update across ranks).
+// record), trainer_state.cpp (restore, checkpoints, finish),
+// trainer_world.cpp (the sums and the sharded update across ranks) and
+// trainer_eval.cpp (validation).
 //
 //===----------------------------------------------------------------------===//
 #ifndef TCC_RUNTIME_LIB_TRAINER_IMPL_H

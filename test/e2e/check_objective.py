@@ -76,21 +76,13 @@ import torch.nn.functional as F  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 import tcc_export  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+# The wrappers docs/exporting.md gives and examples/hf_export.py ships: the
+# training one (the model's own loss) and the inference one (the logits).
+from hf_export import Logits, WithLoss  # noqa: E402
 
 B, T, V = 2, 16, 320  # V: room for a byte-level tokenizer (check_tokens)
 ACCUM = 3
-
-
-class WithLoss(torch.nn.Module):
-    """docs/exporting.md's wrapper."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.m = model
-
-    def forward(self, input_ids, labels):
-        return self.m(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                      labels=labels, use_cache=False).loss
 
 
 def gpt2():
@@ -324,18 +316,6 @@ def check_validation(args, work, data_path):
     return ("val loss %.6f = PyTorch eval-mode %.6f (rel %.1e); initial %.6f = %.6f; "
             "fp16 CUDA (emulated) rel %.1e" % (got, want, abs(got - want) / want, got0, want0,
                                                abs(emu_got - emu_want) / emu_want))
-
-
-class Logits(torch.nn.Module):
-    """docs/exporting.md's inference wrapper: the model under the same
-    attribute as WithLoss's, the logits out."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.m = model
-
-    def forward(self, input_ids):
-        return self.m(input_ids=input_ids, use_cache=False).logits
 
 
 def check_inference(args, work, data_path):
