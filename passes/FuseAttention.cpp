@@ -1,12 +1,13 @@
 //===- FuseAttention.cpp - scaled dot-product attention -> tcc.attention ---===//
 //
 // See tcc-fuse-attention in Passes.td. The match starts at a softmax whose
-// only reader is the probabilities-by-values matmul, and walks up through
-// scales, at most one causal mask and at most one additive bias to the
-// scores' matmul (and a scale on the queries before it); anything else about
-// the chain (another reader of an intermediate value, a mask that is not the
-// causal triangle, a bias a parameter reaches, broadcast batch dimensions)
-// leaves it alone.
+// only reader (through views) is the probabilities-by-values matmul, and
+// walks up through views, scales, fixed masks and additive biases to the
+// scores' matmul (and scales on the queries and keys before it). The op
+// works in the softmax's [B, H]; every operand is read as a view of it
+// (frameShape). Anything else about the chain (another reader of an
+// intermediate value, a bias a parameter reaches, a mask that hides every
+// key of a query) leaves it alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,8 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <numeric>
 
 namespace mlir::tcc {
 #define GEN_PASS_DEF_FUSEATTENTION
@@ -35,8 +38,13 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 /// own range is far above it.
 constexpr double kMaskedAtMost = -1.0e4;
 
-/// The values of a constant [.., Sq, Sk] mask whose leading dimensions are 1
-/// (one [Sq, Sk] matrix), row-major; empty when `v` is not one.
+/// What a constant mask becomes when tcc.attention reads it as its bias:
+/// exp(-3e4) is 0 in float and double, and -3e4 is finite in fp16.
+constexpr double kMaskBias = -3.0e4;
+
+/// The values of a constant [.., Sq, Sk] mask whose [Sq, Sk] matrices are
+/// all the same (one matrix, broadcast or repeated along the leading
+/// dimensions), row-major; empty when `v` is not one.
 template <typename T>
 SmallVector<T> maskValues(Value v, int64_t sq, int64_t sk) {
   DenseElementsAttr attr;
@@ -46,21 +54,23 @@ SmallVector<T> maskValues(Value v, int64_t sq, int64_t sk) {
   if (t.getRank() < 2 || t.getDimSize(t.getRank() - 2) != sq ||
       t.getDimSize(t.getRank() - 1) != sk)
     return {};
-  for (int64_t d = 0; d + 2 < t.getRank(); ++d)
-    if (t.getDimSize(d) != 1)
-      return {};
+  SmallVector<T> values;
   if constexpr (std::is_same_v<T, bool>) {
     if (!attr.getElementType().isInteger(1))
       return {};
-    return SmallVector<bool>(attr.getValues<bool>());
+    values.assign(attr.getValues<bool>().begin(), attr.getValues<bool>().end());
   } else {
     if (!isa<FloatType>(attr.getElementType()))
       return {};
-    SmallVector<double> values;
     for (const APFloat &f : attr.getValues<APFloat>())
       values.push_back(f.convertToDouble());
-    return values;
   }
+  size_t matrix = static_cast<size_t>(sq * sk);
+  for (size_t i = matrix; i < values.size(); ++i)
+    if (values[i] != values[i % matrix])
+      return {};
+  values.resize(matrix);
+  return values;
 }
 
 /// Whether element `i` of a row-major [Sq, Sk] matrix is above the diagonal
@@ -75,30 +85,68 @@ template <typename OpTy> OpTy onlyFeeding(Value v, Operation *user) {
   return op;
 }
 
+/// Reshape, Squeeze and Unsqueeze (row-major views of their operand) and
+/// casts between float types. A chain of them between two values of the
+/// scores' [.., Sq, Sk] shape (the same element count) maps each score to
+/// itself; the fused op computes the scores and probabilities in float
+/// whatever its operands' type.
+bool isView(Operation *op) {
+  if (auto cast = dyn_cast_or_null<CastOp>(op))
+    return isa<FloatType>(getElementTypeOrSelf(cast.getInput().getType())) &&
+           isa<FloatType>(cast.getTo());
+  return isa_and_nonnull<ReshapeOp, SqueezeOp, UnsqueezeOp>(op);
+}
+
+/// An additive term of the scores: `value` is added to a value of type
+/// `space` (broadcasting), and the scales after it multiply it by `scale`.
+struct Bias {
+  Value value;             // or:
+  SmallVector<bool> kept;  // a fixed [Sq, Sk] mask: 0 where kept, kMaskBias elsewhere
+  RankedTensorType space;
+  double scale = 1.0;
+};
+
 /// What the ops between the scores' matmul and the softmax amount to.
 struct ScoreChain {
   SmallVector<Operation *> ops; // readers before producers
   double scale = 1.0;
   bool causal = false;
-  /// What a masked score is once the scales after the mask apply.
-  double maskedValue = 0.0;
-  /// An additive bias broadcast to the scores (a padding mask).
-  Value bias;
+  SmallVector<Bias> biases;
 };
 
-/// Whether `bias` broadcasts to the scores `probs` ([.., Sq, Sk]) along
-/// every dimension but the keys'.
-bool isKeyBias(Value bias, RankedTensorType probs) {
-  auto t = typeOf(bias);
-  if (t.getRank() > probs.getRank() || t.getRank() == 0 ||
-      t.getElementType() != probs.getElementType() ||
-      t.getShape().back() != probs.getShape().back())
-    return false;
-  int64_t offset = probs.getRank() - t.getRank();
-  for (int64_t d = 0; d + 1 < t.getRank(); ++d)
-    if (t.getDimSize(d) != 1 && t.getDimSize(d) != probs.getDimSize(d + offset))
-      return false;
-  return true;
+/// The [b, h] of a value of the scores' leading dimensions `lead` (or of an
+/// operand broadcast into them, `lead` then being the result's) in the
+/// attention's [B, H] `frame`, given the value's own leading dimensions
+/// right-aligned: the frame's where they are the whole of `lead`, 1 where
+/// the value is broadcast along all of them; std::nullopt otherwise.
+std::optional<std::array<int64_t, 2>> frameLead(ArrayRef<int64_t> own, ArrayRef<int64_t> lead,
+                                                 std::array<int64_t, 2> frame) {
+  if (own.size() > lead.size() || std::accumulate(lead.begin(), lead.end(), int64_t{1}, std::multiplies<>()) !=
+                                       frame[0] * frame[1])
+    return std::nullopt;
+  SmallVector<int64_t> aligned(lead.size() - own.size(), 1);
+  llvm::append_range(aligned, own);
+  if (lead == ArrayRef<int64_t>(frame))
+    return std::array<int64_t, 2>{aligned[0], aligned[1]};
+  if (ArrayRef<int64_t>(aligned) == lead)
+    return frame;
+  if (llvm::all_of(aligned, [](int64_t d) { return d == 1; }))
+    return std::array<int64_t, 2>{1, 1};
+  return std::nullopt;
+}
+
+/// `value`'s shape in the frame: [b, h] (frameLead) and its last two
+/// dimensions.
+std::optional<SmallVector<int64_t, 4>> frameShape(ShapedType t, RankedTensorType space,
+                                                  std::array<int64_t, 2> frame) {
+  if (t.getRank() < 2 || space.getRank() < 2)
+    return std::nullopt;
+  std::optional<std::array<int64_t, 2>> lead =
+      frameLead(t.getShape().drop_back(2), space.getShape().drop_back(2), frame);
+  if (!lead)
+    return std::nullopt;
+  return SmallVector<int64_t, 4>{(*lead)[0], (*lead)[1], t.getDimSize(t.getRank() - 2),
+                                 t.getDimSize(t.getRank() - 1)};
 }
 
 /// If `op` multiplies or divides a value by a scalar constant (a finite,
@@ -115,40 +163,100 @@ std::optional<std::pair<double, Value>> scaling(Operation *op) {
   return std::nullopt;
 }
 
-/// Whether `op` masks the scores `x` causally: where(j > i, fill, x),
-/// where(j <= i, x, fill) or x + m with m 0 on and below the diagonal and
-/// `fill` above; sets the fill.
-bool causalMask(Operation *op, Value x, int64_t sq, int64_t sk, double &fill) {
+/// A fixed mask on the scores: which keys each query keeps, the largest
+/// value a hidden score is given, and the scores it reads.
+struct FixedMask {
+  SmallVector<bool> kept;        // [Sq, Sk], row-major
+  double fill = 0.0;
+  Value scores;
+  SmallVector<Operation *> ops;  // readers before producers
+  bool additive = false;         // scores + m alone: m is exact as a bias
+};
+
+/// If `op` is a fixed mask of the scores: where(c, x, fill) or
+/// where(c, fill, x) with `c` a constant boolean [.., Sq, Sk] and `fill` a
+/// scalar; x + m with `m` a constant that is 0 where kept and at most -1e4
+/// where hidden; or x * k + m (Keras: `k` a constant of 0s and 1s, `m` 0
+/// where `k` is 1 and at most -1e4 where it is 0). The [Sq, Sk] matrices of
+/// a constant must all be the same (maskValues).
+std::optional<FixedMask> fixedMask(Operation *op, int64_t sq, int64_t sk) {
+  FixedMask mask;
+  mask.ops.push_back(op);
   if (auto where = dyn_cast<WhereOp>(op)) {
-    bool fillFirst = where.getY() == x;
-    if (!fillFirst && where.getX() != x)
-      return false;
+    bool fillFirst = matchPattern(where.getX(), m_Constant());
     Value fillValue = fillFirst ? where.getX() : where.getY();
-    std::optional<double> f = splatFloatValue(fillValue);
-    SmallVector<bool> mask = maskValues<bool>(where.getCondition(), sq, sk);
-    if (!f || mask.empty() || typeOf(fillValue).getNumElements() != 1)
-      return false;
-    for (auto [i, hidden] : llvm::enumerate(mask))
-      if ((fillFirst ? hidden : !hidden) != aboveDiagonal(i, sk))
-        return false;
-    fill = *f;
-    return true;
+    std::optional<double> fill = splatFloatValue(fillValue);
+    SmallVector<bool> cond = maskValues<bool>(where.getCondition(), sq, sk);
+    if (!fill || cond.empty() || typeOf(fillValue).getNumElements() != 1)
+      return std::nullopt;
+    mask.scores = fillFirst ? where.getY() : where.getX();
+    mask.fill = *fill;
+    for (bool c : cond)
+      mask.kept.push_back(c != fillFirst);
+    return mask;
   }
-  if (auto add = dyn_cast<AddOp>(op)) {
-    Value m = add.getLhs() == x ? add.getRhs() : add.getLhs();
-    SmallVector<double> values = maskValues<double>(m, sq, sk);
-    if (values.empty())
-      return false;
-    fill = -std::numeric_limits<double>::infinity(); // the largest masked value
-    for (auto [i, value] : llvm::enumerate(values)) {
-      if (aboveDiagonal(i, sk) ? !(value <= kMaskedAtMost) : value != 0.0)
-        return false;
-      if (aboveDiagonal(i, sk))
-        fill = std::max(fill, value);
+  auto add = dyn_cast<AddOp>(op);
+  if (!add)
+    return std::nullopt;
+  bool lhsConstant = matchPattern(add.getLhs(), m_Constant());
+  Value x = lhsConstant ? add.getRhs() : add.getLhs();
+  SmallVector<double> m = maskValues<double>(lhsConstant ? add.getLhs() : add.getRhs(), sq, sk);
+  if (m.empty())
+    return std::nullopt;
+  SmallVector<double> k;
+  if (auto mul = x.getDefiningOp<MulOp>(); mul && x.hasOneUse()) {
+    bool kFirst = matchPattern(mul.getLhs(), m_Constant());
+    k = maskValues<double>(kFirst ? mul.getLhs() : mul.getRhs(), sq, sk);
+    if (!k.empty() && llvm::all_of(k, [](double v) { return v == 0.0 || v == 1.0; })) {
+      mask.ops.push_back(mul);
+      x = kFirst ? mul.getRhs() : mul.getLhs();
+    } else {
+      k.clear();
     }
-    return true;
   }
-  return false;
+  mask.additive = k.empty();
+  mask.scores = x;
+  mask.fill = -std::numeric_limits<double>::infinity();
+  for (auto [i, value] : llvm::enumerate(m)) {
+    bool kept = k.empty() ? value == 0.0 : k[i] == 1.0;
+    if (kept ? value != 0.0 : !(value <= kMaskedAtMost))
+      return std::nullopt;
+    mask.kept.push_back(kept);
+    if (!kept)
+      mask.fill = std::max(mask.fill, value);
+  }
+  return mask;
+}
+
+/// Whether a [Sq, Sk] mask keeps exactly what a causal one does.
+bool isCausal(ArrayRef<bool> kept, int64_t sk) {
+  for (auto [i, k] : llvm::enumerate(kept))
+    if (k == aboveDiagonal(i, sk))
+      return false;
+  return true;
+}
+
+/// Whether every query of a [Sq, Sk] mask keeps a key.
+bool everyQueryKeeps(ArrayRef<bool> kept, int64_t sk) {
+  for (size_t row = 0; row < kept.size(); row += sk)
+    if (llvm::none_of(kept.slice(row, sk), [](bool k) { return k; }))
+      return false;
+  return true;
+}
+
+/// A fixed [Sq, Sk] mask as tcc.attention's bias: 0 where kept, kMaskBias
+/// elsewhere.
+Value maskConstant(OpBuilder &b, Location loc, ArrayRef<bool> kept, int64_t sq, int64_t sk,
+                   Type elt) {
+  auto type = RankedTensorType::get({sq, sk}, elt);
+  SmallVector<APFloat> values;
+  for (bool k : kept) {
+    APFloat value(k ? 0.0 : kMaskBias);
+    bool lost = false;
+    value.convert(cast<FloatType>(elt).getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    values.push_back(value);
+  }
+  return b.create<ConstantOp>(loc, type, DenseElementsAttr::get(type, values));
 }
 
 /// If `v` ([B, H, S, D]) is x ([B, S, H*D]) reshaped to [B, S, H, D] and
@@ -271,91 +379,130 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     if ((rank != 3 && rank != 4) || *normalizeAxis(softmax.getAxis(), rank) != rank - 1 ||
         !softmax->hasOneUse())
       return {};
-    // Dropout on the probabilities, as tcc-legalize writes it: where(keep,
-    // probs * 1/(1 - p), 0) with `keep` a random_keep of the probabilities'
-    // shape. The op regenerates the same mask (the flat index of the
-    // [B, H, Sq, Sk] or [B*H, Sq, Sk] probabilities), so the mask may have
-    // other readers.
-    SmallVector<Operation *> dropout; // readers before producers
+    int64_t sq = probsType.getDimSize(rank - 2), sk = probsType.getDimSize(rank - 1);
+    // The op's [B, H]: the softmax's, or [1, B*H] for [B*H, Sq, Sk] scores.
+    std::array<int64_t, 2> frame = rank == 4
+                                       ? std::array<int64_t, 2>{probsType.getDimSize(0),
+                                                                probsType.getDimSize(1)}
+                                       : std::array<int64_t, 2>{1, probsType.getDimSize(0)};
+    // A value of the scores' shape: [.., Sq, Sk] and as many elements
+    // (views may regroup the leading dimensions).
+    auto scoresLike = [&](Value v) {
+      auto t = typeOf(v);
+      return t.getRank() >= 2 && t.getDimSize(t.getRank() - 2) == sq &&
+             t.getDimSize(t.getRank() - 1) == sk &&
+             t.getNumElements() == probsType.getNumElements();
+    };
+
+    // Down from the softmax to the product with the values: views, and
+    // dropout in tcc-legalize's form, where(keep, probs * 1/(1 - p), 0) with
+    // `keep` a random_keep of the probabilities' shape. The op regenerates
+    // the same mask (the flat index of the probabilities, whichever view
+    // they are in), so the mask may have other readers.
+    SmallVector<Operation *> down; // producers before readers
+    auto skipViews = [&](Value v) {
+      while (v.hasOneUse() && isView(*v.user_begin())) {
+        down.push_back(*v.user_begin());
+        v = down.back()->getResult(0);
+      }
+      return v;
+    };
     RandomKeepOp keep;
-    Value probs = softmax.getResult();
-    if (auto mul = dyn_cast<MulOp>(*softmax->user_begin())) {
+    Value probs = skipViews(softmax.getResult());
+    if (!probs.hasOneUse() || !scoresLike(probs))
+      return {};
+    if (auto mul = dyn_cast<MulOp>(*probs.user_begin())) {
+      auto type = typeOf(probs);
       std::optional<std::pair<double, Value>> scaled = scaling(mul);
       auto where = mul->hasOneUse() ? dyn_cast<WhereOp>(*mul->user_begin()) : WhereOp();
       if (!scaled || scaled->second != probs || !where || where.getX() != mul.getResult() ||
-          !where->hasOneUse() || typeOf(mul.getResult()) != probsType ||
-          typeOf(where.getResult()) != probsType)
+          !where->hasOneUse() || typeOf(mul.getResult()) != type ||
+          typeOf(where.getResult()) != type)
         return {};
       keep = where.getCondition().getDefiningOp<RandomKeepOp>();
       std::optional<double> zero = splatFloatValue(where.getY());
       // The scale as the model's float type stores 1 / (1 - p): within its
       // rounding (fp16's 2^-11, float's 2^-24; 1e-6 covers both the float
       // and double forms tcc-legalize writes).
-      double tolerance = probsType.getElementType().getIntOrFloatBitWidth() <= 16 ? 1e-3 : 1e-6;
+      double tolerance = type.getElementType().getIntOrFloatBitWidth() <= 16 ? 1e-3 : 1e-6;
       if (!keep || !zero || *zero != 0.0 ||
-          typeOf(keep.getResult()).getShape() != probsType.getShape() ||
+          typeOf(keep.getResult()).getShape() != type.getShape() ||
           std::abs(scaled->first * (1.0 - keep.getRatio().convertToDouble()) - 1.0) > tolerance)
         return {};
-      dropout = {where, mul};
-      probs = where.getResult();
+      down.push_back(mul);
+      down.push_back(where);
+      probs = skipViews(where.getResult());
     }
-    if (!probs.hasOneUse())
+    if (!probs.hasOneUse() || !scoresLike(probs))
       return {};
     auto pv = dyn_cast<MatMulOp>(*probs.user_begin());
     if (!pv || pv.getLhs() != probs)
       return {};
-    int64_t sq = probsType.getDimSize(rank - 2), sk = probsType.getDimSize(rank - 1);
 
-    // Up from the softmax: scales and at most one causal mask, in any order.
+    // Up from the softmax: views, scales, causal masks, fixed masks and
+    // additive biases, in any order.
     ScoreChain chain;
     chain.ops = {pv};
-    llvm::append_range(chain.ops, dropout);
+    llvm::append_range(chain.ops, llvm::reverse(down));
     chain.ops.push_back(softmax);
+    func::FuncOp func = softmax->getParentOfType<func::FuncOp>();
+    std::optional<llvm::DenseSet<Value>> trainable;
     Value x = softmax.getInput();
     Operation *reader = softmax;
-    double scaleAfterMask = 1.0;
-    bool scaleSeen = false;
     while (Operation *def = x.getDefiningOp()) {
-      if (!x.hasOneUse() || typeOf(x) != probsType || isa<MatMulOp>(def))
+      if (!x.hasOneUse())
         break;
+      if (isView(def)) {
+        chain.ops.push_back(def);
+        reader = def;
+        x = def->getOperand(0);
+        continue;
+      }
+      if (!scoresLike(x) || isa<MatMulOp>(def))
+        break;
+      // A mask or a bias counts with the scales after it: chain.scale so far.
+      double after = chain.scale;
       Value in;
-      double fill = 0.0;
       if (isa<MulOp, DivOp>(def)) {
         std::optional<std::pair<double, Value>> scaled = scaling(def);
         if (!scaled)
           return {};
-        scaleSeen = true;
         chain.scale *= scaled->first;
-        if (!chain.causal)
-          scaleAfterMask *= scaled->first;
         in = scaled->second;
-      } else if (isa<WhereOp, AddOp>(def)) {
-        // A causal mask: the scores are the operand that is not a constant.
-        unsigned first = isa<WhereOp>(def) ? 1 : 0;
-        Value scores = matchPattern(def->getOperand(first), m_Constant())
-                           ? def->getOperand(first + 1)
-                           : def->getOperand(first);
-        if (!chain.causal && typeOf(scores) == probsType &&
-            causalMask(def, scores, sq, sk, fill)) {
-          chain.causal = true;
-          chain.maskedValue = fill;
-          in = scores;
-        } else if (isa<AddOp>(def) && !chain.bias && !scaleSeen) {
-          // An additive bias (a padding mask), added after every scale: the
-          // scores are the operand that continues the chain.
-          Value lhs = def->getOperand(0), rhs = def->getOperand(1);
-          bool lhsScores = typeOf(lhs) == probsType && lhs.hasOneUse() &&
-                           isa_and_nonnull<MatMulOp, MulOp, DivOp, WhereOp>(lhs.getDefiningOp());
-          scores = lhsScores ? lhs : rhs;
-          Value bias = lhsScores ? rhs : lhs;
-          if (typeOf(scores) != probsType || !isKeyBias(bias, probsType) ||
-              trainableValues(softmax->getParentOfType<func::FuncOp>()).contains(bias))
-            return {};
-          chain.bias = bias;
-          in = scores;
-        } else {
+      } else if (std::optional<FixedMask> mask = fixedMask(def, sq, sk);
+                 mask && after > 0.0 && scoresLike(mask->scores)) {
+        // A fixed mask: the causal flag (a second causal mask changes
+        // nothing), an additive constant as it is, any other (a local
+        // window) as a bias of 0 and kMaskBias.
+        if (!(mask->fill * after <= kMaskedAtMost))
           return {};
-        }
+        if (isCausal(mask->kept, sk))
+          chain.causal = true;
+        else if (mask->additive)
+          chain.biases.push_back({def->getOperand(mask->scores == def->getOperand(0) ? 1 : 0), {},
+                                  typeOf(x), after});
+        else if (everyQueryKeeps(mask->kept, sk))
+          chain.biases.push_back({Value(), mask->kept, typeOf(x), 1.0});
+        else
+          return {};
+        llvm::append_range(chain.ops, llvm::ArrayRef(mask->ops).drop_back());
+        def = mask->ops.back();
+        in = mask->scores;
+      } else if (isa<AddOp>(def)) {
+        // An additive bias (a padding mask, ALiBi): the scores are the
+        // operand that continues the chain.
+        Value lhs = def->getOperand(0), rhs = def->getOperand(1);
+        bool lhsScores = typeOf(lhs) == typeOf(x) && lhs.hasOneUse() &&
+                         isa_and_nonnull<MatMulOp, MulOp, DivOp, WhereOp, AddOp, ReshapeOp,
+                                         SqueezeOp, UnsqueezeOp, CastOp>(lhs.getDefiningOp());
+        Value scores = lhsScores ? lhs : rhs;
+        Value bias = lhsScores ? rhs : lhs;
+        if (!trainable)
+          trainable = trainableValues(func);
+        if (typeOf(scores) != typeOf(x) || trainable->contains(bias))
+          return {};
+        chain.biases.push_back({bias, {}, typeOf(x), after});
+        in = scores;
       } else {
         return {};
       }
@@ -363,67 +510,108 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
       reader = def;
       x = in;
     }
-    if (chain.scale <= 0.0 ||
-        (chain.causal && !(chain.maskedValue * scaleAfterMask <= kMaskedAtMost)))
-      return {};
     auto qk = onlyFeeding<MatMulOp>(x, reader);
-    if (!qk || typeOf(x) != probsType)
+    if (!qk || !scoresLike(x))
       return {};
     chain.ops.push_back(qk);
     Value q = qk.getLhs(), kt = qk.getRhs(), v = pv.getRhs();
-    // A scale on the queries (nn.MultiheadAttention's q / sqrt(d)).
-    if (Operation *def = q.getDefiningOp(); def && q.hasOneUse() && isa<MulOp, DivOp>(def)) {
+    // A scale on the queries (nn.MultiheadAttention's q / sqrt(d)) or on the
+    // transposed keys (Falcon scales both by d^-1/4).
+    for (Value *operand : {&q, &kt}) {
+      Operation *def = operand->getDefiningOp();
+      if (!def || !operand->hasOneUse() || !isa<MulOp, DivOp>(def))
+        continue;
       if (std::optional<std::pair<double, Value>> scaled = scaling(def);
-          scaled && scaled->first > 0.0 && typeOf(scaled->second) == typeOf(q)) {
+          scaled && scaled->first > 0.0 && typeOf(scaled->second) == typeOf(*operand)) {
         chain.scale *= scaled->first;
         chain.ops.push_back(def);
-        q = scaled->second;
+        *operand = scaled->second;
       }
     }
-    auto qt = typeOf(q), ktt = typeOf(kt), vt = typeOf(v);
-    // No broadcasting of the batch and head dimensions, one element type.
-    ArrayRef<int64_t> batch = probsType.getShape().drop_back(2);
-    if (qt.getRank() != rank || ktt.getRank() != rank || vt.getRank() != rank ||
-        qt.getShape().drop_back(2) != batch || ktt.getShape().drop_back(2) != batch ||
-        vt.getShape().drop_back(2) != batch || qt.getElementType() != vt.getElementType() ||
-        qt.getElementType() != probsType.getElementType())
+    if (chain.scale <= 0.0)
       return {};
-    int64_t d = qt.getDimSize(rank - 1), dv = vt.getDimSize(rank - 1);
-    if (d > maxHeadSize || dv > maxHeadSize)
+
+    // Every operand in the frame: q, k and v [B or 1, H or 1, S, D] (a
+    // broadcast one is expanded: multi-query attention), the biases
+    // [B or 1, H or 1, Sq or 1, Sk].
+    // One float type for q, k, v and the result (casts around the softmax
+    // aside); a bias of another is cast to it.
+    auto qt = typeOf(q), vt = typeOf(v);
+    auto qkType = typeOf(qk.getResult()), pvType = typeOf(pv.getResult());
+    Type elt = qt.getElementType();
+    if (qt.getRank() < 2 || typeOf(kt).getRank() < 2 || !isa<FloatType>(elt) ||
+        vt.getElementType() != elt || typeOf(kt).getElementType() != elt ||
+        pvType.getElementType() != elt ||
+        llvm::any_of(chain.biases, [](const Bias &bias) {
+          return bias.value && !isa<FloatType>(typeOf(bias.value).getElementType());
+        }))
       return {};
+    std::optional<SmallVector<int64_t, 4>> qShape = frameShape(qt, qkType, frame),
+                                           ktShape = frameShape(typeOf(kt), qkType, frame),
+                                           vShape = frameShape(vt, pvType, frame);
+    if (!qShape || !ktShape || !vShape)
+      return {};
+    int64_t d = (*qShape)[3], dv = (*vShape)[3];
+    if ((*qShape)[2] != sq || (*ktShape)[2] != d || (*ktShape)[3] != sk || (*vShape)[2] != sk ||
+        d > maxHeadSize || dv > maxHeadSize)
+      return {};
+    SmallVector<SmallVector<int64_t, 4>> biasShapes;
+    for (const Bias &bias : chain.biases) {
+      ShapedType t = bias.value ? ShapedType(typeOf(bias.value))
+                                : RankedTensorType::get({sq, sk}, elt);
+      std::optional<SmallVector<int64_t, 4>> shape = frameShape(t, bias.space, frame);
+      if (!shape || ((*shape)[2] != 1 && (*shape)[2] != sq) || (*shape)[3] != sk)
+        return {};
+      biasShapes.push_back(*shape);
+    }
 
     OpBuilder b(pv);
     Location loc = softmax.getLoc();
-    // As a rank-4 view: [BH, S, D] attention (nn.MultiheadAttention) is
-    // [1, BH, S, D], a [.., Sk] bias [B or 1, H or 1, Sq or 1, Sk].
-    auto as4d = [&](Value val) -> Value {
-      auto t = typeOf(val);
-      if (t.getRank() == 4)
+    auto reshaped = [&](Value val, ArrayRef<int64_t> shape) -> Value {
+      if (typeOf(val).getShape() == shape)
         return val;
-      SmallVector<int64_t> shape(4 - t.getRank(), 1);
-      llvm::append_range(shape, t.getShape());
       return b.create<ReshapeOp>(val.getLoc(), val, b.getDenseI64ArrayAttr(shape));
     };
-    SmallVector<int64_t> perm{0, 1, 2};
-    if (rank == 4)
-      perm.push_back(3);
-    std::swap(perm[rank - 1], perm[rank - 2]);
+    auto expanded = [&](Value val) -> Value {
+      auto t = typeOf(val);
+      SmallVector<int64_t> shape{frame[0], frame[1], t.getDimSize(2), t.getDimSize(3)};
+      if (t.getShape() == ArrayRef<int64_t>(shape))
+        return val;
+      return b.create<ExpandOp>(val.getLoc(), RankedTensorType::get(shape, t.getElementType()),
+                                val, b.getDenseI64ArrayAttr(shape));
+    };
     // The key's transpose is named after the op that made k^T (it folds
     // into it when that is a transpose too).
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, typeOf(kt).getRank()));
+    std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
     Location kLoc = kt.getDefiningOp() ? kt.getDefiningOp()->getLoc() : loc;
     Value k = b.create<TransposeOp>(kLoc, kt, b.getDenseI64ArrayAttr(perm));
-    Value q4 = as4d(q), k4 = as4d(k), v4 = as4d(v); // in this order
-    Value bias4 = chain.bias ? as4d(chain.bias) : Value();
+    SmallVector<int64_t, 4> kShape{(*ktShape)[0], (*ktShape)[1], sk, d};
+    Value q4 = expanded(reshaped(q, *qShape)), k4 = expanded(reshaped(k, kShape)),
+          v4 = expanded(reshaped(v, *vShape)); // in this order
+    Value bias4;
+    for (auto [bias, shape] : llvm::zip(chain.biases, biasShapes)) {
+      Value term = bias.value ? bias.value : maskConstant(b, loc, bias.kept, sq, sk, elt);
+      term = reshaped(term, shape);
+      Type termElt = typeOf(term).getElementType();
+      if (bias.scale != 1.0) {
+        auto scalarType = RankedTensorType::get({}, termElt);
+        Value c = b.create<ConstantOp>(
+            loc, scalarType,
+            DenseElementsAttr::get(scalarType, b.getFloatAttr(termElt, bias.scale)));
+        term = b.create<MulOp>(loc, term, c);
+      }
+      if (termElt != elt)
+        term = b.create<CastOp>(loc, RankedTensorType::get(shape, elt), term, TypeAttr::get(elt));
+      bias4 = bias4 ? b.create<AddOp>(loc, bias4, term).getResult() : term;
+    }
     auto attention = b.create<AttentionOp>(
         loc, q4, k4, v4, bias4, keep ? keep.getState() : Value(), b.getF64FloatAttr(chain.scale),
         b.getBoolAttr(chain.causal), IntegerAttr(), DenseI64ArrayAttr(),
         keep ? keep.getRatioAttr() : FloatAttr(), keep ? keep.getStreamAttr() : IntegerAttr());
-    Value result = attention.getResult();
-    if (rank == 3)
-      result = b.create<ReshapeOp>(loc, result,
-                                   b.getDenseI64ArrayAttr(typeOf(pv.getResult()).getShape()));
+    Value result = reshaped(attention.getResult(), pvType.getShape());
     pv.getResult().replaceAllUsesWith(result);
-    SmallVector<Operation *> constants; // the scales, the mask and its fill
+    SmallVector<Operation *> constants; // the scales, the masks and their fills
     for (Operation *op : chain.ops)
       for (Value operand : op->getOperands())
         if (Operation *def = operand.getDefiningOp();

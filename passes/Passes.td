@@ -489,30 +489,49 @@ def FuseAttention : Pass<"tcc-fuse-attention", "ModuleOp"> {
     probabilities (`B x H x Sq x Sk`) are stored: on the CUDA target the op is
     one kernel that works a tile of queries and keys at a time.
 
-    Also recognised: an additive bias after the scales (BERT's padding mask
-    `(1 - mask) * -10000`, `[B, 1, 1, Sk]`, or any term that broadcasts to
-    the scores with one value per key), which becomes the op's `bias` when
-    no trainable parameter reaches it (it gets no gradient); scales (Mul or
-    Div by a scalar constant) anywhere between the product and the softmax,
-    or on the queries before it (nn.MultiheadAttention's `q / sqrt(d)`); the
-    causal mask as
-    `where(tril, scores, fill)` (Hugging Face's GPT-2) or as an additive
-    constant that is 0 on and below the diagonal and `fill` above
-    (nn.MultiheadAttention's `attn_mask`); `[B*H, S, D]` operands, which
-    the op reads as `[1, B*H, S, D]` views; and dropout on the probabilities
-    in tcc-legalize's form, `where(random_keep, probs * 1/(1 - p), 0)`, which
-    becomes the op's `dropout`, `dropout_stream` and `rng` (the op draws the
-    mask the random_keep draws, element by element, so a mask with other
-    readers stays as well).
+    Also recognised:
+    - scales (Mul or Div by a scalar constant) anywhere between the product
+      and the softmax, or on the queries or the transposed keys before it
+      (nn.MultiheadAttention's `q / sqrt(d)`, Falcon's d^-1/4 on both);
+    - additive biases (BERT's padding mask `(1 - mask) * -10000`,
+      `[B, 1, 1, Sk]`, BLOOM's ALiBi `[B*H, 1, Sk]`, any term that
+      broadcasts to the scores with one value per key), before or after the
+      scales (a bias is multiplied by the scales after it) when no trainable
+      parameter reaches it (it gets no gradient); several are summed into
+      the op's `bias`;
+    - fixed masks, constants whose `[Sq, Sk]` matrices are all the same:
+      `where(c, scores, fill)` (Hugging Face's GPT-2), `scores + m` with `m`
+      0 where kept (nn.MultiheadAttention's `attn_mask`) and Keras' masked
+      softmax `scores * k + m` (`k` 0 or 1, `m` 0 where `k` is 1), each with
+      a fill that is at most -1e4 once the scales after it apply (so the
+      hidden probabilities are 0). A mask that keeps exactly the keys up to
+      each query is the `causal` flag (a second one changes nothing); any
+      other (GPT-Neo's local windows) is a bias of 0 where kept and -3e4
+      elsewhere, if every query keeps a key (a row that hides every key is a
+      uniform softmax, which a bias cannot give); an additive one that is
+      not causal is a bias as it is;
+    - views between the product, the softmax and the product with the
+      values: reshapes, squeezes and unsqueezes that keep the scores'
+      `[.., Sq, Sk]` (BLOOM's `[B*H, Sq, Sk]` and `[B, H, Sq, Sk]`, the
+      `[B, H, Sq, Sk, 1]` of tf2onnx's einsums), and casts between float
+      types (the mixed_float16 softmax in float32): the op works in the
+      softmax's `[B, H]` (`[1, B*H]` for `[B*H, S, D]` operands) and reads
+      the operands as views of it;
+    - a key and value broadcast over the query heads (multi-query
+      attention), expanded to every head;
+    - dropout on the probabilities in tcc-legalize's form,
+      `where(random_keep, probs * 1/(1 - p), 0)`, which becomes the op's
+      `dropout`, `dropout_stream` and `rng` (the op draws the mask the
+      random_keep draws, element by element, so a mask with other readers
+      stays as well).
 
     Applies only where every intermediate value has that one reader, the
-    mask (if any) is a constant `[Sq, Sk]` (leading dimensions 1) that hides
-    exactly the keys after each query, with a fill that is at most -1e4 once
-    the scales after it apply (so the masked probabilities are 0), the total
-    scale is positive, the batch and head dimensions are not broadcast, and
-    both head sizes are at most `max-head-size`. Anything else (a bias that
-    a parameter reaches, such as a learned position bias, a bias added
-    before a scale, returned attention weights) is left as it is.
+    total scale is positive, q, k, v and the result have one float type,
+    and both head sizes are at most `max-head-size`. Anything else (a bias
+    that a parameter reaches, such as a learned position bias or
+    DeBERTa's relative terms; a mask computed from an input that may hide
+    every key of a query; returned attention weights; a soft cap
+    `c * tanh(s / c)`) is left as it is.
 
     Then the layout: where query, key and value are `[B, S, H*D]` tensors
     (the projections' outputs) seen as `[B, H, S, D]` through a reshape to

@@ -596,7 +596,19 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
     after the scale: "padding" (BERT's [B, 1, 1, Sk] mask, 0 or -10000, a fed
     input: no gradient) or "constant" (a [Sq, Sk] position bias). dropout:
     a training-mode Dropout of that ratio on the probabilities (fused into
-    the op)."""
+    the op).
+
+    Forms of other exporters and models: "bloom": [B*H, S, D] operands, the
+    scaled scores plus an ALiBi-style [B*H, 1, Sk] input, viewed as [B, H,
+    Sq, Sk] for the causal mask (an additive [B, 1, Sq, Sk] constant of
+    float32's lowest) and the softmax, the probabilities viewed back;
+    "mqa": one key and value head for all query heads (Falcon), the queries
+    and the transposed keys each scaled by d^-1/4; "keras": the queries
+    scaled before the product, the causal mask as Keras' masked softmax
+    (scores * k + (1 - k) * -1e9, constants of [B, H, Sq, Sk]). bias
+    "window": a local window (each query sees itself and the 2 keys before
+    it) as Where(window, scores, lowest), then the causal mask; "padding
+    first": the padding mask added before the scale."""
     def heads_of(g, x, s, dh, perm):
         x = g.op("Reshape", [x, g.const(np.array([b, s, h, dh], np.int64))])
         return g.op("Transpose", [x], perm=perm)
@@ -612,10 +624,11 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
             k3 = g.param((b, sk, h * d), lo=-1.5, hi=1.5)
             v3 = g.param((b, sk, h * dv))
         else:
-            heads = (b * h,) if form == "mha" else (b, h)
+            heads = (b * h,) if form in ("mha", "bloom") else (b, h)
+            kv_heads = (b, 1) if form == "mqa" else heads
             q = g.param(heads + (sq, d), lo=-1.5, hi=1.5)
-            k = g.param(heads + (sk, d), lo=-1.5, hi=1.5)
-            v = g.param(heads + (sk, dv))
+            k = g.param(kv_heads + (sk, d), lo=-1.5, hi=1.5)
+            v = g.param(kv_heads + (sk, dv))
         root_d = g.const(np.float32(math.sqrt(d)))
         if form == "mha":
             q = g.op("Div", [q, root_d])
@@ -624,8 +637,35 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
             kt = heads_of(g, k3, sk, d, [0, 2, 3, 1])
             v = heads_of(g, v3, sk, dv, [0, 2, 1, 3])
         else:
-            kt = g.op("Transpose", [k], perm=[0, 2, 1] if form == "mha" else [0, 1, 3, 2])
+            kt = g.op("Transpose", [k], perm=[0, 2, 1] if form in ("mha", "bloom") else [0, 1, 3, 2])
+        if form == "mqa":
+            quarter = g.const(np.float32(d ** -0.25))
+            q, kt = g.op("Mul", [q, quarter]), g.op("Mul", [kt, quarter])
+        elif form == "keras":
+            q = g.op("Mul", [q, g.const(np.float32(1.0 / math.sqrt(d)))])
         s = g.op("MatMul", [q, kt])
+        lowest = np.finfo(np.float32).min
+        above = np.triu(np.ones((sq, sk), dtype=np.bool_), k=1)
+        if bias == "padding first":
+            keep = np.ones((b, 1, 1, sk), dtype=np.float32)
+            keep[0, 0, 0, sk // 2:] = 0.0
+            s = g.op("Add", [s, g.input((1.0 - keep) * -10000.0)])
+        if form == "bloom":
+            s = g.op("Mul", [s, g.const(np.float32(1.0 / math.sqrt(d)))])
+            slopes = 2.0 ** -np.arange(1, h + 1, dtype=np.float32)
+            alibi = np.tile(slopes[:, None, None] * np.arange(sk, dtype=np.float32), (b, 1, 1))
+            s = g.op("Add", [s, g.input(alibi.astype(np.float32))])
+            s = g.op("Reshape", [s, g.const(np.array([b, h, sq, sk], np.int64))])
+            mask = np.tile(np.where(above, lowest, 0.0).astype(np.float32), (b, 1, 1, 1))
+            s = g.op("Add", [s, g.const(mask)])
+        elif form == "keras":
+            k01 = np.tile((~above).astype(np.float32), (b, h, 1, 1))
+            s = g.op("Add", [g.op("Mul", [g.const(k01), s]),
+                             g.const(((1.0 - k01) * -1e9).astype(np.float32))])
+        if bias == "window":
+            i, j = np.meshgrid(np.arange(sq), np.arange(sk), indexing="ij")
+            window = ((j <= i) & (j > i - 3))[None, None]
+            s = g.op("Where", [g.const(window), s, g.const(np.float32(lowest))])
         if form == "mul":
             s = g.op("Mul", [s, g.const(np.float32(1.0 / math.sqrt(d)))])
         elif form in ("div", "token", "packed"):
@@ -645,6 +685,8 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
             else:
                 s = g.op("Where", [g.const(above), g.const(np.float32(-np.inf)), s])
         p = g.op("Softmax", [s], axis=-1)
+        if form == "bloom":
+            p = g.op("Reshape", [p, g.const(np.array([b * h, sq, sk], np.int64))])
         if dropout:
             p = g.op("Dropout", [p, g.const(np.float32(dropout)), g.const(np.bool_(True))])
         o = g.op("MatMul", [p, v])
@@ -672,6 +714,11 @@ ATTENTION_CASES = {
     "attention_packed_dropout_padding": ((2, 3, 6, 6, 8, 8),
                                          dict(form="packed", bias="padding", dropout=0.5)),
     "attention_mha_dropout_causal": ((2, 3, 9, 9, 12, 12), dict(causal=True, form="mha", dropout=0.2)),
+    "attention_bloom_alibi_views": ((2, 3, 7, 7, 8, 8), dict(form="bloom")),
+    "attention_mqa_scaled_keys_causal": ((2, 3, 6, 6, 8, 8), dict(causal=True, form="mqa")),
+    "attention_keras_masked_softmax": ((2, 2, 6, 6, 8, 8), dict(form="keras")),
+    "attention_local_window_causal": ((2, 3, 9, 9, 8, 8), dict(causal=True, bias="window")),
+    "attention_padding_before_scale": ((2, 3, 6, 6, 8, 8), dict(form="div", bias="padding first")),
 }
 for name, (shape, kw) in ATTENTION_CASES.items():
     case(name, attention_case(*shape, **kw))

@@ -88,9 +88,12 @@ func.func @additive_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: 
 
 // -----
 
-// Left alone: the key is broadcast over the heads ([B, 1, D, Sk]).
+// Multi-query attention (Falcon): the key is broadcast over the heads
+// ([B, 1, D, Sk]) by the product; the op reads it expanded.
 // CHECK-LABEL: func.func @broadcast_key
-// CHECK-NOT: tcc.attention
+// CHECK: %[[K:.+]] = tcc.transpose %arg1 {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x4x3xf32>) -> tensor<1x1x3x4xf32>
+// CHECK: %[[KE:.+]] = tcc.expand %[[K]] {shape = array<i64: 1, 2, 3, 4>}
+// CHECK: tcc.attention %arg0, %[[KE]], %arg2 {scale = 1.000000e+00 : f64}
 func.func @broadcast_key(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
   %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x2x3x3xf32>
   %p = tcc.softmax %s : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
@@ -232,9 +235,13 @@ func.func @trainable_bias(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v:
 
 // -----
 
-// Left alone: a bias added before a scale would be scaled too.
+// A bias added before a scale is scaled with the scores: the op's bias is
+// the bias times the scales after it.
 // CHECK-LABEL: func.func @bias_then_scale
-// CHECK-NOT: tcc.attention
+// CHECK: %[[C:.+]] = tcc.constant {value = dense<5.000000e-01> : tensor<f32>}
+// CHECK: %[[B:.+]] = tcc.mul %arg3, %[[C]]
+// CHECK: tcc.attention %arg0, %{{.+}}, %arg2, %[[B]] {scale = 5.000000e-01 : f64}
+// CHECK-NOT: tcc.softmax
 func.func @bias_then_scale(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %b: tensor<1x1x1x3xf32> {tcc.input = "b"}) -> tensor<1x1x3x4xf32> {
   %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
   %t = tcc.add %s, %b : (tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x1x3x3xf32>
@@ -435,4 +442,176 @@ func.func @dropout_bh_mask_returned(%q: tensor<6x3x4xf32>, %kt: tensor<6x4x5xf32
   %d = tcc.where %keep, %m, %zero : (tensor<6x3x5xi1>, tensor<6x3x5xf32>, tensor<f32>) -> tensor<6x3x5xf32>
   %o = tcc.matmul %d, %v : (tensor<6x3x5xf32>, tensor<6x5x4xf32>) -> tensor<6x3x4xf32>
   return %o, %keep : tensor<6x3x4xf32>, tensor<6x3x5xi1>
+}
+
+// -----
+
+// BLOOM's form: [B*H, S, S] scores scaled, an ALiBi bias [B*H, 1, Sk] added
+// (computed from an input), viewed as [B, H, S, S], and a causal mask that
+// is one [S, S] matrix repeated over the batch ([B, 1, S, S], -FLT_MAX
+// above the diagonal); the probabilities viewed back for the product. The
+// bias is read as [B, H, 1, Sk], q, k and v as [B, H, S, D] views, and the
+// result viewed back.
+// CHECK-LABEL: func.func @alibi_views
+// CHECK-DAG: %[[A:.+]] = tcc.reshape %arg3 {shape = array<i64: 2, 2, 1, 3>} : (tensor<4x1x3xf32>) -> tensor<2x2x1x3xf32>
+// CHECK-DAG: %[[Q:.+]] = tcc.reshape %arg0 {shape = array<i64: 2, 2, 3, 4>}
+// CHECK: %[[O:.+]], %{{.+}} = tcc.attention %[[Q]], %{{.+}}, %{{.+}}, %[[A]] {causal = true, scale = 2.500000e-01 : f64}
+// CHECK: tcc.reshape %[[O]] {shape = array<i64: 4, 3, 4>}
+// CHECK-NOT: tcc.softmax
+func.func @alibi_views(%q: tensor<4x3x4xf32>, %kt: tensor<4x4x3xf32>, %v: tensor<4x3x4xf32>, %alibi: tensor<4x1x3xf32> {tcc.input = "alibi"}) -> tensor<4x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<4x3x4xf32>, tensor<4x4x3xf32>) -> tensor<4x3x3xf32>
+  %c = tcc.constant {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s, %c : (tensor<4x3x3xf32>, tensor<f32>) -> tensor<4x3x3xf32>
+  %u = tcc.add %t, %alibi : (tensor<4x3x3xf32>, tensor<4x1x3xf32>) -> tensor<4x3x3xf32>
+  %w = tcc.reshape %u {shape = array<i64: 2, 2, 3, -1>} : (tensor<4x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %m = tcc.constant {value = dense<[[[[0.0, 0xFF7FFFFF, 0xFF7FFFFF], [0.0, 0.0, 0xFF7FFFFF], [0.0, 0.0, 0.0]]], [[[0.0, 0xFF7FFFFF, 0xFF7FFFFF], [0.0, 0.0, 0xFF7FFFFF], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>} : () -> tensor<2x1x3x3xf32>
+  %x = tcc.add %w, %m : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = tcc.softmax %x : (tensor<2x2x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p3 = tcc.reshape %p {shape = array<i64: 4, 3, -1>} : (tensor<2x2x3x3xf32>) -> tensor<4x3x3xf32>
+  %o = tcc.matmul %p3, %v : (tensor<4x3x3xf32>, tensor<4x3x4xf32>) -> tensor<4x3x4xf32>
+  return %o : tensor<4x3x4xf32>
+}
+
+// -----
+
+// Left alone: the repeated mask's batches differ, so it is not one causal
+// matrix (and a parameterless constant bias would be read whole: here it is
+// a bias of the op instead).
+// CHECK-LABEL: func.func @mask_batches_differ
+// CHECK: tcc.attention
+// CHECK-NOT: causal = true
+func.func @mask_batches_differ(%q: tensor<2x1x2x4xf32>, %kt: tensor<2x1x4x2xf32>, %v: tensor<2x1x2x4xf32>) -> tensor<2x1x2x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<2x1x2x4xf32>, tensor<2x1x4x2xf32>) -> tensor<2x1x2x2xf32>
+  %m = tcc.constant {value = dense<[[[[0.0, 0xFF7FFFFF], [0.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]]]]> : tensor<2x1x2x2xf32>} : () -> tensor<2x1x2x2xf32>
+  %x = tcc.add %s, %m : (tensor<2x1x2x2xf32>, tensor<2x1x2x2xf32>) -> tensor<2x1x2x2xf32>
+  %p = tcc.softmax %x : (tensor<2x1x2x2xf32>) -> tensor<2x1x2x2xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x1x2x2xf32>, tensor<2x1x2x4xf32>) -> tensor<2x1x2x4xf32>
+  return %o : tensor<2x1x2x4xf32>
+}
+
+// -----
+
+// GPT-Neo's local layers: a fixed boolean window (each query sees itself
+// and the key before it) with the most negative float as the fill, then
+// the causal mask again as an additive [B, 1, S, S] constant. The window
+// becomes the op's bias (0 kept, -3e4 hidden); the causal mask its flag.
+// CHECK-LABEL: func.func @local_window
+// CHECK: %[[W:.+]] = tcc.constant {value = dense<{{\[}}[0.000000e+00, -3.000000e+04, -3.000000e+04], [0.000000e+00, 0.000000e+00, -3.000000e+04], [-3.000000e+04, 0.000000e+00, 0.000000e+00]]> : tensor<3x3xf32>}
+// CHECK: %[[W4:.+]] = tcc.reshape %[[W]] {shape = array<i64: 1, 1, 3, 3>}
+// CHECK: tcc.attention %arg0, %{{.+}}, %arg2, %[[W4]] {causal = true, scale = 1.000000e+00 : f64}
+// CHECK-NOT: tcc.where
+func.func @local_window(%q: tensor<2x2x3x4xf32>, %kt: tensor<2x2x4x3xf32>, %v: tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<2x2x3x4xf32>, tensor<2x2x4x3xf32>) -> tensor<2x2x3x3xf32>
+  %w = tcc.constant {value = dense<[[[[true, false, false], [true, true, false], [false, true, true]]]]> : tensor<1x1x3x3xi1>} : () -> tensor<1x1x3x3xi1>
+  %min = tcc.constant {value = dense<0xFF7FFFFF> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.where %w, %s, %min : (tensor<1x1x3x3xi1>, tensor<2x2x3x3xf32>, tensor<f32>) -> tensor<2x2x3x3xf32>
+  %m = tcc.constant {value = dense<[[[[0.0, 0xFF7FFFFF, 0xFF7FFFFF], [0.0, 0.0, 0xFF7FFFFF], [0.0, 0.0, 0.0]]], [[[0.0, 0xFF7FFFFF, 0xFF7FFFFF], [0.0, 0.0, 0xFF7FFFFF], [0.0, 0.0, 0.0]]]]> : tensor<2x1x3x3xf32>} : () -> tensor<2x1x3x3xf32>
+  %u = tcc.add %t, %m : (tensor<2x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %p = tcc.softmax %u : (tensor<2x2x3x3xf32>) -> tensor<2x2x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<2x2x3x3xf32>, tensor<2x2x3x4xf32>) -> tensor<2x2x3x4xf32>
+  return %o : tensor<2x2x3x4xf32>
+}
+
+// -----
+
+// Keras MultiHeadAttention as tf2onnx writes it: einsum's batched products
+// on [B*H, S, D] views, the scores viewed through a reshape to
+// [B, H, Sq, Sk, 1] and a squeeze, the probabilities through an unsqueeze
+// and a reshape. The views fuse with the rest.
+// CHECK-LABEL: func.func @keras_views
+// CHECK: tcc.attention %{{.+}}, %{{.+}}, %{{.+}} {scale = 2.500000e-01 : f64} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+// CHECK-NOT: tcc.softmax
+func.func @keras_views(%q: tensor<4x8x4xf32>, %kt: tensor<4x4x8xf32>, %v: tensor<4x8x4xf32>) -> tensor<2x2x8x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<4x8x4xf32>, tensor<4x4x8xf32>) -> tensor<4x8x8xf32>
+  %s5 = tcc.reshape %s {shape = array<i64: 2, 2, 8, 8, 1>} : (tensor<4x8x8xf32>) -> tensor<2x2x8x8x1xf32>
+  %s4 = tcc.squeeze %s5 {axes = array<i64: 4>} : (tensor<2x2x8x8x1xf32>) -> tensor<2x2x8x8xf32>
+  %c = tcc.constant {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s4, %c : (tensor<2x2x8x8xf32>, tensor<f32>) -> tensor<2x2x8x8xf32>
+  %p = tcc.softmax %t : (tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %p5 = tcc.unsqueeze %p {axes = array<i64: 3>} : (tensor<2x2x8x8xf32>) -> tensor<2x2x8x1x8xf32>
+  %p3 = tcc.reshape %p5 {shape = array<i64: 4, -1, 8>} : (tensor<2x2x8x1x8xf32>) -> tensor<4x8x8xf32>
+  %o = tcc.matmul %p3, %v : (tensor<4x8x8xf32>, tensor<4x8x4xf32>) -> tensor<4x8x4xf32>
+  %o5 = tcc.reshape %o {shape = array<i64: 2, 2, 8, 4, 1>} : (tensor<4x8x4xf32>) -> tensor<2x2x8x4x1xf32>
+  %o4 = tcc.squeeze %o5 {axes = array<i64: 4>} : (tensor<2x2x8x4x1xf32>) -> tensor<2x2x8x4xf32>
+  return %o4 : tensor<2x2x8x4xf32>
+}
+
+// -----
+
+// Falcon's scales: the queries and the transposed keys each multiplied by
+// d^-1/4 before the product.
+// CHECK-LABEL: func.func @scaled_keys
+// CHECK: tcc.attention %arg0, %{{.+}}, %arg2 {causal = true, scale = 2.500000e-01 : f64}
+// CHECK-NOT: tcc.mul
+func.func @scaled_keys(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %c = tcc.constant {value = dense<0.5> : tensor<1xf32>} : () -> tensor<1xf32>
+  %qs = tcc.mul %q, %c : (tensor<1x2x3x4xf32>, tensor<1xf32>) -> tensor<1x2x3x4xf32>
+  %ks = tcc.mul %kt, %c : (tensor<1x2x4x3xf32>, tensor<1xf32>) -> tensor<1x2x4x3xf32>
+  %s = tcc.matmul %qs, %ks : (tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>) -> tensor<1x2x3x3xf32>
+  %mask = tcc.constant {value = dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1>} : () -> tensor<3x3xi1>
+  %ninf = tcc.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %u = tcc.where %mask, %ninf, %s : (tensor<3x3xi1>, tensor<f32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Keras' masked softmax with a fixed causal mask (use_causal_mask, folded
+// by tf2onnx): scores * k + m, k 1 on and below the diagonal and 0 above,
+// m 0 where k is 1 and -1e9 where it is 0. That is the causal flag.
+// CHECK-LABEL: func.func @keras_causal
+// CHECK: tcc.attention %arg0, %{{.+}}, %arg2 {causal = true, scale = 1.000000e+00 : f64}
+// CHECK-NOT: tcc.mul
+// CHECK-NOT: tcc.add
+func.func @keras_causal(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>) -> tensor<1x2x3x3xf32>
+  %k = tcc.constant {value = dense<[[[[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]], [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]]]> : tensor<1x2x3x3xf32>} : () -> tensor<1x2x3x3xf32>
+  %m = tcc.constant {value = dense<[[[[-0.0, -1.0e9, -1.0e9], [-0.0, -0.0, -1.0e9], [-0.0, -0.0, -0.0]], [[-0.0, -1.0e9, -1.0e9], [-0.0, -0.0, -1.0e9], [-0.0, -0.0, -0.0]]]]> : tensor<1x2x3x3xf32>} : () -> tensor<1x2x3x3xf32>
+  %t = tcc.mul %k, %s : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %u = tcc.add %t, %m : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Left alone: Keras' masked softmax with a mask computed from an input
+// (padded queries hide every key: a bias cannot say that).
+// CHECK-LABEL: func.func @keras_input_mask
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.softmax
+func.func @keras_input_mask(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %keep: tensor<1x1x3x3xi1> {tcc.input = "keep"}) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %k = tcc.cast %keep {to = f32} : (tensor<1x1x3x3xi1>) -> tensor<1x1x3x3xf32>
+  %h = tcc.not %keep : (tensor<1x1x3x3xi1>) -> tensor<1x1x3x3xi1>
+  %hf = tcc.cast %h {to = f32} : (tensor<1x1x3x3xi1>) -> tensor<1x1x3x3xf32>
+  %c = tcc.constant {value = dense<-1.0e9> : tensor<f32>} : () -> tensor<f32>
+  %m = tcc.mul %c, %hf : (tensor<f32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %t = tcc.mul %k, %s : (tensor<1x1x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %u = tcc.add %t, %m : (tensor<1x1x3x3xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %u : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}
+
+// -----
+
+// Keras' mixed_float16 policy: float16 products, the softmax in float32
+// between two casts. The op runs in float16 (its kernels compute the
+// scores and probabilities in float32).
+// CHECK-LABEL: func.func @softmax_in_f32
+// CHECK: tcc.attention %arg0, %{{.+}}, %arg2 {scale = 1.250000e-01 : f64} : (tensor<1x2x3x4xf16>, tensor<1x2x3x4xf16>, tensor<1x2x3x4xf16>) -> (tensor<1x2x3x4xf16>, tensor<1x2x3xf16>)
+// CHECK-NOT: tcc.cast
+func.func @softmax_in_f32(%q: tensor<1x2x3x4xf16>, %kt: tensor<1x2x4x3xf16>, %v: tensor<1x2x3x4xf16>) -> tensor<1x2x3x4xf16> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf16>, tensor<1x2x4x3xf16>) -> tensor<1x2x3x3xf16>
+  %s32 = tcc.cast %s {to = f32} : (tensor<1x2x3x3xf16>) -> tensor<1x2x3x3xf32>
+  %c = tcc.constant {value = dense<0.125> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s32, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %p = tcc.softmax %t : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p16 = tcc.cast %p {to = f16} : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf16>
+  %o = tcc.matmul %p16, %v : (tensor<1x2x3x3xf16>, tensor<1x2x3x4xf16>) -> tensor<1x2x3x4xf16>
+  return %o : tensor<1x2x3x4xf16>
 }
