@@ -135,7 +135,7 @@ protected:
   virtual std::string lossScratch() const { return ""; }
   /// The attention launchers' template arguments (on CUDA, so that the step
   /// compiles only the kernels it runs), or "".
-  virtual std::string attentionKernel(const AttentionShape &, Value) { return ""; }
+  virtual std::string attentionKernel(const AttentionShape &, Value, bool) { return ""; }
   /// After argument `i`'s buffer is defined: its working copy, if the
   /// target keeps one (the body then reads that).
   virtual LogicalResult bindWorkingCopy(Frame &f, unsigned i, Value arg) = 0;

@@ -226,6 +226,11 @@ LogicalResult Emitter::emitAttentionCall(tcck::CallOp c) {
                             ::tcc::random::threshold(p), 1.0 / (1.0 - p))
                   .str();
   }
+  auto softcap = o.getAs<FloatAttr>("softcap");
+  if (softcap) // after the dropout argument, which it then needs
+    dropout = llvm::formatv("{0}, {1:e17}", dropout.empty() ? ", AttentionDropout{}" : dropout,
+                            softcap.getValueAsDouble())
+                  .str();
   std::string operands =
       llvm::formatv("{0}, {1}, {2}", attentionArg(ins[0], s, s.columns[0], s.d),
                     attentionArg(ins[1], s, s.columns[1], s.d),
@@ -239,7 +244,7 @@ LogicalResult Emitter::emitAttentionCall(tcck::CallOp c) {
                     cast<BoolAttr>(o.get("causal")).getValue() ? "true" : "false", dropout)
           .str();
   if (!backward) {
-    os << "  attention_forward" << attentionKernel(s, bias) << "(" << attentionArg(outs[0], s, 0, s.dv, ref(outs[0])) << ", "
+    os << "  attention_forward" << attentionKernel(s, bias, bool(softcap)) << "(" << attentionArg(outs[0], s, 0, s.dv, ref(outs[0])) << ", "
        << ref(outs[1]) << ", " << operands << tail;
     return success();
   }
@@ -248,7 +253,7 @@ LogicalResult Emitter::emitAttentionCall(tcck::CallOp c) {
     Value g = outs[s.packed ? 0 : i];
     grads.push_back(attentionArg(g, s, s.columns[i], i == 2 ? s.dv : s.d, ref(g)));
   }
-  os << "  attention_backward" << attentionKernel(s, bias) << "(" << llvm::join(grads, ", ") << ", " << operands << ", "
+  os << "  attention_backward" << attentionKernel(s, bias, bool(softcap)) << "(" << llvm::join(grads, ", ") << ", " << operands << ", "
      << attentionArg(ins[3], s, 0, s.dv) << ", " << attentionArg(ins[4], s, 0, s.dv) << ", "
      << ref(ins[5]) << tail;
   return success();

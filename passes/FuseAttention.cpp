@@ -112,6 +112,9 @@ struct ScoreChain {
   double scale = 1.0;
   bool causal = false;
   SmallVector<Bias> biases;
+  /// A soft cap c tanh(x / c) (0: none): c is the product of the scales
+  /// between the tanh and the softmax.
+  double softcap = 0.0;
 };
 
 /// The [b, h] of a value of the scores' leading dimensions `lead` (or of an
@@ -330,7 +333,7 @@ void toTokenMajor(AttentionOp attention) {
       loc, operands[0], operands[1], operands[2], attention.getBias(), attention.getRng(),
       attention.getScaleAttr(), attention.getCausalAttr(), builder.getI64IntegerAttr(h),
       packed ? builder.getDenseI64ArrayAttr(columns) : DenseI64ArrayAttr(),
-      attention.getDropoutAttr(), attention.getDropoutStreamAttr());
+      attention.getDropoutAttr(), attention.getDropoutStreamAttr(), attention.getSoftcapAttr());
   // The result's readers: [B, S, H*Dv] is what a transpose to [B, S, H, Dv]
   // and a reshape back make of it; anyone else reads a view or a copy.
   Value split4, headMajor;
@@ -469,6 +472,16 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
           return {};
         chain.scale *= scaled->first;
         in = scaled->second;
+      } else if (isa<TanhOp>(def)) {
+        // A soft cap, c tanh(x / c) (Gemma-2): the scales after the tanh
+        // are c, all of them together the op's scale. Masks and biases
+        // inside the tanh are not the op's.
+        if (chain.softcap > 0.0 || chain.scale <= 0.0)
+          return {};
+        chain.softcap = chain.scale;
+        in = def->getOperand(0);
+      } else if (chain.softcap > 0.0) {
+        return {};
       } else if (std::optional<FixedMask> mask = fixedMask(def, sq, sk);
                  mask && after > 0.0 && scoresLike(mask->scores)) {
         // A fixed mask: the causal flag (a second causal mask changes
@@ -608,7 +621,8 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     auto attention = b.create<AttentionOp>(
         loc, q4, k4, v4, bias4, keep ? keep.getState() : Value(), b.getF64FloatAttr(chain.scale),
         b.getBoolAttr(chain.causal), IntegerAttr(), DenseI64ArrayAttr(),
-        keep ? keep.getRatioAttr() : FloatAttr(), keep ? keep.getStreamAttr() : IntegerAttr());
+        keep ? keep.getRatioAttr() : FloatAttr(), keep ? keep.getStreamAttr() : IntegerAttr(),
+        chain.softcap > 0.0 ? b.getF64FloatAttr(chain.softcap) : FloatAttr());
     Value result = reshaped(attention.getResult(), pvType.getShape());
     pv.getResult().replaceAllUsesWith(result);
     SmallVector<Operation *> constants; // the scales, the masks and their fills

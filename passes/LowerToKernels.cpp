@@ -431,6 +431,9 @@ struct LibraryLowering : ConversionPattern {
               opt("packed", b.getBoolAttr(s.packed));
               opt("scale", o->getAttr("scale"));
               opt("causal", o->getAttr("causal"));
+              if (auto cap = o->getAttrOfType<FloatAttr>("softcap");
+                  cap && cap.getValueAsDouble() > 0.0)
+                opt("softcap", cap);
               ins.clear();
               auto add = [&](Value v) { ins.push_back(adapted(v)); };
               for (int i = 0; i < 3; ++i)

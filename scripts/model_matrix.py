@@ -49,6 +49,7 @@ MODELS = {
     "mistral": ("decoder", "sliding-window config (off)", None),
     "neox": ("decoder", "parallel residual, partial rotary", None),
     "gemma2": ("decoder", "post-norms, logit soft-capping off", None),
+    "gemma2_softcap": ("decoder", "attention logits soft-capped at 0.5, final at 5", None),
     "opt": ("decoder", "ReLU MLP, learned positions with offset", None),
     "gemma": ("decoder", "GeGLU, scaled embeddings", lambda T, c: T.GemmaForCausalLM(
         T.GemmaConfig(**c, num_key_value_heads=2, head_dim=16))),

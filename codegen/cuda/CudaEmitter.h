@@ -54,8 +54,11 @@ private:
   std::string checkedCall(const std::string &call) const override { return "  " + call + ";\n"; }
   std::string floatType(bool working) const override { return working ? "__half" : "float"; }
   std::string lossScratch() const override { return ", g_scratch"; }
-  std::string attentionKernel(const AttentionShape &s, Value bias) override {
-    return llvm::formatv("<{0}, {1}>", (std::max(s.d, s.dv) + 15) / 16, bias ? 1 : 0).str();
+  std::string attentionKernel(const AttentionShape &s, Value bias, bool softcap) override {
+    // Cap defaults to 0: a step without a soft cap names the prebuilt launcher.
+    return llvm::formatv("<{0}, {1}{2}>", (std::max(s.d, s.dv) + 15) / 16, bias ? 1 : 0,
+                         softcap ? ", 1" : "")
+        .str();
   }
   LogicalResult bindWorkingCopy(Frame &f, unsigned i, Value arg) override;
   FailureOr<Buffer> hostParamBuffer(Frame &f, unsigned i, Value arg) override;

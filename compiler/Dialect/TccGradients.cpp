@@ -278,7 +278,7 @@ LogicalResult AttentionOp::buildGradients(OpBuilder &b, ValueRange rg,
                                         getResult(), getLse(), rg[0], getBias(), getRng(),
                                         getScaleAttr(), getCausalAttr(), getHeadsAttr(),
                                         getColumnsAttr(), getDropoutAttr(),
-                                        getDropoutStreamAttr());
+                                        getDropoutStreamAttr(), getSoftcapAttr());
   if (getColumns()) // packed: the one operand's gradient, given once
     og.assign({grad.getGrads()[0], Value(), Value()});
   else

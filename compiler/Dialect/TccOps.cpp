@@ -1049,6 +1049,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
       failed(checkAttentionDropout(loc, getOperationName(), adaptor.getRng(),
                                    adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr())))
     return failure();
+  if (std::optional<APFloat> cap = adaptor.getSoftcap(); cap && !(cap->convertToDouble() > 0.0))
+    return opError(loc, getOperationName(), "softcap must be positive");
   types.append({result, lse});
   return success();
 }
@@ -1063,6 +1065,8 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
       failed(checkAttentionDropout(loc, getOperationName(), adaptor.getRng(),
                                    adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr())))
     return failure();
+  if (std::optional<APFloat> cap = adaptor.getSoftcap(); cap && !(cap->convertToDouble() > 0.0))
+    return opError(loc, getOperationName(), "softcap must be positive");
   if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
     return opError(loc, getOperationName(),
                    "result and grad must have the forward result's type");

@@ -796,6 +796,9 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable, AttrSizedOperandSegme
     no gradient (tcc-fuse-attention only takes one that no trainable
     parameter reaches). With `causal`, query `i` sees keys `0..i` (the
     top-left aligned lower triangle that a `tril(ones(T, T))` mask selects).
+    With `softcap` (> 0, Gemma-2's attention logit soft-capping), the
+    scaled product `x = scale * q k^T` becomes `softcap * tanh(x / softcap)`
+    before the bias and the causal mask.
     `lse` (`[B, H, Sq]`) is each query's log-sum-exp of its scaled scores,
     kept for the backward pass so that the `Sq x Sk` probabilities are never
     stored: the CUDA target computes the op in one kernel a tile at a time.
@@ -837,7 +840,8 @@ def Tcc_AttentionOp : Tcc_Op<"attention", [Differentiable, AttrSizedOperandSegme
                    OptionalAttr<I64Attr>:$heads,
                    OptionalAttr<DenseI64ArrayAttr>:$columns,
                    OptionalAttr<F32Attr>:$dropout,
-                   OptionalAttr<I64Attr>:$dropout_stream);
+                   OptionalAttr<I64Attr>:$dropout_stream,
+                   OptionalAttr<F64Attr>:$softcap);
   let results = (outs Tcc_FloatTensor:$result, Tcc_FloatTensor:$lse);
   let assemblyFormat =
       "$query `,` $key `,` $value (`,` $bias^)? (`rng` $rng^)? attr-dict `:` functional-type(operands, results)";
@@ -975,7 +979,8 @@ def Tcc_AttentionGradOp : Tcc_Op<"attention_grad", [AttrSizedOperandSegments, No
                    OptionalAttr<I64Attr>:$heads,
                    OptionalAttr<DenseI64ArrayAttr>:$columns,
                    OptionalAttr<F32Attr>:$dropout,
-                   OptionalAttr<I64Attr>:$dropout_stream);
+                   OptionalAttr<I64Attr>:$dropout_stream,
+                   OptionalAttr<F64Attr>:$softcap);
   let results = (outs Variadic<Tcc_FloatTensor>:$grads);
   let assemblyFormat =
       "$query `,` $key `,` $value `,` $result `,` $lse `,` $grad (`,` $bias^)? (`rng` $rng^)? attr-dict `:` functional-type(operands, results)";

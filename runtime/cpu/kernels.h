@@ -905,6 +905,18 @@ inline uint64_t attn_drop_key(const AttentionDropout &dr) {
 inline int64_t attn_off(const AttentionStrides &st, int64_t b, int64_t h, int64_t s) {
   return b * st.b + h * st.h + s * st.s;
 }
+/// A score with tcc.attention's soft cap c > 0: c tanh(x / c) of the scaled
+/// product x (x itself without one); `slope` gets the derivative by x,
+/// 1 - tanh^2 (1 without a cap).
+template <class F> inline F attn_cap(F x, double softcap, F &slope) {
+  if (softcap <= 0.0) {
+    slope = F(1);
+    return x;
+  }
+  const F c = static_cast<F>(softcap), t = std::tanh(x / c);
+  slope = F(1) - t * t;
+  return c * t;
+}
 /// Keys that query i sees: all, or (causal, top-left aligned as a
 /// tril(ones(Sq, Sk)) mask is) keys 0..i.
 inline int64_t attn_keys(int64_t i, int64_t Sk, bool causal) { return causal ? std::min(Sk, i + 1) : Sk; }
@@ -921,13 +933,22 @@ inline int64_t attn_block_rows(const AttentionDims &d, bool causal) {
 }
 
 /// The scores of query rows [i0, i0 + rows) of head (b, h) against keys
-/// [0, nk): s = scale q k^T + bias, by sgemm; `s` is rows x nk.
+/// [0, nk): s = scale q k^T (soft-capped) + bias, by sgemm; `s` is rows x nk,
+/// and with a soft cap `slope` (rows x nk) gets the cap's derivatives.
 inline void attn_scores_f32(float *s, int64_t i0, int64_t rows, int64_t nk, int64_t b, int64_t h,
                             const float *q, AttentionStrides qs, const float *k, AttentionStrides ks,
-                            const float *bias, AttentionStrides bs, const AttentionDims &d, double scale) {
+                            const float *bias, AttentionStrides bs, const AttentionDims &d, double scale,
+                            double softcap, float *slope) {
   cblas_sgemm(101, 111, 112, static_cast<int>(rows), static_cast<int>(nk), static_cast<int>(d.D),
               static_cast<float>(scale), q + attn_off(qs, b, h, i0), static_cast<int>(qs.s),
               k + attn_off(ks, b, h, 0), static_cast<int>(ks.s), 0.0f, s, static_cast<int>(nk));
+  if (softcap > 0.0)
+    for (int64_t e = 0; e < rows * nk; ++e) {
+      float g;
+      s[e] = attn_cap(s[e], softcap, g);
+      if (slope)
+        slope[e] = g;
+    }
   if (bias)
     for (int64_t r = 0; r < rows; ++r) {
       const float *bi = bias + attn_off(bs, b, h, i0 + r);
@@ -957,7 +978,7 @@ inline void attention_forward_f32(float *o, AttentionStrides os, float *lse, con
                                   AttentionStrides qs, const float *k, AttentionStrides ks, const float *v,
                                   AttentionStrides vs, const float *bias, AttentionStrides bs,
                                   const AttentionDims &d, double scale, bool causal,
-                                  const AttentionDropout &drop) {
+                                  const AttentionDropout &drop, double softcap) {
   const uint64_t dkey = attn_drop_key(drop);
   const int64_t R = attn_block_rows(d, causal);
   parallel_for(d.B * d.H, 1, [&](int64_t lo, int64_t hi) {
@@ -967,7 +988,7 @@ inline void attention_forward_f32(float *o, AttentionStrides os, float *lse, con
       for (int64_t i0 = 0; i0 < d.Sq; i0 += R) {
         const int64_t rows = std::min(R, d.Sq - i0);
         const int64_t nk = attn_keys(i0 + rows - 1, d.Sk, causal);
-        attn_scores_f32(s.data(), i0, rows, nk, b, h, q, qs, k, ks, bias, bs, d, scale);
+        attn_scores_f32(s.data(), i0, rows, nk, b, h, q, qs, k, ks, bias, bs, d, scale, softcap, nullptr);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r, n = attn_keys(i, d.Sk, causal);
           float *sr = s.data() + r * nk;
@@ -1006,12 +1027,13 @@ inline void attention_backward_f32(float *dq, AttentionStrides dqs, float *dk, A
                                    const float *o, AttentionStrides os, const float *dout,
                                    AttentionStrides dos, const float *lse, const float *bias,
                                    AttentionStrides bs, const AttentionDims &d, double scale, bool causal,
-                                   const AttentionDropout &drop) {
+                                   const AttentionDropout &drop, double softcap) {
   const uint64_t dkey = attn_drop_key(drop);
   const int64_t R = attn_block_rows(d, causal);
   parallel_for(d.B * d.H, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> p(static_cast<size_t>(R * d.Sk)), dp(static_cast<size_t>(R * d.Sk)),
-        pm(drop.rng ? static_cast<size_t>(R * d.Sk) : 0);
+        pm(drop.rng ? static_cast<size_t>(R * d.Sk) : 0),
+        slope(softcap > 0.0 ? static_cast<size_t>(R * d.Sk) : 0);
     for (int64_t bh = lo; bh < hi; ++bh) {
       const int64_t b = bh / d.H, h = bh % d.H;
       {
@@ -1022,7 +1044,8 @@ inline void attention_backward_f32(float *dq, AttentionStrides dqs, float *dk, A
         for (int64_t i0 = 0; i0 < d.Sq; i0 += R) {
           const int64_t rows = std::min(R, d.Sq - i0);
           const int64_t nk = attn_keys(i0 + rows - 1, d.Sk, causal);
-          attn_scores_f32(p.data(), i0, rows, nk, b, h, q, qs, k, ks, bias, bs, d, scale);
+          attn_scores_f32(p.data(), i0, rows, nk, b, h, q, qs, k, ks, bias, bs, d, scale, softcap,
+                          softcap > 0.0 ? slope.data() : nullptr);
           cblas_sgemm(101, 111, 112, static_cast<int>(rows), static_cast<int>(nk), static_cast<int>(d.Dv),
                       1.0f, dout + attn_off(dos, b, h, i0), static_cast<int>(dos.s),
                       v + attn_off(vs, b, h, 0), static_cast<int>(vs.s), 0.0f, dp.data(),
@@ -1037,6 +1060,7 @@ inline void attention_backward_f32(float *dq, AttentionStrides dqs, float *dk, A
             const float dl = static_cast<float>(delta), sc = static_cast<float>(scale);
             float *pr = p.data() + r * nk, *dr = dp.data() + r * nk;
             float *mr = drop.rng ? pm.data() + r * nk : nullptr;
+            const float *cr = softcap > 0.0 ? slope.data() + r * nk : nullptr;
             for (int64_t j = 0; j < n; ++j) {
               const float pj = std::exp(pr[j] - l);
               float g = dr[j];
@@ -1046,7 +1070,7 @@ inline void attention_backward_f32(float *dq, AttentionStrides dqs, float *dk, A
                 g *= mf;
               }
               pr[j] = pj;
-              dr[j] = pj * (g - dl) * sc; // dS
+              dr[j] = pj * (g - dl) * sc * (cr ? cr[j] : 1.0f); // dS
             }
             for (int64_t j = n; j < nk; ++j) {
               pr[j] = dr[j] = 0.0f;
@@ -1078,16 +1102,19 @@ inline void attention_backward_f32(float *dq, AttentionStrides dqs, float *dk, A
 /// is an additive [B, H, Sq, Sk] term read through `bs` (its strides along
 /// b, h and the query; 0 where it is broadcast; keys contiguous), such as a
 /// padding mask. With dropout, o = (P * keep / (1 - ratio)) v, and lse is
-/// still that of the scores. In double.
+/// still that of the scores. With `softcap` c > 0 the scaled product x is
+/// c tanh(x / c) before the bias (Gemma-2). In double.
 template <class T>
 void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionStrides qs, const T *k,
                        AttentionStrides ks, const T *v, AttentionStrides vs, const T *bias, AttentionStrides bs,
-                       const AttentionDims &d, double scale, bool causal, const AttentionDropout &drop = {}) {
+                       const AttentionDims &d, double scale, bool causal, const AttentionDropout &drop = {},
+                       double softcap = 0.0) {
 #ifdef TCC_CPU_BLAS
   if constexpr (std::is_same_v<T, float>)
     if (detail::attn_blas_ok(d, {os, qs, ks, vs})) {
       detail::blas_one_thread();
-      detail::attention_forward_f32(o, os, lse, q, qs, k, ks, v, vs, bias, bs, d, scale, causal, drop);
+      detail::attention_forward_f32(o, os, lse, q, qs, k, ks, v, vs, bias, bs, d, scale, causal, drop,
+                                    softcap);
       return;
     }
 #endif
@@ -1105,7 +1132,8 @@ void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionS
           double dot = 0.0;
           for (int64_t c = 0; c < d.D; ++c)
             dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
-          s[j] = scale * dot + (bi ? static_cast<double>(bi[j]) : 0.0);
+          double slope;
+          s[j] = detail::attn_cap(scale * dot, softcap, slope) + (bi ? static_cast<double>(bi[j]) : 0.0);
           m = std::max(m, s[j]);
         }
         double sum = 0.0;
@@ -1132,19 +1160,20 @@ void attention_forward(T *o, AttentionStrides os, T *lse, const T *q, AttentionS
 ///   dq = scale (P * (dP - delta)) k,  dk = scale (P * (dP - delta))^T q,
 ///   dv = P^T dout.  With dropout (factors M: keep / (1 - ratio) or 0),
 /// dv = (P * M)^T dout and dP = (dout v^T) * M; delta is unchanged (o is the
-/// dropped output). In double.
+/// dropped output). With a soft cap, dS is also multiplied by the cap's
+/// slope 1 - tanh^2(x / c). In double.
 template <class T>
 void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks, T *dv, AttentionStrides dvs,
                         const T *q, AttentionStrides qs, const T *k, AttentionStrides ks, const T *v,
                         AttentionStrides vs, const T *o, AttentionStrides os, const T *dout, AttentionStrides dos,
                         const T *lse, const T *bias, AttentionStrides bs, const AttentionDims &d, double scale,
-                        bool causal, const AttentionDropout &drop = {}) {
+                        bool causal, const AttentionDropout &drop = {}, double softcap = 0.0) {
 #ifdef TCC_CPU_BLAS
   if constexpr (std::is_same_v<T, float>)
     if (detail::attn_blas_ok(d, {dqs, dks, dvs, qs, ks, vs, os, dos})) {
       detail::blas_one_thread();
       detail::attention_backward_f32(dq, dqs, dk, dks, dv, dvs, q, qs, k, ks, v, vs, o, os, dout, dos, lse,
-                                     bias, bs, d, scale, causal, drop);
+                                     bias, bs, d, scale, causal, drop, softcap);
       return;
     }
 #endif
@@ -1175,9 +1204,11 @@ void attention_backward(T *dq, AttentionStrides dqs, T *dk, AttentionStrides dks
             dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
           for (int64_t c = 0; c < d.Dv; ++c)
             dp += static_cast<double>(gi[c]) * static_cast<double>(vj[c]);
-          const double p = std::exp(scale * dot + (bi ? static_cast<double>(bi[j]) : 0.0) - l);
+          double slope;
+          const double capped = detail::attn_cap(scale * dot, softcap, slope);
+          const double p = std::exp(capped + (bi ? static_cast<double>(bi[j]) : 0.0) - l);
           const double mf = detail::attn_drop(drop, dkey, b * d.H + h, i, j, d);
-          const double ds = p * (dp * mf - delta) * scale;
+          const double ds = p * (dp * mf - delta) * scale * slope;
           double *gkj = gk.data() + j * d.D, *gvj = gv.data() + j * d.Dv;
           for (int64_t c = 0; c < d.D; ++c) {
             gq[c] += ds * static_cast<double>(kj[c]);

@@ -40,12 +40,12 @@
                        const Shape &, double))                                                             \
   X(void attention_forward<F>(F *, AttentionStrides, F *, const F *, AttentionStrides, const F *,          \
                               AttentionStrides, const F *, AttentionStrides, const F *, AttentionStrides,  \
-                              const AttentionDims &, double, bool, const AttentionDropout &))              \
+                              const AttentionDims &, double, bool, const AttentionDropout &, double))      \
   X(void attention_backward<F>(F *, AttentionStrides, F *, AttentionStrides, F *, AttentionStrides,        \
                                const F *, AttentionStrides, const F *, AttentionStrides, const F *,        \
                                AttentionStrides, const F *, AttentionStrides, const F *, AttentionStrides, \
                                const F *, const F *, AttentionStrides, const AttentionDims &, double,      \
-                               bool, const AttentionDropout &))                                            \
+                               bool, const AttentionDropout &, double))                                    \
   X(void reduce<F>(F *, const F *, const Shape &, uint32_t, bool))                                         \
   X(int gather<F, int64_t>(F *, const F *, const Shape &, const int64_t *, int64_t, int))                  \
   X(int gather_grad<F, int64_t>(F *, const Shape &, const F *, const int64_t *, int64_t, int))             \

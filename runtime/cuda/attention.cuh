@@ -17,6 +17,10 @@
 // max / sum and before exp2(s - log2(e) lse) in both backward kernels. -inf
 // entries give p = 0; padding rows / keys past Sq, Sk read a clamped (valid)
 // address or nothing, and are masked as before.
+// Optional soft cap c > 0 (Gemma-2): the scaled product x is c tanh(x / c)
+// before the bias and the masks, and dS takes the cap's slope 1 - tanh^2;
+// the kernels take it as a template flag too (CAP), so that a step without
+// one pays nothing.
 // Optional dropout on the probabilities (AttentionDropout): the forward's O
 // takes P * M (M = keep / (1 - ratio) or 0, drawn per (query, key) from the
 // step's random state as tcc.random_keep draws it), its running sum l all of
@@ -130,10 +134,25 @@ struct Args {
   int causal;
   float scale;      // for dQ, dK
   float scale_log2; // scale * log2(e): scores in log2 units
+  float cap_in;     // CAP: scale / softcap, the tanh's argument per unit of q.k
+  float cap_log2;   // CAP: softcap * log2(e)
   unsigned vec;     // kVec* bits
   int bias2;        // the bias allows 4-byte (half2) loads of even keys
   AttentionDropout drop;
 };
+
+/// The score in log2 units of the product v = q.k: scale log2(e) v, or with
+/// a soft cap c (CAP), c log2(e) tanh(scale v / c); `slope` gets the cap's
+/// derivative 1 - tanh^2 (CAP only).
+template <bool CAP> __device__ __forceinline__ float score_log2(const Args &a, float v, float &slope) {
+  if constexpr (!CAP) {
+    return v * a.scale_log2;
+  } else {
+    const float t = tanhf(v * a.cap_in);
+    slope = 1.0f - t * t;
+    return t * a.cap_log2;
+  }
+}
 
 /// The dropout key of the kernel's micro-step (0 without dropout).
 __device__ __forceinline__ uint64_t drop_key(const Args &a) {
@@ -322,7 +341,8 @@ template <int P16> struct FwdCfg {
   static_assert(SMEM <= kSmemLimit, "forward attention shared memory");
 };
 
-template <int P16, bool BIAS> __global__ void __launch_bounds__(FwdCfg<P16>::NT) attn_fwd_kernel(Args a) {
+template <int P16, bool BIAS, bool CAP>
+__global__ void __launch_bounds__(FwdCfg<P16>::NT) attn_fwd_kernel(Args a) {
   using C = FwdCfg<P16>;
   constexpr int BN = C::BN, BM = C::BM, LD = C::LD, LDS = C::LDS, LDP = C::LDP, P = C::P, NT = C::NT;
   constexpr int NJ = BN / 16; // accumulator tiles per key tile / per O chunk
@@ -401,8 +421,9 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(FwdCfg<P16>::NT)
 #pragma unroll
     for (int i = 0; i < BN / 4; ++i) {
       const float2 v = *reinterpret_cast<const float2 *>(Sw + r * LDS + 4 * i + 2 * hh);
-      s[2 * i] = v.x * a.scale_log2;
-      s[2 * i + 1] = v.y * a.scale_log2;
+      float unused;
+      s[2 * i] = score_log2<CAP>(a, v.x, unused);
+      s[2 * i + 1] = score_log2<CAP>(a, v.y, unused);
     }
     if constexpr (BIAS) // + log2(e) bias (keys past Sk: masked below)
       add_bias_row<BN>(s, brow + k0, hh, Sk - k0, a.bias2 != 0);
@@ -570,7 +591,7 @@ __device__ __forceinline__ void store_acc(FragC (&acc)[P16], float mult, float *
   __syncthreads();
 }
 
-template <int P16, bool BIAS>
+template <int P16, bool BIAS, bool CAP>
 __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS) attn_bwd_dkdv_kernel(Args a) {
   using C = BwdCfg<P16>;
   constexpr int NT = C::NT, R = C::R, BT = C::BT, LD = C::LD, LDT = C::LDT, LDB = C::LDB;
@@ -638,11 +659,13 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
     warp_abt<P16, NJ, LD, LDT>(Sw, Ks + warp * 16 * LD, Qs);
     // P^T: the lane's key row, queries 4i + 2hh, 4i + 2hh + 1.
     float p[BT / 2];
+    float slope[CAP ? BT / 2 : 1]; // CAP: the soft cap's derivative at each score
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
       const float2 sv = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
       const float2 lv = *reinterpret_cast<const float2 *>(lse2s + 4 * i + 2 * hh);
-      float s0 = sv.x * a.scale_log2, s1 = sv.y * a.scale_log2;
+      float s0 = score_log2<CAP>(a, sv.x, slope[CAP ? 2 * i : 0]),
+            s1 = score_log2<CAP>(a, sv.y, slope[CAP ? 2 * i + 1 : 0]);
       if constexpr (BIAS) { // + log2(e) bias of queries q0 + 4i + 2hh (+ 1) and the lane's key
         const __half *bl = Bs + (4 * i + 2 * hh) * LDB + warp * 16 + r;
         s0 += __half2float(bl[0]) * kLog2e;
@@ -680,6 +703,10 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
       // from fp16's range with a large loss scale).
       ds[2 * i] = p[2 * i] * (dp.x * f0 - dl.x) * a.scale;
       ds[2 * i + 1] = p[2 * i + 1] * (dp.y * f1 - dl.y) * a.scale;
+      if constexpr (CAP) {
+        ds[2 * i] *= slope[2 * i];
+        ds[2 * i + 1] *= slope[2 * i + 1];
+      }
       p[2 * i] *= f0;
       p[2 * i + 1] *= f1;
     }
@@ -716,7 +743,8 @@ __global__ void __launch_bounds__(BwdCfg<P16>::NT, BwdCfg<P16>::DKDV_MIN_BLOCKS)
   store_acc<P16, R, NT, C::LDO>(dv, 1.0f, stage, base(a.dv, a.dvs, b, h, k0), a.dvs.s, rows, a.Dv, a.vec & kVecDV);
 }
 
-template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_dq_kernel(Args a) {
+template <int P16, bool BIAS, bool CAP>
+__global__ void __launch_bounds__(BwdCfg<P16>::NT) attn_bwd_dq_kernel(Args a) {
   using C = BwdCfg<P16>;
   constexpr int NT = C::NT, R = C::R, BT = C::BT, LD = C::LD, LDT = C::LDT;
   constexpr int NJ = BT / 16;
@@ -774,11 +802,12 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
     // S = Q_w K^T (16 x BT).
     warp_abt<P16, NJ, LD, LDT>(Sw, Qs + warp * 16 * LD, Ks);
     float p[BT / 2];
+    float slope[CAP ? BT / 2 : 1]; // CAP: the soft cap's derivative at each score
 #pragma unroll
     for (int i = 0; i < BT / 4; ++i) {
       const float2 sv = *reinterpret_cast<const float2 *>(Sw + r * LDT + 4 * i + 2 * hh);
-      p[2 * i] = sv.x * a.scale_log2;
-      p[2 * i + 1] = sv.y * a.scale_log2;
+      p[2 * i] = score_log2<CAP>(a, sv.x, slope[CAP ? 2 * i : 0]);
+      p[2 * i + 1] = score_log2<CAP>(a, sv.y, slope[CAP ? 2 * i + 1 : 0]);
     }
     if constexpr (BIAS) // + log2(e) bias (keys past Sk: masked below)
       add_bias_row<BT>(p, brow + k0, hh, Sk - k0, a.bias2 != 0);
@@ -808,6 +837,10 @@ template <int P16, bool BIAS> __global__ void __launch_bounds__(BwdCfg<P16>::NT)
       }
       ds[2 * i] = p[2 * i] * (dp.x * f0 - dl) * a.scale; // scaled before fp16, as for dK
       ds[2 * i + 1] = p[2 * i + 1] * (dp.y * f1 - dl) * a.scale;
+      if constexpr (CAP) {
+        ds[2 * i] *= slope[2 * i];
+        ds[2 * i + 1] *= slope[2 * i + 1];
+      }
     }
     __syncwarp(); // every lane has read dP: dS (fp16) overwrites it
 #pragma unroll
@@ -867,8 +900,12 @@ inline bool check(const char *what, const AttentionDims &d) {
 }
 
 inline Args make_args(const AttentionDims &d, float scale, bool causal, const __half *bias,
-                      const AttentionStrides &bs) {
+                      const AttentionStrides &bs, float softcap) {
   Args a{};
+  if (softcap > 0.0f) {
+    a.cap_in = scale / softcap;
+    a.cap_log2 = softcap * kLog2e;
+  }
   if (bias) {
     a.bias = bias;
     a.bs = bs;
@@ -891,21 +928,22 @@ inline int p16_of(const AttentionDims &d) {
 }
 
 // Bias: 1 or 0 when the caller knows whether there is one (only that
-// kernel is compiled), -1 to decide from a.bias at run time.
-template <int P16, int Bias> void launch_forward(const Args &a, const AttentionDims &d) {
+// kernel is compiled), -1 to decide from a.bias at run time. CAP: whether
+// the kernels apply a soft cap (the launcher checked that it matches).
+template <int P16, int Bias, bool CAP> void launch_forward(const Args &a, const AttentionDims &d) {
   using C = FwdCfg<P16>;
   const dim3 grid(static_cast<unsigned>((d.Sq + C::BM - 1) / C::BM), static_cast<unsigned>(d.H),
                   static_cast<unsigned>(d.B));
   if (Bias == 1 || (Bias < 0 && a.bias)) {
     if constexpr (Bias != 0)
-      TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, true>)(a);
+      TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, true, CAP>)(a);
   } else {
     if constexpr (Bias != 1)
-      TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, false>)(a);
+      TCC_LAUNCH(grid, C::NT, 0, stream(), attn_fwd_kernel<P16, false, CAP>)(a);
   }
 }
 
-template <int P16, int Bias> void launch_backward(const Args &a, const AttentionDims &d) {
+template <int P16, int Bias, bool CAP> void launch_backward(const Args &a, const AttentionDims &d) {
   using C = BwdCfg<P16>;
   const dim3 gk(static_cast<unsigned>((d.Sk + C::R - 1) / C::R), static_cast<unsigned>(d.H),
                 static_cast<unsigned>(d.B));
@@ -913,15 +951,26 @@ template <int P16, int Bias> void launch_backward(const Args &a, const Attention
                 static_cast<unsigned>(d.B));
   if (Bias == 1 || (Bias < 0 && a.bias)) {
     if constexpr (Bias != 0) {
-      TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, true>)(a);
-      TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, true>)(a);
+      TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, true, CAP>)(a);
+      TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, true, CAP>)(a);
     }
   } else {
     if constexpr (Bias != 1) {
-      TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, false>)(a);
-      TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, false>)(a);
+      TCC_LAUNCH(gk, C::NT, 0, stream(), attn_bwd_dkdv_kernel<P16, false, CAP>)(a);
+      TCC_LAUNCH(gq, C::NT, 0, stream(), attn_bwd_dq_kernel<P16, false, CAP>)(a);
     }
   }
+}
+
+/// Whether a launcher compiled with Cap (0: no soft cap, 1: one) can run
+/// `softcap`; a mismatch is the caller's bug: it sets the device error flag.
+inline bool cap_matches(int cap, float softcap, const char *what) {
+  if ((softcap > 0.0f) == (cap == 1))
+    return true;
+  std::fprintf(stderr, "tcc::cuda::%s: compiled %s a soft cap, called with softcap %g\n", what,
+               cap == 1 ? "with" : "without", static_cast<double>(softcap));
+  TCC_LAUNCH(1, 1, 0, stream(), attn_error_kernel)();
+  return false;
 }
 
 /// Launches `launch` for padded head size `p16` (1..8), or, when P16 (the
@@ -964,42 +1013,44 @@ template <int P16, class F> void dispatch_p16(int p16, const char *what, F launc
 /// o = softmax(scale * q k^T [+ bias] [+ causal mask]) v (fp16), and lse
 /// ([B, H, Sq], contiguous, fp32) = the rows' log-sum-exp of the scores.
 /// bias: null, or an additive [B, H, Sq, Sk] fp16 term with strides bs along
-/// b, h, the query (0 where broadcast; keys contiguous).
-template <int P16 = 0, int Bias = -1>
+/// b, h, the query (0 where broadcast; keys contiguous). softcap > 0 (with
+/// Cap = 1 only): the scaled product x is softcap tanh(x / softcap).
+template <int P16 = 0, int Bias = -1, int Cap = 0>
 void attention_forward(__half *o, AttentionStrides os, float *lse, const __half *q, AttentionStrides qs,
                               const __half *k, AttentionStrides ks, const __half *v, AttentionStrides vs,
                               const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
-                              bool causal, const AttentionDropout &drop = {}) {
+                              bool causal, const AttentionDropout &drop = {}, float softcap = 0.0f) {
   namespace A = detail::attn;
-  if (!A::check("attention_forward", d))
+  if (!A::check("attention_forward", d) || !A::cap_matches(Cap, softcap, "attention_forward"))
     return;
-  A::Args a = A::make_args(d, scale, causal, bias, bs);
+  A::Args a = A::make_args(d, scale, causal, bias, bs, softcap);
   a.drop = drop;
   a.q = q, a.k = k, a.v = v, a.out = o, a.lse_out = lse;
   a.qs = qs, a.ks = ks, a.vs = vs, a.os = os;
   a.vec = (A::vec_ok(q, qs, d.D) ? A::kVecQ : 0u) | (A::vec_ok(k, ks, d.D) ? A::kVecK : 0u) |
           (A::vec_ok(v, vs, d.Dv) ? A::kVecV : 0u) | (A::vec_ok(o, os, d.Dv) ? A::kVecO : 0u);
   A::dispatch_p16<P16>(A::p16_of(d), "attention_forward",
-                       [&](auto p) { A::launch_forward<decltype(p)::value, Bias>(a, d); });
+                       [&](auto p) { A::launch_forward<decltype(p)::value, Bias, Cap == 1>(a, d); });
 }
 
 /// The gradients of attention_forward (dq, dk, dv in fp16) from q, k, v, the
 /// forward's o and lse, and dout (the same bias as the forward, or null; no
 /// gradient for it): with P = exp(scale q k^T + bias - lse),
 /// dP = dout v^T and delta_i = dout_i . o_i, dq = scale (P * (dP - delta)) k,
-/// dk = scale (P * (dP - delta))^T q, dv = P^T dout. Two kernels (dK/dV, then
-/// dQ), no atomics: the result does not depend on the schedule.
-template <int P16 = 0, int Bias = -1>
+/// dk = scale (P * (dP - delta))^T q, dv = P^T dout (with a soft cap, dS =
+/// P * (dP - delta) times the cap's slope). Two kernels (dK/dV, then dQ), no
+/// atomics: the result does not depend on the schedule.
+template <int P16 = 0, int Bias = -1, int Cap = 0>
 void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, AttentionStrides dks, __half *dv,
                                AttentionStrides dvs, const __half *q, AttentionStrides qs, const __half *k,
                                AttentionStrides ks, const __half *v, AttentionStrides vs, const __half *o,
                                AttentionStrides os, const __half *dout, AttentionStrides dos, const float *lse,
                                const __half *bias, AttentionStrides bs, const AttentionDims &d, float scale,
-                               bool causal, const AttentionDropout &drop = {}) {
+                               bool causal, const AttentionDropout &drop = {}, float softcap = 0.0f) {
   namespace A = detail::attn;
-  if (!A::check("attention_backward", d))
+  if (!A::check("attention_backward", d) || !A::cap_matches(Cap, softcap, "attention_backward"))
     return;
-  A::Args a = A::make_args(d, scale, causal, bias, bs);
+  A::Args a = A::make_args(d, scale, causal, bias, bs, softcap);
   a.drop = drop;
   a.q = q, a.k = k, a.v = v, a.o = o, a.dout = dout, a.lse_in = lse;
   a.dq = dq, a.dk = dk, a.dv = dv;
@@ -1009,7 +1060,7 @@ void attention_backward(__half *dq, AttentionStrides dqs, __half *dk, AttentionS
           (A::vec_ok(dout, dos, d.Dv) ? A::kVecDO : 0u) | (A::vec_ok(dq, dqs, d.D) ? A::kVecDQ : 0u) |
           (A::vec_ok(dk, dks, d.D) ? A::kVecDK : 0u) | (A::vec_ok(dv, dvs, d.Dv) ? A::kVecDV : 0u);
   A::dispatch_p16<P16>(A::p16_of(d), "attention_backward",
-                       [&](auto p) { A::launch_backward<decltype(p)::value, Bias>(a, d); });
+                       [&](auto p) { A::launch_backward<decltype(p)::value, Bias, Cap == 1>(a, d); });
 }
 
 } // namespace tcc::cuda

@@ -22,13 +22,13 @@
   X(void attention_forward<P16, BIAS>(__half *, AttentionStrides, float *, const __half *, AttentionStrides, \
                                       const __half *, AttentionStrides, const __half *, AttentionStrides,   \
                                       const __half *, AttentionStrides, const AttentionDims &, float, bool, \
-                                      const AttentionDropout &))                                            \
+                                      const AttentionDropout &, float))                                     \
   X(void attention_backward<P16, BIAS>(__half *, AttentionStrides, __half *, AttentionStrides, __half *,    \
                                        AttentionStrides, const __half *, AttentionStrides, const __half *,  \
                                        AttentionStrides, const __half *, AttentionStrides, const __half *,  \
                                        AttentionStrides, const __half *, AttentionStrides, const float *,   \
                                        const __half *, AttentionStrides, const AttentionDims &, float,      \
-                                       bool, const AttentionDropout &))
+                                       bool, const AttentionDropout &, float))
 
 /// X(declaration) for every prebuilt launcher; `declaration` is what follows
 /// `template` in an explicit instantiation.

@@ -584,7 +584,7 @@ case("sce_2x5x3_none_ignore_weights_logprob",
 # Shapes cover several key tiles of the CUDA kernels (64 queries, 32 or 64
 # keys a tile), head sizes that are not multiples of 16, and Sq != Sk.
 def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, order="qkv",
-                   dropout=0.0):
+                   dropout=0.0, softcap=0.0):
     """form "mul" / "div": [B, H, S, D] operands, the scores times 1/sqrt(d)
     or divided by sqrt(d), the causal mask as Where(~tril, -inf); "mha":
     nn.MultiheadAttention's [B*H, S, D] operands, q / sqrt(d) before the
@@ -608,7 +608,9 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
     (scores * k + (1 - k) * -1e9, constants of [B, H, Sq, Sk]). bias
     "window": a local window (each query sees itself and the 2 keys before
     it) as Where(window, scores, lowest), then the causal mask; "padding
-    first": the padding mask added before the scale."""
+    first": the padding mask added before the scale. softcap: Gemma-2's
+    soft cap on the scaled scores, softcap * tanh(s / softcap), before the
+    bias and the mask."""
     def heads_of(g, x, s, dh, perm):
         x = g.op("Reshape", [x, g.const(np.array([b, s, h, dh], np.int64))])
         return g.op("Transpose", [x], perm=perm)
@@ -670,6 +672,9 @@ def attention_case(b, h, sq, sk, d, dv, causal=False, form="mul", bias=None, ord
             s = g.op("Mul", [s, g.const(np.float32(1.0 / math.sqrt(d)))])
         elif form in ("div", "token", "packed"):
             s = g.op("Div", [s, root_d])
+        if softcap:
+            cap = g.const(np.float32(softcap))
+            s = g.op("Mul", [g.op("Tanh", [g.op("Div", [s, cap])]), cap])
         if bias == "padding":
             keep = np.ones((b, 1, 1, sk), dtype=np.float32)
             keep[0, 0, 0, 2 * sk // 3:] = 0.0
@@ -719,6 +724,10 @@ ATTENTION_CASES = {
     "attention_keras_masked_softmax": ((2, 2, 6, 6, 8, 8), dict(form="keras")),
     "attention_local_window_causal": ((2, 3, 9, 9, 8, 8), dict(causal=True, bias="window")),
     "attention_padding_before_scale": ((2, 3, 6, 6, 8, 8), dict(form="div", bias="padding first")),
+    # Soft caps small enough that tanh saturates: the slope 1 - tanh^2 is far from 1.
+    "attention_softcap_causal_s70_d24": ((1, 2, 70, 70, 24, 24), dict(causal=True, softcap=0.7)),
+    "attention_softcap_padding_token": ((2, 3, 6, 6, 8, 8),
+                                        dict(form="token", bias="padding", softcap=1.5)),
 }
 for name, (shape, kw) in ATTENTION_CASES.items():
     case(name, attention_case(*shape, **kw))
@@ -979,7 +988,33 @@ def build_and_compile(name, args):
             if (attr in r.stdout) != (attr in want):
                 raise RuntimeError("tcc.attention %s `%s` for the %s form" % (
                     "lacks" if attr in want else "has", attr.strip(" ="), form))
+        # The same graph unfused (matmul, softmax, matmul): check() holds the
+        # fused step's loss and gradients to it.
+        r = subprocess.run([args.tcc, "--target=cpu", "--cpu-precision=f64", "--no-attention-fusion",
+                            "-o", os.path.join(work, "unfused.so"), path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if r.returncode != 0:
+            raise RuntimeError("tcc --no-attention-fusion failed (%d): %s" % (r.returncode, r.stdout))
     return g, model, so
+
+
+def unfused_differences(so, feeds, loss, analytic):
+    """An attention case's fused step against the unfused one (the model's
+    own ops): the relative difference of the losses, and the largest of the
+    gradients' relative to each one's largest."""
+    step = Step(so)
+    step.init()
+    for k, v in feeds.items():
+        step.set_input(k, v)
+    if any(d.name == "rng/dropout" for d in step.info.state):
+        step.state("rng/dropout")[1] = 0
+    step.micro_step(1.0)
+    worst = 0.0
+    for i, d in enumerate(step.info.params):
+        want = step.grad(i).astype(np.float64)
+        worst = max(worst, float(np.max(np.abs(analytic[d.name] - want))) /
+                    max(float(np.max(np.abs(want))), 1e-30))
+    return abs(loss - step.loss()) / max(abs(step.loss()), 1e-30), worst
 
 
 def build_cuda(work, model_path):
@@ -1158,6 +1193,15 @@ def check(name, g, model, so):
     micro_step()
     if step.loss() != loss0:
         raise RuntimeError("loss not reproducible: %r vs %r" % (step.loss(), loss0))
+    unfused = os.path.join(os.path.dirname(so), "unfused.so")
+    if name in ATTENTION_CASES:
+        loss_rel, grad_rel = unfused_differences(unfused, g.feeds, loss0, analytic)
+        # With dropout the unfused graph scales the kept probabilities by
+        # 1/(1 - p) as a float32 constant, the op by the exact value.
+        bound = 1e-7 if ATTENTION_CASES[name][1].get("dropout") else 1e-9
+        if loss_rel > bound or grad_rel > bound:
+            raise RuntimeError("the fused attention differs from the unfused step: loss %.1e, "
+                               "gradients %.1e" % (loss_rel, grad_rel))
     return loss0, rows, analytic
 
 

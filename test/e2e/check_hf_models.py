@@ -117,6 +117,11 @@ def build_model(name):
         cfg = T.Gemma2Config(**common, num_key_value_heads=2, head_dim=16,
                              attention_dropout=0.0, attn_logit_softcapping=None)
         model = T.Gemma2ForCausalLM(cfg)
+    elif name == "gemma2_softcap":  # attention soft-capping fused (issue 43), tanh saturated
+        cfg = T.Gemma2Config(**common, num_key_value_heads=2, head_dim=16,
+                             attention_dropout=0.0, attn_logit_softcapping=0.5,
+                             final_logit_softcapping=5.0, initializer_range=0.2)
+        model = T.Gemma2ForCausalLM(cfg)
     elif name in EXTRA_MODELS:  # scripts/model_matrix.py's architectures
         model = EXTRA_MODELS[name](T, common)
     else:

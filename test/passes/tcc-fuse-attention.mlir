@@ -615,3 +615,42 @@ func.func @softmax_in_f32(%q: tensor<1x2x3x4xf16>, %kt: tensor<1x2x4x3xf16>, %v:
   %o = tcc.matmul %p16, %v : (tensor<1x2x3x3xf16>, tensor<1x2x3x4xf16>) -> tensor<1x2x3x4xf16>
   return %o : tensor<1x2x3x4xf16>
 }
+
+// -----
+
+// Gemma-2's soft cap: the scaled scores divided by the cap, tanh, times the
+// cap, then the causal mask. The op's softcap is the scales after the tanh,
+// its scale all of them (0.25 / 50 * 50).
+// CHECK-LABEL: func.func @softcap
+// CHECK: tcc.attention %arg0, %{{.+}}, %arg2 {causal = true, scale = 2.500000e-01 : f64, softcap = 5.000000e+01 : f64}
+// CHECK-NOT: tcc.tanh
+func.func @softcap(%q: tensor<1x2x3x4xf32>, %kt: tensor<1x2x4x3xf32>, %v: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32>) -> tensor<1x2x3x3xf32>
+  %c = tcc.constant {value = dense<0.25> : tensor<f32>} : () -> tensor<f32>
+  %cap = tcc.constant {value = dense<50.0> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.mul %s, %c : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %u = tcc.div %t, %cap : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %w = tcc.tanh %u : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %x = tcc.mul %w, %cap : (tensor<1x2x3x3xf32>, tensor<f32>) -> tensor<1x2x3x3xf32>
+  %m = tcc.constant {value = dense<[[0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>} : () -> tensor<3x3xf32>
+  %y = tcc.add %x, %m : (tensor<1x2x3x3xf32>, tensor<3x3xf32>) -> tensor<1x2x3x3xf32>
+  %p = tcc.softmax %y : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %o : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Left alone: a mask inside the tanh (capped with the scores) is not the
+// op's bias, and a second tanh is not a soft cap.
+// CHECK-LABEL: func.func @mask_inside_cap
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.tanh
+func.func @mask_inside_cap(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v: tensor<1x1x3x4xf32>, %b: tensor<1x1x1x3xf32> {tcc.input = "b"}) -> tensor<1x1x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf32>, tensor<1x1x4x3xf32>) -> tensor<1x1x3x3xf32>
+  %t = tcc.add %s, %b : (tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x1x3x3xf32>
+  %w = tcc.tanh %t : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %w : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
+  return %o : tensor<1x1x3x4xf32>
+}

@@ -792,6 +792,27 @@ static void test_threads() {
         tn);
   check(close(r1.dq, dq, 1e-5) && close(r1.dk, dk, 1e-5) && close(r1.dv, dv, 1e-5),
         "fp32 attention backward against the double reference", tn);
+  // With a soft cap small enough that tanh saturates (the slope 1 - tanh^2
+  // far from 1), on the scale of these scores.
+  const double cap = 0.05;
+  std::vector<float> oc(q.size()), lc(B * H * Sq), dqc(q.size()), dkc(k.size()), dvc(v.size());
+  attention_forward(oc.data(), st, lc.data(), q.data(), st, k.data(), st, v.data(), st,
+                    static_cast<const float *>(nullptr), AttentionStrides{}, dims, 0.25, true, AttentionDropout{},
+                    cap);
+  attention_backward(dqc.data(), st, dkc.data(), st, dvc.data(), st, q.data(), st, k.data(), st, v.data(), st,
+                     oc.data(), st, dout.data(), st, lc.data(), static_cast<const float *>(nullptr),
+                     AttentionStrides{}, dims, 0.25, true, AttentionDropout{}, cap);
+  attention_forward(o.data(), st, lse.data(), qd.data(), st, kd.data(), st, vd.data(), st,
+                    static_cast<const double *>(nullptr), AttentionStrides{}, dims, 0.25, true, AttentionDropout{},
+                    cap);
+  attention_backward(dq.data(), st, dk.data(), st, dv.data(), st, qd.data(), st, kd.data(), st, vd.data(),
+                     st, o.data(), st, gd.data(), st, lse.data(), static_cast<const double *>(nullptr),
+                     AttentionStrides{}, dims, 0.25, true, AttentionDropout{}, cap);
+  check(!close(oc, wide(r1.o), 1e-3), "the soft cap changes the attention", tn);
+  check(close(oc, o, 1e-5) && close(lc, lse, 1e-5), "fp32 soft-capped attention forward against the double "
+        "reference", tn);
+  check(close(dqc, dq, 1e-5) && close(dkc, dk, 1e-5) && close(dvc, dv, 1e-5),
+        "fp32 soft-capped attention backward against the double reference", tn);
 }
 
 int main() {
