@@ -226,6 +226,15 @@ static bool onlyScalarReductionsRead(Value v) {
   });
 }
 
+/// Whether `v` is read, directly or through views, only by softmaxes.
+static bool onlySoftmaxesRead(Value v) {
+  return !v.use_empty() && llvm::all_of(v.getUsers(), [](Operation *u) {
+    if (isAliasView(u) || isa<SwapOutOp, SwapInOp>(u))
+      return onlySoftmaxesRead(u->getResult(0));
+    return isa<SwapWaitOp, SoftmaxOp, LogSoftmaxOp>(u);
+  });
+}
+
 bool mlir::tcc::storedAsF32(Value v) {
   if (isa<BlockArgument>(v))
     return cast<RankedTensorType>(v.getType()).getRank() == 0;
@@ -258,7 +267,12 @@ bool mlir::tcc::keepsF32(Value v) {
   // views, is the loss's input, computed in fp32 as the loss is (fp16
   // overflows past 65504). Only for values of elementwise code: GEMMs and
   // copies write fp16, and a view is stored as its root.
-  if (!isAliasView(op) && onlyScalarReductionsRead(v) &&
+  // So is what only softmaxes read (an unfused attention's scores with
+  // their masks added), computed in fp32 as the softmax is: an additive
+  // mask's sentinel (float32's lowest, Keras' -1e9) is finite there, where
+  // fp16 makes it -inf, and a query whose keys are all masked (Keras' padded
+  // queries) would get NaN where float32 gives a uniform row.
+  if (!isAliasView(op) && (onlyScalarReductionsRead(v) || onlySoftmaxesRead(v)) &&
       (FusionCostModel::isElementwise(op) ||
        (isa<FusionOp>(op) && (cast<FusionOp>(op).getKind() == FusionKind::Loop ||
                                cast<FusionOp>(op).getKind() == FusionKind::Reduction))))

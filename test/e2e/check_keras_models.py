@@ -177,6 +177,66 @@ def first_error(text):
     return (lines[0] if lines else text.strip().splitlines()[-1] if text.strip() else "?")[:300]
 
 
+def gradient_error(got, want):
+    """The worst of max|got - want| / max|want| over the variables, by
+    bench/gpu/compare.py's rule (a gradient zero in exact arithmetic, such as
+    an attention key bias's, against 1e-2 of the model's largest; a NaN where
+    the reference is finite is inf)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                                    "gpu"))
+    import compare  # noqa: E402
+    model_max = max(float(np.max(np.abs(w), initial=0.0)) for w in want)
+    return max(compare.rel_error(w, g, model_max) for g, w in zip(got, want))
+
+
+def cuda_check(row, work, path, args, matched, model, grads, keras, tf, build, inputs, labels,
+               loss_fn, agree):
+    """The precision issue's bound on a Keras model: tcc's fp16 CUDA step
+    (through the CUDA emulation, one --grads-only micro-step) against
+    TensorFlow float64, beside TensorFlow's own mixed_float16 policy on the
+    same weights and batch (float16 compute, float32 variables, the loss
+    scaled by 2^10 and the gradients unscaled, as a LossScaleOptimizer
+    starts). Pass: within 1e-2, or within 2x TensorFlow's error + 1e-3 where
+    that is larger. Over the variables `agree` (indices) only. Sets
+    row["cuda_rel"], row["tf16_rel"], and row["cuda_fail"] on a failure."""
+    step = os.path.join(work, "step_cuda.so")
+    rc, out = run([args.tcc, path, "--target=cuda", "--cuda-emulation", "-o", step])
+    if rc == 0:
+        rc, out = run([args.tcc_run, step, "--feed", os.path.join(work, "feed32"), "--grads-only",
+                       "--dump", os.path.join(work, "out_cuda")])
+    if rc != 0:
+        row["cuda_fail"] = "CUDA emulation: " + first_error(out)
+        return
+    variables = [model.trainable_variables[i] for i in agree]
+    want = [grads[i].numpy() if grads[i] is not None else np.zeros(variables[n].shape)
+            for n, i in enumerate(agree)]
+    got = []
+    for v, w in zip(variables, want):
+        init, transposed = matched[v.path]
+        g = np.load(os.path.join(work, "out_cuda", "grads", init.replace("/", "_") + ".npy"))
+        g = g.astype(np.float64)
+        got.append((g.T if transposed else g).reshape(w.shape))
+    row["cuda_rel"] = gradient_error(got, want)
+    keras.utils.set_random_seed(1)
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        half = build(None)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    half.set_weights(model.get_weights())
+    scale = 1024.0
+    with tf.GradientTape() as tape:
+        out16 = half(*[tf.constant(a) for a in inputs], training=True)
+        scaled = tf.cast(loss_fn(tf.constant(labels), tf.cast(out16, tf.float32)), tf.float32) * scale
+    g16 = [(tf.convert_to_tensor(g).numpy().astype(np.float64) / scale) if g is not None
+           else np.zeros(v.shape)
+           for v, g in zip(half.trainable_variables, tape.gradient(scaled, half.trainable_variables))]
+    row["tf16_rel"] = gradient_error([g16[i] for i in agree], want)
+    bound = max(1e-2, 2 * row["tf16_rel"] + 1e-3)
+    if row["cuda_rel"] > bound:
+        row["cuda_fail"] = "fp16 CUDA gradients %.1e from float64, over %.1e" % (row["cuda_rel"], bound)
+
+
 def check(name, spec, args, keras, tf, tf2onnx):
     what, build, inputs, labels, loss_fn = spec
     work = os.path.join(args.workdir, name)
@@ -206,8 +266,10 @@ def check(name, spec, args, keras, tf, tf2onnx):
         row.update(status="export fails", notes=str(e).splitlines()[0][:300])
         return row
     in_names = [i.name for i in proto.graph.input]
+    os.makedirs(os.path.join(work, "feed32"))
     for name_, arr in zip(in_names, list(inputs) + [labels]):
-        np.save(os.path.join(work, "feed", name_.replace("/", "_") + ".npy"), arr)
+        for feed in ("feed", "feed32"):
+            np.save(os.path.join(work, feed, name_.replace("/", "_") + ".npy"), arr)
     rc, out = run([args.tcc, path])
     if rc != 0:
         row.update(status="refused by tcc", notes=first_error(out))
@@ -265,17 +327,27 @@ def check(name, spec, args, keras, tf, tf2onnx):
         worst = max(worst, errors[init])
     row["grad_rel"] = worst
     notes = []
+    fp16 = any(t.data_type == 10 for t in proto.graph.initializer)
+    loss_bound, grad_bound = (1e-3, 1e-2) if fp16 else (1e-6, 1e-4)
+    if args.cuda_emulation and not missing:
+        # The variables the float64 step matched (not the tied pair, which
+        # tcc trains apart: reported above).
+        agree = [i for i, v in enumerate(model.trainable_variables)
+                 if errors.get(matched[v.path][0], 1.0) < grad_bound]
+        cuda_check(row, work, path, args, matched, model, grads, keras, tf, build, inputs, labels,
+                   loss_fn, agree)
     if missing:
         notes.append("not trained or not matched: " + ", ".join(missing[:3]))
     # mixed_float16: tf2onnx folds the casts into float16 initializers, the
     # weights rounded to fp16 (2^-11 relative): the bounds are that rounding's.
-    fp16 = any(t.data_type == 10 for t in proto.graph.initializer)
-    loss_bound, grad_bound = (1e-3, 1e-2) if fp16 else (1e-6, 1e-4)
     if fp16:
         notes.append("float16 initializers (weights rounded to fp16)")
     ok = not missing and row["loss_rel"] < loss_bound and worst < grad_bound
     if row["attention"] != FUSED[name]:
         notes.append("%s attentions fused where %d should be" % (row["attention"], FUSED[name]))
+        ok = False
+    if "cuda_fail" in row:
+        notes.append(row["cuda_fail"])
         ok = False
     if name == "tied_causal_lm" and not ok:
         # tf2onnx writes the tied embedding twice (the output projection a
@@ -286,7 +358,7 @@ def check(name, spec, args, keras, tf, tf2onnx):
         tied = re.search(r'initializer "([^"]+)" holds the values of "([^"]+)", transposed', log)
         rest = max((e for n, e in errors.items() if tied and n != tied.group(2)), default=0.0)
         if (tied and not missing and row["loss_rel"] < loss_bound and rest < grad_bound and
-                row["attention"] == FUSED[name]):
+                row["attention"] == FUSED[name] and "cuda_fail" not in row):
             notes.append("tf2onnx writes the tied embedding twice (a transposed copy): tcc "
                          "warns and trains two; the other gradients within %.1e" % rest)
             row["status"] = "known: trains two copies"
@@ -304,6 +376,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--models")
     ap.add_argument("--markdown")
+    ap.add_argument("--cuda-emulation", action="store_true",
+                    help="also the fp16 CUDA step through the CUDA emulation, against TensorFlow's "
+                         "own mixed_float16 error on the same batch")
     args = ap.parse_args()
     import keras
     import tensorflow as tf
@@ -319,19 +394,18 @@ def main():
         # The tied LM's known limitation (tcc does not tie a weight tf2onnx
         # wrote twice) is reported as such, and checked: see check().
         failed += row["status"] not in ("trains", "known: trains two copies")
-        print("%-15s %-26s loss %-8s grad %-8s attn %-2s %5.1fs %s" % (
-            name, row["status"], "%.1e" % row["loss_rel"] if "loss_rel" in row else "-",
-            "%.1e" % row["grad_rel"] if "grad_rel" in row else "-", row.get("attention", "-"),
-            time.time() - t0, row.get("notes", "")), flush=True)
+        e = lambda k: "%.1e" % row[k] if k in row else "-"  # noqa: E731
+        print("%-15s %-26s loss %-8s grad %-8s fp16 %-8s tf16 %-8s attn %-2s %5.1fs %s" % (
+            name, row["status"], e("loss_rel"), e("grad_rel"), e("cuda_rel"), e("tf16_rel"),
+            row.get("attention", "-"), time.time() - t0, row.get("notes", "")), flush=True)
     if args.markdown:
-        lines = ["| model | what it exercises | status | attn | loss | grad | notes |",
-                 "|---|---|---|---:|---:|---:|---|"]
+        lines = ["| model | what it exercises | status | attn | loss | grad | fp16 | tf16 | notes |",
+                 "|---|---|---|---:|---:|---:|---:|---:|---|"]
         for r in rows:
-            lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-                r["name"], r["what"], r["status"], r.get("attention", "-"),
-                "%.1e" % r["loss_rel"] if "loss_rel" in r else "-",
-                "%.1e" % r["grad_rel"] if "grad_rel" in r else "-",
-                r.get("notes", "").replace("|", "\\|")))
+            e = lambda k: "%.1e" % r[k] if k in r else "-"  # noqa: E731
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["name"], r["what"], r["status"], r.get("attention", "-"), e("loss_rel"),
+                e("grad_rel"), e("cuda_rel"), e("tf16_rel"), r.get("notes", "").replace("|", "\\|")))
         with open(args.markdown, "w") as f:
             f.write("\n".join(lines) + "\n")
     print("%d passed, %d failed" % (len(rows) - failed, failed))
