@@ -49,7 +49,57 @@ LoopFusion mlir::tcc::codegen::loopStructure(tcck::LoopOp loop) {
   return lf;
 }
 
+/// The kernels' Shape holds at most this many dimensions (runtime/cpu/kernels.h).
+constexpr int64_t kKernelRank = 8;
+
+/// An error naming the first operand of `op` whose rank passes the kernels'.
+static LogicalResult checkKernelRanks(Operation *op) {
+  for (Value v : op->getOperands())
+    if (auto t = dyn_cast<ShapedType>(v.getType()); t && t.hasRank() && t.getRank() > kKernelRank)
+      return op->emitError("has a rank-")
+             << t.getRank() << " operand " << t << "; the step's kernels take at most "
+             << kKernelRank << " dimensions";
+  return success();
+}
+
+/// broadcast_to's shapes with the dimensions that are 1 in the result
+/// dropped, and runs of dimensions that are all copied or all broadcast
+/// merged: the same copy at the smallest rank (a rank-10 Expand of 16 x 4 x 2
+/// values becomes rank 3).
+static std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
+collapsedBroadcast(ArrayRef<int64_t> out, ArrayRef<int64_t> in) {
+  SmallVector<int64_t> aligned(out.size() - std::min(out.size(), in.size()), 1);
+  llvm::append_range(aligned, in);
+  SmallVector<int64_t> o, i;
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1)
+      continue;
+    bool broadcast = aligned[d] == 1;
+    if (!o.empty() && (i.back() == 1) == broadcast && (broadcast || i.back() == o.back())) {
+      o.back() *= out[d];
+      if (!broadcast)
+        i.back() *= aligned[d];
+      continue;
+    }
+    o.push_back(out[d]);
+    i.push_back(aligned[d]);
+  }
+  return {o, i};
+}
+
+static std::string shapeOf(ArrayRef<int64_t> dims) {
+  std::string s = "Shape{" + std::to_string(dims.size()) + ", {";
+  llvm::raw_string_ostream os(s);
+  llvm::interleave(dims, os, ", ");
+  if (dims.empty())
+    os << "0";
+  os << "}}";
+  return s;
+}
+
 LogicalResult Emitter::emitElementwise(tcck::ElementwiseOp e) {
+  if (failed(checkKernelRanks(e)))
+    return failure();
   Value r = e.getOut();
   if (e.getIns().size() == 2) {
     Value a = e.getIns()[0], b = e.getIns()[1];
@@ -74,6 +124,8 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
   auto i64 = [&](StringRef k) { return cast<IntegerAttr>(o.get(k)).getInt(); };
   auto b = [&](StringRef k) { return flag(cast<BoolAttr>(o.get(k)).getValue()); };
   auto list = [&](StringRef k) { return i64List(cast<DenseI64ArrayAttr>(o.get(k)).asArrayRef()); };
+  if (c.getCallee() != tcck::LibraryCall::BroadcastTo && failed(checkKernelRanks(c)))
+    return failure();
   std::string out = ref(outs[0]);
   auto optional = [&](size_t k) {
     return k < ins.size() ? ref(ins[k]) : std::string("(const F *)nullptr");
@@ -155,10 +207,16 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
        << shape(outs[0]) << ", " << axis << ", " << sizes.size() << ", ins, sz); }\n";
     break;
   }
-  case tcck::LibraryCall::BroadcastTo:
-    os << "  broadcast_to(" << out << ", " << shape(outs[0]) << ", " << ref(ins[0]) << ", "
-       << shape(ins[0]) << ");\n";
+  case tcck::LibraryCall::BroadcastTo: {
+    auto [o, i] = collapsedBroadcast(tensor(outs[0]).getShape(), tensor(ins[0]).getShape());
+    if (static_cast<int64_t>(o.size()) > kKernelRank)
+      return c.emitError("broadcasts to ")
+             << tensor(outs[0]) << ", which is " << o.size()
+             << " dimensions at the fewest; the step's kernels take at most " << kKernelRank;
+    os << "  broadcast_to(" << out << ", " << shapeOf(o) << ", " << ref(ins[0]) << ", "
+       << shapeOf(i) << ");\n";
     break;
+  }
   case tcck::LibraryCall::RandomKeep:
     os << "  random_keep(" << out << ", (const int64_t *)" << ref(ins[0]) << ", "
        << i64("stream") << "ULL, " << static_cast<uint32_t>(i64("threshold")) << "u, "

@@ -55,11 +55,25 @@ struct SelectBy : OpRewritePattern<SourceOp> {
   }
 };
 
+/// Whether every element of `m` is finite whatever the inputs: a constant
+/// of finite values, or where(c, a, b) of such (a padding mask from an
+/// input, as HF writes it: where(keep, 0, float32's lowest)).
+bool alwaysFinite(Value m) {
+  DenseElementsAttr values;
+  if (matchPattern(m, m_Constant(&values)))
+    return isa<FloatType>(values.getElementType()) &&
+           llvm::all_of(values.getValues<APFloat>(), [](const APFloat &v) { return v.isFinite(); });
+  if (auto where = m.getDefiningOp<WhereOp>())
+    return alwaysFinite(where.getX()) && alwaysFinite(where.getY());
+  return false;
+}
+
 /// The softmax that `where` guards when it is where(is_nan(s), 0, s) with
 /// s = softmax(scores [+ m]) over the last axis, as the exporters write scaled
 /// dot-product attention, and when that guard can go: the scores are a matmul
 /// (maybe scaled by a constant) and m, if there is one, is a constant
-/// additive mask with no wholly non-finite row. A softmax is NaN only
+/// additive mask with no wholly non-finite row, or a mask whose every
+/// element is finite whatever the inputs (alwaysFinite). A softmax is NaN only
 /// where its row has no finite score, which then takes a non-finite
 /// activation, and the step reports that as a non-finite gradient (loss
 /// scaling skips the step) rather than training on it. Keeping the guard
@@ -90,9 +104,13 @@ SoftmaxOp droppableNaNGuard(WhereOp where) {
       x = add.getLhs();
     else if (matchPattern(add.getLhs(), m_Constant(&mask)))
       x = add.getRhs();
+    else if (alwaysFinite(add.getRhs()))
+      x = add.getLhs();
+    else if (alwaysFinite(add.getLhs()))
+      x = add.getRhs();
     else
       return nullptr;
-    if (!everyRowHasFinite(mask))
+    if (mask && !everyRowHasFinite(mask))
       return nullptr;
   }
   auto constSide = [](Value a, Value b) -> Value {

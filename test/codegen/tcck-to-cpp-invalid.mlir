@@ -47,3 +47,15 @@ func.func @b(%x: memref<4xf32>) {
   return
 }
 }
+
+// -----
+
+// Past the kernels' 8 dimensions, one diagnostic (not a C++ compile error).
+module attributes {tcc.target = #tcc.target<kind = cpu, storage = f32, arch = 0>} {
+func.func @micro_step(%x: memref<2x1x2x1x2x1x2x1x2xf32>, %y: memref<2x1x2x1x2x1x2x1x2xf32>) {
+  %v = tcck.view 64 : memref<2x1x2x1x2x1x2x1x2xf32>
+  // expected-error @below {{has a rank-9 operand 'memref<2x1x2x1x2x1x2x1x2xf32>'; the step's kernels take at most 8 dimensions}}
+  tcck.ew "Add" %v, %x, %y : memref<2x1x2x1x2x1x2x1x2xf32>, memref<2x1x2x1x2x1x2x1x2xf32>, memref<2x1x2x1x2x1x2x1x2xf32>
+  return
+}
+}

@@ -130,3 +130,19 @@ func.func @maps(%x: memref<8x4xf64>, %y: memref<4x8xf64>, %z: memref<8xf64>) {
   return
 }
 }
+
+// -----
+
+// broadcast_to at the fewest dimensions: the 1s of the result dropped and
+// runs of copied or broadcast dimensions merged (the TorchScript exporter's
+// rank-10 Expand in CodeGen's rotary embedding, past the kernels' 8,
+// is a copy of 64 rows to 64 x 2).
+// CHECK-LABEL: from @micro_step
+// CHECK: broadcast_to({{v[0-9]+}}, Shape{2, {64, 2}}, arg0, Shape{2, {64, 1}});
+module attributes {tcc.target = #tcc.target<kind = cpu, storage = f32, arch = 0>} {
+func.func @micro_step(%x: memref<1x1x1x16x1x1x1x4x1x1xf32>) {
+  %y = tcck.view 64 : memref<1x1x1x16x1x1x1x4x2x1xf32>
+  tcck.call broadcast_to outs(%y : memref<1x1x1x16x1x1x1x4x2x1xf32>) ins(%x : memref<1x1x1x16x1x1x1x4x1x1xf32>) {}
+  return
+}
+}

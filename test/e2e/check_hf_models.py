@@ -138,16 +138,18 @@ MASKED_LM = {"bert"}
 
 class Loss(torch.nn.Module):
     """The model with its loss, on token ids and labels (ONNX inputs
-    `input_ids`, `labels`): the attention mask is all ones, as in training on
-    packed token streams."""
+    `input_ids`, `labels`, and for a masked LM `attention_mask`, padded
+    batches): without a mask it is all ones, as in training on packed token
+    streams."""
 
     def __init__(self, model):
         super().__init__()
         self.m = model
 
-    def forward(self, input_ids, labels):
-        kwargs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                      labels=labels)
+    def forward(self, input_ids, labels, attention_mask=None):
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        kwargs = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
         if not type(self.m).__name__.endswith("ForMaskedLM"):
             kwargs["use_cache"] = False
         return self.m(**kwargs).loss
@@ -162,8 +164,15 @@ def batch(name, seed):
         masked = torch.rand((B, S), generator=gen) < 0.3
         masked[:, 0] = True
         labels[masked] = ids[masked]
-    else:
-        labels = ids.clone()
+        # A padded batch: sequence b ends 3b tokens early; its padding is
+        # masked out of attention and of the loss.
+        mask = torch.ones((B, S), dtype=torch.long)
+        for b in range(B):
+            if 3 * b:
+                mask[b, S - 3 * b:] = 0
+        labels[mask == 0] = -100
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+    labels = ids.clone()
     return {"input_ids": ids, "labels": labels}
 
 
@@ -296,8 +305,9 @@ def check(name, exporter, args, cache):
     t0 = time.time()
     model = build_model(name)
     example = batch(name, 1)
-    trainable = tcc_export.export(model, (example["input_ids"], example["labels"]), onnx_path,
-                                  input_names=["input_ids", "labels"], output_names=["loss"],
+    inputs = list(example)  # input_ids, labels (, attention_mask)
+    trainable = tcc_export.export(model, tuple(example[n] for n in inputs), onnx_path,
+                                  input_names=inputs, output_names=["loss"],
                                   exporter=EXPORTERS[exporter][0],
                                   opset_version=EXPORTERS[exporter][1])
     import onnx

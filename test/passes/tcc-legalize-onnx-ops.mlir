@@ -43,6 +43,47 @@ func.func @nan_guard_causal(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x3xf32>, %v: t
 
 // -----
 
+// A padding mask from an input, as Hugging Face writes it for a padded
+// batch: where(keep, 0, float32's lowest). Every element is finite whatever
+// `keep` holds, so no row can be NaN and the guard goes.
+// CHECK-LABEL: func.func @nan_guard_input_mask
+// CHECK-NOT: tcc.not
+// CHECK: %[[P:.+]] = tcc.softmax
+// CHECK: tcc.matmul %[[P]]
+func.func @nan_guard_input_mask(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x3xf32>, %v: tensor<2x3x4xf32>, %keep: tensor<2x1x3xi1> {tcc.input = "keep"}) -> tensor<2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<2x3x4xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
+  %zero = tcc.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %lowest = tcc.constant {value = dense<0xFF7FFFFF> : tensor<f32>} : () -> tensor<f32>
+  %mask = tcc.where %keep, %zero, %lowest : (tensor<2x1x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x3xf32>
+  %x = tcc.add %s, %mask : (tensor<2x3x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3x3xf32>
+  %p = tcc.softmax %x : (tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %nan = tcc.is_nan %p : (tensor<2x3x3xf32>) -> tensor<2x3x3xi1>
+  %g = tcc.where %nan, %zero, %p : (tensor<2x3x3xi1>, tensor<f32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %o = tcc.matmul %g, %v : (tensor<2x3x3xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %o : tensor<2x3x4xf32>
+}
+
+// -----
+
+// The same mask with -inf where it hides: a query whose keys are all
+// hidden is NaN, so the guard stays.
+// CHECK-LABEL: func.func @nan_guard_input_mask_inf
+// CHECK: tcc.not
+func.func @nan_guard_input_mask_inf(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x3xf32>, %v: tensor<2x3x4xf32>, %keep: tensor<2x1x3xi1> {tcc.input = "keep"}) -> tensor<2x3x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<2x3x4xf32>, tensor<2x4x3xf32>) -> tensor<2x3x3xf32>
+  %zero = tcc.constant {value = dense<0.0> : tensor<f32>} : () -> tensor<f32>
+  %ninf = tcc.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %mask = tcc.where %keep, %zero, %ninf : (tensor<2x1x3xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x3xf32>
+  %x = tcc.add %s, %mask : (tensor<2x3x3xf32>, tensor<2x1x3xf32>) -> tensor<2x3x3xf32>
+  %p = tcc.softmax %x : (tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %nan = tcc.is_nan %p : (tensor<2x3x3xf32>) -> tensor<2x3x3xi1>
+  %g = tcc.where %nan, %zero, %p : (tensor<2x3x3xi1>, tensor<f32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  %o = tcc.matmul %g, %v : (tensor<2x3x3xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %o : tensor<2x3x4xf32>
+}
+
+// -----
+
 // A mask with a wholly -inf row makes that row NaN, and so may a mask
 // computed at run time (here the scores are an argument: anything): the
 // guard stays, as not(equal(p, p)).

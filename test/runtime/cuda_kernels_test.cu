@@ -1233,6 +1233,7 @@ static void test_attention() {
     int layout;
     AttnBias bias = kNoBias;
     double drop = 0.0; // dropout ratio on the probabilities
+    double softcap = 0.0; // the soft cap (launchers with Cap = 1)
   };
   const Case cases[] = {
       {1, 1, 1, 1, 8, 8, false, 0},          {1, 1, 1, 1, 8, 8, true, 0},
@@ -1267,6 +1268,10 @@ static void test_attention() {
       {2, 3, 37, 37, 64, 64, true, 0, kNoBias, 0.2},   {1, 2, 100, 70, 128, 128, false, 0, kPadMask, 0.5},
       {2, 3, 128, 128, 64, 64, true, 1, kNoBias, 0.1}, {2, 2, 20, 50, 40, 24, false, 2, kDense, 0.3},
       {1, 1, 130, 70, 80, 80, true, 0, kNoBias, 0.1},
+      // Soft caps (Gemma-2), small enough that tanh saturates: every kernel,
+      // with a bias, dropout, packed and gapped layouts and several tiles.
+      {2, 3, 37, 37, 64, 64, true, 0, kNoBias, 0.0, 0.5},  {1, 2, 100, 70, 128, 128, false, 0, kPadMask, 0.0, 1.0},
+      {2, 3, 128, 128, 64, 64, true, 1, kNoBias, 0.0, 0.3}, {2, 2, 20, 50, 40, 24, false, 2, kDense, 0.3, 2.0},
   };
   static const char *const bias_names[] = {"", " pad-mask", " bias[B,H,Sq,Sk]", " bias[1,H,Sq,Sk]", " -inf-mask",
                                            " bias[B,H,Sq,Sk]-inf"};
@@ -1279,6 +1284,9 @@ static void test_attention() {
     char dropName[32] = "";
     if (c.drop > 0)
       std::snprintf(dropName, sizeof dropName, " dropout %.1f", c.drop);
+    if (c.softcap > 0)
+      std::snprintf(dropName + std::strlen(dropName), sizeof dropName - std::strlen(dropName), " softcap %.1f",
+                    c.softcap);
     std::snprintf(nm, sizeof nm, "attention B=%lld H=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s %s%s%s", (long long)B,
                   (long long)H, (long long)Sq, (long long)Sk, (long long)D, (long long)Dv,
                   c.causal ? "causal" : "full", c.layout == 0 ? "dense" : c.layout == 1 ? "packed-qkv" : "gaps",
@@ -1370,14 +1378,19 @@ static void test_attention() {
     std::vector<double> o_ref(static_cast<size_t>(L.o_size)), lse_ref(static_cast<size_t>(B * H * Sq));
     cpu::attention_forward(o_ref.data() + L.o.off, L.o.st, lse_ref.data(), dq_in.data() + L.q.off, L.q.st,
                            dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off, L.v.st, cbias, bst, cd, scale,
-                           c.causal, cdrop);
+                           c.causal, cdrop, c.softcap);
     DevBuf<half> bq(to_half(hq)), bk(to_half(hk)), bv(to_half(hv)), bo(static_cast<size_t>(L.o_size));
     DevBuf<float> blse(static_cast<size_t>(B * H * Sq));
     const half *pq = bq.p + L.q.off;
     const half *pk = (L.packed ? bq.p : bk.p) + L.k.off;
     const half *pv = (L.packed ? bq.p : bv.p) + L.v.off;
-    gpu::attention_forward(bo.p + L.o.off, gst(L.o.st), blse.p, pq, gst(L.q.st), pk, gst(L.k.st), pv, gst(L.v.st),
-                           gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop);
+    if (c.softcap > 0)
+      gpu::attention_forward<0, -1, 1>(bo.p + L.o.off, gst(L.o.st), blse.p, pq, gst(L.q.st), pk, gst(L.k.st), pv,
+                                       gst(L.v.st), gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop,
+                                       static_cast<float>(c.softcap));
+    else
+      gpu::attention_forward(bo.p + L.o.off, gst(L.o.st), blse.p, pq, gst(L.q.st), pk, gst(L.k.st), pv, gst(L.v.st),
+                             gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop);
     const std::vector<half> o_half = bo.get();
     const AttnErr eo = attn_compare(from_half(o_half), o_ref, L.o, B, H, Sq, Dv);
     const std::vector<float> lse_got = blse.get();
@@ -1402,16 +1415,22 @@ static void test_attention() {
     cpu::attention_backward(gq.data() + L.q.off, L.q.st, gk_.data() + L.k.off, L.k.st, gv_.data() + L.v.off, L.v.st,
                             dq_in.data() + L.q.off, L.q.st, dk_in.data() + L.k.off, L.k.st, dv_in.data() + L.v.off,
                             L.v.st, do_in.data() + L.o.off, L.o.st, dg_in.data() + L.o.off, L.o.st, dlse_in.data(),
-                            cbias, bst, cd, scale, c.causal, cdrop);
+                            cbias, bst, cd, scale, c.causal, cdrop, c.softcap);
     DevBuf<half> bo_in(to_half(o_in)), bg(to_half(hg)), bdq(static_cast<size_t>(L.qkv_size)),
         bdk(static_cast<size_t>(L.packed ? 1 : L.qkv_size)), bdv(static_cast<size_t>(L.packed ? 1 : L.qkv_size));
     DevBuf<float> blse_in(lse_in);
     half *pdq = bdq.p + L.q.off;
     half *pdk = (L.packed ? bdq.p : bdk.p) + L.k.off;
     half *pdv = (L.packed ? bdq.p : bdv.p) + L.v.off;
-    gpu::attention_backward(pdq, gst(L.q.st), pdk, gst(L.k.st), pdv, gst(L.v.st), pq, gst(L.q.st), pk, gst(L.k.st), pv,
-                            gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off, gst(L.o.st), blse_in.p,
-                            gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop);
+    if (c.softcap > 0)
+      gpu::attention_backward<0, -1, 1>(pdq, gst(L.q.st), pdk, gst(L.k.st), pdv, gst(L.v.st), pq, gst(L.q.st), pk,
+                                        gst(L.k.st), pv, gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off,
+                                        gst(L.o.st), blse_in.p, gbias, gst(bst), gd, static_cast<float>(scale),
+                                        c.causal, gdrop, static_cast<float>(c.softcap));
+    else
+      gpu::attention_backward(pdq, gst(L.q.st), pdk, gst(L.k.st), pdv, gst(L.v.st), pq, gst(L.q.st), pk, gst(L.k.st),
+                              pv, gst(L.v.st), bo_in.p + L.o.off, gst(L.o.st), bg.p + L.o.off, gst(L.o.st),
+                              blse_in.p, gbias, gst(bst), gd, static_cast<float>(scale), c.causal, gdrop);
     const std::vector<half> dq_half = bdq.get();
     const std::vector<half> dk_half = L.packed ? dq_half : bdk.get(), dv_half = L.packed ? dq_half : bdv.get();
     const AttnErr edq = attn_compare(from_half(dq_half), gq, L.q, B, H, Sq, D);
