@@ -98,7 +98,7 @@ static std::string shapeOf(ArrayRef<int64_t> dims) {
 }
 
 LogicalResult Emitter::emitElementwise(tcck::ElementwiseOp e) {
-  if (failed(checkKernelRanks(e)))
+  if (e.getIns().size() == 2 && failed(checkKernelRanks(e))) // unary: by element count
     return failure();
   Value r = e.getOut();
   if (e.getIns().size() == 2) {
@@ -124,7 +124,12 @@ LogicalResult Emitter::emitLibraryCall(tcck::CallOp c) {
   auto i64 = [&](StringRef k) { return cast<IntegerAttr>(o.get(k)).getInt(); };
   auto b = [&](StringRef k) { return flag(cast<BoolAttr>(o.get(k)).getValue()); };
   auto list = [&](StringRef k) { return i64List(cast<DenseI64ArrayAttr>(o.get(k)).asArrayRef()); };
-  if (c.getCallee() != tcck::LibraryCall::BroadcastTo && failed(checkKernelRanks(c)))
+  // The calls that take Shapes (not gelu, cast, random_keep: element counts).
+  using tcck::LibraryCall;
+  if (!llvm::is_contained({LibraryCall::BroadcastTo, LibraryCall::Gelu, LibraryCall::GeluGrad,
+                           LibraryCall::Cast, LibraryCall::RandomKeep},
+                          c.getCallee()) &&
+      failed(checkKernelRanks(c)))
     return failure();
   std::string out = ref(outs[0]);
   auto optional = [&](size_t k) {

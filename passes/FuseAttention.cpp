@@ -450,6 +450,10 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     chain.ops.push_back(softmax);
     func::FuncOp func = softmax->getParentOfType<func::FuncOp>();
     std::optional<llvm::DenseSet<Value>> trainable;
+    // What the fixed masks keep together: a query every key of which some
+    // mask hides gets a uniform row from masks that replace scores (where,
+    // Keras'), which the op's bias and causal flag cannot give.
+    SmallVector<bool> keptByAll(static_cast<size_t>(sq * sk), true);
     Value x = softmax.getInput();
     Operation *reader = softmax;
     while (Operation *def = x.getDefiningOp()) {
@@ -489,15 +493,15 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
         // window) as a bias of 0 and kMaskBias.
         if (!(mask->fill * after <= kMaskedAtMost))
           return {};
+        for (auto [all, kept] : llvm::zip(keptByAll, mask->kept))
+          all = all && kept;
         if (isCausal(mask->kept, sk))
           chain.causal = true;
         else if (mask->additive)
           chain.biases.push_back({def->getOperand(mask->scores == def->getOperand(0) ? 1 : 0), {},
                                   typeOf(x), after});
-        else if (everyQueryKeeps(mask->kept, sk))
-          chain.biases.push_back({Value(), mask->kept, typeOf(x), 1.0});
         else
-          return {};
+          chain.biases.push_back({Value(), mask->kept, typeOf(x), 1.0});
         llvm::append_range(chain.ops, llvm::ArrayRef(mask->ops).drop_back());
         def = mask->ops.back();
         in = mask->scores;
@@ -523,6 +527,8 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
       reader = def;
       x = in;
     }
+    if (!everyQueryKeeps(keptByAll, sk))
+      return {};
     auto qk = onlyFeeding<MatMulOp>(x, reader);
     if (!qk || !scoresLike(x))
       return {};
@@ -555,8 +561,11 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     if (qt.getRank() < 2 || typeOf(kt).getRank() < 2 || !isa<FloatType>(elt) ||
         vt.getElementType() != elt || typeOf(kt).getElementType() != elt ||
         pvType.getElementType() != elt ||
-        llvm::any_of(chain.biases, [](const Bias &bias) {
-          return bias.value && !isa<FloatType>(typeOf(bias.value).getElementType());
+        llvm::any_of(chain.biases, [&](const Bias &bias) {
+          // A bias added in another type (a float32 mask on fp16 scores cast
+          // up for the softmax) would overflow in the op's: -1e9 is -inf in
+          // fp16, and a row of them NaN.
+          return bias.value && typeOf(bias.value).getElementType() != elt;
         }))
       return {};
     std::optional<SmallVector<int64_t, 4>> qShape = frameShape(qt, qkType, frame),
@@ -606,16 +615,12 @@ struct FuseAttentionPass : tcc::impl::FuseAttentionBase<FuseAttentionPass> {
     for (auto [bias, shape] : llvm::zip(chain.biases, biasShapes)) {
       Value term = bias.value ? bias.value : maskConstant(b, loc, bias.kept, sq, sk, elt);
       term = reshaped(term, shape);
-      Type termElt = typeOf(term).getElementType();
       if (bias.scale != 1.0) {
-        auto scalarType = RankedTensorType::get({}, termElt);
+        auto scalarType = RankedTensorType::get({}, elt);
         Value c = b.create<ConstantOp>(
-            loc, scalarType,
-            DenseElementsAttr::get(scalarType, b.getFloatAttr(termElt, bias.scale)));
+            loc, scalarType, DenseElementsAttr::get(scalarType, b.getFloatAttr(elt, bias.scale)));
         term = b.create<MulOp>(loc, term, c);
       }
-      if (termElt != elt)
-        term = b.create<CastOp>(loc, RankedTensorType::get(shape, elt), term, TypeAttr::get(elt));
       bias4 = bias4 ? b.create<AddOp>(loc, bias4, term).getResult() : term;
     }
     auto attention = b.create<AttentionOp>(

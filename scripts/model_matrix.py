@@ -489,7 +489,7 @@ def main():
     lines = [
         "# The architecture matrix",
         "",
-        "Made by `scripts/model_matrix.py` (torch %s, transformers %s, %d models, %.0f s on this "
+        "Made by `scripts/model_matrix.py` (torch %s, transformers %s, %d rows, %.0f s on this "
         "machine): each Hugging Face class in a tiny random-init configuration, exported with "
         "`python/tcc_export.py`, once with the torch.export-based exporter (`dynamo`, opset 20) and "
         "once with the TorchScript one (`torchscript`, opset 18), then `test/e2e/check_hf_models.py`'s "

@@ -98,15 +98,18 @@ SoftmaxOp droppableNaNGuard(WhereOp where) {
   // at most one constant mask: a mask computed at run time, or two masks
   // added, could leave a row with no finite score.
   Value x = softmax.getInput();
+  // A finite mask keeps the sum finite only where the sum cannot overflow:
+  // in fp16, -65504 plus a score below -16 is -inf.
+  bool wide = cast<FloatType>(softmax.getType().getElementType()).getWidth() >= 32;
   if (auto add = x.getDefiningOp<AddOp>()) {
     DenseElementsAttr mask;
     if (matchPattern(add.getRhs(), m_Constant(&mask)))
       x = add.getLhs();
     else if (matchPattern(add.getLhs(), m_Constant(&mask)))
       x = add.getRhs();
-    else if (alwaysFinite(add.getRhs()))
+    else if (wide && alwaysFinite(add.getRhs()))
       x = add.getLhs();
-    else if (alwaysFinite(add.getLhs()))
+    else if (wide && alwaysFinite(add.getLhs()))
       x = add.getRhs();
     else
       return nullptr;

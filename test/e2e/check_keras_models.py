@@ -329,7 +329,9 @@ def check(name, spec, args, keras, tf, tf2onnx):
     notes = []
     fp16 = any(t.data_type == 10 for t in proto.graph.initializer)
     loss_bound, grad_bound = (1e-3, 1e-2) if fp16 else (1e-6, 1e-4)
-    if args.cuda_emulation and not missing:
+    cuda = args.cuda_emulation and (args.cuda_emulation == "all" or
+                                    name in args.cuda_emulation.split(","))
+    if cuda and not missing:
         # The variables the float64 step matched (not the tied pair, which
         # tcc trains apart: reported above).
         agree = [i for i, v in enumerate(model.trainable_variables)
@@ -376,9 +378,9 @@ def main():
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--models")
     ap.add_argument("--markdown")
-    ap.add_argument("--cuda-emulation", action="store_true",
+    ap.add_argument("--cuda-emulation", nargs="?", const="all", metavar="MODELS",
                     help="also the fp16 CUDA step through the CUDA emulation, against TensorFlow's "
-                         "own mixed_float16 error on the same batch")
+                         "own mixed_float16 error on the same batch (all models, or those listed)")
     args = ap.parse_args()
     import keras
     import tensorflow as tf

@@ -654,3 +654,40 @@ func.func @mask_inside_cap(%q: tensor<1x1x3x4xf32>, %kt: tensor<1x1x4x3xf32>, %v
   %o = tcc.matmul %p, %v : (tensor<1x1x3x3xf32>, tensor<1x1x3x4xf32>) -> tensor<1x1x3x4xf32>
   return %o : tensor<1x1x3x4xf32>
 }
+
+// -----
+
+// Left alone: each mask keeps a key of every query, but together they hide
+// both of query 0's (the window keeps key 1, the causal mask hides it). The
+// masks replace the scores, so that row is uniform over the fills, which
+// the op's bias and causal flag cannot give.
+// CHECK-LABEL: func.func @masks_hide_a_row_together
+// CHECK-NOT: tcc.attention
+// CHECK: tcc.softmax
+func.func @masks_hide_a_row_together(%q: tensor<1x1x2x4xf32>, %kt: tensor<1x1x4x2xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
+  %w = tcc.constant {value = dense<[[false, true], [false, true]]> : tensor<2x2xi1>} : () -> tensor<2x2xi1>
+  %tril = tcc.constant {value = dense<[[true, false], [true, true]]> : tensor<2x2xi1>} : () -> tensor<2x2xi1>
+  %fill = tcc.constant {value = dense<-1.0e9> : tensor<f32>} : () -> tensor<f32>
+  %t = tcc.where %w, %s, %fill : (tensor<2x2xi1>, tensor<1x1x2x2xf32>, tensor<f32>) -> tensor<1x1x2x2xf32>
+  %u = tcc.where %tril, %t, %fill : (tensor<2x2xi1>, tensor<1x1x2x2xf32>, tensor<f32>) -> tensor<1x1x2x2xf32>
+  %p = tcc.softmax %u : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %o = tcc.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}
+
+// -----
+
+// Left alone: a float32 mask added to fp16 scores cast up for the softmax
+// would be read in fp16, where -1e9 is -inf.
+// CHECK-LABEL: func.func @f32_bias_on_f16_scores
+// CHECK-NOT: tcc.attention
+func.func @f32_bias_on_f16_scores(%q: tensor<1x1x3x4xf16>, %kt: tensor<1x1x4x3xf16>, %v: tensor<1x1x3x4xf16>, %m: tensor<1x1x1x3xf32> {tcc.input = "m"}) -> tensor<1x1x3x4xf16> {
+  %s = tcc.matmul %q, %kt : (tensor<1x1x3x4xf16>, tensor<1x1x4x3xf16>) -> tensor<1x1x3x3xf16>
+  %s32 = tcc.cast %s {to = f32} : (tensor<1x1x3x3xf16>) -> tensor<1x1x3x3xf32>
+  %t = tcc.add %s32, %m : (tensor<1x1x3x3xf32>, tensor<1x1x1x3xf32>) -> tensor<1x1x3x3xf32>
+  %p = tcc.softmax %t : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf32>
+  %p16 = tcc.cast %p {to = f16} : (tensor<1x1x3x3xf32>) -> tensor<1x1x3x3xf16>
+  %o = tcc.matmul %p16, %v : (tensor<1x1x3x3xf16>, tensor<1x1x3x4xf16>) -> tensor<1x1x3x4xf16>
+  return %o : tensor<1x1x3x4xf16>
+}

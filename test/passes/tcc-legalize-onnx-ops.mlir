@@ -65,6 +65,25 @@ func.func @nan_guard_input_mask(%q: tensor<2x3x4xf32>, %kt: tensor<2x4x3xf32>, %
 
 // -----
 
+// In fp16 a finite mask does not keep the sum finite (-65504 plus a score
+// below -16 is -inf): the guard stays.
+// CHECK-LABEL: func.func @nan_guard_input_mask_f16
+// CHECK: tcc.not
+func.func @nan_guard_input_mask_f16(%q: tensor<2x3x4xf16>, %kt: tensor<2x4x3xf16>, %v: tensor<2x3x4xf16>, %keep: tensor<2x1x3xi1> {tcc.input = "keep"}) -> tensor<2x3x4xf16> {
+  %s = tcc.matmul %q, %kt : (tensor<2x3x4xf16>, tensor<2x4x3xf16>) -> tensor<2x3x3xf16>
+  %zero = tcc.constant {value = dense<0.0> : tensor<f16>} : () -> tensor<f16>
+  %lowest = tcc.constant {value = dense<-65504.0> : tensor<f16>} : () -> tensor<f16>
+  %mask = tcc.where %keep, %zero, %lowest : (tensor<2x1x3xi1>, tensor<f16>, tensor<f16>) -> tensor<2x1x3xf16>
+  %x = tcc.add %s, %mask : (tensor<2x3x3xf16>, tensor<2x1x3xf16>) -> tensor<2x3x3xf16>
+  %p = tcc.softmax %x : (tensor<2x3x3xf16>) -> tensor<2x3x3xf16>
+  %nan = tcc.is_nan %p : (tensor<2x3x3xf16>) -> tensor<2x3x3xi1>
+  %g = tcc.where %nan, %zero, %p : (tensor<2x3x3xi1>, tensor<f16>, tensor<2x3x3xf16>) -> tensor<2x3x3xf16>
+  %o = tcc.matmul %g, %v : (tensor<2x3x3xf16>, tensor<2x3x4xf16>) -> tensor<2x3x4xf16>
+  return %o : tensor<2x3x4xf16>
+}
+
+// -----
+
 // The same mask with -inf where it hides: a query whose keys are all
 // hidden is NaN, so the guard stays.
 // CHECK-LABEL: func.func @nan_guard_input_mask_inf
