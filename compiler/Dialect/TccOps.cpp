@@ -1026,11 +1026,14 @@ static LogicalResult inferAttention(std::optional<Location> loc, StringRef name,
   return success();
 }
 
-/// Dropout on the probabilities: `dropout`, `dropout_stream` and the random
-/// state operand all present (ratio in (0, 1), stream >= 0, a tensor<2xi64>
-/// state), or none.
-static LogicalResult checkAttentionDropout(std::optional<Location> loc, StringRef name, Value rng,
-                                           FloatAttr ratio, IntegerAttr stream) {
+/// The options of tcc.attention and tcc.attention_grad: a `softcap`, if any,
+/// positive; dropout on the probabilities: `dropout`, `dropout_stream` and the
+/// random state operand all present (ratio in (0, 1), stream >= 0, a
+/// tensor<2xi64> state), or none.
+static LogicalResult checkAttentionOptions(std::optional<Location> loc, StringRef name, Value rng,
+                                           FloatAttr ratio, IntegerAttr stream, FloatAttr softcap) {
+  if (softcap && !(softcap.getValueAsDouble() > 0.0))
+    return opError(loc, name, "softcap must be positive");
   if (!rng && !ratio && !stream)
     return success();
   if (!rng || !ratio || !stream)
@@ -1046,11 +1049,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
                             adaptor.getColumns(), shape, result, lse)) ||
-      failed(checkAttentionDropout(loc, getOperationName(), adaptor.getRng(),
-                                   adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr())))
+      failed(checkAttentionOptions(loc, getOperationName(), adaptor.getRng(),
+                                   adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr(),
+                                   adaptor.getSoftcapAttr())))
     return failure();
-  if (std::optional<APFloat> cap = adaptor.getSoftcap(); cap && !(cap->convertToDouble() > 0.0))
-    return opError(loc, getOperationName(), "softcap must be positive");
   types.append({result, lse});
   return success();
 }
@@ -1062,11 +1064,10 @@ LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *, std::optional<Loc
   if (failed(inferAttention(loc, getOperationName(), adaptor.getQuery(), adaptor.getKey(),
                             adaptor.getValue(), adaptor.getBias(), adaptor.getHeads(),
                             adaptor.getColumns(), shape, result, lse)) ||
-      failed(checkAttentionDropout(loc, getOperationName(), adaptor.getRng(),
-                                   adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr())))
+      failed(checkAttentionOptions(loc, getOperationName(), adaptor.getRng(),
+                                   adaptor.getDropoutAttr(), adaptor.getDropoutStreamAttr(),
+                                   adaptor.getSoftcapAttr())))
     return failure();
-  if (std::optional<APFloat> cap = adaptor.getSoftcap(); cap && !(cap->convertToDouble() > 0.0))
-    return opError(loc, getOperationName(), "softcap must be positive");
   if (adaptor.getResult().getType() != result || adaptor.getGrad().getType() != result)
     return opError(loc, getOperationName(),
                    "result and grad must have the forward result's type");

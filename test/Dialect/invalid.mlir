@@ -427,6 +427,15 @@ func.func @attention_scalar(%x: tensor<f32>) {
 
 // -----
 
+func.func @attention_softcap_not_positive(%q: tensor<1x2x3x4xf32>) {
+  // expected-error @+2 {{'tcc.attention' op softcap must be positive}}
+  // expected-error @+1 {{'tcc.attention' op failed to infer returned types}}
+  %o, %l = tcc.attention %q, %q, %q {scale = 0.5 : f64, softcap = 0.0 : f64} : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> (tensor<1x2x3x4xf32>, tensor<1x2x3xf32>)
+  return
+}
+
+// -----
+
 func.func @attention_dropout_without_rng(%q: tensor<1x2x3x4xf32>) {
   // expected-error @+2 {{'tcc.attention' op dropout needs all of `dropout`, `dropout_stream` and the rng operand}}
   // expected-error @+1 {{'tcc.attention' op failed to infer returned types}}
