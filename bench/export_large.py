@@ -6,6 +6,7 @@ sizes and reads none), so a 1.5B-parameter model takes seconds of disk, not
 6 GB.
 
 Usage: ~/.cache/tcc/venv/bin/python bench/export_large.py gpt2-xl|tinyllama OUT_DIR [--seq 2048]
+           [--layers N]
 
 - gpt2-xl: GPT-2 XL's shape (48 layers, width 1600, 25 heads, vocabulary
   50257, tied embeddings), test/models/export_models.py's TinyGPT, with a
@@ -109,12 +110,12 @@ class Llama(nn.Module):
         return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
 
 
-def build(name, seq):
+def build(name, seq, layers=None):
     if name == "gpt2-xl":
-        return TinyGPT(vocab=50257, block_size=seq, n_embd=1600, n_layer=48, n_head=25,
-                       gelu_approx="tanh")
+        return TinyGPT(vocab=50257, block_size=seq, n_embd=1600, n_layer=layers or 48,
+                       n_head=25, gelu_approx="tanh")
     if name == "tinyllama":
-        return Llama(seq=seq)
+        return Llama(seq=seq, n_layer=layers or 22)
     sys.exit("unknown model %s (gpt2-xl or tinyllama)" % name)
 
 
@@ -123,6 +124,8 @@ def main():
     ap.add_argument("model")
     ap.add_argument("out_dir")
     ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=None,
+                    help="fewer (or more) layers than the model's own, the rest of its shape kept")
     a = ap.parse_args()
     os.makedirs(a.out_dir, exist_ok=True)
     # Zeros instead of the modules' random init (a memset, where drawing
@@ -134,7 +137,7 @@ def main():
     for f in orig:
         setattr(nn.init, f, lambda t, *args, **kw: t.data.zero_())
     try:
-        model = build(a.model, a.seq)
+        model = build(a.model, a.seq, a.layers)
     finally:
         for f, fn in orig.items():
             setattr(nn.init, f, fn)

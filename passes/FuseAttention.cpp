@@ -60,10 +60,18 @@ SmallVector<T> maskValues(Value v, int64_t sq, int64_t sk) {
       return {};
     values.assign(attr.getValues<bool>().begin(), attr.getValues<bool>().end());
   } else {
-    if (!isa<FloatType>(attr.getElementType()))
+    // A mask is S^2 values (4M at 2048 tokens) in every layer: read float
+    // and double as they are stored, not one APFloat at a time.
+    Type elt = attr.getElementType();
+    if (elt.isF32())
+      values.assign(attr.getValues<float>().begin(), attr.getValues<float>().end());
+    else if (elt.isF64())
+      values.assign(attr.getValues<double>().begin(), attr.getValues<double>().end());
+    else if (isa<FloatType>(elt))
+      for (const APFloat &f : attr.getValues<APFloat>())
+        values.push_back(f.convertToDouble());
+    else
       return {};
-    for (const APFloat &f : attr.getValues<APFloat>())
-      values.push_back(f.convertToDouble());
   }
   size_t matrix = static_cast<size_t>(sq * sk);
   for (size_t i = matrix; i < values.size(); ++i)

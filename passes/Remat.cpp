@@ -14,6 +14,7 @@
 #include "compiler/Dialect/TccOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/ScopeExit.h"
 
 #include <cmath>
 #include <map>
@@ -266,84 +267,90 @@ public:
     }
   }
 
-  /// The greedy search; where it cannot reach the budget, the segment
-  /// schedules (sqrt(n) segments, then every layer) applied to the original
-  /// step, the first that fits.
+  /// The greedy search; where it cannot reach the budget, the fewest
+  /// checkpointed layers that with the greedy search on the rest do, or
+  /// else the segment schedules (sqrt(n) segments, then every layer)
+  /// applied to the original step, the first that fits.
   void searchWithFallback(func::FuncOp func) {
+    int64_t unplanned = planFunction(func, floatBytes, statePerParam, dataParallel);
+    if (unplanned <= budget)
+      return;
     func::FuncOp original = func.clone();
+    auto eraseOriginal = llvm::make_scope_exit([&] { original.erase(); });
+    // Recomputation frees temporaries only: where what is left without them
+    // is over the budget, no search can meet it (on a 1B model it took
+    // minutes for nothing). The segment schedules still give the
+    // over-budget error the smallest plan they reach.
+    if (unplanned - LayoutAttr::of(func).getTemporaryBytes() > budget) {
+      segmentFallback(func, original, unplanned);
+      return;
+    }
     search(func);
     int64_t best = planFunction(func, floatBytes, statePerParam, dataParallel);
-    auto take = [&](func::FuncOp trial) {
-      func.getBody().takeBody(trial.getBody());
-      func->removeAttr("tcc.remat_decisions");
-      for (StringRef attr : {StringRef(LayoutAttr::kAttrName), StringRef("tcc.remat_decisions")})
-        if (Attribute a = trial->getAttr(attr))
-          func->setAttr(attr, a);
-    };
-    if (best > budget) {
-      // Checkpoint the fewest whole layers (from the first) that, with the
-      // greedy search on the rest, meet the budget: binary search on the
-      // count, each try a full greedy search.
-      func::FuncOp probe = original.clone();
-      int64_t layers = checkpointSegments(probe, false, 0);
-      probe.erase();
-      int64_t lo = 1, hi = layers, found = -1;
-      while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        func::FuncOp trial = original.clone();
-        checkpointSegments(trial, false, mid);
+    if (best <= budget)
+      return;
+    // Checkpoint the fewest whole layers (from the first) that, with the
+    // greedy search on the rest, meet the budget: binary search on the
+    // count, each try a full greedy search.
+    func::FuncOp probe = original.clone();
+    int64_t layers = checkpointSegments(probe, false, 0);
+    probe.erase();
+    int64_t lo = 1, hi = layers, found = -1;
+    while (lo <= hi) {
+      int64_t mid = (lo + hi) / 2;
+      func::FuncOp trial = original.clone();
+      checkpointSegments(trial, false, mid);
+      search(trial);
+      if (planFunction(trial, floatBytes, statePerParam, dataParallel) <= budget) {
+        found = mid;
+        takePlan(func, trial);
+        hi = mid - 1;
+      } else {
+        lo = mid + 1;
+      }
+      trial.erase();
+    }
+    if (found < 0) {
+      segmentFallback(func, original, best);
+      return;
+    }
+    // The fewest checkpointed layers need not recompute the least: the
+    // greedy search on the rest may recompute more than a layer's forward
+    // pass. Checkpointing one more layer, or every layer, is taken when it
+    // fits and recomputes fewer FLOPs.
+    for (int64_t count : {found + 1, layers}) {
+      if (count > layers || count <= found)
+        continue;
+      func::FuncOp trial = original.clone();
+      checkpointSegments(trial, false, count);
+      if (count < layers)
         search(trial);
-        int64_t planned = planFunction(trial, floatBytes, statePerParam, dataParallel);
-        if (planned <= budget) {
-          found = mid;
-          best = planned;
-          take(trial);
-          hi = mid - 1;
-        } else {
-          lo = mid + 1;
-        }
-        trial.erase();
-      }
-      if (found >= 0) {
-        // The fewest checkpointed layers need not recompute the least: the
-        // greedy search on the rest may recompute more than a layer's
-        // forward pass. Checkpointing one more layer, or every layer, is
-        // taken when it fits and recomputes fewer FLOPs.
-        for (int64_t count : {found + 1, layers}) {
-          if (count > layers || count <= found)
-            continue;
-          func::FuncOp trial = original.clone();
-          checkpointSegments(trial, false, count);
-          if (count < layers)
-            search(trial);
-          if (planFunction(trial, floatBytes, statePerParam, dataParallel) <= budget &&
-              recomputedFlops(trial) < recomputedFlops(func))
-            take(trial);
-          trial.erase();
-        }
-        planFunction(func, floatBytes, statePerParam, dataParallel);
-        original.erase();
-        return;
-      }
+      if (planFunction(trial, floatBytes, statePerParam, dataParallel) <= budget &&
+          recomputedFlops(trial) < recomputedFlops(func))
+        takePlan(func, trial);
+      trial.erase();
     }
-    if (best > budget) {
-      // The first segment schedule that fits; if none does, the smallest
-      // plan found, so that the error names the smallest budget reached.
-      for (bool sqrtSegments : {true, false}) {
-        func::FuncOp trial = original.clone();
-        checkpointSegments(trial, sqrtSegments);
-        int64_t planned = planFunction(trial, floatBytes, statePerParam, dataParallel);
-        if (planned < best) {
-          best = planned;
-          take(trial);
-        }
-        trial.erase();
-        if (best <= budget)
-          break;
+    planFunction(func, floatBytes, statePerParam, dataParallel);
+  }
+
+  /// The segment schedules (sqrt(n) segments, then every layer) applied to
+  /// `original`: the first that meets the budget, or else the smallest plan,
+  /// replaces `func`'s plan (of `best` bytes) where it is smaller, so that an
+  /// over-budget error names the smallest budget reached.
+  void segmentFallback(func::FuncOp func, func::FuncOp original, int64_t best) {
+    for (bool sqrtSegments : {true, false}) {
+      func::FuncOp trial = original.clone();
+      checkpointSegments(trial, sqrtSegments);
+      int64_t planned = planFunction(trial, floatBytes, statePerParam, dataParallel);
+      if (planned < best) {
+        best = planned;
+        takePlan(func, trial);
       }
-      planFunction(func, floatBytes, statePerParam, dataParallel);
+      trial.erase();
+      if (best <= budget)
+        break;
     }
-    original.erase();
+    planFunction(func, floatBytes, statePerParam, dataParallel);
   }
 
   /// Moves `from`'s body, plan and decisions into `into`.
@@ -642,6 +649,15 @@ private:
       int64_t fragmentation = temporaries - live;
       int64_t target = budget - persistent - fragmentation;
       size_t before = decisions.size();
+      // A round after the first is undone where it does not lower the plan
+      // (its recomputation moved the fragmentation instead), and ends the
+      // search: on a 1B model most rounds only added decisions.
+      func::FuncOp previous = round > 0 ? func.clone() : func::FuncOp();
+      auto erasePrevious = llvm::make_scope_exit([&] {
+        if (previous)
+          previous.erase();
+      });
+      int64_t previousPlanned = planned;
       // A candidate rejected in an earlier round may fit now (a value it
       // reads became saved for another reason, say): each round tries all.
       tried.clear();
@@ -654,15 +670,15 @@ private:
         int64_t boundary = *numbered;
         Operation *lossOp = body.getTerminator()->getOperand(0).getDefiningOp();
 
+        auto keptByBackward = [&](Value r) {
+          return llvm::any_of(r.getUses(), [&](OpOperand &use) {
+            return index.lookup(use.getOwner()) >= boundary && !isEarlyAccumulation(use);
+          });
+        };
         SmallVector<Candidate> candidates;
         for (Operation &op : body) {
           if (index[&op] >= boundary || &op == lossOp)
             continue;
-          auto keptByBackward = [&](Value r) {
-            return llvm::any_of(r.getUses(), [&](OpOperand &use) {
-              return index.lookup(use.getOwner()) >= boundary && !isEarlyAccumulation(use);
-            });
-          };
           // One result of a multi-output fusion: its elementwise tail,
           // recomputed from the fusion's inputs and other results (the
           // activation of a GEMM epilogue, from the pre-activation). Under
@@ -704,9 +720,19 @@ private:
             return a.score() > c.score();
           return index[a.op] < index[c.op];
         });
+        // One pass down the list: each candidate that does not raise the
+        // bound is kept, and the list is made anew only when the pass is
+        // over (making it after each kept candidate was quadratic in the
+        // op count: minutes on a 1B model). A candidate that an earlier one
+        // in the pass left without a late reader is passed over.
         bool kept = false;
         for (const Candidate &c : candidates) {
+          if (live <= target)
+            break;
           tried.insert({c.op, c.result});
+          if (kept && (c.result >= 0 ? !keptByBackward(c.op->getResult(c.result))
+                                     : llvm::none_of(c.op->getResults(), keptByBackward)))
+            continue;
           Applied a = c.result >= 0
                           ? rematerializeTail(cast<FusionOp>(c.op), c.result, c.tail,
                                               boundary, index, model)
@@ -735,7 +761,15 @@ private:
             }));
             live = after;
             kept = true;
-            break;
+            // The clones are numbered as the op they were inserted before
+            // (a backward one), so later candidates see them as late readers.
+            for (Operation *clone : a.clones) {
+              Operation *next = clone->getNextNode();
+              while (next && !index.count(next))
+                next = next->getNextNode();
+              index[clone] = next ? index.lookup(next) : boundary;
+            }
+            continue;
           }
           undo(a);
         }
@@ -745,6 +779,12 @@ private:
       planned = planFunction(func, floatBytes, statePerParam, dataParallel);
       if (decisions.size() == before)
         break; // nothing more to recompute
+      if (previous && planned >= previousPlanned) {
+        takePlan(func, previous);
+        decisions.resize(before);
+        planned = previousPlanned;
+        break;
+      }
     }
     if (!decisions.empty()) {
       // After a partial segment schedule: its decisions come first.

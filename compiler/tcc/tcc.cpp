@@ -30,6 +30,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
@@ -281,6 +282,39 @@ static cl::opt<bool> allowUnrecorded(
              "initializers carry an exporter's folded names (val_N, onnx::...), "
              "which are copies of parameters, not the module's own"),
     cl::cat(tccCategory));
+
+static cl::opt<bool> timing(
+    "timing",
+    cl::desc("Print where the compile's time went, to stderr when tcc ends: the import, "
+             "each pass of the training, plan and kernel pipelines (MLIR's pass timing), "
+             "emission and the step's build"),
+    cl::cat(tccCategory));
+
+namespace {
+/// --timing: one MLIR timing report for the whole compile. Each stage is a
+/// scope under the root; pass managers time into theirs.
+struct CompileTiming {
+  DefaultTimingManager manager;
+  TimingScope root;
+  CompileTiming() {
+    manager.setEnabled(true);
+    root = manager.getRootScope();
+  }
+};
+std::optional<CompileTiming> compileTiming;
+} // namespace
+
+/// A stage of the compile, timed under --timing (stops when it goes).
+static TimingScope timeStage(StringRef name) {
+  return compileTiming ? compileTiming->root.nest(name) : TimingScope();
+}
+
+/// Times `pm`'s passes under `stage` with --timing (`pm` keeps a reference:
+/// the scope must outlive its runs).
+static void timePasses(PassManager &pm, TimingScope &stage) {
+  if (compileTiming)
+    pm.enableTiming(stage);
+}
 
 /// Parses `--shape` values into `options`; reports and fails on bad syntax.
 static LogicalResult parseShapes(tcc::ImportOptions &options) {
@@ -866,12 +900,17 @@ static LogicalResult parseFlags(Driver &d) {
 /// Reads the model, appends --loss's loss, and checks the import contract.
 static OwningOpRef<ModuleOp> importModel(MLIRContext &context, const Driver &d,
                                          tcc::ImportStats &stats) {
-  OwningOpRef<ModuleOp> module =
-      tcc::importOnnxFile(&context, inputFile, d.import, &stats);
+  OwningOpRef<ModuleOp> module;
+  {
+    TimingScope scope = timeStage("import (ONNX to tcc)");
+    module = tcc::importOnnxFile(&context, inputFile, d.import, &stats);
+  }
   if (!module)
     return nullptr;
 
   PassManager pm(&context);
+  TimingScope pmTiming = timeStage("import contract");
+  timePasses(pm, pmTiming);
   if (d.loss)
     pm.addPass(tcc::createAppendLoss(*d.loss));
   pm.addPass(tcc::createCheckImportContract());
@@ -891,6 +930,8 @@ static LogicalResult buildTrainingStep(ModuleOp module, Driver &d) {
                  !model.getArgAttr(i, tcc::kFrozenAttr);
   d.pipeline.backward = trainable;
   PassManager train(module.getContext());
+  TimingScope trainTiming = timeStage("training pipeline");
+  timePasses(train, trainTiming);
   tcc::buildTrainingPipeline(train, d.pipeline);
   return train.run(module);
 }
@@ -933,6 +974,8 @@ static LogicalResult planStep(ModuleOp module, const Driver &d, bool reports = t
         return success();
       });
     PassManager planPm(&context);
+    TimingScope planPmTiming = timeStage("plan pipeline");
+  timePasses(planPm, planPmTiming);
     addPlanPasses(planPm, d.budget);
     planResult = planPm.run(module);
   }
@@ -952,6 +995,8 @@ static LogicalResult planStep(ModuleOp module, const Driver &d, bool reports = t
     config.offload = "auto";
     config.swapActivations = "auto";
     PassManager retry(&context);
+    TimingScope retryTiming = timeStage("plan pipeline with host memory");
+  timePasses(retry, retryTiming);
     tcc::buildPlanPipeline(retry, config);
     planResult = retry.run(module);
   }
@@ -1013,6 +1058,8 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
     return writeOutput([&](llvm::raw_ostream &os) { module.print(os); });
   if (emit == EmitKind::Kernels) {
     PassManager kernels(module.getContext());
+    TimingScope kernelsTiming = timeStage("kernel pipeline");
+  timePasses(kernels, kernelsTiming);
     tcc::buildKernelPipeline(kernels);
     if (failed(kernels.run(module)))
       return 1;
@@ -1027,7 +1074,9 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
   emitOptions.modelPath = absolute.str().str();
   emitOptions.optimizer = optimizer;
   emitOptions.memBudget = d.budget;
+  TimingScope emitScope = timeStage("emit the step's source (kernel pipeline included)");
   FailureOr<tcc::EmittedStep> step = tcc::emitStep(module, emitOptions);
+  emitScope.stop();
   if (failed(step))
     return 1;
   if (emit == EmitKind::Source && outputFile == "-")
@@ -1040,10 +1089,12 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
     });
 
   std::string weights;
+  TimingScope weightsScope = timeStage("read the weights");
   if (emitOptions.embedWeights &&
       failed(tcc::readParameterValues(module.getContext(), inputFile, step->params,
                                       targetAttr.getStorage().isF64(), weights)))
     return 1;
+  weightsScope.stop();
   tcc::StepBuildOptions buildOptions;
   buildOptions.keepTemps = keepTemps;
   buildOptions.cudaArch = std::to_string(targetAttr.getArch());
@@ -1107,9 +1158,11 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
                     "-o step.so (or --emit=summary)\n";
     return 1;
   }
+  TimingScope buildScope = timeStage("build the step library (host compiler, nvcc)");
   if (failed(tcc::buildStepLibrary(*step, weights, libraryPath, fileLoc,
                                       buildOptions)))
     return 1;
+  buildScope.stop();
   if (evaluation) {
     llvm::errs() << "tcc: " << outputFile << ": evaluation step, arena "
                  << humanBytes(layout.getArenaBytes()) << " (parameters "
@@ -1223,6 +1276,8 @@ int main(int argc, char **argv) {
   Driver d;
   if (failed(parseFlags(d)))
     return 1;
+  if (timing)
+    compileTiming.emplace();
   if (withEval && ((emit != EmitKind::Default && emit != EmitKind::Step) || outputFile == "-")) {
     llvm::errs() << "tcc: error: --with-eval builds an evaluation step into the step "
                     "library (-o step.so), not into --emit's other outputs\n";
