@@ -263,7 +263,13 @@ const char *const kUsage =
     "  --init-weights FILE\n"
     "                 start from these parameter values: one raw fp32 blob in\n"
     "                 the step's parameter order (tcc's weights.bin); needed\n"
-    "                 by a step compiled with tcc --no-weights\n"
+    "                 by a step compiled with tcc --no-weights (or --init)\n"
+    "  --init normal[:STD]\n"
+    "                 start a step compiled with tcc --no-weights from drawn\n"
+    "                 values, seeded by --seed: matrices N(0, STD^2) (STD\n"
+    "                 default 0.02, Hugging Face's initializer_range), a\n"
+    "                 norm's scale (a vector named *.weight, *.scale, *.gamma)\n"
+    "                 1, other vectors (biases) 0\n"
     "\n"
     "gradients only:\n"
     "  --grads-only   run one micro-step (forward and backward) without an\n"
@@ -343,7 +349,7 @@ const ValueFlag kValueFlags[] = {
     {"--checkpoint-every", "N"}, {"--keep-checkpoints", "N"}, {"--resume", "DIR"},
     {"--save", "OUT.onnx"},      {"--model", "PATH"},
     {"--print-every", "N"},      {"--loss-scale", "dynamic|off|X"},
-    {"--init-weights", "FILE"},
+    {"--init-weights", "FILE"},  {"--init", "normal[:STD]"},
     {"--trace", "FILE.json"},    {"--trace-steps", "N"},
     {"--tensorboard", "DIR"},
     {"--val-data", "FILE"},      {"--eval-every", "N"},
@@ -442,6 +448,16 @@ std::string setValueFlag(const std::string &flag, const char *meta, const std::s
      : flag == "--val-data"   ? opts.valData
                               : opts.model) = value;
     opts.haveData |= flag == "--data";
+  } else if (flag == "--init") {
+    // normal, or normal:STD with STD > 0 (Hugging Face's initializer_range
+    // is 0.02 for most models).
+    std::string std = value == "normal" ? "0.02"
+                      : value.rfind("normal:", 0) == 0 ? value.substr(7)
+                                                       : std::string();
+    if (std.empty())
+      return "--init: expected normal or normal:STD (a standard deviation), not '" + value +
+             "'";
+    err = parseReal(flag, std, 0, true, INFINITY, opts.initStd);
   } else if (flag == "--steps") {
     err = parseInt(flag, value, 1, opts.steps);
   } else if (flag == "--eval-every") {
@@ -617,7 +633,8 @@ int parseArgs(int argc, char **argv, Options &opts) {
                  "--data FILE) [training options]; see tcc-run --help)");
   if (opts.gradsOnly) {
     for (const std::string &f : opts.given)
-      if (f != "--quiet" && f != "--init-weights" && f != "--loss-scale" && f != "--seed")
+      if (f != "--quiet" && f != "--init-weights" && f != "--init" && f != "--loss-scale" &&
+          f != "--seed")
         return error("--grads-only runs one micro-step without training; it "
                      "cannot be combined with " +
                      f);
@@ -631,7 +648,8 @@ int parseArgs(int argc, char **argv, Options &opts) {
       return error("--eval-only evaluates on --val-data FILE (a token stream, as --data "
                    "reads)");
     for (const std::string &f : opts.given)
-      if (f != "--eval-only" && f != "--quiet" && f != "--init-weights" && f != "--resume" &&
+      if (f != "--eval-only" && f != "--quiet" && f != "--init-weights" && f != "--init" &&
+          f != "--resume" &&
           f != "--val-data" && f != "--eval-batches" && f != "--labels" && f != "--threads")
         return error("--eval-only evaluates without training; it cannot be combined with " +
                      f);

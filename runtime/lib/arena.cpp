@@ -7,6 +7,8 @@
 #include "runtime/step_table.h"
 #include "runtime/lib/text.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -120,16 +122,70 @@ std::string prepareArena(const Step &step, Arena &mem, tcc::dp::World &world, bo
   return "";
 }
 
+/// The next of a splitmix64 stream: the same numbers on every platform and
+/// standard library (std::normal_distribution's are not).
+static uint64_t splitmix64(uint64_t &state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Whether a rank-1 parameter is a normalization's scale (initialised to 1,
+/// as PyTorch's LayerNorm, RMSNorm and BatchNorm do): its name's last part.
+static bool isScaleName(const char *name) {
+  const char *dot = std::strrchr(name, '.');
+  std::string last = dot ? dot + 1 : name;
+  return last == "weight" || last == "scale" || last == "gamma" || last == "g";
+}
+
+/// --init=normal[:STD]: matrices (rank >= 2) N(0, std^2), as Hugging Face's
+/// initializer_range does for Linear and Embedding weights; vectors 1 for a
+/// norm's scale, 0 for a bias. Parameter i's values come from its own stream
+/// (the seed and i), Box-Muller from 53-bit uniforms.
+static std::string drawInitWeights(double std, uint64_t seed, const tcc_step_info &info,
+                                   Arena &mem) {
+  for (int32_t i = 0; i < info.num_params; ++i) {
+    const tcc_tensor_desc &d = info.params[i];
+    float *p = reinterpret_cast<float *>(mem.host + d.offset);
+    size_t n = d.bytes / sizeof(float);
+    if (d.rank < 2) {
+      std::fill(p, p + n, isScaleName(d.name) ? 1.0f : 0.0f);
+      continue;
+    }
+    uint64_t state = seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(i) + 1;
+    auto uniform = [&] { return ((splitmix64(state) >> 11) + 0.5) * 0x1.0p-53; };
+    for (size_t k = 0; k < n; k += 2) {
+      double r = std::sqrt(-2.0 * std::log(uniform())), a = 2.0 * M_PI * uniform();
+      p[k] = static_cast<float>(std * r * std::cos(a));
+      if (k + 1 < n)
+        p[k + 1] = static_cast<float>(std * r * std::sin(a));
+    }
+  }
+  return mem.copyIn(info.params, info.num_params);
+}
+
 /// --init-weights FILE: the parameters' values as one raw blob in the step's
 /// parameter order (what tcc embeds as weights.bin), for a step compiled with
 /// tcc --no-weights. A step without embedded weights needs it (or --resume).
-std::string loadInitWeights(const std::string &path, bool resuming,
-                            const Step &step, Arena &mem) {
+std::string loadInitWeights(const std::string &path, double initStd, uint64_t seed,
+                            bool resuming, const Step &step, Arena &mem) {
   const tcc_step_info &info = *step.info;
+  if (initStd > 0) {
+    if (!path.empty())
+      return "--init and --init-weights both set the parameters; give one";
+    if (resuming)
+      return "--init and --resume both set the parameters; give one";
+    if (info.weights_embedded)
+      return step.name + " carries its model's weights; --init draws them for a step "
+             "compiled with tcc --no-weights";
+    return drawInitWeights(initStd, seed, info, mem);
+  }
   if (path.empty()) {
     if (!info.weights_embedded && !resuming)
       return step.name + " was compiled with tcc --no-weights: give its "
-             "initial weights with --init-weights FILE (or --resume DIR)";
+             "initial weights with --init-weights FILE or --init=normal[:STD] "
+             "(or --resume DIR)";
     return "";
   }
   if (resuming)

@@ -154,8 +154,12 @@ std::string checkMemory(const tcc_step_info &info);
 /// parameters (tcc_step_init).
 std::string prepareArena(const Step &step, Arena &mem, tcc::dp::World &world, bool nccl);
 /// --init-weights FILE: the parameters' values as one raw blob in the step's
-/// parameter order, for a step compiled with tcc --no-weights.
-std::string loadInitWeights(const std::string &path, bool resuming, const Step &step, Arena &mem);
+/// parameter order, for a step compiled with tcc --no-weights; or, with
+/// `initStd` > 0 (--init=normal[:STD]), values drawn from `seed`: matrices
+/// N(0, initStd^2), vectors 1 where a norm's scale ("weight", "scale",
+/// "gamma") and 0 elsewhere (biases).
+std::string loadInitWeights(const std::string &path, double initStd, uint64_t seed,
+                            bool resuming, const Step &step, Arena &mem);
 /// Seeds the step's dropout state (if it has one) for a run that does not
 /// resume one.
 std::string seedDropout(const Step &step, Arena &mem, uint64_t seed);

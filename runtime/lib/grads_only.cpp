@@ -140,7 +140,7 @@ std::string prepare(const Options &opts, const Step &step, tcc::dp::World &world
   const bool nccl = false; // one process, one micro-step
   std::string err;
   if (!(err = prepareArena(step, mem, world, nccl)).empty() ||
-      !(err = loadInitWeights(opts.initWeights, false, step, mem)).empty())
+      !(err = loadInitWeights(opts.initWeights, opts.initStd, opts.seed, false, step, mem)).empty())
     return err;
   char *arena = mem.host; // for a device step, the host mirror
   for (int32_t i = 0; i < info.num_inputs; ++i)

@@ -22,6 +22,8 @@ struct Options {
 
   // Training.
   std::string data, metrics, checkpoint, resume, save, model, initWeights;
+  /// --init=normal[:STD]: initWeights' alternative, drawn (initStd > 0).
+  double initStd = 0;
   std::string trace, tensorboard;
   int64_t traceSteps = 2;
   bool haveData = false;

@@ -63,7 +63,7 @@ int Trainer::evaluateOnly() {
   if (int r = openValidation(std::move(columns)); r != kGoOn)
     return r;
   if (!(err = prepareArena(step, mem, world, nccl)).empty() ||
-      !(err = loadInitWeights(opts.initWeights, !opts.resume.empty(), step, mem)).empty())
+      !(err = loadInitWeights(opts.initWeights, opts.initStd, opts.seed, !opts.resume.empty(), step, mem)).empty())
     return error(err);
   arena = mem.host;
   int64_t at = 0;

@@ -13,7 +13,7 @@ int Trainer::restore() {
   // step, `arena` is the host mirror: the parameters and optimizer state are
   // copied out before they are written anywhere, and in after a resume.
   if (!(err = prepareArena(step, mem, world, nccl)).empty() ||
-      !(err = loadInitWeights(opts.initWeights, !opts.resume.empty(), step, mem)).empty())
+      !(err = loadInitWeights(opts.initWeights, opts.initStd, opts.seed, !opts.resume.empty(), step, mem)).empty())
     return error(err);
   arena = mem.host;
   stepArena = mem.stepArena();
