@@ -1,4 +1,4 @@
-//===- Reports.cpp - tcc's --fusion-report and --memory-report ------------===//
+//===- Reports.cpp - tcc's summary, --fusion-report and --memory-report ---===//
 
 #include "compiler/tcc/Reports.h"
 
@@ -6,10 +6,12 @@
 #include "passes/PlanMemory.h"
 #include "passes/tiers/TierCostModel.h"
 
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include <map>
 #include <optional>
 
 using namespace mlir;
@@ -223,3 +225,130 @@ LogicalResult mlir::tcc::writeMemoryReport(func::FuncOp func, int64_t budget, do
   return writeJson(std::move(report), path);
 }
 
+static std::string typeStr(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << rt.getElementType() << " [";
+  llvm::interleave(rt.getShape(), os, ", ");
+  os << "]";
+  return s;
+}
+
+static std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void mlir::tcc::printSummary(ModuleOp module, StringRef modelPath, const ImportStats &stats,
+                             llvm::raw_ostream &os) {
+  auto func = *module.getOps<func::FuncOp>().begin();
+  int64_t numOps = 0;
+  std::map<std::string, int64_t> histogram;
+  func.walk([&](Operation *op) {
+    if (isa<tcc::TccDialect>(op->getDialect())) {
+      ++numOps;
+      ++histogram[op->getName().getStringRef().str()];
+    }
+  });
+  os << "model     " << modelPath << "\n";
+  os << "          opset " << stats.opset;
+  if (!stats.producer.empty())
+    os << ", producer " << stats.producer;
+  os << "; " << stats.numNodes << " ONNX nodes -> " << numOps
+     << " tcc ops (" << stats.numFolded
+     << " nodes folded at compile time)\n";
+
+  size_t width = 8;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    for (StringRef attr : {tcc::kParamAttr, tcc::kInputAttr})
+      if (auto n = func.getArgAttrOfType<StringAttr>(i, attr))
+        width = std::max(width, n.size());
+  auto row = [&](StringRef label, StringRef name, const std::string &rest) {
+    os << llvm::formatv("{0,-10}{1}", label, name);
+    os.indent(width + 2 - name.size()) << rest << "\n";
+  };
+
+  bool first = true;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto n = func.getArgAttrOfType<StringAttr>(i, tcc::kInputAttr)) {
+      row(first ? "inputs" : "", n.getValue(), typeStr(func.getArgument(i).getType()));
+      first = false;
+    }
+  if (auto objective = func->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+          tcc::kObjectiveAttr)) {
+    std::string text;
+    for (StringRef key : {"task", "ids", "labels", "mask", "labels-shift"})
+      if (auto v = objective.getAs<StringAttr>(key))
+        text += (text.empty() ? "" : ", ") + key.str() + " " + v.getValue().str();
+    os << "objective " << text << "\n";
+  }
+  first = true;
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto n = func.getResultAttrOfType<StringAttr>(i, tcc::kOutputAttr);
+    row(first ? "outputs" : "", n ? n.getValue() : "?",
+        typeStr(func.getResultTypes()[i]));
+    first = false;
+  }
+  int64_t numParams = 0, numValues = 0, numFrozen = 0;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (func.getArgAttrOfType<StringAttr>(i, tcc::kParamAttr)) {
+      ++numParams;
+      numValues += cast<RankedTensorType>(func.getArgument(i).getType())
+                       .getNumElements();
+      numFrozen += func.getArgAttr(i, tcc::kFrozenAttr) ? 1 : 0;
+    }
+  os << "params    " << numParams << " tensors, " << withCommas(numValues)
+     << " values (" << llvm::formatv("{0:F1}", numValues * 4 / 1024.0)
+     << " KiB as fp32); " << numParams - numFrozen << " trainable, "
+     << numFrozen << " frozen\n";
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto n = func.getArgAttrOfType<StringAttr>(i, tcc::kParamAttr))
+      row("", n.getValue(),
+          typeStr(func.getArgument(i).getType()) +
+              (func.getArgAttr(i, tcc::kFrozenAttr) ? "  (frozen)" : ""));
+  if (!stats.constants.empty()) {
+    os << "buffers   " << stats.constants.size()
+       << " floating-point initializers kept fixed as constants\n";
+    for (auto &[name, reason] : stats.constants)
+      row("", name, reason);
+  }
+  os << "ops       ";
+  std::vector<std::pair<int64_t, std::string>> sorted;
+  for (auto &[name, count] : histogram)
+    sorted.emplace_back(-count, name);
+  llvm::sort(sorted);
+  int column = 10;
+  for (auto &[count, name] : sorted) {
+    std::string item = name.substr(4) + " " + std::to_string(-count);
+    if (column + item.size() > 78) {
+      os << "\n          ";
+      column = 10;
+    }
+    os << item << "  ";
+    column += item.size() + 2;
+  }
+  os << "\n";
+  // Training-mode dropout draws random masks: say so, and how they are seeded.
+  std::map<double, int> ratios;
+  func.walk([&](tcc::DropoutOp d) {
+    if (d.getTraining() && !d.getRatio().isZero())
+      ++ratios[d.getRatio().convertToDouble()];
+  });
+  if (!ratios.empty()) {
+    os << "dropout   ";
+    bool firstRatio = true;
+    for (auto &[ratio, count] : ratios) {
+      os << (firstRatio ? "" : ", ") << count << " at "
+         << llvm::formatv("{0}", (float)ratio);
+      firstRatio = false;
+    }
+    os << " in training mode: random masks from the step's random state "
+          "(tcc-run --seed)\n";
+  }
+}
