@@ -147,19 +147,30 @@ static std::string drawInitWeights(double std, uint64_t seed, const tcc_step_inf
                                    Arena &mem) {
   for (int32_t i = 0; i < info.num_params; ++i) {
     const tcc_tensor_desc &d = info.params[i];
-    float *p = reinterpret_cast<float *>(mem.host + d.offset);
-    size_t n = d.bytes / sizeof(float);
+    // fp32 parameters, or fp64 ones in a --cpu-precision=f64 step.
+    if (d.dtype != TCC_DTYPE_F32 && d.dtype != TCC_DTYPE_F64)
+      return std::string("--init: parameter ") + d.name + " is not float32 or float64";
+    const bool f64 = d.dtype == TCC_DTYPE_F64;
+    char *p = mem.host + d.offset;
+    size_t n = d.bytes / (f64 ? sizeof(double) : sizeof(float));
+    auto set = [&](size_t k, double v) {
+      if (f64)
+        reinterpret_cast<double *>(p)[k] = v;
+      else
+        reinterpret_cast<float *>(p)[k] = static_cast<float>(v);
+    };
     if (d.rank < 2) {
-      std::fill(p, p + n, isScaleName(d.name) ? 1.0f : 0.0f);
+      for (size_t k = 0; k < n; ++k)
+        set(k, isScaleName(d.name) ? 1.0 : 0.0);
       continue;
     }
     uint64_t state = seed * 0x2545F4914F6CDD1Dull + static_cast<uint64_t>(i) + 1;
     auto uniform = [&] { return ((splitmix64(state) >> 11) + 0.5) * 0x1.0p-53; };
     for (size_t k = 0; k < n; k += 2) {
       double r = std::sqrt(-2.0 * std::log(uniform())), a = 2.0 * M_PI * uniform();
-      p[k] = static_cast<float>(std * r * std::cos(a));
+      set(k, std * r * std::cos(a));
       if (k + 1 < n)
-        p[k + 1] = static_cast<float>(std * r * std::sin(a));
+        set(k + 1, std * r * std::sin(a));
     }
   }
   return mem.copyIn(info.params, info.num_params);
