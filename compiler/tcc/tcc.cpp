@@ -846,7 +846,7 @@ static LogicalResult planStep(ModuleOp module, const Driver &d, bool reports = t
       });
     PassManager planPm(&context);
     TimingScope planPmTiming = timeStage("plan pipeline");
-  timePasses(planPm, planPmTiming);
+    timePasses(planPm, planPmTiming);
     addPlanPasses(planPm, d.budget);
     planResult = planPm.run(module);
   }
@@ -867,7 +867,7 @@ static LogicalResult planStep(ModuleOp module, const Driver &d, bool reports = t
     config.swapActivations = "auto";
     PassManager retry(&context);
     TimingScope retryTiming = timeStage("plan pipeline with host memory");
-  timePasses(retry, retryTiming);
+    timePasses(retry, retryTiming);
     tcc::buildPlanPipeline(retry, config);
     planResult = retry.run(module);
   }
@@ -930,7 +930,7 @@ static int emitOutput(ModuleOp module, const Driver &d, StringRef libraryPath,
   if (emit == EmitKind::Kernels) {
     PassManager kernels(module.getContext());
     TimingScope kernelsTiming = timeStage("kernel pipeline");
-  timePasses(kernels, kernelsTiming);
+    timePasses(kernels, kernelsTiming);
     tcc::buildKernelPipeline(kernels);
     if (failed(kernels.run(module)))
       return 1;
