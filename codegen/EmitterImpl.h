@@ -22,6 +22,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -224,6 +225,16 @@ protected:
   /// is, and the plan's arena bytes live while it runs; mark k ends op k-1.
   std::vector<std::string> opLabels;
   std::vector<uint64_t> opLive;
+  /// The step's value table (tcc_step_op_values, tcc-run
+  /// --check-numerics): per op of the op table, the arena buffers it read
+  /// and wrote, as tcc_op_value initializers; and the dims arrays they
+  /// share, by shape.
+  std::vector<std::string> opValues;
+  llvm::StringMap<std::string> dimsArrays;
+  bool valueTable = true; // tcc-translate has no frame, and no value table
+  /// Ends an entry of the op table at `m`: its label (`label`: the mark's,
+  /// or what the target prefixes it with), live bytes and values.
+  void recordMark(tcck::MarkOp m, std::string label);
   llvm::DenseMap<Value, Buffer> buffers;
   llvm::DenseMap<Value, int64_t> argOffsets;
   /// Parameters whose master weights are in the host buffer: their offsets there.

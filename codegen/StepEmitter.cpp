@@ -358,6 +358,40 @@ std::string mlir::tcc::codegen::cstring(StringRef text) {
   return out + "\"";
 }
 
+void Emitter::recordMark(tcck::MarkOp m, std::string label) {
+  const int64_t op = static_cast<int64_t>(opLabels.size());
+  opLabels.push_back(std::move(label));
+  opLive.push_back(m.getLive());
+  auto add = [&](int role, unsigned index, Value v) {
+    auto it = buffers.find(v);
+    if (!valueTable)
+      return;
+    if (it == buffers.end() || !it->second.inArena)
+      return; // read-only data, or tcc-translate's arguments
+    auto t = tensor(v);
+    Type elt = t.getElementType();
+    // A buffer's element type is its storage type (f16 on CUDA), but the
+    // CPU target's floats are all F (double with --cpu-precision=f64).
+    int dtype = elt.isF16() ? 10 : dtypeCode(elt);
+    uint64_t bytes = static_cast<uint64_t>(t.getNumElements()) *
+                     (elt.isF16() ? 2 : elementBytes(elt));
+    std::string dims = i64List(t.getShape());
+    std::string &id = dimsArrays[dims];
+    if (id.empty()) {
+      id = "od" + std::to_string(dimsArrays.size());
+      g << "static const int64_t " << id << "[] = " << dims << ";\n";
+    }
+    opValues.push_back(llvm::formatv("{{{0}, {1}, {2}, {{\"\", {3}, {4}, {5}, {6}ULL, {7}ULL, 0}}",
+                                     op, role, index, dtype, t.getRank(), id, it->second.offset,
+                                     bytes)
+                           .str());
+  };
+  for (auto [k, v] : llvm::enumerate(m.getIns()))
+    add(0, k, v);
+  for (auto [k, v] : llvm::enumerate(m.getOuts()))
+    add(1, k, v);
+}
+
 /// The step's descriptor tables (tcc_step_info's params, grads, inputs,
 /// outputs and optimizer state), one row per entry (a placeholder row keeps
 /// an empty table valid C++).
@@ -384,6 +418,13 @@ void Emitter::writeTables(llvm::raw_ostream &s, const Frame &f) const {
   for (uint64_t b : opLive)
     s << b << "ULL, ";
   s << (opLive.empty() ? "0};\n" : "};\n");
+  s << "// The value table (tcc-run --check-numerics): the arena buffers each op\n"
+    << "// of kOps read (role 0) and wrote (role 1).\n"
+    << "static const tcc_op_value kOpValues[] = {\n";
+  for (const std::string &v : opValues)
+    s << "    " << v << ",\n";
+  s << (opValues.empty() ? "    {-1, 0, 0, {\"\", 0, 0, nullptr, 0, 0, 0}},\n" : "") << "};\n"
+    << "static const int32_t kNumOpValues = " << opValues.size() << ";\n";
 }
 
 

@@ -17,6 +17,7 @@ using namespace mlir::tcc;
 using namespace mlir::tcc::codegen;
 
 FailureOr<std::string> Emitter::translateBody() {
+  valueTable = false; // the frame's, which emitStep writes
   std::string params;
   for (BlockArgument a : kernelFunc.getArguments()) {
     if (!isa<MemRefType>(a.getType()))

@@ -203,8 +203,17 @@ struct KernelPattern : OpConversionPattern<Op> {
     for (unsigned i : plan.readyAfter.lookup(op))
       gradReady(rewriter, plan, op->getLoc(), i);
     auto mark = plan.marks.find(op);
-    if (mark != plan.marks.end())
-      rewriter.create<tcck::MarkOp>(op->getLoc(), mark->second.label, mark->second.live);
+    if (mark == plan.marks.end())
+      return;
+    // The buffers the op read (its operands, as they were lowered) and
+    // wrote: what tcc-run --check-numerics looks at.
+    SmallVector<Value> ins;
+    for (Value v : op->getOperands())
+      if (Value b = rewriter.getRemappedValue(v); b && isa<MemRefType>(b.getType()))
+        ins.push_back(b);
+    SmallVector<Value> outs(llvm::make_filter_range(
+        views, [](Value v) { return isa<MemRefType>(v.getType()); }));
+    rewriter.create<tcck::MarkOp>(op->getLoc(), mark->second.label, mark->second.live, ins, outs);
   }
 
   /// Replaces `op` by `views` after finishing it.

@@ -205,6 +205,20 @@ const char *const kUsage =
     "                 steps are done. Tracing changes no result\n"
     "  --trace-steps N\n"
     "                 how many optimizer steps --trace records (default 2)\n"
+    "  --check-numerics\n"
+    "                 look at every op's results after it runs, in every\n"
+    "                 micro-step (as TensorFlow's enable_check_numerics and\n"
+    "                 PyTorch's anomaly mode): the first op that makes a NaN\n"
+    "                 stops the run with an error naming it (the kernel, the\n"
+    "                 tcc ops, the ONNX nodes), the type each of its results\n"
+    "                 and operands is stored in, their ranges, and the first\n"
+    "                 op of the step that made an infinity from finite\n"
+    "                 operands (where an fp16 overflow starts; an infinity\n"
+    "                 alone does not stop, as a mask's -inf is meant). A step\n"
+    "                 skipped for a gradient that is not finite names that op\n"
+    "                 too: a warning with a dynamic loss scale, otherwise the\n"
+    "                 run stops. Slow: a CUDA step waits for the GPU and\n"
+    "                 copies each op's results to the host\n"
     "  --tensorboard DIR\n"
     "                 also write the metrics as TensorBoard scalars, to a new\n"
     "                 event file DIR/events.out.tfevents.* (tensorboard\n"
@@ -274,12 +288,13 @@ const char *const kUsage =
     "gradients only:\n"
     "  --grads-only   run one micro-step (forward and backward) without an\n"
     "                 optimizer step; needs --feed DIR with DIR/<input>.npy;\n"
-    "                 takes no training options but --loss-scale and --seed\n"
-    "                 (the dropout masks: micro-step 0's of that seed): the\n"
-    "                 backward pass runs with that loss scale (default:\n"
-    "                 dynamic for --target=cuda steps, starting at 65536 and\n"
-    "                 halved while the gradients are not finite; off for CPU\n"
-    "                 steps) and the gradients are divided by it\n"
+    "                 takes no training options but --loss-scale, --seed\n"
+    "                 (the dropout masks: micro-step 0's of that seed) and\n"
+    "                 --check-numerics: the backward pass runs with that loss\n"
+    "                 scale (default: dynamic for --target=cuda steps,\n"
+    "                 starting at 65536 and halved while the gradients are not\n"
+    "                 finite; off for CPU steps) and the gradients are divided\n"
+    "                 by it\n"
     "  --dump OUT     (with --grads-only) write OUT/loss.npy,\n"
     "                 OUT/outputs/<name>.npy and OUT/grads/<param>.npy (each\n"
     "                 file written atomically)\n"
@@ -398,7 +413,7 @@ std::string suggestFlag(const std::string &flag) {
   std::vector<std::string> known = {"--feed", "--dump", "--grads-only", "--eval-only",
                                     "--nesterov", "--quiet",
                                     "--no-prefetch", "--cuda-graphs", "--no-cuda-graphs",
-                                    "--help", "--version"};
+                                    "--check-numerics", "--help", "--version"};
   for (const ValueFlag &f : kValueFlags)
     known.push_back(f.flag);
   std::string best;
@@ -575,7 +590,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
       continue;
     }
     if (a == "--nesterov" || a == "--quiet" || a == "--no-prefetch" ||
-        a == "--cuda-graphs" || a == "--no-cuda-graphs") {
+        a == "--cuda-graphs" || a == "--no-cuda-graphs" || a == "--check-numerics") {
       if (opts.wasGiven(a.c_str()))
         return error(a + " is given twice");
       opts.given.push_back(a);
@@ -583,6 +598,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
        : a == "--quiet"       ? opts.quiet
        : a == "--no-prefetch" ? opts.noPrefetch
        : a == "--cuda-graphs" ? opts.cudaGraphs
+       : a == "--check-numerics" ? opts.checkNumerics
                               : opts.noCudaGraphs) = true;
       continue;
     }
@@ -634,7 +650,7 @@ int parseArgs(int argc, char **argv, Options &opts) {
   if (opts.gradsOnly) {
     for (const std::string &f : opts.given)
       if (f != "--quiet" && f != "--init-weights" && f != "--init" && f != "--loss-scale" &&
-          f != "--seed")
+          f != "--seed" && f != "--check-numerics")
         return error("--grads-only runs one micro-step without training; it "
                      "cannot be combined with " +
                      f);

@@ -183,6 +183,36 @@ int tcc_step_apply(void *arena, tcc_optim_args *args);
 typedef void (*tcc_step_trace_hook)(void *ctx, int32_t mark, double seconds);
 int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx);
 
+/* Numerics checks (tcc-run --check-numerics). Optional exports: a runtime
+ * looks them up with dlsym, and a step without them cannot be checked.
+ *
+ * tcc_step_op_values gives the value table: for each op of the op table
+ * (tcc_step_info.ops), the arena buffers it read (role 0, `index` its
+ * operand) and wrote (role 1, `index` its result), each as a descriptor
+ * whose dtype is the type it is stored in (fp16 on the CUDA target for
+ * most activations), in op order. Buffers outside the arena (constants in
+ * the library's read-only data) are not listed. An op may write a result
+ * over an operand's buffer (in place): then both rows have the same
+ * offset.
+ *
+ * With a check hook set, every micro-step that follows calls hook(ctx, k)
+ * at each mark k (0 before the first op, k after ops[k-1]) with the
+ * results of ops[k-1] in the arena: a CUDA step synchronizes its stream
+ * first (and runs without CUDA graphs while a hook is set). A hook that
+ * returns non-zero stops the micro-step there: it returns
+ * TCC_STEP_STOPPED, with the gradient accumulators partly added to (zero
+ * them before the next optimizer step). NULL turns checking off. */
+#define TCC_STEP_STOPPED 9
+typedef struct tcc_op_value {
+  int32_t op;              /* index in tcc_step_info.ops */
+  int32_t role;            /* 0: read by the op, 1: written by it */
+  int32_t index;           /* the operand's or the result's number */
+  tcc_tensor_desc tensor;  /* name "", the dtype stored, the arena offset */
+} tcc_op_value;
+const tcc_op_value *tcc_step_op_values(int32_t *count);
+typedef int (*tcc_step_check_hook)(void *ctx, int32_t mark);
+int tcc_step_set_check_hook(tcc_step_check_hook hook, void *ctx);
+
 /* Device steps (`device_arena` = 1) only. Every function returns 0 on
  * success; on failure it writes a message that starts with the CUDA error's
  * name (e.g. "cudaErrorInsufficientDriver") into `err` (NUL-terminated, at

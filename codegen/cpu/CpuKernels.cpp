@@ -83,8 +83,7 @@ LogicalResult CpuEmitter::emitKernel(Operation *op) {
         return success();
       })
       .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
-        opLabels.push_back(m.getLabel().str());
-        opLive.push_back(m.getLive());
+        recordMark(m, m.getLabel().str());
         os << markText(opLabels.size());
         return success();
       })

@@ -35,7 +35,7 @@ private:
   LogicalResult emitKernel(Operation *op) override;
   std::string assemble(const Frame &f) override;
   std::string markText(size_t k) const override {
-    return "  if (g_prof == 1) prof_mark(" + std::to_string(k) + ");\n";
+    return "  if (g_prof) { if (int rc_ = prof_mark(" + std::to_string(k) + ")) return rc_; }\n";
   }
   std::string zeroText(uint64_t offset, const std::string &bytes) const override {
     return "  cudaMemsetAsync(arena + " + std::to_string(offset) + "ULL, 0, " + bytes +

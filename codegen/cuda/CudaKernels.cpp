@@ -41,7 +41,7 @@ bool onlyAccumulatedInto(Value v) {
   bool added = false;
   std::function<bool(Value)> ok = [&](Value x) {
     return llvm::all_of(x.getUsers(), [&](Operation *u) {
-      if (isa<func::ReturnOp>(u))
+      if (isa<func::ReturnOp, tcck::MarkOp>(u))
         return true;
       if (auto alias = dyn_cast<tcck::AliasOp>(u))
         return ok(alias.getResult());
@@ -208,9 +208,8 @@ LogicalResult CudaEmitter::emitKernel(Operation *op) {
       .Case<tcck::MarkOp>([&](tcck::MarkOp m) -> LogicalResult {
         // The op table names what the op launched (a generated kernel, a
         // cuBLASLt call) before the op.
-        opLabels.push_back(launched.empty() ? m.getLabel().str()
-                                            : launched + ": " + m.getLabel().str());
-        opLive.push_back(m.getLive());
+        recordMark(m, launched.empty() ? m.getLabel().str()
+                                       : launched + ": " + m.getLabel().str());
         launched.clear();
         os << markText(opLabels.size());
         return success();

@@ -166,7 +166,7 @@ std::string CudaEmitter::assemble(const Frame &f) {
     << "      micro_step_body, zero_grads, refresh_shadows, init_rng, seed_fill,\n"
     << "      read_error_flags, kHostGrads, " << hostGradCount << ",\n"
     << "      " << (shardDesc.empty() ? "nullptr, nullptr, 0, 0ULL, 0ULL" : shardDesc)
-    << ", kSwaps, " << swapCount << "};\n"
+    << ", kSwaps, " << swapCount << ", kOpValues, kNumOpValues};\n"
     << "  return d;\n}\n";
   // The kernels' unit: device code only (they take every buffer as a
   // parameter and set no error flag, which is per unit: read_error_flags

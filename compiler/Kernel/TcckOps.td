@@ -374,16 +374,26 @@ def Tcck_AdvanceRngOp : Tcck_Op<"advance_rng"> {
   let assemblyFormat = "$state attr-dict `:` type($state)";
 }
 
-def Tcck_MarkOp : Tcck_Op<"mark"> {
+def Tcck_MarkOp : Tcck_Op<"mark", [AttrSizedOperandSegments]> {
   let summary = "Ends an entry of the step's op table";
   let description = [{
     The op table (tcc_step_info.ops, `tcc-run --trace`) has one entry per
     tcc op that ran code: `label` says what it is (the op, a fusion's ops,
     the ONNX nodes it came from) and `live` the plan's arena bytes live
     while it runs. The k-th mark ends entry k-1.
+
+    `ins` are the buffers the op read and `outs` those it wrote, as the
+    lowering replaced them: the step's value table (tcc_step_op_values,
+    `tcc-run --check-numerics`) lists those in the arena, so the runtime can
+    look at an op's results, and at its operands, right after it ran. The
+    mark only names them: it reads and writes nothing.
   }];
-  let arguments = (ins StrAttr:$label, I64Attr:$live);
-  let assemblyFormat = "$label `live` $live attr-dict";
+  let arguments = (ins StrAttr:$label, I64Attr:$live, Variadic<Tcck_Buffer>:$ins,
+                       Variadic<Tcck_Buffer>:$outs);
+  let assemblyFormat = [{
+    $label `live` $live (`ins` `(` $ins^ `:` type($ins) `)`)?
+    (`outs` `(` $outs^ `:` type($outs) `)`)? attr-dict
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -69,6 +69,10 @@ int64_t g_prof_steps = 0;
 bool g_prof_warmed = false; // the first micro-step ran (it is not counted)
 bool g_profile = false; // TCC_CUDA_PROFILE=1
 void *g_hook_ctx = nullptr;
+// tcc-run --check-numerics: called at each mark after the stream has
+// caught up with it (the body then runs op by op, without graphs).
+tcc_step_check_hook g_check = nullptr;
+void *g_check_ctx = nullptr;
 
 int marks() { return desc().info->num_ops + 1; }
 
@@ -131,7 +135,7 @@ void decide_modes() {
   // only the optimizer step's last micro-step queues.
   if (g_comm.open())
     g_graph_mode = 0;
-  g_prof = g_profile || g_hook ? 1 : 0;
+  g_prof = g_profile || g_hook || g_check ? 1 : 0;
 }
 
 // The first micro-step is not counted: it pays once for loading the
@@ -243,7 +247,7 @@ int queue_body(void *arena_) {
 int run_micro_step(void *arena_) {
   // A host update in flight goes on while the body runs op by op (its
   // tcck.await_weights); apply starts one only when the body runs so.
-  if (g_graph_mode == 0 || g_hook || g_graph_calls++ == 0 || g_host.in_flight())
+  if (g_graph_mode == 0 || g_hook || g_check || g_graph_calls++ == 0 || g_host.in_flight())
     return queue_body(arena_);
   if (g_graph && g_graph_arena == arena_)
     return launch_graph();
@@ -275,7 +279,18 @@ int run_micro_step(void *arena_) {
 
 } // namespace
 
-void prof_mark(int k) { cudaEventRecord(g_prof_events[k], stream()); }
+int prof_mark(int k) {
+  if (g_profile || g_hook)
+    cudaEventRecord(g_prof_events[k], stream());
+  if (!g_check)
+    return 0;
+  if (cudaError_t e = cudaStreamSynchronize(stream())) {
+    std::fprintf(stderr, "tcc step: checking numerics after op %d: %s (%s)\n", k, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
+    return 5;
+  }
+  return g_check(g_check_ctx, k) != 0 ? TCC_STEP_STOPPED : 0;
+}
 
 // A failure is reported when the micro-step ends (check_device).
 void host_grad_copy(int k, const void *src) {
@@ -821,8 +836,20 @@ TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {
   g_hook = hook;
   g_hook_ctx = ctx;
   g_comm.set_timing(hook != nullptr);
-  g_prof = g_profile || g_hook ? 1 : 0;
+  g_prof = g_profile || g_hook || g_check ? 1 : 0;
   return 0;
+}
+
+TCC_EXPORT int tcc_step_set_check_hook(tcc_step_check_hook hook, void *ctx) {
+  g_check = hook;
+  g_check_ctx = ctx;
+  g_prof = g_profile || g_hook || g_check ? 1 : 0;
+  return 0;
+}
+
+TCC_EXPORT const tcc_op_value *tcc_step_op_values(int32_t *count) {
+  *count = desc().num_op_values;
+  return desc().op_values;
 }
 
 TCC_EXPORT int tcc_step_micro_step(void *arena_, double grad_scale) {

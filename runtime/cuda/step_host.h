@@ -107,14 +107,21 @@ struct StepDesc {
   /// The swapped activations, by swap number (swap_out k).
   const SwapRow *swaps;
   int num_swaps;
+  /// The value table (tcc_step_op_values).
+  const tcc_op_value *op_values;
+  int32_t num_op_values;
 };
 
 /// Defined by the generated half.
 const StepDesc &generated_step();
 
 // What the generated half's micro-step body uses.
-extern int g_prof;  // 1: record an event at each mark (TCC_CUDA_PROFILE=1, or a trace hook)
-void prof_mark(int k); // mark k ends info->ops[k-1]; 0 starts the body
+// 1: call prof_mark at each mark (TCC_CUDA_PROFILE=1, a trace hook or a check hook)
+extern int g_prof;
+// Mark k ends info->ops[k-1]; 0 starts the body. Records the mark's event
+// (profile, trace) and calls the check hook (tcc-run --check-numerics);
+// non-zero (TCC_STEP_STOPPED, or 5 for a CUDA error) ends the body.
+int prof_mark(int k);
 extern double *g_scratch; // one double of device scratch (losses)
 int gemm_failed();  // reports the GEMM's error; 4
 /// Copy k (StepDesc::host_grads) of the gradient at `src` to the host, on a

@@ -12,6 +12,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/lib/arena.h"
 #include "runtime/lib/feeds.h"
+#include "runtime/lib/numerics.h"
 #include "runtime/lib/report.h"
 #include "runtime/lib/tensor_values.h"
 #include "runtime/lib/text.h"
@@ -167,8 +168,13 @@ std::string runScaled(const Options &opts, const Step &step, Arena &mem, double 
                            : step.device    ? tcc::LossScaler::dynamic()
                                             : tcc::LossScaler::off();
   scale = 1.0;
+  NumericsCheck numerics; // --check-numerics
+  if (opts.checkNumerics && !(err = numerics.attach(step, mem)).empty())
+    return "--check-numerics: " + err;
   for (int attempt = 0;; ++attempt) {
     scale = scaler.enabled() ? scaler.scale() : 1.0;
+    numerics.beginStep();
+    numerics.beginMicroStep("the micro-step", scale);
     // Every attempt is micro-step 0 of the run: the same dropout masks.
     if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty() ||
         !(err = seedDropout(step, mem, opts.seed)).empty())
@@ -176,6 +182,8 @@ std::string runScaled(const Options &opts, const Step &step, Arena &mem, double 
     if (info.has_backward && attempt > 0 && (rc = step.zeroGrads(mem.stepArena())) != 0)
       return "zeroing the gradients failed (code " + std::to_string(rc) + ")";
     if ((rc = step.microStep(mem.stepArena(), scale)) != 0) {
+      if (rc == TCC_STEP_STOPPED && opts.checkNumerics)
+        return "--check-numerics: " + numerics.report();
       std::string msg = "the step failed (code " + std::to_string(rc) + ")";
       if (const char *meaning = stepErrorMeaning(rc))
         msg += ": " + std::string(meaning);
@@ -184,6 +192,13 @@ std::string runScaled(const Options &opts, const Step &step, Arena &mem, double 
     // From a device: the loss (printed), and what --dump writes.
     if (info.has_backward && !(err = mem.copyOut(info.outputs[0])).empty())
       return err;
+    if (info.has_backward && opts.checkNumerics) {
+      const tcc_tensor_desc &l = info.outputs[0];
+      const double loss = elementAsDouble(arena + l.offset, l.dtype);
+      if (!std::isfinite(loss))
+        return "--check-numerics: the loss is " + format("%g", loss) + "; " +
+               numerics.infinityOrigin();
+    }
     if (mem.device && (opts.haveDump || scaler.isDynamic())) {
       if (!(err = mem.copyOut(info.outputs, info.num_outputs)).empty())
         return err;
@@ -196,6 +211,9 @@ std::string runScaled(const Options &opts, const Step &step, Arena &mem, double 
         finite = allFinite(info.grads[i], arena);
     if (finite)
       break;
+    if (opts.checkNumerics)
+      warning("loss scale " + format("%g", scale) + ": the gradients are not finite; " +
+              numerics.infinityOrigin());
     if (scale <= 1.0) {
       warning("the gradients are not finite even with loss scale 1; writing them as they are");
       break;

@@ -59,6 +59,8 @@ struct Options {
   bool nesterov = false, quiet = false, noPrefetch = false, cudaGraphs = false,
        noCudaGraphs = false;
   bool cosine = false;
+  /// --check-numerics: look at every op's results (runtime/lib/numerics.h).
+  bool checkNumerics = false;
   bool sequential = false;
   /// --labels=shifted|aligned: how the loss reads its labels, where the
   /// step does not record it (or to override the record); "" if not given.

@@ -122,6 +122,9 @@ std::string loadStep(const std::string &arg, Step &step) {
   // them with a clearer message.
   step.setTraceHook = reinterpret_cast<SetTraceHookFn>(::dlsym(lib, "tcc_step_set_trace_hook"));
   step.setThreads = reinterpret_cast<SetThreadsFn>(::dlsym(lib, "tcc_step_set_threads"));
+  // Steps built before --check-numerics have neither; it refuses them.
+  step.setCheckHook = reinterpret_cast<SetCheckHookFn>(::dlsym(lib, "tcc_step_set_check_hook"));
+  step.opValues = reinterpret_cast<OpValuesFn>(::dlsym(lib, "tcc_step_op_values"));
   step.init = reinterpret_cast<InitFn>(init);
   step.zeroGrads = reinterpret_cast<ZeroGradsFn>(zeroGrads);
   step.microStep = reinterpret_cast<MicroStepFn>(microStep);
@@ -221,6 +224,8 @@ const char *stepErrorMeaning(int code) {
   case 1:
     return "an index was out of range (a token id outside the vocabulary, or "
            "a label outside the classes)";
+  case TCC_STEP_STOPPED:
+    return "stopped by --check-numerics";
   }
   return nullptr;
 }

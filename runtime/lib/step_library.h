@@ -44,6 +44,8 @@ using CommApiFn = const tcc_comm_api *(*)(void *);
 using CommTraceFn = int (*)(void *, double *, double *, uint64_t *, const char **, int32_t);
 using SetTraceHookFn = int (*)(tcc_step_trace_hook, void *);
 using SetThreadsFn = int (*)(int32_t);
+using SetCheckHookFn = int (*)(tcc_step_check_hook, void *);
+using OpValuesFn = const tcc_op_value *(*)(int32_t *);
 using GetShardsFn = const tcc_shard_info *(*)();
 using ShardSumsqFn = int (*)(void *, int32_t, double *);
 using ShardApplyFn = int (*)(void *, int32_t, tcc_optim_args *, double);
@@ -69,6 +71,8 @@ struct Step {
   MicroStepEndFn microStepEnd = nullptr;
   SetTraceHookFn setTraceHook = nullptr; // tcc-run --trace
   SetThreadsFn setThreads = nullptr;     // CPU steps: tcc-run --threads
+  SetCheckHookFn setCheckHook = nullptr; // tcc-run --check-numerics (optional)
+  OpValuesFn opValues = nullptr;
   // Data parallelism on a device step (NCCL); looked up under a launcher.
   SetDeviceFn setDevice = nullptr;
   CommIdFn commId = nullptr;

@@ -567,6 +567,9 @@ int Trainer::prepareLoop() {
                    "(CUDA events)");
   }
 
+  if (opts.checkNumerics && !(err = numerics.attach(step, mem)).empty())
+    return error("--check-numerics: " + err);
+
   prefetchOwner =
       std::make_unique<tcc::data::Prefetcher>(*source, localStart, ck.rng, !opts.noPrefetch);
   // A device step uploads micro-batch j+1 while micro-batch j computes
@@ -604,6 +607,7 @@ int Trainer::trainStep(int64_t it) {
   const double stepStart = trace.active() ? trace.now() : 0.0;
   if (trace.active() && scaler.enabled())
     trace.counter("loss scale", "scale", stepStart, scale);
+  numerics.beginStep();
   for (int64_t k = 0; k < K; ++k)
     if (int r = microStep(it, k, where, scale, lossSum); r >= 0)
       return r;
@@ -640,6 +644,26 @@ int Trainer::trainStep(int64_t it) {
   if (!skip || !scaler.enabled())
     ++optimizerSteps;
   scaler.update(skip);
+  skipStreak = skip ? skipStreak + 1 : 0;
+  if (skip && opts.checkNumerics) {
+    // Where the step's infinities began; with a dynamic scale a skip is
+    // expected now and then (a note), otherwise it stops the run.
+    std::string why = numerics.infinityOrigin();
+    if (!scaler.isDynamic())
+      return error(where + ": --check-numerics: the gradient norm is not finite (" +
+                   format("%g", args.grad_norm) + "); " + why);
+    warning(where + ": skipped (loss scale " + format("%g", scale) + "); " + why);
+  } else if (skip && scaler.isDynamic() && !pointedToCheck &&
+             (skipStreak >= 10 || scaler.scale() < 1)) {
+    // Early skips are the dynamic scale finding its level; a streak, or a
+    // scale below 1, is an overflow it cannot scale away.
+    pointedToCheck = true;
+    warning(where + ": " + std::to_string(skipStreak) +
+            " steps in a row were skipped (gradients not finite) and the loss scale is down to " +
+            format("%g", scaler.scale()) +
+            ": some op's values overflow whatever the scale; tcc-run --check-numerics names "
+            "the first op that makes an infinity or a NaN");
+  }
   if (skip) {
     ++skipped;
     // Dynamic scaling expects these (early on, until the scale has come
@@ -731,6 +755,10 @@ int Trainer::microStep(int64_t it, int64_t k, const std::string &where, double s
   const double microStart = trace.active() ? trace.now() : 0.0;
   double bodyStart = 0.0; // CUDA: when the micro-step was queued
   marks.clear();
+  if (opts.checkNumerics)
+    numerics.beginMicroStep(where + ", micro-step " + std::to_string(k + 1) + "/" +
+                                std::to_string(K),
+                            scale);
   if (step.device) {
     if (!stageErr.empty())
       return error(stageErr);
@@ -783,6 +811,9 @@ int Trainer::microStep(int64_t it, int64_t k, const std::string &where, double s
     dataRng = prefetch().rng();
     rc = step.microStep(stepArena, gradScale);
   }
+  if (rc == TCC_STEP_STOPPED && opts.checkNumerics)
+    return error("--check-numerics: " + numerics.report() +
+                 "\nthe run stops here: nothing after its last checkpoint is saved");
   if (rc != 0) {
     std::string msg = where + ", micro-step " + std::to_string(k + 1) +
                       "/" + std::to_string(K) + " (micro-batch " +
@@ -797,6 +828,10 @@ int Trainer::microStep(int64_t it, int64_t k, const std::string &where, double s
   if (!(err = mem.copyOut(*lossDesc)).empty())
     return error(where + ": " + err);
   double loss = elementAsDouble(arena + lossDesc->offset, lossDesc->dtype);
+  if (opts.checkNumerics && !std::isfinite(loss))
+    return error("--check-numerics: " + where + ", micro-step " + std::to_string(k + 1) + "/" +
+                 std::to_string(K) + ": the loss is " + format("%g", loss) + "; " +
+                 numerics.infinityOrigin());
   losses.push_back(static_cast<float>(loss));
   lossSum += loss;
   if (trace.active()) {

@@ -18,6 +18,7 @@
 #include "runtime/lib/arena.h"
 #include "runtime/lib/evaluator.h"
 #include "runtime/lib/feeds.h"
+#include "runtime/lib/numerics.h"
 #include "runtime/lib/report.h"
 #include "runtime/lib/tensor_values.h"
 #include "runtime/lib/text.h"
@@ -251,6 +252,9 @@ private:
   Clock::time_point t0;
   tcc::trace::Writer trace;
   TraceMarks marks;
+  NumericsCheck numerics; // --check-numerics (set up in prepareLoop)
+  int64_t skipStreak = 0; // optimizer steps skipped in a row
+  bool pointedToCheck = false; // the note that points to --check-numerics was printed
   int64_t traceEnd = 0;
   std::unique_ptr<tcc::data::Prefetcher> prefetchOwner;
   uint64_t dataPos = 0, dataRng = 0;

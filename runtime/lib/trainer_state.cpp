@@ -240,7 +240,10 @@ int Trainer::finish() {
   int64_t done = opts.stopAt() - firstStep;
   if (skipped && !scaler.isDynamic())
     warning(std::to_string(skipped) + " of " + std::to_string(done) +
-            " optimizer steps were skipped (gradient norm not finite)");
+            " optimizer steps were skipped (gradient norm not finite)" +
+            (opts.checkNumerics ? std::string()
+                                : "; tcc-run --check-numerics names the op where the values "
+                                  "stop being finite"));
   if (mem.device && opts.haveDump && mirrorAt != opts.stopAt()) {
     if (!(err = mem.copyOutParamsAndState(false)).empty())
       return error(err);
@@ -311,7 +314,10 @@ int Trainer::finish() {
                   : scaler.enabled()  ? "; a smaller --loss-scale, or --loss-scale=dynamic, avoids it"
                   : !std::isfinite(lastLoss)
                       ? "; the loss itself was not finite: look at the initial weights and the data"
-                      : "; look at the learning rate, the initial weights and the data"));
+                      : "; look at the learning rate, the initial weights and the data") +
+                 (opts.checkNumerics ? std::string()
+                                     : " (tcc-run --check-numerics names the first op whose "
+                                       "values are not finite)"));
   return 0;
 }
 

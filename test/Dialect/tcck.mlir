@@ -13,6 +13,8 @@
 // CHECK: tcck.accumulate %[[V]] into slot 128 : memref<4x8xf32>
 // CHECK: tcck.store %[[A]] to slot 256 : memref<32xf32>
 // CHECK: tcck.mark "tcc.add /h.0/Add" live 4096
+// CHECK: tcck.mark "tcc.add /h.0/Add" live 4096 ins(%arg0, %[[G]] : memref<4x8xf32>, memref<8xf32>) outs(%[[V]] : memref<4x8xf32>)
+// CHECK: tcck.mark "tcc.softmax" live 64 outs(%[[V]] : memref<4x8xf32>)
 func.func @kernels(%x: memref<4x8xf32>, %w: memref<8x8xf32>) {
   %v = tcck.view 64 : memref<4x8xf32>
   %g = tcck.global dense<1.0> : tensor<8xf32> : memref<8xf32>
@@ -24,6 +26,8 @@ func.func @kernels(%x: memref<4x8xf32>, %w: memref<8x8xf32>) {
   tcck.accumulate %v into slot 128 : memref<4x8xf32>
   tcck.store %a to slot 256 : memref<32xf32>
   tcck.mark "tcc.add /h.0/Add" live 4096
+  tcck.mark "tcc.add /h.0/Add" live 4096 ins(%x, %g : memref<4x8xf32>, memref<8xf32>) outs(%v : memref<4x8xf32>)
+  tcck.mark "tcc.softmax" live 64 outs(%v : memref<4x8xf32>)
   return
 }
 

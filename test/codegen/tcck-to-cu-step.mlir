@@ -14,7 +14,7 @@
 // CHECK: int micro_step(char *arena, double grad_scale, __half *arg0, __half *arg1, __half *arg2, float *arg3) {
 // The backward seed first (the frame sets it outside the graph), then mark 0.
 // CHECK: fill(arg3, 1LL, grad_scale);
-// CHECK-NEXT: if (g_prof == 1) prof_mark(0);
+// CHECK-NEXT: if (g_prof) { if (int rc_ = prof_mark(0)) return rc_; }
 // The forward GEMM runs in cuBLASLt with the bias as its epilogue.
 // CHECK: matmul_epilogue(
 // CHECK: TCC_LAUNCH({{.*}}fusion0)

@@ -45,17 +45,19 @@
 // CHECK-NEXT: tcck.seed %[[SEED]] : memref<f32>
 // CHECK-NEXT: %[[MM:.*]] = tcck.view 960 : memref<2x8xf32>
 // CHECK-NEXT: tcck.matmul outs(%[[MM]] : memref<2x8xf32>) ins(%[[X]], %[[W]] : memref<2x4xf32>, memref<4x8xf32>) {trans_lhs = false, trans_rhs = false}
-// CHECK-NEXT: tcck.mark "tcc.matmul" live 1024
+// Each mark names the buffers its op read and wrote (the step's value table,
+// tcc-run --check-numerics).
+// CHECK-NEXT: tcck.mark "tcc.matmul" live 1024 ins(%[[X]], %[[W]] : memref<2x4xf32>, memref<4x8xf32>) outs(%[[MM]] : memref<2x8xf32>)
 // CHECK-NEXT: %[[ADD:.*]] = tcck.view 1024 : memref<2x8xf32>
 // CHECK-NEXT: tcck.ew "Add" %[[ADD]], %[[MM]], %[[B]] : memref<2x8xf32>, memref<2x8xf32>, memref<8xf32>
-// CHECK-NEXT: tcck.mark "tcc.add" live 1088
+// CHECK-NEXT: tcck.mark "tcc.add" live 1088 ins(%[[MM]], %[[B]] : memref<2x8xf32>, memref<8xf32>) outs(%[[ADD]] : memref<2x8xf32>)
 // CHECK-NEXT: %[[SM:.*]] = tcck.view 960 : memref<2x8xf32>
 // CHECK-NEXT: tcck.call softmax outs(%[[SM]] : memref<2x8xf32>) ins(%[[ADD]] : memref<2x8xf32>) {axis = 1 : i64, log = false}
 // CHECK-NEXT: tcck.mark "tcc.softmax"
 // CHECK-NEXT: %[[FLAT:.*]] = tcck.alias %[[SM]] : memref<2x8xf32> to memref<16xf32>
 // CHECK-NEXT: %[[SUM:.*]] = tcck.view {{[0-9]+}} : memref<f32>
 // CHECK-NEXT: tcck.call reduce outs(%[[SUM]] : memref<f32>) ins(%[[FLAT]] : memref<16xf32>) {mask = 1 : i64, mean = false}
-// CHECK-NEXT: tcck.mark "tcc.reduce_sum"
+// CHECK-NEXT: tcck.mark "tcc.reduce_sum" live {{[0-9]+}} ins(%[[FLAT]] : memref<16xf32>) outs(%[[SUM]] : memref<f32>)
 // CHECK-NEXT: %[[SL:.*]] = tcck.view {{[0-9]+}} : memref<2x4xf32>
 // CHECK-NEXT: tcck.call slice outs(%[[SL]] : memref<2x4xf32>) ins(%[[ADD]] : memref<2x8xf32>) {starts = array<i64: 0, 4>, steps = array<i64: 1, 1>}
 // CHECK: tcck.call reduce {{.*}} {mask = 3 : i64, mean = false}
