@@ -250,6 +250,32 @@ bool mlir::tcc::storedAsF32(Value v) {
   return def && isStaticConstant(def);
 }
 
+/// Whether `v` is a row statistic: a reduction's result (a norm's mean or
+/// variance, a sum in a norm's backward pass), or computed elementwise at
+/// its shape from one (1/sqrt(var + eps), -0.5 * sum * rstd^3 / D). Looks
+/// through at most `depth` elementwise ops.
+static bool isRowStatistic(Value v, int depth = 6) {
+  // In a fusion's body, an argument is the fusion's input.
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    if (auto fusion = dyn_cast_or_null<FusionOp>(arg.getOwner()->getParentOp()))
+      v = fusion.getInputs()[arg.getArgNumber()];
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return false;
+  // A fusion's result is the value its body yields.
+  if (auto fusion = dyn_cast<FusionOp>(op))
+    return isRowStatistic(cast<YieldOp>(fusion.getBody().front().getTerminator())
+                              .getValues()[cast<OpResult>(v).getResultNumber()],
+                          depth);
+  if (isa<ReduceSumOp, ReduceMeanOp>(op))
+    return true;
+  if (depth == 0 || !FusionCostModel::isElementwise(op))
+    return false;
+  return llvm::any_of(op->getOperands(), [&](Value u) {
+    return u.getType() == v.getType() && isRowStatistic(u, depth - 1);
+  });
+}
+
 bool mlir::tcc::keepsF32(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   if (!isa<FloatType>(t.getElementType()))
@@ -289,6 +315,12 @@ bool mlir::tcc::keepsF32(Value v) {
     return keepsF32(cast<YieldOp>(fusion.getBody().front().getTerminator())
                         .getValues()[cast<OpResult>(v).getResultNumber()]);
   if (isa<ReduceSumOp, ReduceMeanOp, SoftmaxCrossEntropyLossOp, GatherGradOp>(op))
+    return true;
+  // What is computed from a row statistic at its shape is one too, kept in
+  // fp32 as the statistic is (and as PyTorch's autocast keeps a norm): a
+  // norm's backward multiplies a sum of the loss-scaled gradient by
+  // rstd^3, which overflows fp16 long before the gradient does.
+  if (FusionCostModel::isElementwise(op) && isRowStatistic(v))
     return true;
   if (isa<LayerNormalizationOp>(op))
     return cast<OpResult>(v).getResultNumber() > 0;

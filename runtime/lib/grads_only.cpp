@@ -174,7 +174,7 @@ std::string runScaled(const Options &opts, const Step &step, Arena &mem, double 
   for (int attempt = 0;; ++attempt) {
     scale = scaler.enabled() ? scaler.scale() : 1.0;
     numerics.beginStep();
-    numerics.beginMicroStep("the micro-step", scale);
+    numerics.beginMicroStep("the micro-step", scale, scaler.isDynamic());
     // Every attempt is micro-step 0 of the run: the same dropout masks.
     if (!(err = mem.copyIn(info.inputs, info.num_inputs)).empty() ||
         !(err = seedDropout(step, mem, opts.seed)).empty())

@@ -56,9 +56,11 @@ void NumericsCheck::detach() {
   attached_ = false;
 }
 
-void NumericsCheck::beginMicroStep(const std::string &where, double lossScale) {
+void NumericsCheck::beginMicroStep(const std::string &where, double lossScale,
+                                   bool dynamicScale) {
   where_ = where;
   lossScale_ = lossScale;
+  stopAtNan_ = !dynamicScale;
   report_.clear();
 }
 
@@ -187,10 +189,10 @@ int NumericsCheck::checkOp(int32_t op) {
     nan = nan || s.nan;
     inf = inf || s.posInf || s.negInf;
   }
-  if (!nan && (!inf || !firstInf_.empty()))
+  // Nothing to stop at, and nothing new to remember.
+  const bool newInf = inf && firstInf_.empty(), newNan = nan && firstNan_.empty();
+  if (!(nan && stopAtNan_) && !newInf && !newNan)
     return 0;
-  // The operands, as they are now: an operand whose buffer a result took
-  // over (in place) holds that result.
   // The operands: as they were before the op for those it wrote over (in
   // place), as they are now for the others.
   bool operandInf = false;
@@ -213,21 +215,26 @@ int NumericsCheck::checkOp(int32_t op) {
     if (before_.count(i))
       rows += " (before the op, which wrote a result over it)";
   }
-  if (!nan) {
-    // Not a stop: an infinity may be meant (a mask). Remembered if the op
-    // made it from operands without one.
-    if (!operandInf)
-      firstInf_ = where_ + ": " + opName(op) + " made an infinity from finite operands:" + rows;
+  if (newInf && !operandInf)
+    firstInf_ = where_ + ": " + opName(op) + " made an infinity from finite operands:" + rows;
+  if (!nan)
+    return 0;
+  std::string text = where_ + ": " + opName(op) + " made a NaN:" + rows;
+  if (f16 && (inf || operandInf || !firstInf_.empty()))
+    text += "\n  fp16 holds values up to 65504 in magnitude: a result beyond it is stored as an "
+            "infinity (the CUDA target's kernels compute in fp32 and round to the type they "
+            "store)";
+  if (lossScale_ != 1)
+    text += "\n  this micro-step's loss scale was " + format("%g", lossScale_) +
+            ": the backward pass's values are the gradients times it";
+  if (!stopAtNan_) {
+    // A dynamic loss scale that is too large makes NaNs in the backward
+    // pass that the scaler handles (the step is skipped): remembered.
+    if (newNan)
+      firstNan_ = text;
     return 0;
   }
-  report_ = where_ + ": " + opName(op) + " made a NaN:" + rows;
-  if (f16 && (inf || operandInf || !firstInf_.empty()))
-    report_ += "\n  fp16 holds values up to 65504 in magnitude: a result beyond it is stored as "
-               "an infinity (the CUDA target's kernels compute in fp32 and round to the type "
-               "they store)";
-  if (lossScale_ != 1)
-    report_ += "\n  this micro-step's loss scale was " + format("%g", lossScale_) +
-               ": the backward pass's values are the gradients times it";
+  report_ = text;
   if (!firstInf_.empty())
     report_ += "\n  the first infinity of this step: " + firstInf_;
   return 1;

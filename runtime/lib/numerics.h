@@ -13,6 +13,11 @@
 //   purpose), but the first op of an optimizer step that made one from
 //   operands without any is remembered: firstInfinity() names it, which
 //   is where an fp16 overflow starts, and the NaN report says it too.
+// - With a dynamic loss scale, a NaN does not stop the micro-step either:
+//   a scale too large for the backward pass makes them, and the scaler
+//   skips the step and halves the scale. The first NaN is remembered, and
+//   the caller names it with the first infinity when the step is skipped
+//   or the loss is not finite.
 //
 // On a CUDA step every op then waits for the GPU and its results are
 // copied to the host: a run is many times slower, for finding a bug.
@@ -42,21 +47,33 @@ public:
   ~NumericsCheck() { detach(); }
 
   /// Before each micro-step: what it is, for the report ("step 3/10,
-  /// micro-step 1/4"), and its loss scale (1: none).
-  void beginMicroStep(const std::string &where, double lossScale);
-  /// Before each optimizer step: forgets the last one's first infinity.
-  void beginStep() { firstInf_.clear(); }
+  /// micro-step 1/4"), its loss scale (1: none), and whether the scale is
+  /// dynamic: then a NaN does not stop the micro-step (a scale too large
+  /// for the backward pass makes them, and the scaler skips the step) but
+  /// is remembered, as the first infinity is.
+  void beginMicroStep(const std::string &where, double lossScale, bool dynamicScale);
+  /// Before each optimizer step: forgets the last one's first infinity
+  /// and NaN.
+  void beginStep() {
+    firstInf_.clear();
+    firstNan_.clear();
+  }
 
   /// After a micro-step stopped (TCC_STEP_STOPPED): what stopped it.
   const std::string &report() const { return report_; }
   /// The first op of this optimizer step that made an infinity from
   /// operands without one, described in a line; "" if none did.
   const std::string &firstInfinity() const { return firstInf_; }
-  /// firstInfinity() as a clause of a message: "the first infinity: ..."
-  /// or that no op made one.
+  /// Where this optimizer step's values stopped being finite, as a clause
+  /// of a message: the first infinity and the first NaN remembered, or
+  /// that no op made either.
   std::string infinityOrigin() const {
-    return firstInf_.empty() ? "no op of this step made an infinity from finite operands"
-                             : "the first infinity: " + firstInf_;
+    if (firstInf_.empty() && firstNan_.empty())
+      return "no op of this step made an infinity from finite operands, or a NaN";
+    std::string s = firstInf_.empty() ? "" : "the first infinity: " + firstInf_;
+    if (!firstNan_.empty())
+      s += (s.empty() ? "" : "\n") + std::string("the first NaN: ") + firstNan_;
+    return s;
   }
 
 private:
@@ -91,8 +108,9 @@ private:
   /// The step's named tensors (parameters, accumulators, inputs, outputs)
   /// by arena offset and bytes: a row that is one of them shows its name.
   std::map<std::pair<uint64_t, uint64_t>, std::string> names_;
-  std::string where_, report_, firstInf_, err_;
+  std::string where_, report_, firstInf_, firstNan_, err_;
   double lossScale_ = 1;
+  bool stopAtNan_ = true;
   bool attached_ = false;
 };
 

@@ -758,7 +758,7 @@ int Trainer::microStep(int64_t it, int64_t k, const std::string &where, double s
   if (opts.checkNumerics)
     numerics.beginMicroStep(where + ", micro-step " + std::to_string(k + 1) + "/" +
                                 std::to_string(K),
-                            scale);
+                            scale, scaler.isDynamic());
   if (step.device) {
     if (!stageErr.empty())
       return error(stageErr);
