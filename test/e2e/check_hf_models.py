@@ -38,7 +38,9 @@ For each, in this one run:
      in exact arithmetic, an attention key bias, is measured against 1e-2 of
      the model's largest gradient), within 1e-2, or within twice PyTorch's own
      fp16 autocast error on the same batch plus 1e-3 where that is larger
-     (OPT's ReLU MLP: PyTorch's fp16 autocast is 0.23 off in fc1 itself).
+     (OPT's ReLU MLP: PyTorch's fp16 autocast is 0.23 off in fc1 itself);
+     and finite at GradScaler's first loss scale, 65536, as PyTorch's are
+     (the micro-step runs under --check-numerics).
 Prints a table and ends with `N passed, M failed`.
 """
 import argparse
@@ -392,8 +394,15 @@ def check(name, exporter, args, cache):
     if args.cuda_emulation:
         cu = os.path.join(work, "step_cuda.so")
         run([args.tcc, onnx_path, "--target=cuda", "--cuda-emulation", "-o", cu])
-        run([args.tcc_run, cu, "--feed", os.path.join(work, "feed"), "--grads-only",
-             "--dump", os.path.join(work, "grads_cuda")])
+        out = run([args.tcc_run, cu, "--feed", os.path.join(work, "feed"), "--grads-only",
+                   "--check-numerics", "--dump", os.path.join(work, "grads_cuda")])
+        # GradScaler's first scale, 2^16, at which PyTorch's autocast
+        # gradients below are finite: tcc's fp16 backward pass must not
+        # overflow there either (a dynamic scale would skip steps to find
+        # a smaller one; --check-numerics names the op where it did).
+        if "loss scale 65536 " not in out:
+            problems.append("CUDA emulation: the fp16 gradients are not finite at loss scale "
+                            "65536:\n" + out[-3000:])
         r["cuda_rel"], r["cuda_worst"] = compare_grads(ref_grads, names, os.path.join(work, "grads_cuda", "grads"),
                                       None, GRAD_ATOL, problems, "cuda")
         # PyTorch's fp16 autocast on the same batch: the error mixed
