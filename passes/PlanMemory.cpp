@@ -269,7 +269,9 @@ static bool isRowStatistic(Value v, int depth = 6) {
                           depth);
   if (isa<ReduceSumOp, ReduceMeanOp>(op))
     return true;
-  if (depth == 0 || !FusionCostModel::isElementwise(op))
+  // A cast stores what it is cast to (tcc-mixed-precision's fp16 operand
+  // of a GEMM).
+  if (depth == 0 || !FusionCostModel::isElementwise(op) || isa<CastOp>(op))
     return false;
   return llvm::any_of(op->getOperands(), [&](Value u) {
     return u.getType() == v.getType() && isRowStatistic(u, depth - 1);
