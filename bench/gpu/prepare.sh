@@ -57,6 +57,12 @@ for s in 1 2 3 4; do
   "$tccrun" "$work/demo-cpu.so" ${flags/--seed 0/--seed $s} --quiet --metrics "$p/ref/train_cpu_seed$s.jsonl"
 done
 
+echo "== tcc-run --check-numerics: an fp16 overflow and a NaN (test/tcc/Inputs/make_numerics_models.py)"
+/usr/bin/python3 test/tcc/Inputs/make_numerics_models.py "$p/numerics"
+for m in big nan; do
+  "$tcc" "$p/numerics/$m.onnx" --target=cuda -o "$p/steps/numerics_$m.so" 2> /dev/null
+done
+
 echo "== demo GPT with an evaluation step (tcc --with-eval): CUDA step and the CPU validation losses"
 "$tcc" examples/tiny_gpt_demo.onnx --target=cuda --with-eval -o "$p/steps/demo_eval.so"
 "$tcc" examples/tiny_gpt_demo.onnx --target=cpu --with-eval -o "$work/demo_eval-cpu.so"

@@ -16,6 +16,9 @@
 # 1b. validation: the demo's evaluation step (tcc --with-eval), a second step
 #    library in the same process, on the initial weights and every 20 steps
 #    of a 40-step run, against the CPU's validation losses;
+# 1c. tcc-run --check-numerics on the GPU (the check hook after each op,
+#    the stream synchronized): an fp16 overflow and a NaN named, and the
+#    demo's first steps checked without a stop;
 # 2. speed and memory: GPT-2 small, tcc at its unconstrained plan (also with
 #    --no-attention-fusion, to time the fused attention kernels) and at
 #    --mem-budget 8G/5G/3G, beside PyTorch eager and torch.compile (fp16
@@ -35,8 +38,8 @@
 # Each stage has a time limit, so one failure does not cost the others.
 #
 # RUN_STAGES="seeds profile" runs only those stages (keys: kernels parity
-# train eval seeds nographs nccl gpt2 offload profile eager compile table
-# sanitizer; tcc-run is always built), for a short rerun.
+# train eval numerics seeds nographs nccl gpt2 offload profile eager compile
+# table sanitizer; tcc-run is always built), for a short rerun.
 # What the device call returns: $OUT/run.log (this output, as it is written)
 # and $OUT/results.tgz (every stage's files, packed again after each stage,
 # so a cut run still returns what finished: a device call brings back only a
@@ -125,6 +128,21 @@ if stage eval "validation: the evaluation step (tcc --with-eval) beside the trai
   timeout 60 $tr $p/steps/demo_eval.so ${flags/--steps 200/--steps 40} --quiet --val-data examples/data/train.bin \
     --eval-every 20 --eval-batches 20 --metrics "$out/eval_train_cuda.jsonl" 2>&1 | tail -3
   $py bench/gpu/compare.py eval $p/ref "$out"
+fi
+
+if stage numerics "tcc-run --check-numerics: an fp16 overflow and a NaN named on the GPU; the demo's steps checked without a stop"; then
+  # check-numerics.test's models: an infinity in the GEMM (exit 1), a NaN
+  # in the square root (exit 1), each op named as in the CUDA emulation.
+  timeout 30 $tr $p/steps/numerics_big.so --feed $p/numerics/feed-big --steps 2 --check-numerics \
+    > "$out/numerics_big.log" 2>&1
+  echo "overflow: exit $? (1 expected); named: $(grep -c 'tcc.matmul proj) made an infinity from finite operands' "$out/numerics_big.log") (1 expected)"
+  timeout 30 $tr $p/steps/numerics_nan.so --feed $p/numerics/feed --steps 2 --check-numerics \
+    > "$out/numerics_nan.log" 2>&1
+  echo "NaN: exit $? (1 expected); named: $(grep -c 'root) made a NaN' "$out/numerics_nan.log") (1 expected)"
+  flags=$(cat $p/train_flags.txt)
+  # shellcheck disable=SC2086
+  timeout 60 $tr $p/steps/demo.so ${flags/--steps 200/--steps 4} --check-numerics --quiet > "$out/numerics_demo.log" 2>&1
+  echo "demo, 4 steps checked: exit $? (0 expected)"; tail -3 "$out/numerics_demo.log"
 fi
 
 if stage seeds "training: seeds 1-4, fp16 CUDA against the spread of the CPU runs across seeds"; then
