@@ -10,6 +10,9 @@ Usage: /usr/bin/python3 make_numerics_models.py OUTDIR
   CUDA target (fp16 storage) makes an infinity in the GEMM (node "proj")
   where the CPU target does not.
 - ok.onnx: nan.onnx's graph with a shift of -10 (sqrt(x @ w + 10)): finite.
+- sqrtw.onnx: loss = mean(x @ sqrt(w)) with w[0, 0] = 0: the loss is finite,
+  the gradient 1 / (2 sqrt(w)) infinite at any loss scale, so every step is
+  skipped.
 Built with onnx.helper, so each file holds exactly the nodes named here.
 """
 import os
@@ -53,12 +56,23 @@ def big_model():
         [w, k])
 
 
+def sqrtw_model():
+    w = numpy_helper.from_array(
+        (np.arange(12, dtype=np.float32).reshape(4, 3) / 12), "w")
+    return model_of(
+        [helper.make_node("Sqrt", ["w"], ["r"], name="root"),
+         helper.make_node("MatMul", ["x", "r"], ["y"], name="proj"),
+         helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
+        [w])
+
+
 def main(outdir):
     os.makedirs(os.path.join(outdir, "feed"), exist_ok=True)
     os.makedirs(os.path.join(outdir, "feed-big"), exist_ok=True)
     onnx.save(sqrt_model(-10.0), os.path.join(outdir, "nan.onnx"))
     onnx.save(sqrt_model(10.0), os.path.join(outdir, "ok.onnx"))
     onnx.save(big_model(), os.path.join(outdir, "big.onnx"))
+    onnx.save(sqrtw_model(), os.path.join(outdir, "sqrtw.onnx"))
     np.save(os.path.join(outdir, "feed", "x.npy"),
             (np.arange(8, dtype=np.float32).reshape(2, 4) / 8))
     np.save(os.path.join(outdir, "feed-big", "x.npy"),
