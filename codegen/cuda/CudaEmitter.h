@@ -91,8 +91,12 @@ private:
   /// or `outs`, unless an input and an output share their bytes there (a
   /// result the plan writes over a dying operand, tcc::inPlaceOperand).
   std::string restrictFor(ValueRange ins, ValueRange outs, Value v);
-  /// Appends a generated kernel's text and declares it.
-  void addKernel(const std::string &text);
+  /// Appends a generated kernel's text, named `name`, and declares it;
+  /// returns the name to launch: that of an earlier kernel whose text is
+  /// the same but for its name and its first line (the op and location it
+  /// came from), which is then not added again (a model's layers make the
+  /// same kernels, and nvcc compiles each once).
+  std::string addKernel(const std::string &text, const std::string &name);
   /// ZeRO-1: the flat spaces' table and each trainable parameter's place in
   /// them, and their part of the StepDesc (CudaStep.cpp).
   void shardTables(const Frame &f);
@@ -102,6 +106,9 @@ private:
   std::string constTable;    // {host array, bytes, device offset}
   std::string kernels;       // __global__ functions (step_kernels.cu)
   std::string kernelDecls;   // their declarations, in step.cu
+  /// Each kernel added, by its text without its first line and with its
+  /// name as "@": the kernel's name.
+  llvm::StringMap<std::string> kernelNames;
   std::string shadowRefresh; // fp16 copies of the parameters
   std::string seedFill;      // sets the backward seed (outside the graph)
   /// The kernel or library call launched since the last mark (the op table

@@ -359,11 +359,11 @@ LogicalResult CudaEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
   int64_t n = 0;
   for (Attribute a : loop.getCopies())
     n += ShapedType::getNumElements(cast<tcck::CopyAttr>(a).getShape().asArrayRef());
-  std::string name = "move" + std::to_string(nextKernel++);
+  const std::string named = "move" + std::to_string(nextKernel++);
   std::string text;
   llvm::raw_string_ostream ks(text);
   ks << "// " << loop->getName() << " (a copy loop) at " << loop->getLoc() << "\n"
-     << "__global__ void __launch_bounds__(256) " << name << "(";
+     << "__global__ void __launch_bounds__(256) " << named << "(";
   for (auto [k, p] : llvm::enumerate(params))
     ks << (k ? ", " : "") << p;
   ks << ") {\n  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < " << n
@@ -396,7 +396,7 @@ LogicalResult CudaEmitter::emitCopyLoop(tcck::CopyLoopOp loop) {
        << flatIndex(copy.getFrom(), dims) << "]));\n    }\n";
   }
   ks << "  }\n}\n\n";
-  addKernel(text);
+  const std::string name = addKernel(text, named);
   launched = name;
   os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << n << "LL), 256, 0, stream(), " << name
      << ")(";
@@ -455,11 +455,11 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
       vec = false;
   }
 
-  std::string name = "fusion" + std::to_string(nextKernel++);
+  const std::string named = "fusion" + std::to_string(nextKernel++);
   std::string k;
   llvm::raw_string_ostream ks(k);
   ks << "// " << loop->getName() << " at " << loop.getLoc() << "\n";
-  ks << "__global__ void __launch_bounds__(256) " << name << "(int64_t n";
+  ks << "__global__ void __launch_bounds__(256) " << named << "(int64_t n";
   for (const std::string &p : params)
     ks << ", " << p;
   ks << ") {\n";
@@ -523,7 +523,7 @@ LogicalResult CudaEmitter::emitLoop(tcck::LoopOp loop) {
       ks << "    o" << j << "[i] = conv<" << outTypes[j] << ">(" << scalar.lookup(v) << ");\n";
     ks << "  }\n}\n\n";
   }
-  addKernel(k);
+  const std::string name = addKernel(k, named);
   launched = name;
   os << "  if (" << n << "LL > 0) TCC_LAUNCH(grid_for(" << (vec ? n / 8 : n)
      << "LL), 256, 0, stream(), " << name << ")(" << n << "LL";
@@ -721,13 +721,13 @@ LogicalResult CudaEmitter::emitRowLoop(tcck::LoopOp loop, const LoopFusion &lf) 
     argName[arg] = a;
   }
 
-  std::string name = "fusion" + std::to_string(nextKernel++);
+  const std::string named = "fusion" + std::to_string(nextKernel++);
   std::string text;
   llvm::raw_string_ostream ks(text);
   RowLoopWriter writer(*this, loop, lf, ks, std::move(argName), std::move(out));
-  if (failed(writer.write(name, params)))
+  if (failed(writer.write(named, params)))
     return failure();
-  addKernel(text);
+  const std::string name = addKernel(text, named);
   launched = name;
   int64_t rowCount = writer.rows();
   int64_t blocks = writer.warpPerRow() ? (rowCount + 7) / 8 : rowCount;

@@ -11,6 +11,7 @@
 #include "codegen/cuda/CudaEmitter.h"
 #include "runtime/tcc_step.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -186,7 +187,16 @@ std::string CudaEmitter::assemble(const Frame &f) {
 }
 
 
-void CudaEmitter::addKernel(const std::string &text) {
+std::string CudaEmitter::addKernel(const std::string &text, const std::string &name) {
+  // The text that decides what the kernel does: without the comment line
+  // that says where it came from, its name replaced.
+  std::string key = text.substr(text.find('\n') + 1);
+  for (size_t at = key.find(name); at != std::string::npos; at = key.find(name, at + 1))
+    if (at + name.size() == key.size() || !llvm::isAlnum(key[at + name.size()]))
+      key.replace(at, name.size(), "@");
+  auto [it, added] = kernelNames.try_emplace(key, name);
+  if (!added)
+    return it->second;
   kernels += text;
   // The signature, the line "__global__ void ... name(params) {", declared
   // in step.cu, which launches it.
@@ -194,6 +204,7 @@ void CudaEmitter::addKernel(const std::string &text) {
   size_t end = at == std::string::npos ? at : text.find(" {\n", at);
   assert(end != std::string::npos && "the emitter writes every kernel's signature on one line");
   kernelDecls += text.substr(at, end - at) + ";\n";
+  return name;
 }
 
 
