@@ -250,11 +250,16 @@ bool mlir::tcc::storedAsF32(Value v) {
   return def && isStaticConstant(def);
 }
 
-/// Whether `v` is a row statistic: a reduction's result (a norm's mean or
-/// variance, a sum in a norm's backward pass), or computed elementwise at
-/// its shape from one (1/sqrt(var + eps), -0.5 * sum * rstd^3 / D). Looks
-/// through at most `depth` elementwise ops.
+/// Whether `v` is a row statistic: a reduction's result that keeps its
+/// last axis as 1 (a norm's mean or variance, a sum in a norm's backward
+/// pass), or computed elementwise at its shape from one (1/sqrt(var + eps),
+/// -0.5 * sum * rstd^3 / D). Looks through at most `depth` elementwise ops.
+/// (The memory plan asks for every value it sizes, many times: a value
+/// whose last axis is longer than 1 is not one, at once.)
 static bool isRowStatistic(Value v, int depth = 6) {
+  ArrayRef<int64_t> shape = cast<RankedTensorType>(v.getType()).getShape();
+  if (shape.empty() || shape.back() != 1)
+    return false;
   // In a fusion's body, an argument is the fusion's input.
   if (auto arg = dyn_cast<BlockArgument>(v))
     if (auto fusion = dyn_cast_or_null<FusionOp>(arg.getOwner()->getParentOp()))
