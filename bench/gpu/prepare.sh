@@ -20,6 +20,9 @@
 #                         steps/gpt2_none_nopad.so: unconstrained, with
 #                         --gemm-padding=off (the vocabulary's 50257 unpadded)
 #   steps/gpt2_offload_<b>.so  GPT-2 small at 2G and 1536M with --offload=auto
+#   steps/tinyllama_12G.so  TinyLlama-1.1B's shape (bench/export_large.py) at
+#                         --mem-budget=12G (master weights and optimizer state
+#                         in pinned host memory), with its memory report
 #                         (state in host memory), or gpt2_offload_<b>.err
 #
 # The folder is packed as bench/gpu/payload.tar.xz, which the device call
@@ -113,6 +116,20 @@ done
   --memory-report "$p/gpt2_none_unfusedattn.mem.json" -o "$p/steps/gpt2_none_unfusedattn.so"
 "$tcc" "${gpt2[@]}" --target=cuda --no-weights --gemm-padding=off \
   --memory-report "$p/gpt2_none_nopad.mem.json" -o "$p/steps/gpt2_none_nopad.so"
+echo "== TinyLlama-1.1B's shape at --mem-budget=12G (issue 46)"
+# bench/export_large.py: the graph, its initializers sparse files (only their
+# shapes matter to --no-weights); the venv's torch exports it in minutes.
+venv_py="${TCC_VENV:-$HOME/.cache/tcc/venv}/bin/python"
+[ -x "$venv_py" ] || venv_py=/usr/bin/python3
+if [ ! -f "$work/tinyllama/tinyllama.onnx" ]; then
+  "$venv_py" bench/export_large.py tinyllama "$work/tinyllama"
+fi
+rm -f "$p/tinyllama_12G.err"
+if ! "$tcc" "$work/tinyllama/tinyllama.onnx" --target=cuda --no-weights --mem-budget=12G --timing \
+    --memory-report "$p/tinyllama_12G.mem.json" -o "$p/steps/tinyllama_12G.so" 2> "$work/tinyllama.log"; then
+  grep -o "error: .*" "$work/tinyllama.log" > "$p/tinyllama_12G.err" || echo "error: tcc failed" > "$p/tinyllama_12G.err"
+fi
+grep -v "^ " "$work/tinyllama.log"
 du -sh "$p"
 # One device call carries at most 64 MiB; every step links the CUDA fixed
 # half, so the steps are alike and the folder packs about 30:1.

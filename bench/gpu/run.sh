@@ -29,6 +29,8 @@
 # 3b. NCCL in a world of one process (TCC_NCCL=1): the data-parallel path's
 #    real library calls (communicator, buckets on their own stream), whose
 #    sums of one rank must leave the demo run's bytes unchanged;
+# 3c. TinyLlama-1.1B's shape at --mem-budget=12G (issue 46): 3 steps from
+#    drawn weights, the device peak against the budget;
 # 4. while time is left: compute-sanitizer racecheck and memcheck on the
 #    attention kernels.
 # The steps capture the micro-step as a CUDA graph (the default); the demo run
@@ -38,8 +40,8 @@
 # Each stage has a time limit, so one failure does not cost the others.
 #
 # RUN_STAGES="seeds profile" runs only those stages (keys: kernels parity
-# train eval numerics seeds nographs nccl gpt2 offload profile eager compile
-# table sanitizer; tcc-run is always built), for a short rerun.
+# train eval numerics seeds nographs nccl gpt2 offload tinyllama profile eager
+# compile table sanitizer; tcc-run is always built), for a short rerun.
 # What the device call returns: $OUT/run.log (this output, as it is written)
 # and $OUT/results.tgz (every stage's files, packed again after each stage,
 # so a cut run still returns what finished: a device call brings back only a
@@ -217,6 +219,19 @@ if stage offload "GPT-2 small with host memory (--offload=auto): budgets the dev
     timeout 150 $tr $p/steps/gpt2_offload_$b.so --init-weights /tmp/gpt2_weights.bin --data /tmp/gpt2_tokens.bin \
       --steps 15 --accum 1 --lr 1e-4 --print-every 5 --metrics "$out/gpt2_offload_$b.jsonl" 2>&1 | tail -4
   done
+fi
+
+if stage tinyllama "TinyLlama-1.1B's shape on a 12 GB budget (--mem-budget=12G), drawn weights (--init=normal), 3 steps"; then
+  # Issue 46's promise, never run before: the device peak against the
+  # budget, the step time, and a loss that moves.
+  if [ -f $p/tinyllama_12G.err ]; then
+    echo "tcc could not build it: $(cat $p/tinyllama_12G.err)"
+  else
+    $py -c "import numpy as np; np.random.default_rng(0).integers(0, 32000, 2_000_000, dtype=np.uint16).tofile('/tmp/tl_tokens.bin')"
+    timeout 150 $tr $p/steps/tinyllama_12G.so --init=normal --seed 1 --data /tmp/tl_tokens.bin --labels aligned \
+      --steps 3 --accum 1 --lr 1e-4 --metrics "$out/tinyllama_12G.jsonl" 2>&1 | tail -6
+    $py -c "import json; m = json.load(open('$p/tinyllama_12G.mem.json')); print('planned:', {k: m[k] for k in m if 'bytes' in k and not isinstance(m[k], (list, dict))})" 2>&1 | head -3
+  fi
 fi
 
 if stage profile "GPT-2 small: where tcc's step spends its time (TCC_CUDA_PROFILE=1, 6 micro-steps, the first a warm-up, event per op)"; then
