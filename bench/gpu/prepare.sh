@@ -20,10 +20,11 @@
 #                         steps/gpt2_none_nopad.so: unconstrained, with
 #                         --gemm-padding=off (the vocabulary's 50257 unpadded)
 #   steps/gpt2_offload_<b>.so  GPT-2 small at 2G and 1536M with --offload=auto
+#                         (state in host memory), or gpt2_offload_<b>.err
 #   steps/tinyllama_12G.so  TinyLlama-1.1B's shape (bench/export_large.py) at
 #                         --mem-budget=12G (master weights and optimizer state
-#                         in pinned host memory), with its memory report
-#                         (state in host memory), or gpt2_offload_<b>.err
+#                         in pinned host memory), with its memory report, or
+#                         tinyllama_12G.err
 #
 # The folder is packed as bench/gpu/payload.tar.xz, which the device call
 # carries and run.sh unpacks.
@@ -129,7 +130,7 @@ if ! "$tcc" "$work/tinyllama/tinyllama.onnx" --target=cuda --no-weights --mem-bu
     --memory-report "$p/tinyllama_12G.mem.json" -o "$p/steps/tinyllama_12G.so" 2> "$work/tinyllama.log"; then
   grep -o "error: .*" "$work/tinyllama.log" > "$p/tinyllama_12G.err" || echo "error: tcc failed" > "$p/tinyllama_12G.err"
 fi
-grep -v "^ " "$work/tinyllama.log"
+grep -v -e "^ " -e "^===" "$work/tinyllama.log" || true
 du -sh "$p"
 # One device call carries at most 64 MiB; every step links the CUDA fixed
 # half, so the steps are alike and the folder packs about 30:1.
