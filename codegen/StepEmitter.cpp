@@ -363,9 +363,9 @@ void Emitter::recordMark(tcck::MarkOp m, std::string label) {
   opLabels.push_back(std::move(label));
   opLive.push_back(m.getLive());
   auto add = [&](int role, unsigned index, Value v) {
-    auto it = buffers.find(v);
     if (!valueTable)
       return;
+    auto it = buffers.find(v);
     if (it == buffers.end() || !it->second.inArena)
       return; // read-only data, or tcc-translate's arguments
     auto t = tensor(v);

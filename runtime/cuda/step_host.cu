@@ -76,6 +76,10 @@ void *g_check_ctx = nullptr;
 
 int marks() { return desc().info->num_ops + 1; }
 
+// Whether the body calls prof_mark at its marks: to time them (profile,
+// trace) or to check the numerics after them.
+void update_prof() { g_prof = g_profile || g_hook || g_check ? 1 : 0; }
+
 uint64_t total_input_bytes() {
   uint64_t n = 0;
   for (int i = 0; i < desc().info->num_inputs; ++i)
@@ -135,7 +139,7 @@ void decide_modes() {
   // only the optimizer step's last micro-step queues.
   if (g_comm.open())
     g_graph_mode = 0;
-  g_prof = g_profile || g_hook || g_check ? 1 : 0;
+  update_prof();
 }
 
 // The first micro-step is not counted: it pays once for loading the
@@ -836,14 +840,14 @@ TCC_EXPORT int tcc_step_set_trace_hook(tcc_step_trace_hook hook, void *ctx) {
   g_hook = hook;
   g_hook_ctx = ctx;
   g_comm.set_timing(hook != nullptr);
-  g_prof = g_profile || g_hook || g_check ? 1 : 0;
+  update_prof();
   return 0;
 }
 
 TCC_EXPORT int tcc_step_set_check_hook(tcc_step_check_hook hook, void *ctx) {
   g_check = hook;
   g_check_ctx = ctx;
-  g_prof = g_profile || g_hook || g_check ? 1 : 0;
+  update_prof();
   return 0;
 }
 
