@@ -467,6 +467,10 @@ def main():
                                      and int(p.split()[0]) > hf.LAYERS)]
             status = "trains" if not r["problems"] else "trains, with notes"
             notes = "; ".join(r["problems"])
+            if r.get("fp16_batches"):
+                notes = "; ".join(filter(None, [notes, "fp16, torch16: the worst of %d batches "
+                                                "(%s, %s)" % (r["fp16_batches"], r["cuda_worst"],
+                                                              r["torch16_worst"])]))
         except Exception as e:  # noqa: BLE001  (the row says what failed)
             text = str(e)
             r, notes = None, diagnostic(text, args.workdir)
