@@ -87,9 +87,14 @@ static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
   // 25% slower or faster depending on where the rest of the step's code puts
   // them (measured: 2.45 s against 3.57 s or 4.45 s). Without -ffast-math
   // the arithmetic, and so the results, are the same.
+  // -fno-trapping-math and -fno-math-errno: nothing in a step reads
+  // floating-point exceptions or errno, and without them GCC keeps a float
+  // comparison's select a branch and std::sqrt a call, either of which
+  // stops the vectoriser (exp_f32's clamps in runtime/cpu/kernels.h, AdamW's
+  // square root); the arithmetic, and so the results, are the same.
   // TCC_CPU_PREBUILT_KERNELS: the kernels of the fixed half (kernels.cpp)
   // are declared, not compiled, in the step's unit (runtime/cpu/prebuilt.h).
-  std::vector<std::string> flags = {"-std=c++17", "-O3", "-fPIC", "-fvisibility=hidden",
+  std::vector<std::string> flags = {"-std=c++17", "-O3", "-fno-trapping-math", "-fno-math-errno", "-fPIC", "-fvisibility=hidden",
                                      "-DTCC_CPU_PREBUILT_KERNELS", "-I", "."};
   if (!options.cpuBlas.empty())
     flags.push_back("-DTCC_CPU_BLAS");

@@ -318,6 +318,83 @@ inline void mm_core(int64_t M, int64_t N, int64_t K, const T *a, int64_t a_rs, i
   }
 }
 
+/// exp(y) in float, without a call into libm, so that the compiler
+/// vectorises the loops that call it (an f32 step's softmax, loss, sigmoid
+/// and GELU; std::exp is a call a loop cannot be vectorised across, and in
+/// double 10-20 ns an element): y = k ln 2 + r, |r| <= ln 2 / 2, 2^k from
+/// its bits and e^r by its Taylor series to r^7 (relative error below 5e-9
+/// before rounding; within 2 ulp of std::exp, test/runtime/kernels_test.cpp).
+/// From 88.38 it is inf (std::exp from 88.73, past FLT_MAX: 2^k stops at
+/// 2^127), below -87.3 0 (where the result would be subnormal), NaN for
+/// NaN. Every select is a comparison's, which the step's -fno-trapping-math
+/// lets the vectoriser if-convert.
+inline float exp_f32(float y) {
+  const float lo = -87.3f, hi = 88.7f;
+  const float c = y > lo ? (y < hi ? y : hi) : lo; // NaN: lo (a finite k)
+  // Round to nearest by adding and subtracting 1.5 * 2^23.
+  const float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  // ln 2 in two parts: k * 0.693359375 is exact for |k| <= 2^11.
+  const float r = (c - k * 0.693359375f) + k * 2.12194440e-4f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = ((int32_t)k + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return y >= lo ? p * scale : (y < lo ? 0.0f : y);
+}
+
+/// The sum of x[0, n) in double, in a fixed order that does not depend on
+/// the thread count: four interleaved partial sums, then (s0 + s1) + (s2 +
+/// s3); four chains of additions instead of one. What softmax and the
+/// cross-entropy losses sum their exponentials with (the same bits fused or
+/// not).
+inline double sum4(const double *x, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i];
+    s1 += x[i + 1];
+    s2 += x[i + 2];
+    s3 += x[i + 3];
+  }
+  for (; i < n; ++i)
+    s0 += x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// A scratch row of at least n doubles, the calling thread's own.
+inline double *scratch_row(int64_t n) {
+  thread_local std::vector<double> row;
+  if (static_cast<int64_t>(row.size()) < n)
+    row.resize(static_cast<size_t>(n));
+  return row.data();
+}
+
+/// e^x for a kernel that computes in double on behalf of T: std::exp for
+/// double steps (the f64 reference), exp_f32 for float ones, whose results
+/// are rounded to float anyway.
+template <class T> inline double exp_for(double x) {
+  if constexpr (std::is_same_v<T, float>)
+    return static_cast<double>(exp_f32(static_cast<float>(x)));
+  else
+    return std::exp(x);
+}
+
+/// A row's exponentials e^(x[i] - m) into E[0, n) (a loop the compiler
+/// vectorises for float), and their sum (sum4): softmax's and the
+/// cross-entropy losses' (the same bits fused or not).
+template <class T> double exp_row(const T *x, int64_t n, double m, double *E) {
+  for (int64_t i = 0; i < n; ++i)
+    E[i] = exp_for<T>(static_cast<double>(x[i]) - m);
+  return sum4(E, n);
+}
+
 } // namespace detail
 
 // ---- elementwise -------------------------------------------------------------
@@ -371,7 +448,13 @@ template <UnaryOp Op, class T> inline T unary_scalar(T x) {
     return conv<T>(std::sin(F(x)));
   else if constexpr (Op == UnaryOp::Cos)
     return conv<T>(std::cos(F(x)));
-  else if constexpr (Op == UnaryOp::Sigmoid) { // stable for large |x|
+  else if constexpr (Op == UnaryOp::Sigmoid && std::is_same_v<T, float>) {
+    // exp_f32 of -|x|, so that the loop vectorises: 1 / (1 + e) for x >= 0,
+    // e / (1 + e) below (stable for large |x|; NaN gives NaN).
+    const float e = exp_f32(-std::fabs(x));
+    const float s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : e * s;
+  } else if constexpr (Op == UnaryOp::Sigmoid) { // stable for large |x|
     F v = F(x);
     if (v >= F(0))
       return conv<T>(F(1) / (F(1) + std::exp(-v)));
@@ -757,9 +840,8 @@ template <class T> void softmax(T *out, const T *in, const Shape &s, int axis, b
         double m = -std::numeric_limits<double>::infinity();
         for (int64_t l = 0; l < L; ++l)
           m = std::max(m, static_cast<double>(x[l]));
-        double sum = 0.0;
-        for (int64_t l = 0; l < L; ++l)
-          sum += std::exp(static_cast<double>(x[l]) - m);
+        double *E = detail::scratch_row(L);
+        const double sum = detail::exp_row(x, L, m, E);
         if (log) {
           const double ls = std::log(sum);
           for (int64_t l = 0; l < L; ++l)
@@ -767,7 +849,7 @@ template <class T> void softmax(T *out, const T *in, const Shape &s, int axis, b
         } else {
           const double inv = 1.0 / sum;
           for (int64_t l = 0; l < L; ++l)
-            y[l] = static_cast<T>(std::exp(static_cast<double>(x[l]) - m) * inv);
+            y[l] = static_cast<T>(E[l] * inv);
         }
       }
     });
@@ -786,7 +868,7 @@ template <class T> void softmax(T *out, const T *in, const Shape &s, int axis, b
         mx[i] = std::max(mx[i], static_cast<double>(x[l * inner + i]));
     for (int64_t l = 0; l < L; ++l)
       for (int64_t i = 0; i < inner; ++i)
-        sm[i] += std::exp(static_cast<double>(x[l * inner + i]) - mx[i]);
+        sm[i] += detail::exp_for<T>(static_cast<double>(x[l * inner + i]) - mx[i]);
     if (log) {
       for (int64_t i = 0; i < inner; ++i)
         sm[i] = mx[i] + std::log(sm[i]);
@@ -798,7 +880,7 @@ template <class T> void softmax(T *out, const T *in, const Shape &s, int axis, b
         sm[i] = 1.0 / sm[i];
       for (int64_t l = 0; l < L; ++l)
         for (int64_t i = 0; i < inner; ++i)
-          y[l * inner + i] = static_cast<T>(std::exp(static_cast<double>(x[l * inner + i]) - mx[i]) * sm[i]);
+          y[l * inner + i] = static_cast<T>(detail::exp_for<T>(static_cast<double>(x[l * inner + i]) - mx[i]) * sm[i]);
     }
   }
 }
@@ -1124,7 +1206,7 @@ int sce_loss_grad(T *dscores, const T *dout, const T *log_prob, const Shape &ss,
           g[d] = T(0);
           continue;
         }
-        const double p = std::exp(static_cast<double>(lp[d])) - (c == l ? 1.0 : 0.0);
+        const double p = detail::exp_for<T>(static_cast<double>(lp[d])) - (c == l ? 1.0 : 0.0);
         g[d] = static_cast<T>(p * ws[static_cast<size_t>(d)]);
       }
     }
@@ -1164,18 +1246,25 @@ int sce_loss_with_grad(T *out, T *dscores, const T *scores, int64_t N, int64_t C
       double m = -std::numeric_limits<double>::infinity();
       for (int64_t c = 0; c < C; ++c)
         m = std::max(m, static_cast<double>(s[c]));
-      double sum = 0.0;
-      for (int64_t c = 0; c < C; ++c)
-        sum += std::exp(static_cast<double>(s[c]) - m);
+      const double sum = detail::exp_row(s, C, m, detail::scratch_row(C));
       const double ls = std::log(sum);
-      auto logp = [&](int64_t c) {
-        return static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls));
-      };
+      // Each log-probability rounded to T, as softmax(log) stores it.
       const double w = weights ? static_cast<double>(weights[l]) : 1.0;
-      terms[static_cast<size_t>(n)] = -w * logp(l);
+      terms[static_cast<size_t>(n)] =
+          -w * static_cast<double>(static_cast<T>(static_cast<double>(s[l]) - m - ls));
       const double ws = w * scale;
+      // softmax - onehot(l), scaled; the label's element apart (an integer
+      // comparison in the loop would keep it from being vectorised), and
+      // computed first: d may be s itself (the plan puts the gradient in
+      // place of the logits).
+      auto grad = [&](int64_t c, double onehot) {
+        const double lp = static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls));
+        return static_cast<T>((detail::exp_for<T>(lp) - onehot) * ws);
+      };
+      const T at_label = grad(l, 1.0);
       for (int64_t c = 0; c < C; ++c)
-        d[c] = static_cast<T>((std::exp(logp(c)) - (c == l ? 1.0 : 0.0)) * ws);
+        d[c] = grad(c, 0.0);
+      d[l] = at_label;
     }
   });
   double total = 0.0;
@@ -1212,14 +1301,24 @@ void adamw_update(T *p, T *g, T *m, T *v, int64_t n, double lr, double beta1,
   const T bc2_sqrt = T(std::sqrt(bc2));
   const T b1 = T(beta1), b2 = T(beta2), one_b1 = T(1.0 - beta1),
           one_b2 = T(1.0 - beta2), e = T(eps), cs = T(clip_scale);
+  const bool clip = clip_scale != 1.0;
   parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
+    // The pointers and constants as locals: read through the lambda's
+    // captures, the compiler reloads them after every store and does not
+    // vectorise the loop.
+    T *P = p, *M = m, *V = v;
+    const T *G = g;
+    const T d_ = decay, s_ = step_size, bc_ = bc2_sqrt, b1_ = b1, b2_ = b2, ob1 = one_b1, ob2 = one_b2,
+            e_ = e, cs_ = clip ? cs : T(1);
     for (int64_t i = lo; i < hi; ++i) {
-      T gi = clip_scale == 1.0 ? g[i] : g[i] * cs;
-      p[i] = p[i] * decay;
-      m[i] = m[i] * b1 + gi * one_b1;
-      v[i] = v[i] * b2 + gi * gi * one_b2;
-      T denom = std::sqrt(v[i]) / bc2_sqrt + e;
-      p[i] = p[i] - step_size * (m[i] / denom);
+      T gi = G[i] * cs_;
+      T pi = P[i] * d_;
+      T mi = M[i] * b1_ + gi * ob1;
+      T vi = V[i] * b2_ + gi * gi * ob2;
+      M[i] = mi;
+      V[i] = vi;
+      T denom = std::sqrt(vi) / bc_ + e_;
+      P[i] = pi - s_ * (mi / denom);
     }
   });
 }
@@ -1249,7 +1348,7 @@ void sgd_update(T *p, T *g, T *buf, int64_t n, double lr, double momentum,
 // GELU (exact erf form, or the tanh approximation) and its derivative
 //===----------------------------------------------------------------------===//
 
-/// One element of GELU (computed in double).
+/// One element of GELU (computed in double; float has its own below).
 template <class T> inline T gelu_scalar(T in, bool tanh_approx) {
   const double k = std::sqrt(2.0 / 3.14159265358979323846);
   double x = double(in);
@@ -1257,7 +1356,8 @@ template <class T> inline T gelu_scalar(T in, bool tanh_approx) {
                        : 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
 }
 
-/// One element of GELU's gradient: g * gelu'(x) (computed in double).
+/// One element of GELU's gradient: g * gelu'(x) (computed in double; float
+/// has its own below).
 template <class T> inline T gelu_grad_scalar(T g, T in, bool tanh_approx) {
   const double k = std::sqrt(2.0 / 3.14159265358979323846);
   double x = double(in), d;
@@ -1269,6 +1369,76 @@ template <class T> inline T gelu_grad_scalar(T g, T in, bool tanh_approx) {
         x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * 3.14159265358979323846);
   }
   return T(double(g) * d);
+}
+
+// GELU in float (an f32 step's GEMM epilogues, fused loops and kernels):
+// float arithmetic without calls into libm, which the compiler vectorises.
+// std::erf and std::exp in double cost 18-25 ns an element (about half of a
+// GPT's f32 step on the CPU: bench/cpu_speed.py); these about 1. Both forms
+// are written so that no difference of nearly equal numbers is taken:
+//   erf:  Phi(x) = 1 - erfc(x / sqrt 2) / 2 for x >= 0, erfc(-x / sqrt 2) / 2
+//         below, erfc(z) = exp(-z^2) P(1 / (1 + z / 2)) for z >= 0, with P
+//         a degree-11 polynomial fitted here for relative error (5e-9 in
+//         exact arithmetic) on z in [0, 9.3], where float's erfc ends;
+//   tanh: 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)).
+// Against long double (test/runtime/kernels_test.cpp): GELU within 8 ulp
+// (erf) and 15 (tanh) for x >= -3, where the argument of exp, rounded to
+// float, costs the most; 4e-9 absolute below, where the double forms, which
+// take 1 + erf and 1 + tanh, lose their digits; the gradient within 2 ulp of
+// max(1, |gelu'(x)|). NaN gives NaN.
+namespace detail {
+
+/// Phi(x), the standard normal CDF, and exp(-x^2 / 2) beside it.
+inline float normal_cdf_f32(float x, float &gauss) {
+  const float z = std::fabs(x) * 0.707106781186547524f;
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 1.628209837e-02f;
+  p = p * t - 6.985726953e-02f;
+  p = p * t + 4.817691818e-02f;
+  p = p * t + 2.442353517e-01f;
+  p = p * t - 5.742298961e-01f;
+  p = p * t + 4.219864309e-01f;
+  p = p * t - 1.315436512e-01f;
+  p = p * t + 2.474021763e-01f;
+  p = p * t + 2.313962132e-01f;
+  p = p * t + 2.842187583e-01f;
+  p = p * t + 2.819271088e-01f;
+  p = p * t + 5.777279512e-06f;
+  gauss = exp_f32(-0.5f * (x * x));
+  const float half_erfc = 0.5f * gauss * p;
+  return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
+}
+
+/// 1 / (1 + exp(-2u)), GELU's tanh form's 0.5 (1 + tanh u), and exp(-2u)
+/// beside it, held below exp(80) so that s (1 - s) = s^2 exp(-2u) stays
+/// finite (s is 0 there: below float's smallest normal).
+inline float tanh_gate_f32(float x, float &e) {
+  const float u = 0.797884560802865356f * (x + 0.044715f * (x * x * x));
+  const float m = -2.0f * u;
+  e = exp_f32(m < 80.0f ? m : 80.0f);
+  return m < 80.0f ? 1.0f / (1.0f + e) : 0.0f;
+}
+
+} // namespace detail
+
+template <> inline float gelu_scalar<float>(float x, bool tanh_approx) {
+  float aside;
+  return x * (tanh_approx ? detail::tanh_gate_f32(x, aside) : detail::normal_cdf_f32(x, aside));
+}
+
+template <> inline float gelu_grad_scalar<float>(float g, float x, bool tanh_approx) {
+  float d;
+  if (tanh_approx) {
+    float e;
+    const float s = detail::tanh_gate_f32(x, e);
+    // d/dx x s(u(x)) = s + x s (1 - s) 2 u'(x), s (1 - s) = s^2 e.
+    d = s + x * (s * s * e) * (2.0f * 0.797884560802865356f) * (1.0f + 0.134145f * (x * x));
+  } else {
+    float gauss;
+    const float phi = detail::normal_cdf_f32(x, gauss);
+    d = phi + x * gauss * 0.398942280401432678f; // Phi(x) + x exp(-x^2/2) / sqrt(2 pi)
+  }
+  return g * d;
 }
 
 template <class T> void gelu(T *out, const T *in, int64_t n, bool tanh_approx) {

@@ -773,6 +773,15 @@ static void test_threads() {
   check(same(r1.ln, r3.ln) && same(r1.sm, r3.sm), "layer_norm, softmax: 1 and 3 threads bit-identical", tn);
   check(same(r1.loss, r3.loss) && same(r1.dscores, r3.dscores),
         "sce_loss_with_grad: 1 and 3 threads bit-identical", tn);
+  {
+    // In place, as the memory plan may put the gradient over the logits.
+    std::vector<float> inplace = scores, loss(1);
+    const float one = 1.0f;
+    sce_loss_with_grad(loss.data(), inplace.data(), inplace.data(), 50, 1000, labels.data(),
+                       static_cast<const float *>(nullptr), &one, 2, false, int64_t(0));
+    check(same(loss, r1.loss) && same(inplace, r1.dscores),
+          "sce_loss_with_grad in place: the same bits", tn);
+  }
   // Against the double reference kernels on the same (float) inputs.
   auto wide = [](const std::vector<float> &f) { return std::vector<double>(f.begin(), f.end()); };
   std::vector<double> mm(64 * 300);
@@ -815,7 +824,80 @@ static void test_threads() {
         "fp32 soft-capped attention backward against the double reference", tn);
 }
 
+/// GELU and its gradient in float (kernels.h's float forms, without libm)
+/// against long double references written without cancellation: Phi(x) =
+/// erfc(-x / sqrt 2) / 2, and the tanh form's 1 / (1 + exp(-2u)).
+static void test_gelu_float() {
+  typedef long double LD;
+  const LD k = 0.797884560802865356L, pi = 3.14159265358979323846L;
+  auto gate = [&](LD x, bool th) {
+    return th ? 1 / (1 + expl(-2 * k * (x + 0.044715L * x * x * x))) : erfcl(-x / sqrtl(2.0L)) / 2;
+  };
+  auto slope = [&](LD x, bool th) {
+    LD s = gate(x, th);
+    return th ? s + x * 2 * s * (1 - s) * k * (1 + 0.134145L * x * x)
+              : s + x * expl(-x * x / 2) / sqrtl(2 * pi);
+  };
+  // Error in units of the last place of max(|want|, floor).
+  auto ulps = [](float got, LD want, LD floor) {
+    float m = (float)std::max(fabsl(want), floor);
+    return (double)(fabsl((LD)got - want) / (LD)(std::nextafter(m, INFINITY) - m));
+  };
+  for (bool th : {false, true}) {
+    double rel = 0, tail = 0, grad = 0;
+    for (double xd = -20; xd <= 20; xd += 1e-5) {
+      float x = (float)xd;
+      LD want = x * gate(x, th);
+      float got = gelu_scalar(x, th);
+      if (x >= -3)
+        rel = std::max(rel, ulps(got, want, 1e-37L));
+      else
+        tail = std::max(tail, (double)fabsl((LD)got - want));
+      grad = std::max(grad, ulps(gelu_grad_scalar(1.0f, x, th), slope(x, th), 1.0L));
+    }
+    std::printf("  gelu float (%s): %.2f ulp for x >= -3, %.2g absolute below; gradient %.2f ulp of "
+                "max(1, |gelu'|)\n", th ? "tanh" : "erf", rel, tail, grad);
+    check(rel <= 20, "float GELU within 20 ulp for x >= -3", th ? "tanh" : "erf");
+    check(tail <= 1e-8, "float GELU within 1e-8 below x = -3", th ? "tanh" : "erf");
+    check(grad <= 2, "float GELU gradient within 2 ulp of max(1, |gelu'|)", th ? "tanh" : "erf");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    check(std::isnan(gelu_scalar(nan, th)) && std::isnan(gelu_grad_scalar(1.0f, nan, th)),
+          "float GELU of NaN is NaN", th ? "tanh" : "erf");
+    check(gelu_scalar(-100.0f, th) == 0.0f && gelu_scalar(100.0f, th) == 100.0f &&
+              gelu_grad_scalar(1.0f, 100.0f, th) == 1.0f && gelu_grad_scalar(1.0f, -100.0f, th) == 0.0f,
+          "float GELU at +-100", th ? "tanh" : "erf");
+  }
+}
+
+/// exp_f32 and the float sigmoid (softmax, the losses and SiLU of f32
+/// steps) against long double.
+static void test_exp_float() {
+  auto ulps = [](float got, long double want) {
+    float m = (float)fabsl(want);
+    return (double)(fabsl((long double)got - want) / (long double)(std::nextafter(m, INFINITY) - m));
+  };
+  double e = 0, sg = 0;
+  for (double x = -87.3; x < 88.3; x += 1e-4)
+    e = std::max(e, ulps(detail::exp_f32((float)x), expl((long double)(float)x)));
+  for (double x = -80; x < 80; x += 1e-4) {
+    long double v = (long double)(float)x;
+    sg = std::max(sg, ulps(unary_scalar<UnaryOp::Sigmoid>((float)x), 1 / (1 + expl(-v))));
+  }
+  std::printf("  exp_f32 within %.2f ulp on [-87.3, 88.3]; float sigmoid within %.2f ulp on [-80, 80]\n", e, sg);
+  check(e <= 2, "exp_f32 within 2 ulp of exp", "float");
+  check(sg <= 3, "float sigmoid within 3 ulp", "float");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  check(detail::exp_f32(0.0f) == 1.0f && detail::exp_f32(-100.0f) == 0.0f &&
+            std::isinf(detail::exp_f32(100.0f)) && std::isnan(detail::exp_f32(nan)) &&
+            std::isnan(unary_scalar<UnaryOp::Sigmoid>(nan)) &&
+            unary_scalar<UnaryOp::Sigmoid>(-200.0f) == 0.0f &&
+            unary_scalar<UnaryOp::Sigmoid>(200.0f) == 1.0f,
+        "exp_f32 and sigmoid at 0, +-100, +-200 and NaN", "float");
+}
+
 int main() {
+  test_gelu_float();
+  test_exp_float();
   test_binary<float>();
   test_binary<double>();
   test_binary_int();
