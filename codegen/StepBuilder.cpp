@@ -94,7 +94,8 @@ static std::vector<std::string> compileFlags(const tcc::EmittedStep &step,
   // square root); the arithmetic, and so the results, are the same.
   // TCC_CPU_PREBUILT_KERNELS: the kernels of the fixed half (kernels.cpp)
   // are declared, not compiled, in the step's unit (runtime/cpu/prebuilt.h).
-  std::vector<std::string> flags = {"-std=c++17", "-O3", "-fno-trapping-math", "-fno-math-errno", "-fPIC", "-fvisibility=hidden",
+  std::vector<std::string> flags = {"-std=c++17",        "-O3",  "-fno-trapping-math",
+                                     "-fno-math-errno",   "-fPIC", "-fvisibility=hidden",
                                      "-DTCC_CPU_PREBUILT_KERNELS", "-I", "."};
   if (!options.cpuBlas.empty())
     flags.push_back("-DTCC_CPU_BLAS");

@@ -354,7 +354,7 @@ def features_check(name, module, example, args):
             got = np.load(f).astype(np.float64) if os.path.exists(f) else np.full(want.shape, np.nan)
             row["cuda_rel"] = max(row["cuda_rel"], hf.compare.rel_error(want, got, model_max))
         row["torch16_rel"] = features_torch16(module, example, grads)
-        bound = max(hf.CUDA_BOUND, 2 * row["torch16_rel"] + 1e-3)
+        bound = hf.fp16_bound(row["torch16_rel"])
         if not row["cuda_rel"] <= bound:
             problems.append("fp16 CUDA gradients %.2g from float64 (bound %.2g)" %
                             (row["cuda_rel"], bound))

@@ -28,6 +28,7 @@
 
 // tcc_random.h sits beside this header in a step's build directory and one
 // level up in the source tree.
+#include "float_math.h"
 #include "threads.h"
 
 #if __has_include("tcc_random.h")
@@ -316,37 +317,6 @@ inline void mm_core(int64_t M, int64_t N, int64_t K, const T *a, int64_t a_rs, i
     }
     store(m, static_cast<const double *>(acc));
   }
-}
-
-/// exp(y) in float, without a call into libm, so that the compiler
-/// vectorises the loops that call it (an f32 step's softmax, loss, sigmoid
-/// and GELU; std::exp is a call a loop cannot be vectorised across, and in
-/// double 10-20 ns an element): y = k ln 2 + r, |r| <= ln 2 / 2, 2^k from
-/// its bits and e^r by its Taylor series to r^7 (relative error below 5e-9
-/// before rounding; within 2 ulp of std::exp, test/runtime/kernels_test.cpp).
-/// From 88.38 it is inf (std::exp from 88.73, past FLT_MAX: 2^k stops at
-/// 2^127), below -87.3 0 (where the result would be subnormal), NaN for
-/// NaN. Every select is a comparison's, which the step's -fno-trapping-math
-/// lets the vectoriser if-convert.
-inline float exp_f32(float y) {
-  const float lo = -87.3f, hi = 88.7f;
-  const float c = y > lo ? (y < hi ? y : hi) : lo; // NaN: lo (a finite k)
-  // Round to nearest by adding and subtracting 1.5 * 2^23.
-  const float k = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  // ln 2 in two parts: k * 0.693359375 is exact for |k| <= 2^11.
-  const float r = (c - k * 0.693359375f) + k * 2.12194440e-4f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t bits = ((int32_t)k + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return y >= lo ? p * scale : (y < lo ? 0.0f : y);
 }
 
 /// The sum of x[0, n) in double, in a fixed order that does not depend on
@@ -1249,17 +1219,18 @@ int sce_loss_with_grad(T *out, T *dscores, const T *scores, int64_t N, int64_t C
       const double sum = detail::exp_row(s, C, m, detail::scratch_row(C));
       const double ls = std::log(sum);
       // Each log-probability rounded to T, as softmax(log) stores it.
+      auto logp = [&](int64_t c) {
+        return static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls));
+      };
       const double w = weights ? static_cast<double>(weights[l]) : 1.0;
-      terms[static_cast<size_t>(n)] =
-          -w * static_cast<double>(static_cast<T>(static_cast<double>(s[l]) - m - ls));
+      terms[static_cast<size_t>(n)] = -w * logp(l);
       const double ws = w * scale;
       // softmax - onehot(l), scaled; the label's element apart (an integer
       // comparison in the loop would keep it from being vectorised), and
       // computed first: d may be s itself (the plan puts the gradient in
       // place of the logits).
       auto grad = [&](int64_t c, double onehot) {
-        const double lp = static_cast<double>(static_cast<T>(static_cast<double>(s[c]) - m - ls));
-        return static_cast<T>((detail::exp_for<T>(lp) - onehot) * ws);
+        return static_cast<T>((detail::exp_for<T>(logp(c)) - onehot) * ws);
       };
       const T at_label = grad(l, 1.0);
       for (int64_t c = 0; c < C; ++c)
@@ -1301,7 +1272,6 @@ void adamw_update(T *p, T *g, T *m, T *v, int64_t n, double lr, double beta1,
   const T bc2_sqrt = T(std::sqrt(bc2));
   const T b1 = T(beta1), b2 = T(beta2), one_b1 = T(1.0 - beta1),
           one_b2 = T(1.0 - beta2), e = T(eps), cs = T(clip_scale);
-  const bool clip = clip_scale != 1.0;
   parallel_for(n, 32768, [&](int64_t lo, int64_t hi) {
     // The pointers and constants as locals: read through the lambda's
     // captures, the compiler reloads them after every store and does not
@@ -1309,7 +1279,7 @@ void adamw_update(T *p, T *g, T *m, T *v, int64_t n, double lr, double beta1,
     T *P = p, *M = m, *V = v;
     const T *G = g;
     const T d_ = decay, s_ = step_size, bc_ = bc2_sqrt, b1_ = b1, b2_ = b2, ob1 = one_b1, ob2 = one_b2,
-            e_ = e, cs_ = clip ? cs : T(1);
+            e_ = e, cs_ = cs; // a clip scale of 1 changes no gradient
     for (int64_t i = lo; i < hi; ++i) {
       T gi = G[i] * cs_;
       T pi = P[i] * d_;
@@ -1371,56 +1341,8 @@ template <class T> inline T gelu_grad_scalar(T g, T in, bool tanh_approx) {
   return T(double(g) * d);
 }
 
-// GELU in float (an f32 step's GEMM epilogues, fused loops and kernels):
-// float arithmetic without calls into libm, which the compiler vectorises.
-// std::erf and std::exp in double cost 18-25 ns an element (about half of a
-// GPT's f32 step on the CPU: bench/cpu_speed.py); these about 1. Both forms
-// are written so that no difference of nearly equal numbers is taken:
-//   erf:  Phi(x) = 1 - erfc(x / sqrt 2) / 2 for x >= 0, erfc(-x / sqrt 2) / 2
-//         below, erfc(z) = exp(-z^2) P(1 / (1 + z / 2)) for z >= 0, with P
-//         a degree-11 polynomial fitted here for relative error (5e-9 in
-//         exact arithmetic) on z in [0, 9.3], where float's erfc ends;
-//   tanh: 0.5 (1 + tanh u) = 1 / (1 + exp(-2u)).
-// Against long double (test/runtime/kernels_test.cpp): GELU within 8 ulp
-// (erf) and 15 (tanh) for x >= -3, where the argument of exp, rounded to
-// float, costs the most; 4e-9 absolute below, where the double forms, which
-// take 1 + erf and 1 + tanh, lose their digits; the gradient within 2 ulp of
-// max(1, |gelu'(x)|). NaN gives NaN.
-namespace detail {
-
-/// Phi(x), the standard normal CDF, and exp(-x^2 / 2) beside it.
-inline float normal_cdf_f32(float x, float &gauss) {
-  const float z = std::fabs(x) * 0.707106781186547524f;
-  const float t = 1.0f / (1.0f + 0.5f * z);
-  float p = 1.628209837e-02f;
-  p = p * t - 6.985726953e-02f;
-  p = p * t + 4.817691818e-02f;
-  p = p * t + 2.442353517e-01f;
-  p = p * t - 5.742298961e-01f;
-  p = p * t + 4.219864309e-01f;
-  p = p * t - 1.315436512e-01f;
-  p = p * t + 2.474021763e-01f;
-  p = p * t + 2.313962132e-01f;
-  p = p * t + 2.842187583e-01f;
-  p = p * t + 2.819271088e-01f;
-  p = p * t + 5.777279512e-06f;
-  gauss = exp_f32(-0.5f * (x * x));
-  const float half_erfc = 0.5f * gauss * p;
-  return x >= 0.0f ? 1.0f - half_erfc : half_erfc;
-}
-
-/// 1 / (1 + exp(-2u)), GELU's tanh form's 0.5 (1 + tanh u), and exp(-2u)
-/// beside it, held below exp(80) so that s (1 - s) = s^2 exp(-2u) stays
-/// finite (s is 0 there: below float's smallest normal).
-inline float tanh_gate_f32(float x, float &e) {
-  const float u = 0.797884560802865356f * (x + 0.044715f * (x * x * x));
-  const float m = -2.0f * u;
-  e = exp_f32(m < 80.0f ? m : 80.0f);
-  return m < 80.0f ? 1.0f / (1.0f + e) : 0.0f;
-}
-
-} // namespace detail
-
+// GELU in float: x Phi(x), or x / (1 + exp(-2u)) for the tanh form, from
+// float_math.h (why, and how exact, there).
 template <> inline float gelu_scalar<float>(float x, bool tanh_approx) {
   float aside;
   return x * (tanh_approx ? detail::tanh_gate_f32(x, aside) : detail::normal_cdf_f32(x, aside));

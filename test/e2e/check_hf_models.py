@@ -236,6 +236,13 @@ def torch_autocast_grads(name, feed, dtype=torch.float16):
         scale /= 2
 
 
+def fp16_bound(torch16_rel):
+    """The fp16 gradient error tcc may have where PyTorch's fp16 autocast
+    (or the model cast to fp16) has `torch16_rel`: CUDA_BOUND, or twice
+    PyTorch's plus 1e-3 where that is larger."""
+    return max(CUDA_BOUND, 2 * torch16_rel + 1e-3)
+
+
 def worst_rel(ref, got):
     """The worst per-parameter error of `got` against `ref` (both by torch
     name), as compare_grads measures the fp16 target: (error, parameter)."""
@@ -437,7 +444,7 @@ def check(name, exporter, args, cache):
         if "autocast" not in cache[name]:
             cache[name]["autocast"] = worst_rel(ref_grads, torch_autocast_grads(name, feed))
         r["torch16_rel"], r["torch16_worst"] = cache[name]["autocast"]
-        bound = max(CUDA_BOUND, 2 * r["torch16_rel"] + 1e-3)
+        bound = fp16_bound(r["torch16_rel"])
         if not r["cuda_rel"] <= bound and np.isfinite(r["cuda_rel"]):
             # One batch's worst error can be one rare event: a ReLU whose
             # input fp16 rounding moves across zero (one element of T5's
@@ -448,7 +455,7 @@ def check(name, exporter, args, cache):
                 fp16_over_batches(name, args.tcc_run, cu, work, (r["cuda_rel"], r["cuda_worst"]),
                                   (r["torch16_rel"], r["torch16_worst"]))
             r["fp16_batches"] = 1 + len(FP16_SEEDS)
-            bound = max(CUDA_BOUND, 2 * r["torch16_rel"] + 1e-3)
+            bound = fp16_bound(r["torch16_rel"])
         if not r["cuda_rel"] <= bound:
             problems.append("CUDA emulation: gradient error %.3g > %.3g (%s; PyTorch fp16 "
                             "autocast's %.3g, %s)" % (r["cuda_rel"], bound, r["cuda_worst"],
